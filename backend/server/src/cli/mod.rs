@@ -1,0 +1,39 @@
+//! Command-line faces. Input errors (a bad layout, an invalid config) exit with status 2 and
+//! one clear message on stderr, like clap's own usage errors.
+
+pub mod config;
+pub mod layout;
+pub mod serve;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "scalebook", version, about = "The Deep Learning at Scale tutorial as an interactive notebook")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the notebook in the browser.
+    Serve(serve::ServeArgs),
+    /// Show the rank groups of a tp/cp/dp/pp layout.
+    Layout(layout::LayoutArgs),
+    /// Inspect training configs.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
+}
+
+/// Exit status for input the user must fix (mirrors clap's usage errors).
+pub const EXIT_INVALID_INPUT: u8 = 2;
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Layout(args) => layout::run(args),
+        Command::Config(cmd) => config::run(cmd),
+    }
+}

@@ -1,0 +1,48 @@
+//! One pre-norm transformer block: `x + attn(norm1(x))`, then `x + mlp(norm2(x))`, each branch
+//! behind stochastic depth.
+
+use tch::{Tensor, nn};
+
+use super::{Attention, Mlp, init};
+
+#[derive(Debug)]
+pub struct Block {
+    norm1: nn::LayerNorm,
+    attn: Attention,
+    norm2: nn::LayerNorm,
+    mlp: Mlp,
+    drop_path: f64,
+}
+
+impl Block {
+    pub fn new(path: &nn::Path<'_>, dim: i64, num_heads: i64, mlp_ratio: i64, dropout: f64, drop_path: f64, eps: f64) -> Self {
+        Block {
+            norm1: init::layer_norm(path / "norm1", dim, eps),
+            attn: Attention::new(&(path / "attn"), dim, num_heads, dropout),
+            norm2: init::layer_norm(path / "norm2", dim, eps),
+            mlp: Mlp::new(&(path / "mlp"), dim, dim * mlp_ratio, dropout),
+            drop_path,
+        }
+    }
+}
+
+/// Per-sample stochastic depth: drop a residual branch for whole samples, rescaling the kept
+/// ones so the expectation is unchanged. The identity at rate 0 (every tutorial config).
+fn drop_path(x: Tensor, rate: f64, train: bool) -> Tensor {
+    if rate == 0.0 || !train {
+        return x;
+    }
+    let keep = 1.0 - rate;
+    let size = x.size();
+    let mut mask_shape = vec![size[0]];
+    mask_shape.resize(size.len(), 1);
+    let mask = Tensor::empty(mask_shape.as_slice(), (x.kind(), x.device())).bernoulli_float_(keep);
+    x * mask / keep
+}
+
+impl nn::ModuleT for Block {
+    fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
+        let x = x + drop_path(self.attn.forward_t(&x.apply(&self.norm1), train), self.drop_path, train);
+        &x + drop_path(self.mlp.forward_t(&x.apply(&self.norm2), train), self.drop_path, train)
+    }
+}

@@ -1,0 +1,36 @@
+//! The model's shape, separate from the training config so the model can be built (and
+//! tested) from nothing but its dimensions.
+
+/// Every dimension the ViT needs. `mlp_ratio` is fixed at 4 by the tutorial's factory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VitSpec {
+    /// Height and width of the input crop.
+    pub img_size: [i64; 2],
+    pub patch_size: i64,
+    pub in_chans: i64,
+    pub out_chans: i64,
+    pub embed_dim: i64,
+    pub depth: i64,
+    pub num_heads: i64,
+    pub mlp_ratio: i64,
+    /// Used for dropout, attention dropout and (linearly rising over depth) stochastic depth.
+    pub dropout: f64,
+    /// LayerNorm epsilon of the serial model.
+    pub norm_eps: f64,
+}
+
+impl VitSpec {
+    /// The patch grid (rows, columns); tokens are laid out row-major over it.
+    pub fn grid(&self) -> (i64, i64) {
+        (self.img_size[0] / self.patch_size, self.img_size[1] / self.patch_size)
+    }
+
+    pub fn num_tokens(&self) -> i64 {
+        let (h, w) = self.grid();
+        h * w
+    }
+
+    pub fn head_dim(&self) -> i64 {
+        self.embed_dim / self.num_heads
+    }
+}

@@ -1,0 +1,78 @@
+//! The whole model. Parameter names follow the PyTorch module tree (`patch_embed.proj`,
+//! `pos_embed`, `blocks.N.attn.q`, `norm`, `head`) so checkpoints read the same way.
+
+use tch::{Tensor, nn, nn::ModuleT};
+
+use super::{Block, VitSpec, init};
+
+#[derive(Debug)]
+pub struct VisionTransformer {
+    spec: VitSpec,
+    patch_embed: nn::Conv2D,
+    pos_embed: Tensor,
+    blocks: Vec<Block>,
+    norm: nn::LayerNorm,
+    head: nn::Linear,
+}
+
+impl VisionTransformer {
+    pub fn new(path: &nn::Path<'_>, spec: &VitSpec) -> Self {
+        let d = spec.embed_dim;
+        let p = spec.patch_size;
+        // PyTorch's default Conv2d init (kaiming-uniform, a=√5) is U(±1/√fan_in) for weight
+        // and bias; the tutorial keeps it for the patch embedding.
+        let bound = 1.0 / ((spec.in_chans * p * p) as f64).sqrt();
+        let uniform = nn::Init::Uniform { lo: -bound, up: bound };
+        let conv = nn::ConvConfig { stride: p, ws_init: uniform, bs_init: uniform, ..Default::default() };
+        let patch_embed = nn::conv2d(path / "patch_embed" / "proj", spec.in_chans, d, p, conv);
+        let pos_embed = path.var("pos_embed", &[1, spec.num_tokens(), d], init::TRUNC_NORMAL_002);
+        let blocks = (0..spec.depth)
+            .map(|i| {
+                let rate = drop_path_rate(spec.dropout, i, spec.depth);
+                Block::new(&(path / "blocks" / i), d, spec.num_heads, spec.mlp_ratio, spec.dropout, rate, spec.norm_eps)
+            })
+            .collect();
+        VisionTransformer {
+            spec: spec.clone(),
+            patch_embed,
+            pos_embed,
+            blocks,
+            norm: init::layer_norm(path / "norm", d, spec.norm_eps),
+            head: init::linear(path / "head", d, spec.out_chans * p * p, false),
+        }
+    }
+
+    pub fn spec(&self) -> &VitSpec {
+        &self.spec
+    }
+}
+
+/// Stochastic-depth rate of block `i`: `linspace(0, rate, depth)[i]`, as timm's ViT does.
+fn drop_path_rate(rate: f64, i: i64, depth: i64) -> f64 {
+    if depth <= 1 { 0.0 } else { rate * i as f64 / (depth - 1) as f64 }
+}
+
+/// Tokens (B, h·w, out·p·p) back to fields (B, out, h·p, w·p). Each token's vector is laid
+/// out (patch row, patch column, channel) with the channel fastest, which is what the
+/// tutorial's `einsum("nhwpqc->nchpwq")` reads.
+pub fn unpatchify(tokens: &Tensor, spec: &VitSpec) -> Tensor {
+    let b = tokens.size()[0];
+    let (h, w) = spec.grid();
+    let (p, c) = (spec.patch_size, spec.out_chans);
+    tokens.view([b, h, w, p, p, c]).permute([0, 5, 1, 3, 2, 4]).reshape([b, c, h * p, w * p])
+}
+
+impl nn::ModuleT for VisionTransformer {
+    fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
+        let mut x = x
+            .apply(&self.patch_embed)
+            .flatten(2, -1)
+            .transpose(1, 2)
+            .g_add(&self.pos_embed)
+            .dropout(self.spec.dropout, train);
+        for block in &self.blocks {
+            x = block.forward_t(&x, train);
+        }
+        unpatchify(&x.apply(&self.norm).apply(&self.head), &self.spec)
+    }
+}

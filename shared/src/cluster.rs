@@ -1,0 +1,275 @@
+//! Where runs execute: the machines of `config/clusters.yaml`, with the hardware figures the
+//! estimates use and the Slurm settings a batch script is rendered from.
+//!
+//! Slurm values end up in `#SBATCH` lines, so validation admits only plain tokens there: a
+//! cluster file can never smuggle a second option or a shell word into a job script.
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Problems};
+
+/// How a cluster starts the ranks of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutorKind {
+    /// One process per rank on this machine.
+    Local,
+    /// A batch job submitted with `sbatch`.
+    Slurm,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cluster {
+    pub executor: ExecutorKind,
+    #[serde(default)]
+    pub description: String,
+    /// 0 means the ranks run on CPU cores.
+    pub gpus_per_node: usize,
+    /// Where the dataset lives on this cluster (relative paths: to the project root).
+    pub data_root: String,
+    #[serde(default)]
+    pub interconnect: Option<Interconnect>,
+    /// The GPU models nodes may have; a run picks one.
+    #[serde(default)]
+    pub gpus: Vec<GpuKind>,
+    #[serde(default)]
+    pub slurm: Option<SlurmDefaults>,
+}
+
+/// Link speeds per GPU and per direction.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Interconnect {
+    /// Inside a node.
+    pub nvlink_gb_per_s: f64,
+    /// Between nodes.
+    pub network_gb_per_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuKind {
+    pub name: String,
+    pub memory_gb: f64,
+    pub hbm_tb_per_s: f64,
+    pub peak_tflops: PeakTflops,
+    /// The Slurm `--constraint` that selects nodes with this GPU.
+    #[serde(default)]
+    pub constraint: Option<String>,
+}
+
+/// Dense peak rates by precision.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeakTflops {
+    pub fp32: f64,
+    pub tf32: f64,
+    pub fp16: f64,
+    pub bf16: f64,
+}
+
+/// Job settings every submission starts from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmDefaults {
+    pub account: String,
+    /// QOS for jobs that take whole nodes.
+    pub qos: String,
+    /// QOS for jobs on part of one node (fewer GPUs than a node has), when it differs.
+    #[serde(default)]
+    pub shared_qos: Option<String>,
+    #[serde(default)]
+    pub reservation: Option<String>,
+    /// Wall-time limit in a Slurm time format (`01:00:00`, `30`, `1-00:00:00`).
+    pub time: String,
+    pub cpus_per_task: usize,
+    /// Container image (shifter) the ranks run in.
+    #[serde(default)]
+    pub image: Option<String>,
+    #[serde(default)]
+    pub modules: Vec<String>,
+}
+
+impl Cluster {
+    pub fn gpu(&self, name: &str) -> Option<&GpuKind> {
+        self.gpus.iter().find(|g| g.name == name)
+    }
+}
+
+/// Every cluster of a `clusters.yaml`, validated.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Clusters {
+    clusters: IndexMap<String, Cluster>,
+}
+
+impl Clusters {
+    /// Parses and validates the file, reporting every problem at once (fields are named
+    /// `cluster.path.to.key`).
+    pub fn parse(text: &str) -> Result<Clusters, Error> {
+        let clusters: Option<IndexMap<String, Cluster>> = serde_saphyr::from_str(text)
+            .map_err(|e| Error::Parse { what: "clusters file".into(), message: e.to_string() })?;
+        let clusters = Clusters { clusters: clusters.unwrap_or_default() };
+        let mut problems = Problems::default();
+        if clusters.clusters.is_empty() {
+            problems.push("clusters", "the file defines no clusters");
+        }
+        for (name, cluster) in &clusters.clusters {
+            check_cluster(name, cluster, &mut problems);
+        }
+        problems.into_result(clusters)
+    }
+
+    /// Cluster names in file order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.clusters.keys().map(String::as_str)
+    }
+
+    pub fn get(&self, name: &str) -> Result<&Cluster, Error> {
+        self.clusters.get(name).ok_or_else(|| {
+            let known = self.names().collect::<Vec<_>>().join(", ");
+            Error::Invalid(Problems(vec![crate::Problem::new(
+                "cluster",
+                format!("unknown cluster `{name}`; the file defines: {known}"),
+            )]))
+        })
+    }
+}
+
+fn check_cluster(name: &str, cluster: &Cluster, problems: &mut Problems) {
+    let at = |key: &str| format!("{name}.{key}");
+    if cluster.data_root.trim().is_empty() {
+        problems.push(at("data_root"), "must not be empty");
+    }
+    if !cluster.gpus.is_empty() && cluster.gpus_per_node == 0 {
+        problems.push(at("gpus_per_node"), "is 0 (CPU ranks) but the cluster lists GPU models");
+    }
+    if let Some(link) = &cluster.interconnect {
+        positive(&at("interconnect.nvlink_gb_per_s"), link.nvlink_gb_per_s, problems);
+        positive(&at("interconnect.network_gb_per_s"), link.network_gb_per_s, problems);
+    }
+    let slurm = cluster.executor == ExecutorKind::Slurm;
+    for (i, gpu) in cluster.gpus.iter().enumerate() {
+        let gpu_at = |key: &str| at(&format!("gpus.{}.{key}", gpu.name));
+        if gpu.name.trim().is_empty() {
+            problems.push(at(&format!("gpus.{i}.name")), "must not be empty");
+        } else if cluster.gpus[..i].iter().any(|g| g.name == gpu.name) {
+            problems.push(gpu_at("name"), format!("`{}` is listed twice", gpu.name));
+        }
+        positive(&gpu_at("memory_gb"), gpu.memory_gb, problems);
+        positive(&gpu_at("hbm_tb_per_s"), gpu.hbm_tb_per_s, problems);
+        let PeakTflops { fp32, tf32, fp16, bf16 } = gpu.peak_tflops;
+        for (key, rate) in [("fp32", fp32), ("tf32", tf32), ("fp16", fp16), ("bf16", bf16)] {
+            positive(&gpu_at(&format!("peak_tflops.{key}")), rate, problems);
+        }
+        match &gpu.constraint {
+            Some(constraint) => token(&gpu_at("constraint"), constraint, problems),
+            None if slurm => problems.push(gpu_at("constraint"), "is required on a slurm cluster (it selects the nodes)"),
+            None => {}
+        }
+    }
+    match (&cluster.slurm, slurm) {
+        (Some(defaults), true) => check_slurm(&at("slurm"), defaults, problems),
+        (None, true) => problems.push(at("slurm"), "is required when executor is slurm"),
+        (Some(_), false) => problems.push(at("slurm"), "only applies to executor slurm"),
+        (None, false) => {}
+    }
+    if slurm {
+        if cluster.gpus_per_node == 0 {
+            problems.push(at("gpus_per_node"), "must be at least 1 on a slurm cluster");
+        }
+        if cluster.gpus.is_empty() {
+            problems.push(at("gpus"), "a slurm cluster needs at least one GPU model");
+        }
+        if cluster.interconnect.is_none() {
+            problems.push(at("interconnect"), "a slurm cluster needs its link speeds");
+        }
+    }
+}
+
+fn check_slurm(at: &str, slurm: &SlurmDefaults, problems: &mut Problems) {
+    let field = |key: &str| format!("{at}.{key}");
+    token(&field("account"), &slurm.account, problems);
+    token(&field("qos"), &slurm.qos, problems);
+    let optional = [("shared_qos", &slurm.shared_qos), ("reservation", &slurm.reservation), ("image", &slurm.image)];
+    for (key, value) in optional {
+        if let Some(value) = value {
+            token(&field(key), value, problems);
+        }
+    }
+    for module in &slurm.modules {
+        token(&field("modules"), module, problems);
+    }
+    if !is_slurm_time(&slurm.time) {
+        problems.push(
+            field("time"),
+            format!("`{}` is not a Slurm time (minutes, MM:SS, HH:MM:SS or D-HH:MM:SS, not zero)", slurm.time),
+        );
+    }
+    if slurm.cpus_per_task == 0 {
+        problems.push(field("cpus_per_task"), "must be at least 1, got 0");
+    }
+}
+
+fn positive(field: &str, value: f64, problems: &mut Problems) {
+    if !(value.is_finite() && value > 0.0) {
+        problems.push(field, format!("must be a positive number, got {value}"));
+    }
+}
+
+/// Characters Slurm names, constraints (`gpu&hbm80g`), images (`nersc/pytorch:24.08.01`) and
+/// module names need; no spaces, quotes, `$`, `;` or newlines.
+fn token(field: &str, value: &str, problems: &mut Problems) {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.,:&|/+=@".contains(c);
+    if value.is_empty() || !value.chars().all(allowed) {
+        problems.push(field, format!("`{value}` must be one non-empty word of letters, digits and -_.,:&|/+=@"));
+    }
+}
+
+/// Slurm's `--time` forms: `M`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`, not all zero.
+fn is_slurm_time(text: &str) -> bool {
+    let (days, rest) = match text.split_once('-') {
+        Some((days, rest)) => (Some(days), rest),
+        None => (None, text),
+    };
+    let parts: Vec<&str> = rest.split(':').collect();
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let shape_ok = match days {
+        Some(d) => numeric(d) && parts.len() <= 3,
+        None => parts.len() <= 3,
+    };
+    // After the leading part, minutes and seconds are below 60.
+    let ranges_ok = parts.iter().skip(1).all(|p| p.parse::<u32>().is_ok_and(|v| v < 60));
+    let nonzero = days.into_iter().chain(parts.iter().copied()).any(|p| p.bytes().any(|b| b != b'0'));
+    shape_ok && parts.iter().all(|p| numeric(p)) && ranges_ok && nonzero
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_slurm_time_forms() {
+        for ok in ["30", "00:30:00", "1:00:00", "90:00", "1-00", "2-12:00", "1-00:00:00"] {
+            assert!(is_slurm_time(ok), "{ok}");
+        }
+        for bad in ["", "00:00:00", "1:2:3:4", "1h", "01:60:00", "-1", "1-", "a-01:00:00", "01::00"] {
+            assert!(!is_slurm_time(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tokens_reject_shell_and_option_syntax() {
+        let mut problems = Problems::default();
+        for ok in ["gpu&hbm80g", "nersc/pytorch:24.08.01", "trn011", "nccl-plugin"] {
+            token("f", ok, &mut problems);
+        }
+        assert!(problems.is_empty(), "{problems}");
+        for bad in ["", "a b", "x;rm", "$HOME", "a\n#SBATCH", "'q'"] {
+            token("f", bad, &mut problems);
+        }
+        assert_eq!(problems.0.len(), 6);
+    }
+}

@@ -1,0 +1,141 @@
+//! From untyped `key: value` entries (a mapping in the YAML file, a `key=value` override) to a
+//! typed [`TrainConfig`]. Every entry is checked on its own, so one bad value never hides
+//! another: callers collect one message per bad entry.
+
+use serde_json::{Map, Value};
+
+use super::TrainConfig;
+use crate::Error;
+
+/// The tutorial's loader turns the literal string `None` into Python's `None`; the port does
+/// the same for every top-level value so `limit_nsamples: None` means "no limit".
+pub(super) fn normalize(value: Value) -> Value {
+    match value {
+        Value::String(s) if s == "None" => Value::Null,
+        other => other,
+    }
+}
+
+/// Why one entry cannot go into a [`TrainConfig`], in words that name the rule (the caller
+/// adds where the entry came from).
+pub(super) fn check(key: &str, value: &Value) -> Result<(), String> {
+    let Some(info) = TrainConfig::field(key) else {
+        return Err(match hint(key) {
+            Some(hint) => format!("unknown key; {hint}"),
+            None => "unknown key".into(),
+        });
+    };
+    let single = Map::from_iter([(key.to_owned(), value.clone())]);
+    serde_json::from_value::<TrainConfig>(Value::Object(single))
+        .map(drop)
+        .map_err(|_| format!("expected {}, got {}", info.kind.describe(), show(value)))
+}
+
+/// `base` with `entries` written over it. Entries must have passed [`check`].
+pub(super) fn overlay(base: &TrainConfig, entries: Map<String, Value>) -> Result<TrainConfig, Error> {
+    let mut map = base.to_json();
+    map.extend(entries);
+    serde_json::from_value(Value::Object(map))
+        .map_err(|e| Error::Parse { what: "config".into(), message: e.to_string() })
+}
+
+/// A value as a YAML user would write it, for error messages.
+pub(super) fn show(value: &Value) -> String {
+    match value {
+        Value::Null => "None".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Names people reach for that are not keys: the tutorial's own params names for the parallel
+/// sizes, and pipeline parallelism, which the tutorial never trains with.
+const ALIASES: &[(&str, &str)] = &[
+    ("tp", "did you mean `tensor_parallel`?"),
+    ("cp", "did you mean `context_parallel`?"),
+    ("order", "did you mean `parallel_order`?"),
+    ("pp", "pipeline parallelism is not trained in the tutorial: pp is always 1"),
+    ("batch_size", "did you mean `global_batch_size` or `local_batch_size`?"),
+];
+
+/// A suggestion for a mistyped key: an alias, the closest key within a few edits, or a key that
+/// contains what was typed.
+fn hint(key: &str) -> Option<String> {
+    let lower = key.to_ascii_lowercase();
+    if let Some((_, hint)) = ALIASES.iter().find(|(alias, _)| *alias == lower) {
+        return Some((*hint).into());
+    }
+    let names = TrainConfig::FIELDS.iter().map(|f| f.name);
+    let budget = (lower.len() / 4).max(2);
+    let closest = names
+        .clone()
+        .map(|name| (edit_distance(&lower, name), name))
+        .filter(|&(d, _)| d <= budget)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, name)| name);
+    let containing = || names.clone().find(|name| lower.len() >= 4 && name.contains(lower.as_str()));
+    closest.or_else(containing).map(|name| format!("did you mean `{name}`?"))
+}
+
+/// Levenshtein distance over bytes (keys are ASCII).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, &ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitute = diagonal + usize::from(ca != cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn edit_distance_counts_single_edits() {
+        assert_eq!(edit_distance("embed_dim", "embed_dim"), 0);
+        assert_eq!(edit_distance("embd_dim", "embed_dim"), 1);
+        assert_eq!(edit_distance("lr_scheduler", "lr_schedule"), 1);
+        assert_eq!(edit_distance("num_head", "num_heads"), 1);
+        assert_eq!(edit_distance("abc", "xyz"), 3);
+        assert_eq!(edit_distance("", "dt"), 2);
+    }
+
+    #[test]
+    fn hints_close_keys_aliases_and_substrings() {
+        assert_eq!(hint("embd_dim").as_deref(), Some("did you mean `embed_dim`?"));
+        assert_eq!(hint("TP").as_deref(), Some("did you mean `tensor_parallel`?"));
+        assert!(hint("pp").unwrap().contains("always 1"));
+        assert_eq!(hint("nsamples").as_deref(), Some("did you mean `limit_nsamples`?"));
+        assert_eq!(hint("completely_unrelated"), None);
+    }
+
+    #[test]
+    fn checks_key_and_type_of_one_entry() {
+        assert_eq!(check("lr", &json!(1e-3)), Ok(()));
+        assert_eq!(check("lr", &json!(1)), Ok(()), "an integer is a valid number");
+        assert_eq!(check("limit_nsamples", &Value::Null), Ok(()));
+        assert_eq!(check("embed_dim", &json!(-3)), Err("expected a whole number, got -3".into()));
+        assert_eq!(check("embed_dim", &json!(3.5)), Err("expected a whole number, got 3.5".into()));
+        assert_eq!(check("dropout", &Value::Null), Err("expected a number, got None".into()));
+        assert_eq!(
+            check("img_size", &json!([1, 2, 3])),
+            Err("expected a list [H, W] of two whole numbers, got [1,2,3]".into())
+        );
+        assert_eq!(check("amp_mode", &json!("fp32")), Err("expected one of none, fp16, bf16, got \"fp32\"".into()));
+        assert_eq!(check("nmu_iters", &json!(1)), Err("unknown key; did you mean `num_iters`?".into()));
+    }
+
+    #[test]
+    fn normalize_maps_only_the_exact_string_none() {
+        assert_eq!(normalize(json!("None")), Value::Null);
+        assert_eq!(normalize(json!("none")), json!("none"));
+        assert_eq!(normalize(json!(["None"])), json!(["None"]));
+    }
+}

@@ -1,0 +1,289 @@
+//! The typed training config and the metadata that lets a form, the overrides parser and the
+//! error messages talk about its fields without repeating the list.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Mixed precision for the forward pass and the loss (`torch.autocast`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AmpMode {
+    /// fp32 (with TF32 matmuls where the hardware has them).
+    #[default]
+    None,
+    /// fp16 with dynamic loss scaling.
+    Fp16,
+    /// bf16, no loss scaling needed.
+    Bf16,
+}
+
+impl AmpMode {
+    pub const NAMES: &'static [&'static str] = &["none", "fp16", "bf16"];
+}
+
+/// The sc23/sc24/sc25 data-loader switch. Scalebook has one loader; the key exists so that
+/// those editions' files load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DataLoaderKind {
+    #[default]
+    Pytorch,
+    Dali,
+}
+
+impl DataLoaderKind {
+    pub const NAMES: &'static [&'static str] = &["pytorch", "dali"];
+}
+
+/// The sc25 model-implementation switch. Scalebook has one ViT; the key exists so that sc25's
+/// file loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum ModelBackend {
+    #[default]
+    #[serde(rename = "pytorch")]
+    Pytorch,
+    #[serde(rename = "transformer-engine")]
+    TransformerEngine,
+}
+
+impl ModelBackend {
+    pub const NAMES: &'static [&'static str] = &["pytorch", "transformer-engine"];
+}
+
+/// One training config. Field names are the tutorial's keys, so a `config/ViT.yaml` from the
+/// tutorial loads unchanged and the names users read in the tutorial are the names they edit.
+///
+/// `Default` is the tutorial's `base` config (with the trainers' command-line defaults), which
+/// is what a key left out of a config falls back to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainConfig {
+    pub embed_dim: usize,
+    pub depth: usize,
+    pub dropout: f64,
+    pub patch_size: usize,
+    pub num_heads: usize,
+    /// `[H, W]`: the crop read from every sample.
+    pub img_size: [usize; 2],
+    pub dt: usize,
+    pub global_batch_size: usize,
+    pub num_iters: usize,
+    pub amp_mode: AmpMode,
+    pub enable_jit: bool,
+    pub expdir: String,
+    pub lr_schedule: String,
+    pub lr: f64,
+    pub warmup: usize,
+    pub optimizer: String,
+    pub num_data_workers: usize,
+    pub n_in_channels: usize,
+    pub n_out_channels: usize,
+    pub train_data_path: String,
+    pub valid_data_path: String,
+    pub inf_data_path: String,
+    pub time_means_path: String,
+    pub global_means_path: String,
+    pub global_stds_path: String,
+    pub limit_nsamples: Option<usize>,
+    pub limit_nsamples_val: Option<usize>,
+    pub wireup_info: String,
+    pub wireup_store: String,
+    pub tensor_parallel: usize,
+    pub context_parallel: usize,
+    pub parallel_order: String,
+    /// When set, replaces the global batch by `dp × local_batch_size`, as the tutorial's
+    /// `--local_batch_size` flag does.
+    pub local_batch_size: Option<usize>,
+    pub enable_fused: bool,
+    pub data_loader_config: DataLoaderKind,
+    pub enable_apex: bool,
+    pub model_backend: ModelBackend,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        let data = |rest: &str| format!("/data/{rest}");
+        TrainConfig {
+            embed_dim: 384,
+            depth: 12,
+            dropout: 0.0,
+            patch_size: 8,
+            num_heads: 8,
+            img_size: [360, 720],
+            dt: 1,
+            global_batch_size: 16,
+            num_iters: 30000,
+            amp_mode: AmpMode::None,
+            enable_jit: false,
+            expdir: "/logs".into(),
+            lr_schedule: "cosine".into(),
+            lr: 5e-4,
+            warmup: 0,
+            optimizer: "Adam".into(),
+            num_data_workers: 0,
+            n_in_channels: 20,
+            n_out_channels: 20,
+            train_data_path: data("train"),
+            valid_data_path: data("valid"),
+            inf_data_path: data("test"),
+            time_means_path: data("stats/time_means.npy"),
+            global_means_path: data("stats/global_means.npy"),
+            global_stds_path: data("stats/global_stds.npy"),
+            limit_nsamples: None,
+            limit_nsamples_val: None,
+            wireup_info: "env".into(),
+            wireup_store: "tcp".into(),
+            tensor_parallel: 1,
+            context_parallel: 1,
+            parallel_order: crate::layout::DEFAULT_ORDER.into(),
+            local_batch_size: None,
+            enable_fused: false,
+            data_loader_config: DataLoaderKind::Pytorch,
+            enable_apex: false,
+            model_backend: ModelBackend::Pytorch,
+        }
+    }
+}
+
+/// What values a field takes; drives the form widget and the "expected ..." of type errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", content = "choices", rename_all = "snake_case")]
+pub enum FieldKind {
+    Count,
+    Number,
+    Bool,
+    Text,
+    OptionalCount,
+    ImageSize,
+    Choice(&'static [&'static str]),
+}
+
+impl FieldKind {
+    /// The accepted values in words, as error messages say "expected ...".
+    pub fn describe(self) -> String {
+        match self {
+            FieldKind::Count => "a whole number".into(),
+            FieldKind::Number => "a number".into(),
+            FieldKind::Bool => "true or false".into(),
+            FieldKind::Text => "a string".into(),
+            FieldKind::OptionalCount => "a whole number or None".into(),
+            FieldKind::ImageSize => "a list [H, W] of two whole numbers".into(),
+            FieldKind::Choice(names) => format!("one of {}", names.join(", ")),
+        }
+    }
+}
+
+/// Where a key comes from, so the form can group them the way the tutorial presents them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FieldOrigin {
+    /// A key of the tutorial's `config/ViT.yaml` (dl4sci25).
+    Yaml,
+    /// A command-line flag of `train_mp.py` that the tutorial writes into its params.
+    CommandLine,
+    /// A key only the sc23/sc24/sc25 editions have; accepted so their files load.
+    Edition,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FieldInfo {
+    pub name: &'static str,
+    pub kind: FieldKind,
+    pub origin: FieldOrigin,
+    pub doc: &'static str,
+}
+
+const fn field(name: &'static str, kind: FieldKind, origin: FieldOrigin, doc: &'static str) -> FieldInfo {
+    FieldInfo { name, kind, origin, doc }
+}
+
+impl TrainConfig {
+    /// Every field in declaration order (the tutorial's key order, then the flags, then the
+    /// later editions' keys).
+    pub const FIELDS: &'static [FieldInfo] = {
+        use FieldKind::*;
+        use FieldOrigin::*;
+        &[
+            field("embed_dim", Count, Yaml, "token width D of the transformer"),
+            field("depth", Count, Yaml, "number of transformer blocks"),
+            field("dropout", Number, Yaml, "dropout, attention dropout and stochastic-depth rate"),
+            field("patch_size", Count, Yaml, "side of the square patches the image is cut into"),
+            field("num_heads", Count, Yaml, "attention heads; head_dim = embed_dim / num_heads"),
+            field("img_size", ImageSize, Yaml, "[H, W] crop read from every sample"),
+            field("dt", Count, Yaml, "target = input time index + dt (one step is 6 hours)"),
+            field("global_batch_size", Count, Yaml, "samples per optimizer step over all dp ranks"),
+            field("num_iters", Count, Yaml, "LR-schedule horizon; epochs = num_iters // iterations per epoch"),
+            field("amp_mode", Choice(AmpMode::NAMES), Yaml, "mixed precision: none, fp16 (loss scaling) or bf16"),
+            field("enable_jit", Bool, Yaml, "compile the model and use fused Adam"),
+            field("expdir", Text, Yaml, "root directory of the run outputs"),
+            field("lr_schedule", Text, Yaml, "learning-rate schedule; the tutorial handles only cosine"),
+            field("lr", Number, Yaml, "Adam base learning rate"),
+            field("warmup", Count, Yaml, "linear warm-up steps (0: plain cosine)"),
+            field("optimizer", Text, Yaml, "informational: the trainer always uses Adam"),
+            field("num_data_workers", Count, Yaml, "data-loading workers per rank"),
+            field("n_in_channels", Count, Yaml, "model input channels (20 ERA5 variables)"),
+            field("n_out_channels", Count, Yaml, "model output channels"),
+            field("train_data_path", Text, Yaml, "directory of the training *.h5 files"),
+            field("valid_data_path", Text, Yaml, "directory of the validation *.h5 files"),
+            field("inf_data_path", Text, Yaml, "directory of the test files (unused)"),
+            field("time_means_path", Text, Yaml, "time-mean statistics (unused)"),
+            field("global_means_path", Text, Yaml, "per-channel means used to normalise"),
+            field("global_stds_path", Text, Yaml, "per-channel standard deviations used to normalise"),
+            field("limit_nsamples", OptionalCount, Yaml, "cap on the number of training samples"),
+            field("limit_nsamples_val", OptionalCount, Yaml, "cap on the number of validation samples"),
+            field("wireup_info", Text, Yaml, "process-group wire-up source (unused since sc24)"),
+            field("wireup_store", Text, Yaml, "process-group rendezvous store (unused since sc24)"),
+            field("tensor_parallel", Count, CommandLine, "tp: ranks that split every weight matrix"),
+            field("context_parallel", Count, CommandLine, "cp: ranks that split the token sequence"),
+            field("parallel_order", Text, CommandLine, "rank order, fastest varying first, e.g. tp-cp-dp"),
+            field("local_batch_size", OptionalCount, CommandLine, "per-dp-rank batch; when set, global = dp × local"),
+            field("enable_fused", Bool, Edition, "fused Adam (sc23/sc24/sc25 key)"),
+            field(
+                "data_loader_config",
+                Choice(DataLoaderKind::NAMES),
+                Edition,
+                "sc23/sc24/sc25 loader switch; Scalebook has one loader",
+            ),
+            field("enable_apex", Bool, Edition, "sc23 key, unused"),
+            field(
+                "model_backend",
+                Choice(ModelBackend::NAMES),
+                Edition,
+                "sc25 model switch; Scalebook has one ViT",
+            ),
+        ]
+    };
+
+    pub fn field(name: &str) -> Option<&'static FieldInfo> {
+        Self::FIELDS.iter().find(|f| f.name == name)
+    }
+
+    /// The config as a JSON object keyed by field name. Serialising numbers, strings and unit
+    /// enums into a `Value` cannot fail, so the empty fallback is never taken in practice.
+    pub fn to_json(&self) -> Map<String, Value> {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(map)) => map,
+            _ => Map::new(),
+        }
+    }
+
+    /// The fields whose values differ, in field order (what "diff against base" shows).
+    pub fn diff(&self, other: &TrainConfig) -> Vec<FieldDiff> {
+        let (left, right) = (self.to_json(), other.to_json());
+        Self::FIELDS
+            .iter()
+            .filter_map(|f| {
+                let (a, b) = (left.get(f.name)?, right.get(f.name)?);
+                (a != b).then(|| FieldDiff { field: f.name, left: a.clone(), right: b.clone() })
+            })
+            .collect()
+    }
+}
+
+/// One field that differs between two configs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FieldDiff {
+    pub field: &'static str,
+    pub left: Value,
+    pub right: Value,
+}

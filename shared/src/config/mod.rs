@@ -1,0 +1,26 @@
+//! Training configs: the tutorial's `config/ViT.yaml` keys as a typed [`TrainConfig`], loaded
+//! from YAML files of named configs ([`ConfigFile`]), changed by `key=value` overrides,
+//! validated against every rule the trainer relies on (all problems at once, each naming its
+//! field), and expanded into [`Derived`] numbers.
+//!
+//! Loading follows the tutorial's `YParams`: YAML 1.2 (so `5E-4` is a float), anchors and
+//! merge keys, and the string `None` read as null. Unlike `YParams`, an unknown key is an
+//! error: a misspelt key would otherwise be silently ignored by the trainer.
+
+mod derived;
+mod entries;
+mod fields;
+mod load;
+mod overrides;
+mod schedule;
+mod validate;
+mod write;
+
+pub use derived::{Derived, ERA5_TRAIN_SAMPLES, MLP_RATIO, ParamCount, compute_split_shapes, iters_per_epoch, tokens_per_sample};
+pub use fields::{AmpMode, DataLoaderKind, FieldDiff, FieldInfo, FieldKind, FieldOrigin, ModelBackend, TrainConfig};
+pub use load::ConfigFile;
+pub use schedule::{lr_at, round_significant, sqrt_rule_lr};
+pub use write::yaml_value;
+
+/// The config the app starts with: small enough to train visibly on two CPU cores.
+pub const DEFAULT_CONFIG: &str = "cpu_short";

@@ -1,0 +1,257 @@
+//! The rules a config must follow for the trainer to run it on a given number of ranks.
+//!
+//! Every rule is checked and every broken one reported, each against the field to edit. Rules
+//! that depend on another value only run once that value is itself usable, so one mistake
+//! (say `num_heads: 0`) yields one problem, not a cascade.
+//!
+//! Epoch rules: a run whose training loader yields no full batch, or whose `num_iters` is
+//! shorter than one epoch, silently trains nothing in the tutorial (`num_epochs = num_iters //
+//! iterations per epoch` is 0); an empty validation loader divides by zero. These depend on the
+//! number of samples, so they are checked whenever it is known: from `limit_nsamples` /
+//! `limit_nsamples_val`, capped by the dataset size when the caller knows it (the trainer
+//! does, the browser does not). With neither known they are not checked, and the derived
+//! values show the epochs for the tutorial's ERA5 dataset size instead.
+
+use super::{TrainConfig, derived};
+use crate::layout::{Layout, Sizes};
+use crate::{Error, Problems};
+
+impl TrainConfig {
+    /// Checks the config for a run of `world` ranks (dp = world / (tp·cp), pp = 1).
+    pub fn validate(&self, world: usize) -> Result<(), Error> {
+        self.problems(world, None).into_result(())
+    }
+
+    /// As [`validate`](Self::validate), also checking the epoch rules against a training set
+    /// of `train_samples` samples (before `limit_nsamples`).
+    pub fn validate_for_dataset(&self, world: usize, train_samples: usize) -> Result<(), Error> {
+        self.problems(world, Some(train_samples)).into_result(())
+    }
+
+    pub(super) fn problems(&self, world: usize, train_samples: Option<usize>) -> Problems {
+        let mut problems = Problems::default();
+        self.check_positive(world, &mut problems);
+        let tokens = self.check_model(&mut problems);
+        let dp = self.check_parallel(world, tokens, &mut problems);
+        self.check_optimizer(&mut problems);
+        self.check_paths(&mut problems);
+        if let Some(dp) = dp
+            && let Some(local) = self.check_batch(dp, &mut problems)
+        {
+            self.check_epochs(dp, local, train_samples, &mut problems);
+        }
+        problems
+    }
+
+    fn check_positive(&self, world: usize, problems: &mut Problems) {
+        let counts = [
+            ("embed_dim", self.embed_dim),
+            ("depth", self.depth),
+            ("patch_size", self.patch_size),
+            ("num_heads", self.num_heads),
+            ("dt", self.dt),
+            ("global_batch_size", self.global_batch_size),
+            ("num_iters", self.num_iters),
+            ("n_in_channels", self.n_in_channels),
+            ("n_out_channels", self.n_out_channels),
+            ("tensor_parallel", self.tensor_parallel),
+            ("context_parallel", self.context_parallel),
+            ("world", world),
+        ];
+        let optional = [
+            ("local_batch_size", self.local_batch_size),
+            ("limit_nsamples", self.limit_nsamples),
+            ("limit_nsamples_val", self.limit_nsamples_val),
+        ];
+        let zeros = counts.into_iter().chain(optional.into_iter().filter_map(|(f, v)| Some((f, v?))));
+        for (field, _) in zeros.filter(|&(_, v)| v == 0) {
+            problems.push(field, "must be at least 1, got 0");
+        }
+        for (side, size) in ["height", "width"].into_iter().zip(self.img_size) {
+            if size == 0 {
+                problems.push("img_size", format!("{side} must be at least 1, got 0"));
+            }
+        }
+    }
+
+    /// Shape rules of the ViT; the tokens per sample when the patch grid is whole.
+    fn check_model(&self, problems: &mut Problems) -> Option<usize> {
+        let (d, heads, p) = (self.embed_dim, self.num_heads, self.patch_size);
+        if d > 0 && heads > 0 && !d.is_multiple_of(heads) {
+            problems.push("embed_dim", format!("{d} is not divisible by num_heads {heads}"));
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            problems.push("dropout", format!("must be in [0, 1), got {}", self.dropout));
+        }
+        if p == 0 || self.img_size.contains(&0) {
+            return None;
+        }
+        let mut whole = true;
+        for (side, size) in ["height", "width"].into_iter().zip(self.img_size) {
+            if !size.is_multiple_of(p) {
+                problems.push("img_size", format!("{side} {size} is not divisible by patch_size {p}"));
+                whole = false;
+            }
+        }
+        whole.then(|| derived::tokens_per_sample(self.img_size, p))
+    }
+
+    /// Tensor, context and data parallel rules; dp when the world splits evenly.
+    fn check_parallel(&self, world: usize, tokens: Option<usize>, problems: &mut Problems) -> Option<usize> {
+        let (tp, cp) = (self.tensor_parallel, self.context_parallel);
+        if tp == 0 || cp == 0 {
+            return None;
+        }
+        let heads = self.num_heads;
+        if heads > 0 && !heads.is_multiple_of(tp) {
+            problems.push(
+                "tensor_parallel",
+                format!("{tp} does not divide num_heads {heads} (every tp rank owns whole heads)"),
+            );
+        }
+        let mlp = self.embed_dim.saturating_mul(derived::MLP_RATIO);
+        if mlp > 0 && !mlp.is_multiple_of(tp) {
+            problems.push("tensor_parallel", format!("{tp} does not divide the MLP width 4 × embed_dim = {mlp}"));
+        }
+        if let Some(tokens) = tokens
+            && cp > tokens
+        {
+            problems.push(
+                "context_parallel",
+                format!("{cp} is more than the {tokens} tokens per sample (every cp rank needs at least one token)"),
+            );
+        }
+        let model = tp.saturating_mul(cp);
+        let dp = (world > 0 && world.is_multiple_of(model)).then(|| world / model);
+        if world > 0 && dp.is_none() {
+            problems.push(
+                "world",
+                format!(
+                    "{world} ranks is not divisible by tensor_parallel {tp} × context_parallel {cp} = {model} \
+                     (world = tp × cp × dp, pp = 1)"
+                ),
+            );
+        }
+        // Checked even when dp is unknown, so a misspelt order is reported together with a
+        // bad world size.
+        self.check_order(dp.unwrap_or(1), problems);
+        dp
+    }
+
+    fn check_order(&self, dp: usize, problems: &mut Problems) {
+        let sizes = [self.tensor_parallel, self.context_parallel, dp].map(|s| u32::try_from(s).unwrap_or(u32::MAX));
+        let sizes = Sizes { tp: sizes[0], cp: sizes[1], dp: sizes[2], pp: 1 };
+        if let Err(err) = Layout::new(sizes, &self.parallel_order) {
+            for problem in err.problems().0 {
+                let field = match problem.field.as_str() {
+                    "tp" => "tensor_parallel",
+                    "cp" => "context_parallel",
+                    "order" => "parallel_order",
+                    _ => "world",
+                };
+                problems.push(field, problem.message);
+            }
+        }
+    }
+
+    fn check_optimizer(&self, problems: &mut Problems) {
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            problems.push("lr", format!("must be a positive number, got {}", self.lr));
+        }
+        if self.num_iters > 0 && self.warmup > self.num_iters {
+            problems.push(
+                "warmup",
+                format!("{} is more than num_iters {}: the warm-up would never finish", self.warmup, self.num_iters),
+            );
+        }
+        if self.lr_schedule != "cosine" {
+            problems.push(
+                "lr_schedule",
+                format!(
+                    "`{}` is not supported: the tutorial handles only `cosine` (any other value leaves it without a scheduler)",
+                    self.lr_schedule
+                ),
+            );
+        }
+        if !self.optimizer.eq_ignore_ascii_case("adam") {
+            problems.push(
+                "optimizer",
+                format!("`{}` is not available: the tutorial always trains with Adam (betas 0.9, 0.95)", self.optimizer),
+            );
+        }
+    }
+
+    fn check_paths(&self, problems: &mut Problems) {
+        let paths = [
+            ("expdir", &self.expdir),
+            ("train_data_path", &self.train_data_path),
+            ("valid_data_path", &self.valid_data_path),
+            ("global_means_path", &self.global_means_path),
+            ("global_stds_path", &self.global_stds_path),
+        ];
+        for (field, _) in paths.into_iter().filter(|(_, path)| path.trim().is_empty()) {
+            problems.push(field, "must not be empty");
+        }
+    }
+
+    /// The per-rank batch, when the global batch splits over `dp`.
+    fn check_batch(&self, dp: usize, problems: &mut Problems) -> Option<usize> {
+        if let Some(local) = self.local_batch_size {
+            return (local > 0).then_some(local);
+        }
+        let global = self.global_batch_size;
+        if global == 0 {
+            return None;
+        }
+        if !global.is_multiple_of(dp) {
+            problems.push(
+                "global_batch_size",
+                format!("{global} is not divisible by dp {dp} (every dp rank takes global_batch_size / dp samples)"),
+            );
+            return None;
+        }
+        Some(global / dp)
+    }
+
+    fn check_epochs(&self, dp: usize, local: usize, train_samples: Option<usize>, problems: &mut Problems) {
+        let train = match (train_samples, self.limit_nsamples) {
+            (Some(n), Some(limit)) => Some(n.min(limit)),
+            (n, limit) => n.or(limit),
+        };
+        let source = |limit: Option<usize>, field: &'static str| match limit {
+            Some(l) if train_samples.is_none_or(|n| l <= n) => field,
+            _ => "global_batch_size",
+        };
+        if let Some(n) = train.filter(|&n| n > 0) {
+            let per_epoch = derived::iters_per_epoch(n, dp, local);
+            if per_epoch == 0 {
+                problems.push(
+                    source(self.limit_nsamples, "limit_nsamples"),
+                    format!(
+                        "{n} training samples over dp {dp} give no full batch of {local} per rank, so an epoch has 0 iterations"
+                    ),
+                );
+            } else if self.num_iters > 0 && self.num_iters < per_epoch {
+                problems.push(
+                    "num_iters",
+                    format!(
+                        "{} is less than one epoch ({per_epoch} iterations), so the trainer would run 0 epochs \
+                         (num_epochs = num_iters // iterations per epoch)",
+                        self.num_iters
+                    ),
+                );
+            }
+        }
+        if let Some(n) = self.limit_nsamples_val.filter(|&n| n > 0)
+            && derived::iters_per_epoch(n, dp, local) == 0
+        {
+            problems.push(
+                "limit_nsamples_val",
+                format!(
+                    "{n} validation samples over dp {dp} give no full batch of {local} per rank \
+                     (validation averages over its batches and would divide by 0)"
+                ),
+            );
+        }
+    }
+}

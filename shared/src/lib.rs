@@ -1,0 +1,10 @@
+//! Scalebook's single source of truth for everything the browser, the server and the trainer
+//! must agree on. No I/O lives here, so the same code compiles to wasm32 for the browser and
+//! natively for the back-end.
+
+pub mod cluster;
+pub mod config;
+pub mod error;
+pub mod layout;
+
+pub use error::{Error, Problem, Problems};

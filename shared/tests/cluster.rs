@@ -1,0 +1,110 @@
+//! The shipped `config/clusters.yaml` loads with the hardware facts the estimates rely on, and
+//! bad cluster files get clear problems.
+
+use scalebook_shared::Error;
+use scalebook_shared::cluster::{Clusters, ExecutorKind};
+
+const SHIPPED: &str = include_str!("../../config/clusters.yaml");
+
+#[test]
+fn the_shipped_file_describes_local_and_perlmutter() {
+    let clusters = Clusters::parse(SHIPPED).unwrap();
+    assert_eq!(clusters.names().collect::<Vec<_>>(), ["local", "perlmutter"]);
+
+    let local = clusters.get("local").unwrap();
+    assert_eq!((local.executor, local.gpus_per_node), (ExecutorKind::Local, 0));
+    assert_eq!(local.data_root, "data/synthetic");
+
+    let pm = clusters.get("perlmutter").unwrap();
+    assert_eq!((pm.executor, pm.gpus_per_node), (ExecutorKind::Slurm, 4));
+    assert_eq!(pm.data_root, "/pscratch/sd/s/shas1693/data/dl-at-scale-training-data");
+    let link = pm.interconnect.unwrap();
+    assert_eq!((link.nvlink_gb_per_s, link.network_gb_per_s), (300.0, 25.0));
+    let a40 = pm.gpu("a100-40gb").unwrap();
+    let a80 = pm.gpu("a100-80gb").unwrap();
+    assert_eq!((a40.memory_gb, a40.hbm_tb_per_s, a40.constraint.as_deref()), (40.0, 1.55, Some("gpu")));
+    assert_eq!((a80.memory_gb, a80.hbm_tb_per_s, a80.constraint.as_deref()), (80.0, 2.0, Some("gpu&hbm80g")));
+    let peak = a40.peak_tflops;
+    assert_eq!((peak.fp32, peak.tf32, peak.fp16, peak.bf16), (19.5, 156.0, 312.0, 312.0));
+    let slurm = pm.slurm.as_ref().unwrap();
+    assert_eq!((slurm.account.as_str(), slurm.qos.as_str(), slurm.cpus_per_task), ("trn011", "regular", 32));
+    assert_eq!(slurm.shared_qos.as_deref(), Some("shared"));
+    assert_eq!(slurm.reservation, None);
+}
+
+#[test]
+fn unknown_clusters_list_the_known_ones() {
+    let clusters = Clusters::parse(SHIPPED).unwrap();
+    let problems = clusters.get("frontier").unwrap_err().problems();
+    assert!(problems.0[0].message.contains("local, perlmutter"), "{problems}");
+}
+
+const BAD: &str = "
+gpu_box:
+  executor: slurm
+  gpus_per_node: 0
+  data_root: ''
+  gpus:
+    - name: a100
+      memory_gb: 0
+      hbm_tb_per_s: 1.5
+      peak_tflops: { fp32: 19.5, tf32: 156, fp16: 312, bf16: -1 }
+    - name: a100
+      memory_gb: 40
+      hbm_tb_per_s: 1.5
+      peak_tflops: { fp32: 19.5, tf32: 156, fp16: 312, bf16: 312 }
+      constraint: 'gpu; rm -rf'
+  slurm:
+    account: ''
+    qos: regular
+    time: '25:99:00'
+    cpus_per_task: 0
+    modules: ['gpu', 'a b']
+laptop:
+  executor: local
+  gpus_per_node: 0
+  data_root: data
+  slurm:
+    account: x
+    qos: y
+    time: '10'
+    cpus_per_task: 1
+";
+
+#[test]
+fn every_problem_of_a_bad_file_is_reported() {
+    let Err(Error::Invalid(problems)) = Clusters::parse(BAD) else { panic!("should fail") };
+    let expected = [
+        ("gpu_box.data_root", "must not be empty"),
+        ("gpu_box.gpus_per_node", "lists GPU models"),
+        ("gpu_box.gpus.a100.memory_gb", "positive"),
+        ("gpu_box.gpus.a100.peak_tflops.bf16", "got -1"),
+        ("gpu_box.gpus.a100.constraint", "is required on a slurm cluster"),
+        ("gpu_box.gpus.a100.name", "listed twice"),
+        ("gpu_box.gpus.a100.constraint", "`gpu; rm -rf` must be one non-empty word"),
+        ("gpu_box.slurm.account", "must be one non-empty word"),
+        ("gpu_box.slurm.modules", "`a b`"),
+        ("gpu_box.slurm.time", "`25:99:00` is not a Slurm time"),
+        ("gpu_box.slurm.cpus_per_task", "at least 1"),
+        ("gpu_box.gpus_per_node", "at least 1 on a slurm cluster"),
+        ("gpu_box.interconnect", "needs its link speeds"),
+        ("laptop.slurm", "only applies to executor slurm"),
+    ];
+    for (field, fragment) in expected {
+        assert!(
+            problems.for_field(field).any(|p| p.message.contains(fragment)),
+            "no problem on {field} containing {fragment:?} in:\n{problems}"
+        );
+    }
+    assert_eq!(problems.0.len(), expected.len(), "{problems}");
+}
+
+#[test]
+fn unknown_keys_and_empty_files_are_errors() {
+    let typo = "local:\n  executor: local\n  gpus_per_node: 0\n  data_root: d\n  gpu_per_node: 1\n";
+    match Clusters::parse(typo) {
+        Err(Error::Parse { message, .. }) => assert!(message.contains("gpu_per_node"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(Clusters::parse("").unwrap_err().problems().0[0].message.contains("no clusters"));
+}
