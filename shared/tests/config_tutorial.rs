@@ -1,7 +1,7 @@
 //! The shipped `config/ViT.yaml` holds the tutorial's configs with the tutorial's exact values
 //! (reference §2.2–2.3), and files from the other tutorial editions load too.
 
-use scalebook_shared::config::{AmpMode, ConfigFile, DataLoaderKind, ModelBackend, TrainConfig};
+use scalebook_shared::config::{AmpMode, ConfigFile, DEFAULT_CONFIG, DataLoaderKind, ModelBackend, TrainConfig};
 
 const SHIPPED: &str = include_str!("../../config/ViT.yaml");
 
@@ -95,6 +95,7 @@ fn tutorial_configs_come_first_in_file_order_then_cpu_configs() {
     let names: Vec<&str> = file.names().collect();
     let tutorial: Vec<&str> = tutorial_configs().into_iter().map(|(n, _)| n).collect();
     assert_eq!(names[..tutorial.len()], tutorial[..]);
+    assert!(names.contains(&DEFAULT_CONFIG));
     for cpu in ["cpu_short", "cpu_tiny", "cpu_mp"] {
         assert!(names.contains(&cpu), "{cpu} missing from {names:?}");
     }

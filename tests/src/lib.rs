@@ -1,1 +1,29 @@
-//! e2e helpers
+//! Harness for end-to-end tests: the real `scalebook` server process and a real headless
+//! Chromium driven over WebDriver. Both are torn down when their handles drop, so a failing
+//! test leaves no process behind.
+
+mod browser;
+mod server;
+
+pub use browser::Browser;
+pub use server::Server;
+
+use std::path::PathBuf;
+
+/// The workspace root: the server is started from here so it finds `static/` and `config/`.
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A binary built by this workspace (`scalebook`, `scalebook-train`). Integration tests run
+/// from `<target>/<profile>/deps/`, and cargo puts the workspace's binaries one level up.
+pub fn workspace_binary(name: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .ok_or_else(|| anyhow::anyhow!("test binary {} has no target directory", exe.display()))?;
+    let path = profile_dir.join(name);
+    anyhow::ensure!(path.is_file(), "{} is not built; run `cargo build --bins` first", path.display());
+    Ok(path)
+}

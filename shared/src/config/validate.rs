@@ -214,19 +214,18 @@ impl TrainConfig {
     }
 
     fn check_epochs(&self, dp: usize, local: usize, train_samples: Option<usize>, problems: &mut Problems) {
-        let train = match (train_samples, self.limit_nsamples) {
-            (Some(n), Some(limit)) => Some(n.min(limit)),
-            (n, limit) => n.or(limit),
-        };
-        let source = |limit: Option<usize>, field: &'static str| match limit {
-            Some(l) if train_samples.is_none_or(|n| l <= n) => field,
-            _ => "global_batch_size",
+        // The samples per epoch, and the field that sets them: the limit when it is the
+        // smaller bound, otherwise the dataset, where only the batch size can be changed.
+        let (train, blame) = match (train_samples, self.limit_nsamples) {
+            (Some(n), Some(limit)) if n < limit => (Some(n), "global_batch_size"),
+            (_, Some(limit)) => (Some(limit), "limit_nsamples"),
+            (n, None) => (n, "global_batch_size"),
         };
         if let Some(n) = train.filter(|&n| n > 0) {
             let per_epoch = derived::iters_per_epoch(n, dp, local);
             if per_epoch == 0 {
                 problems.push(
-                    source(self.limit_nsamples, "limit_nsamples"),
+                    blame,
                     format!(
                         "{n} training samples over dp {dp} give no full batch of {local} per rank, so an epoch has 0 iterations"
                     ),
