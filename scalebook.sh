@@ -61,6 +61,22 @@ setup_libtorch() {
     [ "$(readlink "$LIBTORCH" 2>/dev/null)" = "$torch_dir" ] || ln -sfn "$torch_dir" "$LIBTORCH"
 }
 
+# Python readers the tests check our files with: h5py for the HDF5 data, TensorBoard's own
+# event reader for the event files.
+PY_TEST_PACKAGES=(h5py==3.12.1 numpy==2.1.3 tensorboard==2.18.0)
+setup_python_readers() {
+    local venv="$CACHE/py-venv" stamp
+    stamp="$venv/.scalebook-$(printf '%s_' "${PY_TEST_PACKAGES[@]}")"
+    if [ ! -f "$stamp" ]; then
+        say "installing the Python readers used by the tests (${PY_TEST_PACKAGES[*]})"
+        rm -rf "$venv"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install -q "${PY_TEST_PACKAGES[@]}"
+        touch "$stamp"
+    fi
+    export SCALEBOOK_PYTHON="$venv/bin/python"
+}
+
 setup_wasm() {
     rustup target list --installed | grep -qx wasm32-unknown-unknown || {
         say "adding the wasm32 target"
@@ -106,12 +122,17 @@ cmd_run() {
     build_frontend
     build_native
     cd "$ROOT"
+    if [ ! -d data/synthetic/train ]; then
+        say "generating the synthetic ERA5-like dataset for the CPU configs (data/synthetic)"
+        "$CARGO_TARGET_DIR/debug/scalebook-train" datagen --out data/synthetic
+    fi
     say "starting Scalebook"
     exec "$CARGO_TARGET_DIR/debug/scalebook" serve "$@"
 }
 
 cmd_test() {
     setup "${APT_TEST[@]}"
+    setup_python_readers
     build_frontend
     build_native
     cd "$ROOT"

@@ -36,6 +36,9 @@ pub struct Cluster {
     pub gpus: Vec<GpuKind>,
     #[serde(default)]
     pub slurm: Option<SlurmDefaults>,
+    /// The assumptions behind step estimates on this cluster; without them it has none.
+    #[serde(default)]
+    pub estimate: Option<EstimateFactors>,
 }
 
 /// Link speeds per GPU and per direction.
@@ -60,14 +63,82 @@ pub struct GpuKind {
     pub constraint: Option<String>,
 }
 
-/// Dense peak rates by precision.
+/// The number format matmuls run in: what picks the peak rate and the efficiency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    Fp32,
+    /// fp32 storage, tensor-core matmuls with a 10-bit mantissa.
+    Tf32,
+    Fp16,
+    Bf16,
+}
+
+impl Precision {
+    pub const ALL: [Precision; 4] = [Precision::Fp32, Precision::Tf32, Precision::Fp16, Precision::Bf16];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Tf32 => "tf32",
+            Precision::Fp16 => "fp16",
+            Precision::Bf16 => "bf16",
+        }
+    }
+
+    /// Whether tensors are stored in 16 bits (autocast's fp16 and bf16).
+    pub const fn is_half(self) -> bool {
+        matches!(self, Precision::Fp16 | Precision::Bf16)
+    }
+}
+
+/// One number per precision.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PeakTflops {
+pub struct ByPrecision {
     pub fp32: f64,
     pub tf32: f64,
     pub fp16: f64,
     pub bf16: f64,
+}
+
+impl ByPrecision {
+    pub const fn get(&self, precision: Precision) -> f64 {
+        match precision {
+            Precision::Fp32 => self.fp32,
+            Precision::Tf32 => self.tf32,
+            Precision::Fp16 => self.fp16,
+            Precision::Bf16 => self.bf16,
+        }
+    }
+}
+
+/// Dense peak rates by precision.
+pub type PeakTflops = ByPrecision;
+
+/// What the estimates assume beyond the data sheet, each a named value in the cluster file so
+/// that a learner can see (and change) why an estimate says what it says. `config/clusters.yaml`
+/// records where each value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EstimateFactors {
+    /// Sustained fraction of the peak rate, by matmul precision, for the GPU kinds of this
+    /// cluster (one architecture).
+    pub compute_efficiency: ByPrecision,
+    /// Fused half-precision attention runs at the full efficiency only from this head size up;
+    /// smaller heads run proportionally slower.
+    pub attention_full_rate_head_dim: usize,
+    /// Bus bandwidth of a large ring collective inside a node, as a fraction of the NVLink figure.
+    pub nvlink_efficiency: f64,
+    /// Bus bandwidth of a ring collective across nodes, as a fraction of the NICs' figure.
+    pub network_efficiency: f64,
+    /// Device memory used before any tensor of the model: CUDA context, cuBLAS and NCCL
+    /// workspaces, allocator-cached start-up buffers (GiB).
+    pub runtime_overhead_gb: f64,
+    /// Extra device memory of the DALI data loader (`data_loader_config: dali`) (GiB).
+    pub dali_overhead_gb: f64,
+    /// Device memory the caching allocator holds per byte of activations (at least 1).
+    pub allocator_factor: f64,
 }
 
 /// Job settings every submission starts from.
@@ -150,6 +221,9 @@ fn check_cluster(name: &str, cluster: &Cluster, problems: &mut Problems) {
         positive(&at("interconnect.nvlink_gb_per_s"), link.nvlink_gb_per_s, problems);
         positive(&at("interconnect.network_gb_per_s"), link.network_gb_per_s, problems);
     }
+    if let Some(factors) = &cluster.estimate {
+        check_factors(&at("estimate"), factors, problems);
+    }
     let slurm = cluster.executor == ExecutorKind::Slurm;
     for (i, gpu) in cluster.gpus.iter().enumerate() {
         let gpu_at = |key: &str| at(&format!("gpus.{}.{key}", gpu.name));
@@ -160,9 +234,8 @@ fn check_cluster(name: &str, cluster: &Cluster, problems: &mut Problems) {
         }
         positive(&gpu_at("memory_gb"), gpu.memory_gb, problems);
         positive(&gpu_at("hbm_tb_per_s"), gpu.hbm_tb_per_s, problems);
-        let PeakTflops { fp32, tf32, fp16, bf16 } = gpu.peak_tflops;
-        for (key, rate) in [("fp32", fp32), ("tf32", tf32), ("fp16", fp16), ("bf16", bf16)] {
-            positive(&gpu_at(&format!("peak_tflops.{key}")), rate, problems);
+        for precision in Precision::ALL {
+            positive(&gpu_at(&format!("peak_tflops.{}", precision.name())), gpu.peak_tflops.get(precision), problems);
         }
         match &gpu.constraint {
             Some(constraint) => token(&gpu_at("constraint"), constraint, problems),
@@ -186,6 +259,33 @@ fn check_cluster(name: &str, cluster: &Cluster, problems: &mut Problems) {
         if cluster.interconnect.is_none() {
             problems.push(at("interconnect"), "a slurm cluster needs its link speeds");
         }
+    }
+}
+
+fn check_factors(at: &str, factors: &EstimateFactors, problems: &mut Problems) {
+    let field = |key: &str| format!("{at}.{key}");
+    let fractions = Precision::ALL
+        .map(|p| (format!("compute_efficiency.{}", p.name()), factors.compute_efficiency.get(p)))
+        .into_iter()
+        .chain([
+            ("nvlink_efficiency".to_owned(), factors.nvlink_efficiency),
+            ("network_efficiency".to_owned(), factors.network_efficiency),
+        ]);
+    for (key, value) in fractions {
+        if !(value > 0.0 && value <= 1.0) {
+            problems.push(field(&key), format!("must be a fraction in (0, 1], got {value}"));
+        }
+    }
+    if factors.attention_full_rate_head_dim == 0 {
+        problems.push(field("attention_full_rate_head_dim"), "must be at least 1, got 0");
+    }
+    for (key, value) in [("runtime_overhead_gb", factors.runtime_overhead_gb), ("dali_overhead_gb", factors.dali_overhead_gb)] {
+        if !(value.is_finite() && value >= 0.0) {
+            problems.push(field(key), format!("must be a number of GiB, 0 or more, got {value}"));
+        }
+    }
+    if !(factors.allocator_factor.is_finite() && factors.allocator_factor >= 1.0) {
+        problems.push(field("allocator_factor"), format!("must be at least 1, got {}", factors.allocator_factor));
     }
 }
 

@@ -5,6 +5,9 @@
 pub mod cluster;
 pub mod config;
 pub mod error;
+pub mod estimate;
 pub mod layout;
+pub mod metrics;
+pub mod protocol;
 
 pub use error::{Error, Problem, Problems};

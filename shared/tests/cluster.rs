@@ -108,3 +108,48 @@ fn unknown_keys_and_empty_files_are_errors() {
     }
     assert!(Clusters::parse("").unwrap_err().problems().0[0].message.contains("no clusters"));
 }
+
+#[test]
+fn perlmutter_names_every_estimate_factor() {
+    let clusters = Clusters::parse(SHIPPED).unwrap();
+    assert!(clusters.get("local").unwrap().estimate.is_none());
+    let factors = clusters.get("perlmutter").unwrap().estimate.unwrap();
+    // The measured bus bandwidths product.md gives: ~200 of 300 GB/s inside a node, 85-96%
+    // of the NICs across nodes.
+    assert!((factors.nvlink_efficiency * 300.0 - 200.0).abs() < 2.0);
+    assert!((0.85..=0.96).contains(&factors.network_efficiency));
+    assert_eq!(factors.attention_full_rate_head_dim, 128);
+    assert_eq!(factors.compute_efficiency.fp16, factors.compute_efficiency.bf16);
+    assert!(factors.allocator_factor >= 1.0);
+}
+
+#[test]
+fn bad_estimate_factors_are_reported() {
+    let text = "
+box:
+  executor: local
+  gpus_per_node: 1
+  data_root: d
+  estimate:
+    compute_efficiency: { fp32: 0.5, tf32: 1.5, fp16: 0, bf16: 0.4 }
+    attention_full_rate_head_dim: 0
+    nvlink_efficiency: 0.7
+    network_efficiency: -1
+    runtime_overhead_gb: -2
+    dali_overhead_gb: 1
+    allocator_factor: 0.9
+";
+    let Err(Error::Invalid(problems)) = Clusters::parse(text) else { panic!("should fail") };
+    let expected = [
+        ("box.estimate.compute_efficiency.tf32", "fraction in (0, 1], got 1.5"),
+        ("box.estimate.compute_efficiency.fp16", "got 0"),
+        ("box.estimate.network_efficiency", "got -1"),
+        ("box.estimate.attention_full_rate_head_dim", "at least 1"),
+        ("box.estimate.runtime_overhead_gb", "got -2"),
+        ("box.estimate.allocator_factor", "at least 1, got 0.9"),
+    ];
+    for (field, fragment) in expected {
+        assert!(problems.for_field(field).any(|p| p.message.contains(fragment)), "no {field}: {fragment} in\n{problems}");
+    }
+    assert_eq!(problems.0.len(), expected.len(), "{problems}");
+}

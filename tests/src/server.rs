@@ -10,8 +10,11 @@ use crate::{workspace_binary, workspace_root};
 
 pub struct Server {
     child: Child,
-    /// The URL the server printed, e.g. `http://127.0.0.1:41234/`.
+    /// The URL the server printed, e.g. `http://127.0.0.1:41234/?token=3f9c...`: what a user
+    /// opens.
     pub url: String,
+    /// The access token from that URL, for API calls and the WebSocket.
+    pub token: String,
 }
 
 impl Server {
@@ -36,7 +39,10 @@ impl Server {
             }
         });
         match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(url) => Ok(Server { child, url }),
+            Ok(url) => {
+                let token = url.split_once("?token=").map(|(_, token)| token.to_owned()).unwrap_or_default();
+                Ok(Server { child, url, token })
+            }
             Err(_) => {
                 let _ = child.kill();
                 bail!("scalebook serve did not announce its URL within 30 s")

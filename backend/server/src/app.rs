@@ -1,40 +1,74 @@
-//! The router: the built front-end and chapter files as static files, plus a small JSON API.
+//! The router: the built front-end and chapter files as static files, the JSON API and the
+//! WebSocket under `/api`, the token check in front of the API, and the optional base path in
+//! front of everything.
 //!
 //! Every URL the page uses is relative, so the same router works at `/` and behind
 //! jupyter-server-proxy, which strips its `{base}/proxy/PORT` prefix before forwarding.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::Router;
+use axum::extract::Request;
+use axum::middleware::from_fn_with_state;
 use axum::routing::get;
-use axum::{Json, Router};
 use scalebook_shared::config::ConfigFile;
-use serde_json::json;
+use tower::ServiceExt as _;
+use tower::util::MapRequest;
 use tower_http::services::ServeDir;
 
-use crate::Error;
+use crate::auth::{self, Token};
+use crate::base_path::BasePath;
+use crate::runs::RunManager;
+use crate::{Error, api, ws};
 
-/// What every request handler may read.
+/// The training configs the notebook offers and launches run from.
 #[derive(Debug)]
-pub struct AppState {
+pub struct Configs {
     /// The parsed `config/ViT.yaml`; the browser and the launcher must agree on it.
-    pub configs: ConfigFile,
+    pub file: ConfigFile,
     /// The raw text of that file, served to the browser's editor unchanged.
-    pub configs_yaml: String,
+    pub yaml: String,
+    /// Where it is (absolute): the trainer reads the same file.
+    pub path: PathBuf,
 }
 
-impl AppState {
+impl Configs {
     /// Loads the config file once at start-up, so a typo in it stops the server with a clear
     /// message instead of failing later in the middle of a demo.
-    pub fn load(config_path: &Path) -> Result<Self, Error> {
+    pub fn load(config_path: &Path) -> Result<Configs, Error> {
         let wrap = |source: Box<dyn std::error::Error + Send + Sync>| Error::ConfigFile { path: config_path.to_owned(), source };
-        let configs_yaml = std::fs::read_to_string(config_path).map_err(|e| wrap(Box::new(e)))?;
-        let configs = ConfigFile::parse(&configs_yaml).map_err(|e| wrap(Box::new(e)))?;
-        Ok(AppState { configs, configs_yaml })
+        let yaml = std::fs::read_to_string(config_path).map_err(|e| wrap(Box::new(e)))?;
+        let file = ConfigFile::parse(&yaml).map_err(|e| wrap(Box::new(e)))?;
+        let path = std::fs::canonicalize(config_path).map_err(|e| wrap(Box::new(e)))?;
+        Ok(Configs { file, yaml, path })
     }
+}
+
+/// Limits and timings of the WebSocket.
+#[derive(Debug, Clone)]
+pub struct WsSettings {
+    /// The largest message read; larger ones are refused with an error.
+    pub max_message_bytes: usize,
+    pub heartbeat: Duration,
+    /// Messages per second a connection may send on average...
+    pub messages_per_sec: f64,
+    /// ...and in a burst.
+    pub burst: f64,
+}
+
+impl Default for WsSettings {
+    fn default() -> Self {
+        WsSettings { max_message_bytes: 64 << 10, heartbeat: Duration::from_secs(20), messages_per_sec: 20.0, burst: 40.0 }
+    }
+}
+
+/// What every request handler may read.
+pub struct AppState {
+    pub configs: Configs,
+    pub runs: Arc<RunManager>,
+    pub ws: WsSettings,
 }
 
 /// Checks that `dir` holds what the page needs before the server starts.
@@ -47,21 +81,26 @@ pub fn check_static_dir(dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-pub fn router(state: AppState, static_dir: PathBuf) -> Router {
+/// The app at the root. `token: None` serves the API to anyone who can connect (only for a
+/// private Unix socket).
+pub fn router(state: Arc<AppState>, static_dir: PathBuf, token: Option<Token>) -> Router {
     let api = Router::new()
-        .route("/health", get(|| async { Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") })) }))
-        .route("/configs", get(configs))
-        .route("/configs.yaml", get(configs_yaml));
-    Router::new()
-        .nest("/api", api)
-        .fallback_service(ServeDir::new(static_dir))
-        .with_state(Arc::new(state))
+        .route("/health", get(api::health))
+        .route("/configs", get(api::configs))
+        .route("/configs.yaml", get(api::configs_yaml))
+        .route("/runs", get(api::list_runs))
+        .route("/runs/{id}", get(api::get_run))
+        .route("/runs/{id}/files/{name}", get(api::run_file))
+        .route("/ws", get(ws::upgrade))
+        .layer(from_fn_with_state(token.map(Arc::new), auth::require_token));
+    Router::new().nest("/api", api).fallback_service(ServeDir::new(static_dir)).with_state(state)
 }
 
-async fn configs(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
-    Json(json!({ "names": state.configs.names().collect::<Vec<_>>() }))
-}
-
-async fn configs_yaml(State(state): State<Arc<AppState>>) -> Response {
-    (StatusCode::OK, [("content-type", "text/yaml; charset=utf-8")], state.configs_yaml.clone()).into_response()
+/// The app as served: under `base` when there is one (and at the root too, see
+/// [`crate::base_path`]).
+pub fn service(router: Router, base: Option<BasePath>) -> MapRequest<Router, impl FnMut(Request) -> Request + Clone + Send + 'static> {
+    router.map_request(move |request| match &base {
+        Some(base) => base.rewrite(request),
+        None => request,
+    })
 }

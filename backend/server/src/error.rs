@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use scalebook_shared::protocol::{RunId, RunState};
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The directory the server would serve lacks the built front-end.
@@ -10,6 +12,16 @@ pub enum Error {
     /// A config file that cannot be read or does not parse.
     #[error("config file {}: {source}", path.display())]
     ConfigFile { path: PathBuf, source: Box<dyn std::error::Error + Send + Sync> },
+    /// A `--token` that could not travel in a URL unchanged.
+    #[error("--token must be 16 to 256 letters, digits, `-`, `_` or `.`")]
+    BadToken,
+    /// A `--base-path` that is not a plain URL path.
+    #[error("--base-path `{0}` must be a URL path like /user/NAME/proxy/absolute/8080 (letters, digits, `-`, `_`, `.`, `~`, `/`; no `..`)")]
+    BadBasePath(String),
+    #[error("no run {id}")]
+    UnknownRun { id: RunId },
+    #[error("run {id} has already ended ({state})")]
+    NotCancellable { id: RunId, state: RunState },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

@@ -1,6 +1,16 @@
-//! Scalebook's back-end: the HTTP app that serves the notebook and its API.
+//! Scalebook's back-end: the HTTP app that serves the notebook and its API, the runs it
+//! launches and watches, and the live stream of their metrics to every browser.
 
+pub mod api;
 pub mod app;
+pub mod auth;
+pub mod base_path;
+pub mod clock;
 pub mod error;
+pub mod executor;
+pub mod launch;
+pub mod runs;
+pub mod stream;
+pub mod ws;
 
 pub use error::Error;

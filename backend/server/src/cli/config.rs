@@ -22,7 +22,7 @@ pub enum ConfigCommand {
 pub struct FileArgs {
     /// The YAML file of named configs.
     #[arg(long = "yaml", value_name = "FILE", default_value = "config/ViT.yaml")]
-    yaml: PathBuf,
+    pub(super) yaml: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -60,7 +60,7 @@ pub fn run(cmd: ConfigCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// Input the user must fix, worded for the terminal (problems one per line, `field: rule`).
-struct Invalid(String);
+pub(super) struct Invalid(pub(super) String);
 
 impl From<Error> for Invalid {
     fn from(err: Error) -> Self {
@@ -74,12 +74,12 @@ impl Display for Invalid {
     }
 }
 
-fn load(path: &Path) -> Result<ConfigFile, Invalid> {
+pub(super) fn load(path: &Path) -> Result<ConfigFile, Invalid> {
     let text = std::fs::read_to_string(path).map_err(|e| Invalid(format!("cannot read {}: {e}", path.display())))?;
     ConfigFile::parse(&text).map_err(|e| in_file(path, e))
 }
 
-fn in_file(path: &Path, err: Error) -> Invalid {
+pub(super) fn in_file(path: &Path, err: Error) -> Invalid {
     match err {
         Error::Invalid(problems) => Invalid(format!("{}:\n{problems}", path.display())),
         other => Invalid(format!("{}: {other}", path.display())),
@@ -141,7 +141,7 @@ fn rate(lr: f64) -> String {
 }
 
 /// `23832960` as `23,832,960`.
-fn thousands(n: u64) -> String {
+pub(super) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() * 4 / 3);
     for (i, c) in digits.chars().enumerate() {

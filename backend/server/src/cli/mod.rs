@@ -2,8 +2,10 @@
 //! one clear message on stderr, like clap's own usage errors.
 
 pub mod config;
+pub mod estimate;
 pub mod layout;
 pub mod serve;
+pub mod supervise;
 
 use std::process::ExitCode;
 
@@ -25,6 +27,11 @@ enum Command {
     /// Inspect training configs.
     #[command(subcommand)]
     Config(config::ConfigCommand),
+    /// Estimate memory, step time and communication of a config on a layout and cluster.
+    Estimate(estimate::EstimateArgs),
+    /// Run a trainer and record how it ended (what `serve` starts runs with).
+    #[command(hide = true)]
+    Supervise(supervise::SuperviseArgs),
 }
 
 /// Exit status for input the user must fix (mirrors clap's usage errors).
@@ -35,5 +42,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(args),
         Command::Layout(args) => layout::run(args),
         Command::Config(cmd) => config::run(cmd),
+        Command::Estimate(args) => estimate::run(args),
+        Command::Supervise(args) => supervise::run(args),
     }
 }

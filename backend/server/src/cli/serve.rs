@@ -2,11 +2,20 @@
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
-use scalebook_server::app::{self, AppState};
+use axum::extract::Request;
+use axum::ServiceExt;
+use scalebook_server::app::{self, AppState, Configs, WsSettings};
+use scalebook_server::auth::Token;
+use scalebook_server::base_path::BasePath;
+use scalebook_server::executor::local::LocalExecutor;
+use scalebook_server::runs::RunManager;
+use scalebook_server::runs::store::RunStore;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -16,30 +25,123 @@ pub struct ServeArgs {
     /// Port to listen on (0 picks a free one).
     #[arg(long, default_value_t = 8080)]
     port: u16,
+    /// Listen on this Unix socket instead (created private to you, so no token is needed):
+    /// what jupyter-server-proxy's `unix_socket: True` gives.
+    #[arg(long, conflicts_with_all = ["port", "host", "token"])]
+    unix_socket: Option<PathBuf>,
     /// Directory with index.html, the built front-end (dist/) and the chapter files.
     #[arg(long, default_value = "static")]
     static_dir: PathBuf,
     /// The training configs offered in the notebook.
     #[arg(long, default_value = "config/ViT.yaml")]
     yaml_config: PathBuf,
+    /// Where runs are kept (one directory per run).
+    #[arg(long, default_value = "runs")]
+    runs_dir: PathBuf,
+    /// Serve under this URL path too, e.g. /user/NAME/proxy/absolute/8080 (jupyter-server-proxy
+    /// with `absolute_url: True`).
+    #[arg(long, default_value = "")]
+    base_path: String,
+    /// The access token (default: a random one, printed in the URL).
+    #[arg(long)]
+    token: Option<String>,
+    /// How many local runs train at once; later ones wait, queued.
+    #[arg(long, default_value_t = 1)]
+    max_local_runs: usize,
+    /// The trainer binary (default: `scalebook-train` beside this program).
+    #[arg(long)]
+    trainer: Option<PathBuf>,
+    /// Seconds between WebSocket heartbeats.
+    #[arg(long, default_value_t = 20, hide = true)]
+    heartbeat_secs: u64,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     app::check_static_dir(&args.static_dir)?;
-    let state = AppState::load(&args.yaml_config)?;
+    let configs = Configs::load(&args.yaml_config)?;
+    let base = BasePath::parse(&args.base_path)?;
+    let token = match (&args.unix_socket, &args.token) {
+        (Some(_), _) => None,
+        (None, Some(given)) => Some(Token::given(given)?),
+        (None, None) => Some(Token::generate()?),
+    };
+    let executor = local_executor(&args, &configs)?;
+    let store = RunStore::open(&args.runs_dir).with_context(|| format!("cannot open the runs directory {}", args.runs_dir.display()))?;
+    let ws = WsSettings { heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)), ..WsSettings::default() };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let addr = SocketAddr::new(args.host, args.port);
-        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
-        let bound = listener.local_addr()?;
-        // Tests and wrappers read this line to learn the port; keep its shape stable.
-        println!("Scalebook is ready: http://{bound}/");
+        let listener = Listener::bind(&args).await?;
+        let runs = RunManager::open(store, executor, args.max_local_runs)?;
+        let state = Arc::new(AppState { configs, runs, ws });
+        let router = app::router(state, args.static_dir.clone(), token.clone());
+        let service = app::service(router, base.clone());
+        let prefix = base.as_ref().map_or("", BasePath::as_str);
+        // Tests and wrappers read this line to learn the URL; keep its shape stable.
+        match (&listener, &token) {
+            (Listener::Tcp(l), Some(token)) => println!("Scalebook is ready: http://{}{prefix}/?token={}", l.local_addr()?, token.as_str()),
+            (Listener::Tcp(l), None) => println!("Scalebook is ready: http://{}{prefix}/", l.local_addr()?),
+            (Listener::Unix(_, path), _) => println!("Scalebook is ready: unix:{} (no token: only you can open it)", path.display()),
+        }
         std::io::stdout().flush()?;
-        axum::serve(listener, app::router(state, args.static_dir))
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await?;
+        let make = ServiceExt::<Request>::into_make_service(service);
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        match listener {
+            Listener::Tcp(l) => axum::serve(l, make).with_graceful_shutdown(shutdown).await?,
+            Listener::Unix(l, path) => {
+                axum::serve(l, make).with_graceful_shutdown(shutdown).await?;
+                let _ = std::fs::remove_file(path);
+            }
+        }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+fn local_executor(args: &ServeArgs, configs: &Configs) -> anyhow::Result<LocalExecutor> {
+    let supervisor = std::env::current_exe().context("cannot find this program's own path")?;
+    let trainer = match &args.trainer {
+        Some(path) => std::path::absolute(path)?,
+        None => supervisor.with_file_name("scalebook-train"),
+    };
+    Ok(LocalExecutor { supervisor, trainer, config_file: configs.path.clone(), workdir: std::env::current_dir()? })
+}
+
+enum Listener {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener, PathBuf),
+}
+
+impl Listener {
+    async fn bind(args: &ServeArgs) -> anyhow::Result<Listener> {
+        match &args.unix_socket {
+            Some(path) => Ok(Listener::Unix(bind_private_socket(path)?, path.clone())),
+            None => {
+                let addr = SocketAddr::new(args.host, args.port);
+                let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+                Ok(Listener::Tcp(listener))
+            }
+        }
+    }
+}
+
+/// Binds a Unix socket that only this user can connect to (mode 0600 from the start: the
+/// umask is narrowed around `bind`, so there is no moment when others could connect). A
+/// socket file left by a server that is gone is replaced; one a live server answers on is not.
+fn bind_private_socket(path: &Path) -> anyhow::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+
+    use nix::sys::stat::{Mode, umask};
+
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        anyhow::ensure!(meta.file_type().is_socket(), "{} exists and is not a socket", path.display());
+        anyhow::ensure!(std::os::unix::net::UnixStream::connect(path).is_err(), "{} is in use by a running server", path.display());
+        std::fs::remove_file(path)?;
+    }
+    let previous = umask(Mode::from_bits_truncate(0o177));
+    let bound = tokio::net::UnixListener::bind(path);
+    umask(previous);
+    let listener = bound.with_context(|| format!("cannot listen on {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
 }

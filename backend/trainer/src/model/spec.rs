@@ -1,6 +1,8 @@
 //! The model's shape, separate from the training config so the model can be built (and
 //! tested) from nothing but its dimensions.
 
+use scalebook_shared::config::TrainConfig;
+
 /// Every dimension the ViT needs. `mlp_ratio` is fixed at 4 by the tutorial's factory.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VitSpec {
@@ -32,5 +34,23 @@ impl VitSpec {
 
     pub fn head_dim(&self) -> i64 {
         self.embed_dim / self.num_heads
+    }
+}
+
+impl From<&TrainConfig> for VitSpec {
+    fn from(c: &TrainConfig) -> Self {
+        let dim = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+        VitSpec {
+            img_size: [dim(c.img_size[0]), dim(c.img_size[1])],
+            patch_size: dim(c.patch_size),
+            in_chans: dim(c.n_in_channels),
+            out_chans: dim(c.n_out_channels),
+            embed_dim: dim(c.embed_dim),
+            depth: dim(c.depth),
+            num_heads: dim(c.num_heads),
+            mlp_ratio: 4,
+            dropout: c.dropout,
+            norm_eps: 1e-6,
+        }
     }
 }

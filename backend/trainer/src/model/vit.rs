@@ -1,7 +1,7 @@
 //! The whole model. Parameter names follow the PyTorch module tree (`patch_embed.proj`,
 //! `pos_embed`, `blocks.N.attn.q`, `norm`, `head`) so checkpoints read the same way.
 
-use tch::{Tensor, nn, nn::ModuleT};
+use tch::{Tensor, nn};
 
 use super::{Block, VitSpec, init};
 

@@ -1,0 +1,83 @@
+//! The REST side of the API: the configs, the runs and their files. Everything live goes over
+//! the WebSocket instead (jupyter-server-proxy buffers ordinary responses).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use scalebook_shared::protocol::{RunId, RunRecord};
+use serde_json::json;
+
+use crate::app::AppState;
+
+/// An API failure as JSON: `{"code": ..., "message": ...}` with a fitting status.
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError { status, code, message: message.into() }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(json!({ "code": self.code, "message": self.message }))).into_response()
+    }
+}
+
+pub async fn health() -> Json<serde_json::Value> {
+    Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
+}
+
+pub async fn configs(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    Json(json!({ "names": state.configs.file.names().collect::<Vec<_>>() }))
+}
+
+pub async fn configs_yaml(State(state): State<Arc<AppState>>) -> Response {
+    (StatusCode::OK, [("content-type", "text/yaml; charset=utf-8")], state.configs.yaml.clone()).into_response()
+}
+
+pub async fn list_runs(State(state): State<Arc<AppState>>) -> Json<Vec<RunRecord>> {
+    Json(state.runs.list())
+}
+
+pub async fn get_run(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<RunRecord>, ApiError> {
+    let id = run_id(&id)?;
+    state.runs.get(&id).map(Json).ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_run", format!("no run {id}")))
+}
+
+/// One of a run's files, from a fixed list (the log, the metrics, the record, the config).
+pub async fn run_file(State(state): State<Arc<AppState>>, Path((id, name)): Path<(String, String)>) -> Result<Response, ApiError> {
+    let id = run_id(&id)?;
+    if state.runs.get(&id).is_none() {
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_run", format!("no run {id}")));
+    }
+    let path = state.runs.store().served_file(&id, &name).ok_or_else(|| {
+        let names = crate::runs::store::SERVED_FILES.join(", ");
+        ApiError::new(StatusCode::NOT_FOUND, "unknown_file", format!("a run has no file `{}` to serve; these are: {names}", name.escape_debug()))
+    })?;
+    let bytes = match tokio::fs::read(&path).await {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ApiError::new(StatusCode::NOT_FOUND, "no_file_yet", format!("run {id} has no {name} (yet)")));
+        }
+        Err(e) => return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("cannot read {name}: {e}"))),
+    };
+    let content_type = match name.rsplit('.').next() {
+        Some("json") => "application/json",
+        Some("jsonl") => "application/jsonl",
+        Some("yaml") => "text/yaml; charset=utf-8",
+        _ => "text/plain; charset=utf-8",
+    };
+    Ok((StatusCode::OK, [("content-type", content_type)], bytes).into_response())
+}
+
+fn run_id(text: &str) -> Result<RunId, ApiError> {
+    RunId::parse(text).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_run_id", e.to_string()))
+}

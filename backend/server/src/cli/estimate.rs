@@ -1,0 +1,249 @@
+//! `scalebook estimate`: will a config fit on a layout, how fast will it run, and where does the
+//! time go, from the same `shared` model the browser shows beside the rank grid.
+
+use std::fmt::{self, Display, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use scalebook_shared::cluster::{Cluster, Clusters, GpuKind};
+use scalebook_shared::config::TrainConfig;
+use scalebook_shared::estimate::{Estimate, EstimateOptions, estimate};
+use scalebook_shared::layout::{Layout, Sizes};
+
+use super::EXIT_INVALID_INPUT;
+use super::config::{FileArgs, Invalid, in_file, load, thousands};
+
+#[derive(Debug, clap::Args)]
+pub struct EstimateArgs {
+    /// The config's name in the file (e.g. short_opt, bs64_opt, mp).
+    #[arg(long, value_name = "NAME")]
+    config: String,
+    #[command(flatten)]
+    file: FileArgs,
+    /// Override a key (repeatable): --set embed_dim=1024
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Tensor-parallel size (default: the config's tensor_parallel).
+    #[arg(long)]
+    tp: Option<u32>,
+    /// Context-parallel size (default: the config's context_parallel).
+    #[arg(long)]
+    cp: Option<u32>,
+    /// Data-parallel size.
+    #[arg(long, default_value_t = 1)]
+    dp: u32,
+    /// Dimension names, fastest varying first (default: the config's parallel_order).
+    #[arg(long)]
+    order: Option<String>,
+    /// The cluster, from the clusters file.
+    #[arg(long, default_value = "perlmutter")]
+    cluster: String,
+    /// The file of clusters, with their hardware figures and estimate factors.
+    #[arg(long = "clusters", value_name = "FILE", default_value = "config/clusters.yaml")]
+    clusters: PathBuf,
+    /// The GPU model (default: the cluster's first).
+    #[arg(long)]
+    gpu: Option<String>,
+    /// Run fp32 matmuls without TF32 (the tutorial's NVIDIA_TF32_OVERRIDE=0).
+    #[arg(long)]
+    no_tf32: bool,
+    /// All-reduce the gradients after the backward pass instead of under it.
+    #[arg(long)]
+    no_overlap: bool,
+    /// Print the estimate as JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: EstimateArgs) -> anyhow::Result<ExitCode> {
+    match prepare(&args) {
+        Ok(estimate) if args.json => println!("{}", serde_json::to_string_pretty(&estimate)?),
+        Ok(estimate) => print!("{}", Report { args: &args, estimate: &estimate }),
+        Err(problems) => {
+            eprintln!("{}", problems.join("\n"));
+            return Ok(ExitCode::from(EXIT_INVALID_INPUT));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The estimate, or every problem with the input: the config, the layout and the cluster are
+/// checked independently so that one run of the command reports them all.
+fn prepare(args: &EstimateArgs) -> Result<Estimate, Vec<String>> {
+    let mut problems = Vec::new();
+    let config = effective_config(args).map_err(|e| problems.push(e.0)).ok();
+    let layout = config.as_ref().and_then(|c| layout_of(c, args.dp).map_err(|e| problems.push(e.0)).ok());
+    let clusters = load_clusters(&args.clusters).map_err(|e| problems.push(e.0)).ok();
+    let target = clusters.as_ref().and_then(|c| pick_gpu(c, args).map_err(|e| problems.push(e)).ok());
+    let (Some(config), Some(layout), Some((cluster, gpu))) = (config, layout, target) else {
+        return Err(problems);
+    };
+    let options = EstimateOptions { tf32: !args.no_tf32, overlap_dp: !args.no_overlap };
+    estimate(&config, &layout, cluster, gpu, &options).map_err(|e| vec![e.to_string()])
+}
+
+/// The named config with the overrides, then the layout flags applied as overrides, so they
+/// pass the config's own rules (tp must divide the heads, ...).
+fn effective_config(args: &EstimateArgs) -> Result<TrainConfig, Invalid> {
+    let mut config = load(&args.file.yaml)?.get(&args.config)?;
+    config.apply_overrides(&args.set)?;
+    let flags = [
+        args.tp.map(|tp| format!("tensor_parallel={tp}")),
+        args.cp.map(|cp| format!("context_parallel={cp}")),
+        args.order.as_ref().map(|order| format!("parallel_order={order}")),
+    ];
+    config.apply_overrides(&flags.into_iter().flatten().collect::<Vec<_>>())?;
+    Ok(config)
+}
+
+fn load_clusters(path: &Path) -> Result<Clusters, Invalid> {
+    let text = std::fs::read_to_string(path).map_err(|e| Invalid(format!("cannot read {}: {e}", path.display())))?;
+    Clusters::parse(&text).map_err(|e| in_file(path, e))
+}
+
+fn pick_gpu<'c>(clusters: &'c Clusters, args: &EstimateArgs) -> Result<(&'c Cluster, &'c GpuKind), String> {
+    let cluster = clusters.get(&args.cluster).map_err(|e| e.to_string())?;
+    let known = || cluster.gpus.iter().map(|g| g.name.as_str()).collect::<Vec<_>>().join(", ");
+    match &args.gpu {
+        Some(name) => cluster
+            .gpu(name)
+            .map(|gpu| (cluster, gpu))
+            .ok_or_else(|| format!("gpu: unknown GPU `{name}` on {}; it has: {}", args.cluster, known())),
+        None => cluster
+            .gpus
+            .first()
+            .map(|gpu| (cluster, gpu))
+            .ok_or_else(|| format!("cluster: {} has no GPUs to estimate for", args.cluster)),
+    }
+}
+
+fn layout_of(config: &TrainConfig, dp: u32) -> Result<Layout, Invalid> {
+    let size = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let sizes = Sizes { tp: size(config.tensor_parallel), cp: size(config.context_parallel), dp, pp: 1 };
+    Ok(Layout::new(sizes, &config.parallel_order)?)
+}
+
+/// The readable form: the verdict first, then memory, time, collectives and every term.
+struct Report<'a> {
+    args: &'a EstimateArgs,
+    estimate: &'a Estimate,
+}
+
+impl Display for Report<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e = self.estimate;
+        let Sizes { tp, cp, dp, .. } = e.layout.sizes();
+        writeln!(
+            f,
+            "{} on {} {}: world {} = tp {tp} × cp {cp} × dp {dp} (order {}), {}, local batch {} of {}",
+            self.args.config,
+            self.args.cluster,
+            e.gpu,
+            e.world,
+            e.layout.effective_order(),
+            e.precision.name(),
+            e.local_batch_size,
+            e.global_batch_size
+        )?;
+        let verdict = if e.fits { "fits" } else { "does NOT fit" };
+        writeln!(
+            f,
+            "memory {:.1} of {:.0} GiB per GPU: {verdict}; step {:.3} s, {:.1} samples/s, {:.1} TFLOP/s per GPU",
+            e.memory_gb.total, e.memory_limit_gb, e.step_time_s, e.samples_per_sec, e.tflops_per_gpu
+        )?;
+        writeln!(
+            f,
+            "parameters {} ({} per rank); {:.2} TFLOP per sample (forward + backward)\n",
+            thousands(e.params.model.total),
+            thousands(e.params.per_rank),
+            e.flops.per_sample_training / 1e12
+        )?;
+        f.write_str(&memory_table(e))?;
+        f.write_str(&time_table(e))?;
+        f.write_str(&collective_table(e))?;
+        f.write_str(&term_table(e))
+    }
+}
+
+fn memory_table(e: &Estimate) -> String {
+    let mut out = String::from("memory per GPU (GiB)\n");
+    for (part, gb) in e.memory_gb.parts() {
+        let _ = writeln!(out, "  {part:<16} {gb:>8.2}");
+    }
+    let _ = writeln!(out, "  {:<16} {:>8.2}", "total", e.memory_gb.total);
+    let zero: Vec<String> = e
+        .zero_what_if
+        .iter()
+        .map(|z| format!("{} {:.1}{}", z.stage, z.total_gb, if z.fits { "" } else { " (no)" }))
+        .collect();
+    let _ = writeln!(out, "  ZeRO stage what-if: {}\n", zero.join(", "));
+    out
+}
+
+fn time_table(e: &Estimate) -> String {
+    let t = &e.time;
+    let rows = [
+        ("forward", t.forward_s),
+        ("backward", t.backward_s),
+        ("  of which element-wise", t.elementwise_s),
+        ("optimizer", t.optimizer_s),
+        ("tp/cp collectives", t.blocking_comm_s),
+        ("dp gradients, exposed", t.exposed_overlapped_comm_s),
+        ("  full time", t.overlapped_comm_s),
+        ("step", t.total_s),
+    ];
+    let mut out = String::from("time per step (s)\n");
+    for (name, seconds) in rows {
+        let _ = writeln!(out, "  {name:<24} {seconds:>9.4}");
+    }
+    out.push('\n');
+    out
+}
+
+fn collective_table(e: &Estimate) -> String {
+    if e.collectives.is_empty() {
+        return "collectives per step: none (one rank)\n\n".to_owned();
+    }
+    let mut out = format!(
+        "collectives per step\n  {:<5} {:<14} {:<8} {:>5} {:>10} {:<7} {:>6} {:>9}  what\n",
+        "group", "operation", "phase", "count", "MiB/call", "link", "GB/s", "seconds"
+    );
+    for c in &e.collectives {
+        let _ = writeln!(
+            out,
+            "  {:<5} {:<14} {:<8} {:>5} {:>10.1} {:<7} {:>6.0} {:>9.4}  {}{}",
+            c.group.to_string(),
+            c.operation.name(),
+            c.phase.name(),
+            c.count,
+            c.bytes as f64 / (1024.0 * 1024.0),
+            c.link.name(),
+            c.bus_gb_per_s,
+            c.seconds,
+            c.what,
+            if c.overlapped { " (under the backward pass)" } else { "" }
+        );
+    }
+    out.push('\n');
+    out
+}
+
+fn term_table(e: &Estimate) -> String {
+    let mut out = String::from("terms\n");
+    for t in e.terms() {
+        let value = format!("{} {}", number(t.value), t.unit);
+        let _ = writeln!(out, "  {:<9} {} = {}  ({})", t.kind.name(), t.name, value.trim_end(), t.note);
+    }
+    out
+}
+
+/// Four significant digits, without exponent noise for counts.
+fn number(value: f64) -> String {
+    if value != 0.0 && (value.abs() >= 1e6 || value.abs() < 1e-3) {
+        format!("{value:.4e}")
+    } else if value.fract() == 0.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.4}")
+    }
+}

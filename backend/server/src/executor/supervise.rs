@@ -1,0 +1,89 @@
+//! The supervisor: a small process (`scalebook supervise`) between the server and the
+//! trainer. It leads the run's process group, waits for the trainer, and writes how it ended
+//! to `exit.json`.
+//!
+//! Why not let the server wait for the trainer itself: only a parent learns a child's exit
+//! status, and the server is the short-lived part (the hub culls idle servers; a user restarts
+//! one). A server started later re-attaches to a running run but is not its parent; without
+//! the supervisor it could only tell that the run ended, never how.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::Path;
+use std::process::ExitCode;
+
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::ExitRecord;
+use crate::runs::store::write_json_atomic;
+
+/// Runs `program args` and waits for it, recording its end in `exit_file`.
+///
+/// A cancel sends SIGTERM to the whole group, so the trainer gets it too; the supervisor
+/// catches its own copy and keeps waiting, so the trainer's real status (killed by SIGTERM, or
+/// a clean exit if it finished first) is what gets recorded.
+pub async fn supervise(exit_file: &Path, program: &OsString, args: &[OsString]) -> io::Result<ExitCode> {
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut child = match tokio::process::Command::new(program).args(args).spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            let message = format!("cannot start {}: {e}", Path::new(program).display());
+            eprintln!("error: {message}");
+            let record = ExitRecord { code: None, signal: None, error: Some(message) };
+            write_json_atomic(exit_file, &record)?;
+            return Ok(ExitCode::from(127));
+        }
+    };
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status?,
+            _ = terminate.recv() => {}
+        }
+    };
+    let record = ExitRecord::from_status(status);
+    write_json_atomic(exit_file, &record)?;
+    // The supervisor's own status mirrors the trainer's, as a shell's `$?` would.
+    let code = record.code.or(record.signal.map(|s| 128 + s)).unwrap_or(1);
+    Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_file(name: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("sb-supervise-{name}-{}.json", std::process::id()))
+    }
+
+    fn read(path: &Path) -> ExitRecord {
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn records_the_exit_code() {
+        let path = temp_file("code");
+        let args: Vec<OsString> = ["-c", "exit 3"].map(OsString::from).to_vec();
+        supervise(&path, &"sh".into(), &args).await.unwrap();
+        assert_eq!(read(&path), ExitRecord { code: Some(3), signal: None, error: None });
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[tokio::test]
+    async fn records_the_signal_that_killed_the_program() {
+        let path = temp_file("signal");
+        let args: Vec<OsString> = ["-c", "kill -KILL $$"].map(OsString::from).to_vec();
+        supervise(&path, &"sh".into(), &args).await.unwrap();
+        assert_eq!(read(&path), ExitRecord { code: None, signal: Some(9), error: None });
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_program_that_cannot_start_leaves_the_reason() {
+        let path = temp_file("missing");
+        let code = supervise(&path, &"/nonexistent/scalebook-train".into(), &[]).await.unwrap();
+        assert_eq!(code, ExitCode::from(127));
+        let record = read(&path);
+        assert!(record.error.unwrap().contains("/nonexistent/scalebook-train"));
+        std::fs::remove_file(&path).unwrap();
+    }
+}

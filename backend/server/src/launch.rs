@@ -1,0 +1,173 @@
+//! Turning a browser's launch request into something the server will run. The browser already
+//! validated it with the same `shared` code; the server checks it again against the config
+//! file it serves, because anything can send a WebSocket message.
+
+use scalebook_shared::config::{ConfigFile, TrainConfig};
+use scalebook_shared::layout::{Dim, Layout, LayoutSpec, Sizes};
+use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest};
+use scalebook_shared::{Error, Problems};
+
+/// Overrides one launch may carry; a real one has a handful.
+pub const MAX_OVERRIDES: usize = 64;
+/// The longest override text (`key=value`) accepted.
+pub const MAX_OVERRIDE_LEN: usize = 1024;
+
+/// A validated launch.
+#[derive(Debug, Clone)]
+pub struct LaunchPlan {
+    pub config: String,
+    pub overrides: Vec<String>,
+    pub effective: TrainConfig,
+    pub layout: Layout,
+    pub executor: ExecutorSpec,
+    pub seed: Option<u64>,
+}
+
+/// Checks `request` against `configs`, reporting every problem at once: the overrides, the
+/// layout, the config's rules for the layout's world, and what the executor can run.
+pub fn plan(configs: &ConfigFile, request: LaunchRequest) -> Result<LaunchPlan, Error> {
+    let mut effective = configs.get(&request.config)?;
+    let mut problems = Problems::default();
+    if request.overrides.len() > MAX_OVERRIDES {
+        problems.push("overrides", format!("{} overrides, at most {MAX_OVERRIDES} are accepted", request.overrides.len()));
+    }
+    if let Some(long) = request.overrides.iter().find(|o| o.len() > MAX_OVERRIDE_LEN) {
+        problems.push("overrides", format!("an override of {} bytes, at most {MAX_OVERRIDE_LEN} are accepted", long.len()));
+    }
+    if !problems.is_empty() {
+        return Err(Error::Invalid(problems));
+    }
+    if let Err(e) = effective.apply_overrides(&request.overrides) {
+        problems.0.extend(e.problems().0);
+    }
+    let spec = request.layout.unwrap_or_else(|| LayoutSpec {
+        sizes: Sizes { tp: to_u32(effective.tensor_parallel), cp: to_u32(effective.context_parallel), dp: 1, pp: 1 },
+        order: effective.parallel_order.clone(),
+    });
+    let layout = match Layout::new(spec.sizes, &spec.order) {
+        Ok(layout) => Some(layout),
+        Err(e) => {
+            problems.0.extend(e.problems().0);
+            None
+        }
+    };
+    if let Some(layout) = &layout {
+        check_agreement(&effective, layout, &mut problems);
+        if let Err(e) = effective.validate(layout.world() as usize) {
+            problems.0.extend(e.problems().0);
+        }
+        check_executor(&request.executor, layout, &mut problems);
+    }
+    match layout {
+        Some(layout) if problems.is_empty() => Ok(LaunchPlan {
+            config: request.config,
+            overrides: request.overrides,
+            effective,
+            layout,
+            executor: request.executor,
+            seed: request.seed,
+        }),
+        _ => Err(Error::Invalid(problems)),
+    }
+}
+
+/// The layout and the config's parallel settings must describe the same run.
+fn check_agreement(config: &TrainConfig, layout: &Layout, problems: &mut Problems) {
+    let sizes = layout.sizes();
+    for (dim, key, configured) in [(Dim::Tp, "tensor_parallel", config.tensor_parallel), (Dim::Cp, "context_parallel", config.context_parallel)] {
+        let size = sizes.get(dim);
+        if configured != size as usize {
+            problems.push(dim.name(), format!("the layout has {} {size} but the config's {key} is {configured}; set {key}={size}", dim.name()));
+        }
+    }
+    if sizes.pp != 1 {
+        problems.push("pp", format!("the trainer has no pipeline parallelism: pp must be 1, got {}", sizes.pp));
+    }
+    if let Ok(configured) = Layout::new(sizes, &config.parallel_order)
+        && configured.order() != layout.order()
+    {
+        problems.push(
+            "order",
+            format!(
+                "the layout's order {} differs from the config's parallel_order {}",
+                layout.effective_order(),
+                configured.effective_order()
+            ),
+        );
+    }
+}
+
+fn check_executor(executor: &ExecutorSpec, layout: &Layout, problems: &mut Problems) {
+    match executor {
+        ExecutorSpec::Local if layout.world() > 1 => problems.push(
+            "world",
+            format!("the local executor runs one rank for now; this layout has {} ranks", layout.world()),
+        ),
+        ExecutorSpec::Local => {}
+    }
+}
+
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn configs() -> ConfigFile {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/ViT.yaml");
+        ConfigFile::parse(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    fn request(config: &str, overrides: &[&str]) -> LaunchRequest {
+        LaunchRequest {
+            config: config.into(),
+            overrides: overrides.iter().map(|o| o.to_string()).collect(),
+            layout: None,
+            executor: ExecutorSpec::Local,
+            seed: None,
+        }
+    }
+
+    fn fields(err: Error) -> Vec<String> {
+        err.problems().0.into_iter().map(|p| p.field).collect()
+    }
+
+    #[test]
+    fn a_valid_request_becomes_a_plan_with_the_overrides_applied() {
+        let plan = plan(&configs(), request("cpu_tiny", &["num_iters=4", "lr=5E-4"])).unwrap();
+        assert_eq!(plan.effective.num_iters, 4);
+        assert_eq!(plan.effective.lr, 5e-4);
+        assert_eq!(plan.layout.world(), 1);
+        assert_eq!(plan.overrides, ["num_iters=4", "lr=5E-4"]);
+    }
+
+    #[test]
+    fn an_unknown_config_is_named() {
+        let err = plan(&configs(), request("no_such_config", &[])).unwrap_err();
+        assert!(matches!(err, Error::UnknownConfig { .. }), "{err}");
+        assert_eq!(fields(err), ["config"]);
+    }
+
+    #[test]
+    fn every_problem_is_reported_against_its_field() {
+        let mut req = request("cpu_tiny", &["num_heads=7", "nonsense", "no_such_key=1"]);
+        req.layout = Some(LayoutSpec { sizes: Sizes { tp: 2, pp: 2, ..Sizes::default() }, order: "tp-cp-dp-pp".into() });
+        let err = plan(&configs(), req).unwrap_err();
+        let fields = fields(err);
+        for field in ["overrides", "no_such_key", "tp", "pp", "world"] {
+            assert!(fields.iter().any(|f| f == field), "no problem for {field} in {fields:?}");
+        }
+    }
+
+    #[test]
+    fn too_many_or_too_long_overrides_are_refused_before_parsing() {
+        let many: Vec<String> = (0..=MAX_OVERRIDES).map(|i| format!("seed{i}=1")).collect();
+        let err = plan(&configs(), request("cpu_tiny", &many.iter().map(String::as_str).collect::<Vec<_>>())).unwrap_err();
+        assert_eq!(fields(err), ["overrides"]);
+        let long = format!("expdir={}", "x".repeat(MAX_OVERRIDE_LEN));
+        let err = plan(&configs(), request("cpu_tiny", &[&long])).unwrap_err();
+        assert_eq!(fields(err), ["overrides"]);
+    }
+}

@@ -1,0 +1,104 @@
+//! Live streaming of runs to browsers: one follower per run, however many viewers.
+//!
+//! A stream exists while its run is active or someone watches it. Each has one task that polls
+//! the run's files every [`POLL_INTERVAL`] while the run is active (a point reaches the
+//! browsers well within a second), and retires the stream once the run has ended and the last
+//! viewer has left. Polling rather than inotify: it works the same on the shared filesystems
+//! Slurm jobs write to, where inotify sees nothing.
+
+pub mod run_stream;
+pub mod tail;
+
+use std::collections::HashMap;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use scalebook_shared::protocol::RunId;
+
+pub use run_stream::{Cursor, Frame, RunStream, Subscription};
+
+/// How often an active run's files are read.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+#[derive(Default)]
+pub struct Hub {
+    streams: Mutex<HashMap<RunId, Arc<Entry>>>,
+}
+
+struct Entry {
+    stream: RunStream,
+    /// The run may still write: keep polling.
+    active: AtomicBool,
+}
+
+impl Hub {
+    fn lock(&self) -> MutexGuard<'_, HashMap<RunId, Arc<Entry>>> {
+        self.streams.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts following run `id` (it started, or a restarted server found it running).
+    pub fn follow(self: &Arc<Self>, id: &RunId, run_dir: &Path) {
+        let mut streams = self.lock();
+        self.entry(&mut streams, id, run_dir).active.store(true, Ordering::SeqCst);
+    }
+
+    /// The run ended: reads its files one last time, so viewers get every point before they
+    /// learn the final state, then stops polling.
+    pub fn finish(&self, id: &RunId) {
+        let entry = self.lock().get(id).cloned();
+        if let Some(entry) = entry {
+            entry.active.store(false, Ordering::SeqCst);
+            if let Err(e) = entry.stream.poll() {
+                eprintln!("warning: run {id}: cannot read its files: {e}");
+            }
+        }
+    }
+
+    /// Subscribes a viewer to run `id` (whose files are in `run_dir`).
+    pub fn subscribe(self: &Arc<Self>, id: &RunId, run_dir: &Path, after_points: Option<u64>, after_log: Option<u64>) -> io::Result<Subscription> {
+        // Under the hub's lock, so the stream cannot be retired between lookup and subscribe.
+        let mut streams = self.lock();
+        self.entry(&mut streams, id, run_dir).stream.subscribe(after_points, after_log)
+    }
+
+    /// The stream of run `id`, created (and read up to now) if there is none.
+    fn entry(self: &Arc<Self>, streams: &mut HashMap<RunId, Arc<Entry>>, id: &RunId, run_dir: &Path) -> Arc<Entry> {
+        if let Some(entry) = streams.get(id) {
+            return entry.clone();
+        }
+        let entry = Arc::new(Entry { stream: RunStream::new(id.clone(), run_dir), active: AtomicBool::new(false) });
+        if let Err(e) = entry.stream.poll() {
+            eprintln!("warning: run {id}: cannot read its files: {e}");
+        }
+        streams.insert(id.clone(), entry.clone());
+        tokio::spawn(follow(Arc::downgrade(self), id.clone(), entry.clone()));
+        entry
+    }
+}
+
+/// The one task per stream: polls while the run is active, and removes the stream once the
+/// run has ended and nobody watches it any more.
+async fn follow(hub: std::sync::Weak<Hub>, id: RunId, entry: Arc<Entry>) {
+    let mut tick = tokio::time::interval(POLL_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(hub) = hub.upgrade() else { return };
+        if entry.active.load(Ordering::SeqCst) {
+            if let Err(e) = entry.stream.poll() {
+                eprintln!("warning: run {id}: cannot read its files: {e}");
+            }
+            continue;
+        }
+        // Checked under the hub's lock: a viewer subscribing now either got this stream
+        // before it is removed (and keeps it alive) or will create a fresh one.
+        let mut streams = hub.lock();
+        if entry.stream.viewers() == 0 && !entry.active.load(Ordering::SeqCst) {
+            streams.remove(&id);
+            return;
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! One run's live stream: its points and log lines as read from the run directory, the recent
+//! ones kept in memory for replay, and a broadcast channel every viewer listens on.
+//!
+//! Messages are serialised once and shared by every viewer: a classroom watching one run costs
+//! one JSON encoding per batch, not one per browser.
+
+use std::collections::VecDeque;
+use std::io;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+use axum::extract::ws::Utf8Bytes;
+use scalebook_shared::metrics::MetricPoint;
+use scalebook_shared::protocol::{LogLine, RunId, SeqPoint, ServerMessage, series};
+use tokio::sync::broadcast;
+
+use super::tail::{Follow, LineFollower};
+use crate::runs::store::{JOB_LOG, METRICS_FILE};
+
+/// Points kept in memory per run; older ones are read again from `metrics.jsonl` when a
+/// viewer needs them.
+const POINTS_IN_MEMORY: usize = 50_000;
+/// Log lines kept in memory per run; a viewer that resumes from further back gets these (the
+/// whole log is a file the API serves).
+const LOG_LINES_IN_MEMORY: usize = 2_000;
+/// Log lines a new viewer starts with.
+const LOG_LINES_FOR_NEW_VIEWERS: usize = 200;
+/// Buckets per tag in a history (about one per pixel of a wide chart).
+const HISTORY_BUCKETS: usize = 500;
+/// Points per `points` message when replaying a backlog.
+const POINTS_PER_MESSAGE: usize = 2_000;
+/// Broadcast messages a slow viewer may fall behind before it is resynchronised.
+const CHANNEL_CAPACITY: usize = 256;
+
+/// One broadcast message and the stream position right after it, so a viewer that fell
+/// behind knows where to resume.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub cursor: Cursor,
+    pub text: Utf8Bytes,
+}
+
+/// How far a viewer has got: the last point and log line numbers it was sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cursor {
+    pub points: u64,
+    pub log: u64,
+}
+
+/// What a viewer gets on subscribing: what it missed, then the live channel.
+pub struct Subscription {
+    pub replay: Vec<Utf8Bytes>,
+    pub cursor: Cursor,
+    pub live: broadcast::Receiver<Frame>,
+}
+
+pub struct RunStream {
+    id: RunId,
+    state: Mutex<StreamState>,
+    tx: broadcast::Sender<Frame>,
+}
+
+struct StreamState {
+    metrics: LineFollower,
+    log: LineFollower,
+    points: VecDeque<SeqPoint>,
+    /// `points` holds every point since the file's first line.
+    complete: bool,
+    lines: VecDeque<LogLine>,
+}
+
+impl RunStream {
+    pub fn new(id: RunId, run_dir: &Path) -> RunStream {
+        let state = StreamState {
+            metrics: LineFollower::new(&run_dir.join(METRICS_FILE)),
+            log: LineFollower::new(&run_dir.join(JOB_LOG)),
+            points: VecDeque::new(),
+            complete: true,
+            lines: VecDeque::new(),
+        };
+        RunStream { id, state: Mutex::new(state), tx: broadcast::channel(CHANNEL_CAPACITY).0 }
+    }
+
+    pub fn viewers(&self) -> usize {
+        self.tx.receiver_count()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, StreamState> {
+        // A panic while holding the lock leaves plain data behind; keep serving it.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Reads what the trainer appended and broadcasts it. Runs under the lock, so a viewer
+    /// subscribing at the same time gets each line exactly once: in its replay or live.
+    pub fn poll(&self) -> io::Result<()> {
+        let mut st = self.lock();
+        let before = st.cursor();
+        let metrics = st.metrics.poll()?;
+        let log = st.log.poll()?;
+        if log.reset {
+            st.lines.clear();
+        }
+        let new_lines: Vec<LogLine> = log.lines.into_iter().map(|(seq, text)| LogLine { seq, text }).collect();
+        st.lines.extend(new_lines.iter().cloned());
+        let excess = st.lines.len().saturating_sub(LOG_LINES_IN_MEMORY);
+        st.lines.drain(..excess);
+
+        let reset = metrics.reset;
+        let new_points = parse_points(metrics);
+        if reset {
+            st.points.clear();
+            st.complete = true;
+        }
+        st.points.extend(new_points.iter().cloned());
+        let excess = st.points.len().saturating_sub(POINTS_IN_MEMORY);
+        if excess > 0 {
+            st.points.drain(..excess);
+            st.complete = false;
+        }
+
+        // Each frame's cursor covers what was sent up to it: points first, then log lines.
+        let after = st.cursor();
+        let send = |cursor: Cursor, message: &ServerMessage| {
+            // No receiver is not an error: the run is followed whether watched or not.
+            let _ = self.tx.send(Frame { cursor, text: encode(message) });
+        };
+        let points_sent = Cursor { points: after.points, log: before.log };
+        if reset {
+            // The trainer rewrote its metrics (a resume): every viewer starts the series over.
+            send(points_sent, &st.history(&self.id)?);
+        } else if !new_points.is_empty() {
+            send(points_sent, &ServerMessage::Points { run: self.id.clone(), points: new_points });
+        }
+        if !new_lines.is_empty() {
+            send(after, &ServerMessage::LogLines { run: self.id.clone(), lines: new_lines });
+        }
+        Ok(())
+    }
+
+    /// Subscribes a viewer. `after` is the viewer's last point and log line numbers, when it
+    /// is resuming; without them it gets the history and the last log lines first.
+    pub fn subscribe(&self, after_points: Option<u64>, after_log: Option<u64>) -> io::Result<Subscription> {
+        let st = self.lock();
+        let live = self.tx.subscribe();
+        let cursor = st.cursor();
+        let mut replay = Vec::new();
+        match after_points {
+            // A viewer ahead of the file saw points the trainer has since rewritten.
+            Some(after) if after <= cursor.points => {
+                for chunk in st.points_after(after)?.chunks(POINTS_PER_MESSAGE) {
+                    replay.push(encode(&ServerMessage::Points { run: self.id.clone(), points: chunk.to_vec() }));
+                }
+            }
+            _ => replay.push(encode(&st.history(&self.id)?)),
+        }
+        let skip_to = after_log.unwrap_or(cursor.log.saturating_sub(LOG_LINES_FOR_NEW_VIEWERS as u64));
+        let lines: Vec<LogLine> = st.lines.iter().filter(|l| l.seq > skip_to).cloned().collect();
+        if !lines.is_empty() {
+            replay.push(encode(&ServerMessage::LogLines { run: self.id.clone(), lines }));
+        }
+        Ok(Subscription { replay, cursor, live })
+    }
+}
+
+impl StreamState {
+    fn cursor(&self) -> Cursor {
+        Cursor { points: self.metrics.line_count(), log: self.log.line_count() }
+    }
+
+    /// Every point after line `after`, from memory when it reaches back far enough.
+    fn points_after(&self, after: u64) -> io::Result<Vec<SeqPoint>> {
+        let in_memory = self.complete || self.points.front().is_some_and(|p| p.seq <= after + 1);
+        if in_memory {
+            return Ok(self.points.iter().filter(|p| p.seq > after).cloned().collect());
+        }
+        let mut reader = LineFollower::new(self.metrics.path());
+        let mut points = parse_points(reader.poll_to_end()?);
+        points.retain(|p| p.seq > after && p.seq <= self.metrics.line_count());
+        Ok(points)
+    }
+
+    fn history(&self, id: &RunId) -> io::Result<ServerMessage> {
+        let points = self.points_after(0)?;
+        let series = series(points.iter().map(|p| &p.point), HISTORY_BUCKETS);
+        Ok(ServerMessage::History { run: id.clone(), upto_seq: self.metrics.line_count(), series })
+    }
+}
+
+/// The metric points among followed lines; a line that is not a point (damaged by a crash
+/// mid-write) keeps its number but carries nothing.
+fn parse_points(follow: Follow) -> Vec<SeqPoint> {
+    follow
+        .lines
+        .into_iter()
+        .filter_map(|(seq, line)| serde_json::from_str::<MetricPoint>(&line).ok().map(|point| SeqPoint { seq, point }))
+        .collect()
+}
+
+pub fn encode(message: &ServerMessage) -> Utf8Bytes {
+    // Serialising plain data (no maps with non-string keys) cannot fail.
+    Utf8Bytes::from(serde_json::to_string(message).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use scalebook_shared::protocol::Series;
+
+    use super::*;
+
+    struct TempRun(std::path::PathBuf);
+
+    impl TempRun {
+        fn new(name: &str) -> TempRun {
+            let dir = std::env::temp_dir().join(format!("sb-stream-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            TempRun(dir)
+        }
+
+        fn append(&self, file: &str, text: &str) {
+            std::fs::OpenOptions::new().create(true).append(true).open(self.0.join(file)).unwrap().write_all(text.as_bytes()).unwrap();
+        }
+
+        fn points(&self, steps: std::ops::Range<u64>) {
+            for step in steps {
+                let p = MetricPoint { step, epoch: 1, wall: step as f64, tag: "Loss/train".into(), value: 1.0 / (step + 1) as f64 };
+                self.append(METRICS_FILE, &format!("{}\n", serde_json::to_string(&p).unwrap()));
+            }
+        }
+    }
+
+    impl Drop for TempRun {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn decode(text: &Utf8Bytes) -> ServerMessage {
+        serde_json::from_str(text.as_str()).unwrap()
+    }
+
+    fn seqs(message: &ServerMessage) -> Vec<u64> {
+        match message {
+            ServerMessage::Points { points, .. } => points.iter().map(|p| p.seq).collect(),
+            ServerMessage::LogLines { lines, .. } => lines.iter().map(|l| l.seq).collect(),
+            other => panic!("not points or lines: {other:?}"),
+        }
+    }
+
+    fn history(message: &ServerMessage) -> (u64, &[Series]) {
+        match message {
+            ServerMessage::History { upto_seq, series, .. } => (*upto_seq, series),
+            other => panic!("not a history: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_new_viewer_gets_the_history_then_live_points() {
+        let run = TempRun::new("new");
+        run.points(0..3);
+        run.append(JOB_LOG, "starting\n");
+        let stream = RunStream::new(RunId::parse("r1").unwrap(), &run.0);
+        stream.poll().unwrap();
+        let mut sub = stream.subscribe(None, None).unwrap();
+        assert_eq!(sub.cursor, Cursor { points: 3, log: 1 });
+        let first = decode(&sub.replay[0]);
+        let (upto, series) = history(&first);
+        assert_eq!(upto, 3);
+        assert_eq!(series[0].buckets.iter().map(|b| b.last_step).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(seqs(&decode(&sub.replay[1])), [1]);
+
+        run.points(3..5);
+        run.append(JOB_LOG, "step\n");
+        stream.poll().unwrap();
+        let frame = sub.live.try_recv().unwrap();
+        assert_eq!(seqs(&decode(&frame.text)), [4, 5]);
+        assert_eq!(frame.cursor, Cursor { points: 5, log: 1 });
+        assert_eq!(seqs(&decode(&sub.live.try_recv().unwrap().text)), [2]);
+        assert!(sub.live.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_returning_viewer_gets_exactly_what_it_missed() {
+        let run = TempRun::new("resume");
+        run.points(0..10);
+        // A line damaged by a crash keeps its number but carries no point.
+        run.append(METRICS_FILE, "{\"step\": 10, \"tru\n");
+        run.points(11..13);
+        let stream = RunStream::new(RunId::parse("r1").unwrap(), &run.0);
+        stream.poll().unwrap();
+        let sub = stream.subscribe(Some(7), Some(0)).unwrap();
+        let replayed: Vec<u64> = sub.replay.iter().flat_map(|t| seqs(&decode(t))).collect();
+        assert_eq!(replayed, [8, 9, 10, 12, 13]);
+        assert!(stream.subscribe(Some(13), Some(0)).unwrap().replay.is_empty());
+        // A viewer ahead of the file (it was rewritten meanwhile) starts over from a history.
+        let ahead = stream.subscribe(Some(99), Some(0)).unwrap();
+        assert_eq!(history(&decode(&ahead.replay[0])).0, 13);
+    }
+
+    #[test]
+    fn a_rewritten_metrics_file_restarts_every_viewers_series() {
+        let run = TempRun::new("rewrite");
+        run.points(0..6);
+        let stream = RunStream::new(RunId::parse("r1").unwrap(), &run.0);
+        stream.poll().unwrap();
+        let mut sub = stream.subscribe(Some(6), Some(0)).unwrap();
+        // The trainer resuming from its step-3 checkpoint keeps points 0..=3 and goes on.
+        let kept: String = std::fs::read_to_string(run.0.join(METRICS_FILE)).unwrap().lines().take(4).map(|l| format!("{l}\n")).collect();
+        std::fs::write(run.0.join("tmp"), kept).unwrap();
+        std::fs::rename(run.0.join("tmp"), run.0.join(METRICS_FILE)).unwrap();
+        run.points(4..5);
+        stream.poll().unwrap();
+        let frame = sub.live.try_recv().unwrap();
+        let message = decode(&frame.text);
+        let (upto, series) = history(&message);
+        assert_eq!(upto, 5);
+        assert_eq!(series[0].buckets.iter().map(|b| b.last_step).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+        assert_eq!(frame.cursor.points, 5);
+    }
+}

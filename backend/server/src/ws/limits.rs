@@ -1,0 +1,57 @@
+//! A token bucket per connection: a browser sends a handful of messages a minute, so a client
+//! sending dozens a second is broken or hostile, and its messages are dropped until it slows
+//! down, without affecting anyone else.
+
+use std::time::Instant;
+
+#[derive(Debug)]
+pub struct RateLimiter {
+    per_sec: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl RateLimiter {
+    /// Allows `per_sec` messages a second on average and bursts of `burst`.
+    pub fn new(per_sec: f64, burst: f64, now: Instant) -> RateLimiter {
+        RateLimiter { per_sec, burst, tokens: burst, last: now }
+    }
+
+    /// Whether a message arriving at `now` may be handled.
+    pub fn allow(&mut self, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + elapsed * self.per_sec).min(self.burst);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_burst_passes_then_the_average_rate_holds() {
+        let start = Instant::now();
+        let mut limiter = RateLimiter::new(10.0, 5.0, start);
+        let burst = (0..20).filter(|_| limiter.allow(start)).count();
+        assert_eq!(burst, 5);
+        // One second later: ten more tokens, capped at the burst of five.
+        let later = start + Duration::from_secs(1);
+        assert_eq!((0..20).filter(|_| limiter.allow(later)).count(), 5);
+        // At exactly the average rate every message passes.
+        let mut t = later;
+        for _ in 0..100 {
+            t += Duration::from_millis(100);
+            assert!(limiter.allow(t));
+        }
+    }
+}

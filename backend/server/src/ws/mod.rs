@@ -1,0 +1,67 @@
+//! The WebSocket endpoint (`/api/ws`, behind the token check): one task per connection that
+//! reads the client's messages, writes everything the server has for it, and sends a heartbeat
+//! every 20 s so proxies (which drop sockets idle for 60 s) keep the connection.
+
+mod limits;
+mod session;
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::response::Response;
+use scalebook_shared::protocol::{ErrorCode, ErrorReport, ServerMessage};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, interval_at};
+
+use self::session::{Session, forward_updates};
+use crate::app::AppState;
+use crate::clock::now;
+use crate::stream::run_stream::encode;
+
+/// Messages queued for one connection; a connection this far behind slows its subscriptions
+/// down until they resynchronise from the run's files.
+const OUT_QUEUE: usize = 1024;
+/// How many times the protocol limit a frame may be before the socket layer itself refuses it
+/// (closing the connection); below that, an oversize message gets an error and is dropped.
+const HARD_LIMIT_FACTOR: usize = 16;
+
+pub async fn upgrade(State(state): State<Arc<AppState>>, upgrade: WebSocketUpgrade) -> Response {
+    let hard_limit = state.ws.max_message_bytes * HARD_LIMIT_FACTOR;
+    upgrade.max_message_size(hard_limit).max_frame_size(hard_limit).on_upgrade(move |socket| connection(state, socket))
+}
+
+async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
+    let (out, mut outgoing) = mpsc::channel::<Utf8Bytes>(OUT_QUEUE);
+    let updates = tokio::spawn(forward_updates(state.runs.clone(), out.clone()));
+    let period = state.ws.heartbeat;
+    let mut heartbeat = interval_at(Instant::now() + period, period);
+    let mut session = Session::new(state, out);
+    'connection: loop {
+        let replies = tokio::select! {
+            incoming = socket.recv() => match incoming {
+                Some(Ok(Message::Text(text))) => session.receive(text.as_str()),
+                Some(Ok(Message::Binary(_))) => {
+                    let report = ErrorReport::new(ErrorCode::BadMessage, "binary messages are not part of the protocol: send JSON text");
+                    vec![ServerMessage::Error(report)]
+                }
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => vec![],
+                // Closed by the client, or broken (including a frame over the hard limit).
+                Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+            },
+            Some(text) = outgoing.recv() => {
+                if socket.send(Message::Text(text)).await.is_err() {
+                    break;
+                }
+                vec![]
+            }
+            _ = heartbeat.tick() => vec![ServerMessage::Heartbeat { time: now() }],
+        };
+        for reply in replies {
+            if socket.send(Message::Text(encode(&reply))).await.is_err() {
+                break 'connection;
+            }
+        }
+    }
+    updates.abort();
+}

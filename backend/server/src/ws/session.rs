@@ -1,0 +1,181 @@
+//! One connection's side of the protocol: what it subscribed to, and the answer to each
+//! message it sends. Every refusal is an `error` message naming what was wrong; the connection
+//! stays open, so one bad request never costs a learner their live charts.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::ws::Utf8Bytes;
+use scalebook_shared::protocol::{
+    ClientMessage, ErrorCode, ErrorReport, PROTOCOL_VERSION, RunId, ServerInfo, ServerMessage,
+};
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::AbortHandle;
+
+use super::limits::RateLimiter;
+use crate::Error;
+use crate::app::AppState;
+use crate::launch;
+use crate::runs::RunManager;
+use crate::stream::Subscription;
+use crate::stream::run_stream::encode;
+
+pub struct Session {
+    state: Arc<AppState>,
+    /// Messages for this connection from the tasks that follow its subscriptions.
+    out: mpsc::Sender<Utf8Bytes>,
+    subscriptions: HashMap<RunId, AbortHandle>,
+    limiter: RateLimiter,
+    /// Messages are being dropped for rate; the client has been told once.
+    limited: bool,
+}
+
+impl Session {
+    pub fn new(state: Arc<AppState>, out: mpsc::Sender<Utf8Bytes>) -> Session {
+        let limiter = RateLimiter::new(state.ws.messages_per_sec, state.ws.burst, Instant::now());
+        Session { state, out, subscriptions: HashMap::new(), limiter, limited: false }
+    }
+
+    /// The replies to one text message from the client (none for a dropped one).
+    pub fn receive(&mut self, text: &str) -> Vec<ServerMessage> {
+        if !self.limiter.allow(Instant::now()) {
+            if std::mem::replace(&mut self.limited, true) {
+                return vec![];
+            }
+            let report = ErrorReport::new(ErrorCode::RateLimited, "too many messages: they are dropped until you send fewer");
+            return vec![ServerMessage::Error(report)];
+        }
+        self.limited = false;
+        let max = self.state.ws.max_message_bytes;
+        if text.len() > max {
+            let message = format!("a message of {} bytes was dropped: the limit is {max} bytes", text.len());
+            return vec![ServerMessage::Error(ErrorReport::new(ErrorCode::TooLarge, message))];
+        }
+        match serde_json::from_str::<ClientMessage>(text) {
+            Ok(message) => self.handle(message).map_or_else(|report| vec![ServerMessage::Error(report)], |reply| reply.into_iter().collect()),
+            Err(e) => {
+                let message = format!("not a message of protocol version {PROTOCOL_VERSION}: {e}");
+                vec![ServerMessage::Error(ErrorReport::new(ErrorCode::BadMessage, message))]
+            }
+        }
+    }
+
+    fn handle(&mut self, message: ClientMessage) -> Result<Option<ServerMessage>, ErrorReport> {
+        let runs = &self.state.runs;
+        match message {
+            ClientMessage::Hello { version } if version == PROTOCOL_VERSION => {
+                Ok(Some(ServerMessage::Welcome { version: PROTOCOL_VERSION, server: self.info() }))
+            }
+            ClientMessage::Hello { version } => Err(ErrorReport::new(
+                ErrorCode::VersionMismatch,
+                format!("this server speaks protocol version {PROTOCOL_VERSION}, the page {version}: reload the page"),
+            )),
+            ClientMessage::ListRuns => Ok(Some(ServerMessage::Runs { runs: runs.list() })),
+            ClientMessage::Launch(request) => {
+                let plan = launch::plan(&self.state.configs.file, request).map_err(|e| {
+                    ErrorReport::new(ErrorCode::InvalidLaunch, format!("the launch was refused: {e}")).with_problems(e.problems())
+                })?;
+                let record = runs.launch(plan).map_err(|e| report(&e, None))?;
+                Ok(Some(ServerMessage::Launched { run: record.id }))
+            }
+            ClientMessage::Cancel { run } => {
+                runs.cancel(&run).map_err(|e| report(&e, Some(&run)))?;
+                Ok(None)
+            }
+            ClientMessage::Subscribe { run, after_seq, after_log_seq } => {
+                let subscription = runs.subscribe(&run, after_seq, after_log_seq).map_err(|e| report(&e, Some(&run)))?;
+                let task = tokio::spawn(forward(runs.clone(), run.clone(), subscription, self.out.clone()));
+                if let Some(previous) = self.subscriptions.insert(run, task.abort_handle()) {
+                    previous.abort();
+                }
+                Ok(None)
+            }
+            ClientMessage::Unsubscribe { run } => {
+                if let Some(task) = self.subscriptions.remove(&run) {
+                    task.abort();
+                }
+                Ok(None)
+            }
+            ClientMessage::Ping { nonce } => Ok(Some(ServerMessage::Pong { nonce })),
+        }
+    }
+
+    fn info(&self) -> ServerInfo {
+        ServerInfo {
+            version: env!("CARGO_PKG_VERSION").into(),
+            configs: self.state.configs.file.names().map(str::to_owned).collect(),
+            max_message_bytes: self.state.ws.max_message_bytes,
+            heartbeat_secs: self.state.ws.heartbeat.as_secs(),
+            max_local_runs: self.state.runs.max_local(),
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        for task in self.subscriptions.values() {
+            task.abort();
+        }
+    }
+}
+
+fn report(error: &Error, run: Option<&RunId>) -> ErrorReport {
+    let code = match error {
+        Error::UnknownRun { .. } => ErrorCode::UnknownRun,
+        Error::NotCancellable { .. } => ErrorCode::NotCancellable,
+        _ => ErrorCode::Internal,
+    };
+    let report = ErrorReport::new(code, error.to_string());
+    match run {
+        Some(run) => report.with_run(run.clone()),
+        None => report,
+    }
+}
+
+/// Sends a subscriber what it missed, then every live message. A viewer too slow for the
+/// broadcast (it fell more than the channel's capacity behind) is resubscribed from where it
+/// got to, so it skips nothing and repeats nothing.
+async fn forward(runs: Arc<RunManager>, id: RunId, subscription: Subscription, out: mpsc::Sender<Utf8Bytes>) {
+    let Subscription { replay, mut cursor, mut live } = subscription;
+    for text in replay {
+        if out.send(text).await.is_err() {
+            return;
+        }
+    }
+    loop {
+        match live.recv().await {
+            Ok(frame) => {
+                cursor = frame.cursor;
+                if out.send(frame.text).await.is_err() {
+                    return;
+                }
+            }
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                let Ok(again) = runs.subscribe(&id, Some(cursor.points), Some(cursor.log)) else { return };
+                for text in again.replay {
+                    if out.send(text).await.is_err() {
+                        return;
+                    }
+                }
+                (cursor, live) = (again.cursor, again.live);
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Forwards every run's changes to one connection; one that fell behind gets the whole list.
+pub async fn forward_updates(runs: Arc<RunManager>, out: mpsc::Sender<Utf8Bytes>) {
+    let mut updates = runs.updates();
+    loop {
+        let text = match updates.recv().await {
+            Ok(text) => text,
+            Err(broadcast::error::RecvError::Lagged(_)) => encode(&ServerMessage::Runs { runs: runs.list() }),
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        if out.send(text).await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! `scalebook estimate` as a user runs it from the project root: the JSON document (its keys
+//! and that they agree with each other), the tables, the layout flags, and bad input exiting
+//! with status 2 and every problem.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn estimate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_scalebook")).current_dir(root()).arg("estimate").args(args).output().unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    assert!(output.status.success(), "failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn json(args: &[&str]) -> Value {
+    let mut args = args.to_vec();
+    args.push("--json");
+    serde_json::from_str(&stdout(&estimate(&args))).unwrap()
+}
+
+fn stderr_of_invalid(output: &Output) -> String {
+    assert_eq!(output.status.code(), Some(2), "stdout: {}", String::from_utf8_lossy(&output.stdout));
+    assert!(output.stdout.is_empty());
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+fn number(value: &Value) -> f64 {
+    value.as_f64().unwrap_or_else(|| panic!("not a number: {value}"))
+}
+
+#[test]
+fn json_has_the_documented_keys_and_they_agree() {
+    let doc = json(&["--config", "mp", "--tp", "4", "--dp", "4", "--gpu", "a100-40gb"]);
+    let memory = doc["memory_gb"].as_object().unwrap();
+    let parts: f64 = memory.iter().filter(|(k, _)| *k != "total").map(|(_, v)| number(v)).sum();
+    assert!(memory.len() > 5, "{memory:?}");
+    assert!((parts - number(&memory["total"])).abs() < 1e-9);
+    assert_eq!(doc["fits"], number(&memory["total"]) <= 40.0);
+    assert_eq!(doc["fits"], true);
+    let step = number(&doc["step_time_s"]);
+    assert!((number(&doc["samples_per_sec"]) * step - 64.0).abs() < 1e-9);
+    assert!(number(&doc["tflops_per_gpu"]) > 0.0);
+    let collectives = doc["collectives"].as_array().unwrap();
+    assert!(!collectives.is_empty());
+    for c in collectives {
+        for key in ["group", "operation", "bytes", "link", "seconds"] {
+            assert!(!c[key].is_null(), "{key} missing in {c}");
+        }
+        assert!(["nvlink", "network"].contains(&c["link"].as_str().unwrap()), "{c}");
+    }
+    let tp = collectives.iter().find(|c| c["group"] == "tp" && c["phase"] == "forward").unwrap();
+    assert_eq!(
+        (tp["operation"].as_str(), tp["link"].as_str(), tp["count"].as_u64()),
+        (Some("all-reduce"), Some("nvlink"), Some(24))
+    );
+    assert_eq!(tp["bytes"].as_u64(), Some(16 * 4050 * 1536 * 2));
+    assert_eq!(doc["params"]["model"]["total"], 350_135_808u64);
+    assert!(doc["terms"].as_array().unwrap().iter().any(|t| t["name"] == "compute_efficiency.fp16"));
+}
+
+#[test]
+fn the_40gb_verdict_follows_the_tutorial() {
+    let tp1 = json(&["--config", "mp", "--dp", "4", "--gpu", "a100-40gb"]);
+    assert_eq!(tp1["fits"], false);
+    let tp1_80 = json(&["--config", "mp", "--dp", "4", "--gpu", "a100-80gb"]);
+    assert_eq!(tp1_80["fits"], true);
+    assert_eq!(tp1["memory_gb"], tp1_80["memory_gb"]);
+}
+
+#[test]
+fn layout_flags_and_options_change_the_estimate() {
+    let base = json(&["--config", "bs1024_opt", "--dp", "64"]);
+    let blocking = json(&["--config", "bs1024_opt", "--dp", "64", "--no-overlap"]);
+    assert!(number(&blocking["step_time_s"]) > number(&base["step_time_s"]));
+    assert_eq!(base["gpu"], "a100-40gb", "the cluster's first GPU is the default");
+    let cp = json(&["--config", "mp", "--cp", "4", "--dp", "4", "--order", "cp-tp-dp", "--set", "embed_dim=1024"]);
+    assert_eq!(cp["layout"]["order"], "cp-tp-dp-pp");
+    assert_eq!(cp["tokens_per_rank"], 1013);
+    let tf32 = json(&["--config", "short"]);
+    let fp32 = json(&["--config", "short", "--no-tf32"]);
+    assert_eq!((tf32["precision"].as_str(), fp32["precision"].as_str()), (Some("tf32"), Some("fp32")));
+}
+
+#[test]
+fn tables_show_the_verdict_memory_time_collectives_and_terms() {
+    let text = stdout(&estimate(&["--config", "mp", "--tp", "4", "--dp", "4"]));
+    let first = text.lines().next().unwrap();
+    assert!(first.starts_with("mp on perlmutter a100-40gb: world 16 = tp 4 × cp 1 × dp 4"), "{first}");
+    for fragment in [
+        "GiB per GPU: fits",
+        "parameters 350,135,808 (95,235,072 per rank)",
+        "memory per GPU (GiB)",
+        "ZeRO stage what-if: 0 ",
+        "time per step (s)",
+        "collectives per step",
+        "  tp    all-reduce     forward     24 ",
+        "terms\n",
+        "factor    allocator_factor = 1.22",
+    ] {
+        assert!(text.contains(fragment), "missing {fragment:?} in\n{text}");
+    }
+    let oom = stdout(&estimate(&["--config", "mp", "--dp", "4"]));
+    assert!(oom.lines().nth(1).unwrap().contains("does NOT fit"), "{oom}");
+    let single = stdout(&estimate(&["--config", "short_opt"]));
+    assert!(single.contains("collectives per step: none (one rank)"), "{single}");
+}
+
+#[test]
+fn bad_input_prints_every_problem_and_exits_2() {
+    let stderr = stderr_of_invalid(&estimate(&["--config", "mp", "--dp", "0", "--cluster", "frontier"]));
+    assert!(stderr.contains("dp: must be at least 1, got 0"), "{stderr}");
+    assert!(stderr.contains("unknown cluster `frontier`"), "{stderr}");
+
+    let stderr = stderr_of_invalid(&estimate(&["--config", "mp", "--tp", "3", "--dp", "2", "--set", "num_heads=7"]));
+    for line in [
+        "embed_dim: 1536 is not divisible by num_heads 7",
+        "tensor_parallel: 3 does not divide num_heads 7 (every tp rank owns whole heads)",
+    ] {
+        assert!(stderr.lines().any(|l| l == line), "missing {line:?} in\n{stderr}");
+    }
+
+    let stderr = stderr_of_invalid(&estimate(&["--config", "short", "--gpu", "h100"]));
+    assert!(stderr.contains("unknown GPU `h100` on perlmutter; it has: a100-40gb, a100-80gb"), "{stderr}");
+    let stderr = stderr_of_invalid(&estimate(&["--config", "short", "--cluster", "local"]));
+    assert!(stderr.contains("local has no GPUs"), "{stderr}");
+    let stderr = stderr_of_invalid(&estimate(&["--config", "nope"]));
+    assert!(stderr.contains("unknown config `nope`"), "{stderr}");
+}

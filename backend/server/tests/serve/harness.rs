@@ -1,0 +1,270 @@
+//! Real `scalebook serve` processes on free ports (or Unix sockets), a WebSocket client speaking
+//! the protocol, a bare HTTP client, and the trainer's tiny test dataset.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use scalebook_shared::protocol::{ClientMessage, RunId, RunRecord, RunState, ServerMessage};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A directory removed when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The trainer beside the server binary, as `serve` finds it.
+pub fn trainer() -> PathBuf {
+    let path = Path::new(env!("CARGO_BIN_EXE_scalebook")).with_file_name("scalebook-train");
+    assert!(path.is_file(), "{} is not built: run `cargo build --bins` first", path.display());
+    path
+}
+
+/// The tiny synthetic dataset, generated once and kept in the target directory.
+pub fn tiny_data() -> &'static Path {
+    static DATA: OnceLock<PathBuf> = OnceLock::new();
+    DATA.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve-tiny-data");
+        if !dir.join("stats/global_stds.npy").is_file() {
+            let status = Command::new(trainer())
+                .args(["datagen", "--force", "--years", "1", "--steps-per-year", "48", "--height", "40", "--width", "80", "--out"])
+                .arg(&dir)
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success(), "datagen failed");
+        }
+        dir
+    })
+}
+
+/// Overrides that point `cpu_tiny` at the tiny dataset, plus `extra`.
+pub fn tiny_overrides(extra: &[&str]) -> Vec<String> {
+    let d = tiny_data().display();
+    let mut overrides: Vec<String> = [
+        format!("train_data_path={d}/train"),
+        format!("valid_data_path={d}/valid"),
+        format!("inf_data_path={d}/test"),
+        format!("global_means_path={d}/stats/global_means.npy"),
+        format!("global_stds_path={d}/stats/global_stds.npy"),
+        format!("time_means_path={d}/stats/time_means.npy"),
+    ]
+    .into();
+    overrides.extend(extra.iter().map(|s| s.to_string()));
+    overrides
+}
+
+pub struct Server {
+    child: Child,
+    /// What the server printed after `Scalebook is ready: `.
+    pub url: String,
+    /// `http://127.0.0.1:PORT` (empty on a Unix socket).
+    pub origin: String,
+    pub token: String,
+    pub runs_dir: PathBuf,
+    /// Holds the static files and (unless given) the runs; removed on drop.
+    _dir: TempDir,
+}
+
+impl Server {
+    /// Starts `scalebook serve` with a throw-away page and `args` (a runs dir of its own unless
+    /// `--runs-dir` is among them).
+    pub fn start(name: &str, args: &[&str]) -> Server {
+        let dir = TempDir::new(name);
+        let static_dir = dir.0.join("static");
+        std::fs::create_dir_all(static_dir.join("dist")).unwrap();
+        std::fs::write(static_dir.join("index.html"), "<!doctype html><title>Scalebook</title>").unwrap();
+        std::fs::write(static_dir.join("dist/scalebook.js"), "").unwrap();
+        std::fs::write(static_dir.join("dist/scalebook_bg.wasm"), "").unwrap();
+        let runs_dir = match args.iter().position(|a| *a == "--runs-dir") {
+            Some(i) => PathBuf::from(args[i + 1]),
+            None => dir.0.join("runs"),
+        };
+        let mut command = Command::new(env!("CARGO_BIN_EXE_scalebook"));
+        command.arg("serve").arg("--static-dir").arg(&static_dir).arg("--yaml-config").arg(workspace().join("config/ViT.yaml"));
+        if !args.contains(&"--runs-dir") {
+            command.arg("--runs-dir").arg(&runs_dir);
+        }
+        if !args.contains(&"--unix-socket") {
+            command.args(["--port", "0"]);
+        }
+        let mut child = command.args(args).current_dir(&dir.0).stdout(Stdio::piped()).spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("Scalebook is ready: ") {
+                    let _ = tx.send(url.to_owned());
+                }
+            }
+        });
+        let url = rx.recv_timeout(Duration::from_secs(30)).expect("the server did not announce its URL");
+        let token = url.split_once("?token=").map(|(_, t)| t.to_owned()).unwrap_or_default();
+        let origin = url.strip_prefix("http://").map(|rest| format!("http://{}", rest.split('/').next().unwrap())).unwrap_or_default();
+        Server { child, url, origin, token, runs_dir, _dir: dir }
+    }
+
+    /// `host:port`.
+    pub fn addr(&self) -> &str {
+        self.origin.trim_start_matches("http://")
+    }
+
+    /// Kills the server outright (no graceful shutdown), as a crash or `kill -9` would.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    pub async fn connect(&self) -> Client {
+        Client::connect(&format!("ws://{}/api/ws?token={}", self.addr(), self.token)).await.unwrap()
+    }
+
+    /// GET `path` with the token as a bearer header.
+    pub fn get(&self, path: &str) -> Response {
+        http_get(self.addr(), path, &[("Authorization", &format!("Bearer {}", self.token))])
+    }
+}
+
+impl Server {
+    /// Polls the API until run `id`'s record satisfies `pick` (messages that said so may
+    /// have gone by before the test listened).
+    pub async fn wait_for<T>(&self, id: &RunId, mut pick: impl FnMut(&RunRecord) -> Option<T>) -> T {
+        let deadline = Instant::now() + Duration::from_secs(240);
+        loop {
+            let record: RunRecord = serde_json::from_str(&self.get(&format!("/api/runs/{id}")).body).unwrap();
+            if let Some(found) = pick(&record) {
+                return found;
+            }
+            assert!(Instant::now() < deadline, "run {id} never got there: {record:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct Response {
+    pub status: u16,
+    pub body: String,
+}
+
+impl Response {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+}
+
+/// A bare HTTP/1.1 GET over any stream, so tests control every header (and send no cookie
+/// jar or redirect logic of a client library).
+pub fn http_over(mut stream: impl Read + Write, path: &str, headers: &[(&str, &str)]) -> Response {
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let raw = String::from_utf8_lossy(&raw);
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    Response { status, body: body.to_owned() }
+}
+
+pub fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> Response {
+    http_over(std::net::TcpStream::connect(addr).unwrap(), path, headers)
+}
+
+pub struct Client {
+    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+}
+
+impl Client {
+    pub async fn connect(url: &str) -> Result<Client, tokio_tungstenite::tungstenite::Error> {
+        let (ws, _) = tokio_tungstenite::connect_async(url).await?;
+        Ok(Client { ws })
+    }
+
+    pub async fn send(&mut self, message: &ClientMessage) {
+        self.send_text(&serde_json::to_string(message).unwrap()).await;
+    }
+
+    pub async fn send_text(&mut self, text: &str) {
+        self.ws.send(Message::text(text)).await.unwrap();
+    }
+
+    pub async fn send_binary(&mut self, bytes: Vec<u8>) {
+        self.ws.send(Message::binary(bytes)).await.unwrap();
+    }
+
+    /// The next protocol message (heartbeats included), or a panic after `timeout`.
+    pub async fn recv(&mut self, timeout: Duration) -> ServerMessage {
+        loop {
+            let next = tokio::time::timeout(timeout, self.ws.next()).await.expect("no message in time");
+            match next.expect("connection closed").expect("connection failed") {
+                Message::Text(text) => return serde_json::from_str(text.as_str()).unwrap_or_else(|e| panic!("{e}: {text}")),
+                Message::Close(frame) => panic!("closed by the server: {frame:?}"),
+                _ => continue,
+            }
+        }
+    }
+
+    /// Skips messages until one `pick` accepts, within `timeout` overall.
+    pub async fn recv_until<T>(&mut self, timeout: Duration, mut pick: impl FnMut(&ServerMessage) -> Option<T>) -> T {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = self.recv(left).await;
+            if let Some(found) = pick(&message) {
+                return found;
+            }
+        }
+    }
+
+    /// Launches `config` with `overrides` and returns the new run's id.
+    pub async fn launch(&mut self, config: &str, overrides: Vec<String>) -> RunId {
+        let request = serde_json::json!({ "type": "launch", "config": config, "overrides": overrides, "seed": 1 });
+        self.send_text(&request.to_string()).await;
+        self.recv_until(Duration::from_secs(10), |m| match m {
+            ServerMessage::Launched { run } => Some(run.clone()),
+            ServerMessage::Error(e) => panic!("launch refused: {e:?}"),
+            _ => None,
+        })
+        .await
+    }
+}
+
+/// The final state in `message` when it is a `run_update` for `id` that ended.
+pub fn ended(message: &ServerMessage, id: &RunId) -> Option<RunState> {
+    match message {
+        ServerMessage::RunUpdate { run } if &run.id == id => Some(run.state()).filter(|s| s.is_final()),
+        _ => None,
+    }
+}

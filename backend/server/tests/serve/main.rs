@@ -1,0 +1,7 @@
+//! `scalebook serve` as users and browsers meet it: real server processes, real trainer runs,
+//! a WebSocket client speaking the protocol. The run tests need the trainer built beside the
+//! server (`cargo build --bins`).
+
+mod harness;
+mod runs;
+mod security;

@@ -1,0 +1,168 @@
+//! Real runs of the real trainer, launched and watched over the WebSocket: live points and the
+//! final state, cancel, and a server restart in the middle of a run.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use scalebook_shared::metrics::MetricPoint;
+use scalebook_shared::protocol::{ClientMessage, RunHandle, RunId, RunState, SeqPoint, ServerMessage};
+
+use crate::harness::{Client, Server, TempDir, ended, tiny_overrides};
+
+/// Long enough for any run here on a busy two-core machine.
+const RUN_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// Every point of `metrics.jsonl` by line number, as the server numbers them.
+fn points_in_file(run_dir: &Path) -> BTreeMap<u64, MetricPoint> {
+    let text = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap();
+    text.lines().zip(1..).map(|(line, seq)| (seq, serde_json::from_str(line).unwrap())).collect()
+}
+
+/// Fails unless `seen` holds exactly the points of the run's file, naming the first difference.
+fn assert_all_points(seen: &BTreeMap<u64, MetricPoint>, run_dir: &Path) {
+    let file = points_in_file(run_dir);
+    let missing: Vec<u64> = file.keys().filter(|seq| !seen.contains_key(seq)).copied().collect();
+    let extra: Vec<u64> = seen.keys().filter(|seq| !file.contains_key(seq)).copied().collect();
+    assert!(missing.is_empty() && extra.is_empty(), "missing points {missing:?}, points not in the file {extra:?}");
+    let changed = file.iter().find(|(seq, point)| seen[*seq] != **point);
+    assert!(changed.is_none(), "point {:?} arrived as {:?}", changed, changed.map(|(seq, _)| &seen[seq]));
+}
+
+/// Adds `points` to `seen`, failing on any sequence number seen before.
+fn collect(seen: &mut BTreeMap<u64, MetricPoint>, points: &[SeqPoint]) {
+    for p in points {
+        assert!(seen.insert(p.seq, p.point.clone()).is_none(), "point {} delivered twice", p.seq);
+    }
+}
+
+/// What a client saw of a run: its final state, how many points arrived while it was still
+/// going, and the longest time between the trainer measuring a point and the client
+/// receiving it.
+struct Followed {
+    state: RunState,
+    live: usize,
+    max_delay: f64,
+}
+
+/// Receives points until run `id` has ended and every point of its file has arrived.
+async fn follow_to_end(client: &mut Client, id: &RunId, run_dir: &Path, seen: &mut BTreeMap<u64, MetricPoint>) -> Followed {
+    let mut state = None;
+    let mut live = 0;
+    let mut max_delay: f64 = 0.0;
+    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+    loop {
+        if let Some(state) = state
+            && run_dir.join("metrics.jsonl").is_file()
+            && seen.len() == points_in_file(run_dir).len()
+        {
+            return Followed { state, live, max_delay };
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match client.recv(left).await {
+            ServerMessage::Points { run, points } if &run == id => {
+                if state.is_none() {
+                    live += points.len();
+                    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+                    max_delay = points.iter().map(|p| now - p.point.wall).fold(max_delay, f64::max);
+                }
+                collect(seen, &points);
+            }
+            // A run that ended while no server watched is final before anyone subscribes.
+            ServerMessage::Runs { runs } => state = state.or(runs.iter().find(|r| &r.id == id).map(|r| r.state()).filter(|s| s.is_final())),
+            message => state = state.or(ended(&message, id)),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launched_run_streams_its_points_live_and_completes() {
+    let server = Server::start("launch", &[]);
+    let mut client = server.connect().await;
+    let id = client.launch("cpu_tiny", tiny_overrides(&["num_iters=24"])).await;
+    client.send(&ClientMessage::Subscribe { run: id.clone(), after_seq: None, after_log_seq: None }).await;
+    // A new subscriber starts from the history (here: the points written so far, if any).
+    let mut seen = BTreeMap::new();
+    let upto = client
+        .recv_until(Duration::from_secs(10), |m| match m {
+            ServerMessage::History { run, upto_seq, .. } if run == &id => Some(*upto_seq),
+            _ => None,
+        })
+        .await;
+    let run_dir = server.runs_dir.join(id.as_str());
+    let before: BTreeMap<u64, MetricPoint> = points_in_file(&run_dir).into_iter().filter(|(seq, _)| *seq <= upto).collect();
+    seen.extend(before);
+
+    let followed = follow_to_end(&mut client, &id, &run_dir, &mut seen).await;
+    assert_eq!(followed.state, RunState::Completed);
+    assert!(followed.live > 0, "no point arrived while the run was training");
+    // Polled every 0.2 s: on screen within a second, with slack for a busy test machine.
+    assert!(followed.max_delay < 1.5, "a live point took {:.2} s to arrive", followed.max_delay);
+    assert_all_points(&seen, &run_dir);
+    assert!(seen.values().any(|p| p.tag == "Loss/valid"));
+
+    let record = server.get(&format!("/api/runs/{id}")).json();
+    let states: Vec<&str> = record["history"].as_array().unwrap().iter().map(|c| c["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["queued", "running", "completed"]);
+    assert_eq!(record["effective"]["num_iters"], 24);
+    let log = server.get(&format!("/api/runs/{id}/files/job.log")).body;
+    assert!(log.contains("Finished"), "{log}");
+    assert!(server.get(&format!("/api/runs/{id}/files/config.yaml")).body.starts_with("cpu_tiny:\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_every_process_of_a_run_and_queued_runs_wait_their_turn() {
+    let server = Server::start("cancel", &["--max-local-runs", "1"]);
+    let mut client = server.connect().await;
+    let long = client.launch("cpu_tiny", tiny_overrides(&["num_iters=100000"])).await;
+    let waiting = client.launch("cpu_tiny", tiny_overrides(&[])).await;
+    let (pgid, start_ticks) = server.wait_for(&long, |r| r.handle.as_ref().map(|RunHandle::Local { pgid, start_ticks }| (*pgid, *start_ticks))).await;
+    assert!(start_ticks > 0);
+    assert_eq!(server.get(&format!("/api/runs/{waiting}")).json()["history"][0]["state"], "queued");
+    // Cancelled before it ever started.
+    client.send(&ClientMessage::Cancel { run: waiting.clone() }).await;
+    let state = client.recv_until(Duration::from_secs(10), |m| ended(m, &waiting)).await;
+    assert_eq!(state, RunState::Cancelled);
+
+    // Wait for the trainer to be really training, then cancel it.
+    let run_dir = server.runs_dir.join(long.as_str());
+    let deadline = std::time::Instant::now() + RUN_TIMEOUT;
+    while !run_dir.join("metrics.jsonl").is_file() {
+        assert!(std::time::Instant::now() < deadline, "the trainer wrote no point");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    client.send(&ClientMessage::Cancel { run: long.clone() }).await;
+    let state = client.recv_until(Duration::from_secs(30), |m| ended(m, &long)).await;
+    assert_eq!(state, RunState::Cancelled);
+    assert!(!scalebook_server::executor::process::group_exists(pgid), "process group {pgid} is still there");
+    let exit: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run_dir.join("exit.json")).unwrap()).unwrap();
+    assert_eq!(exit["signal"], 15, "{exit}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restart_mid_run_loses_and_duplicates_no_point() {
+    let runs = TempDir::new("restart-runs");
+    let runs_dir = runs.0.to_str().unwrap();
+    let first = Server::start("restart-a", &["--runs-dir", runs_dir]);
+    let mut client = first.connect().await;
+    let id = client.launch("cpu_tiny", tiny_overrides(&["num_iters=160"])).await;
+    let run_dir = runs.0.join(id.as_str());
+    client.send(&ClientMessage::Subscribe { run: id.clone(), after_seq: Some(0), after_log_seq: Some(0) }).await;
+    let mut seen = BTreeMap::new();
+    while seen.len() < 20 {
+        match client.recv(RUN_TIMEOUT).await {
+            ServerMessage::Points { points, .. } => collect(&mut seen, &points),
+            message => assert!(ended(&message, &id).is_none(), "the run ended before the restart: {message:?}"),
+        }
+    }
+    first.kill();
+
+    let second = Server::start("restart-b", &["--runs-dir", runs_dir]);
+    let mut client = second.connect().await;
+    let last = *seen.keys().last().unwrap();
+    client.send(&ClientMessage::Subscribe { run: id.clone(), after_seq: Some(last), after_log_seq: None }).await;
+    client.send(&ClientMessage::ListRuns).await;
+    let followed = follow_to_end(&mut client, &id, &run_dir, &mut seen).await;
+    assert_eq!(followed.state, RunState::Completed, "the adopted run's end was not recorded");
+    assert_all_points(&seen, &run_dir);
+}

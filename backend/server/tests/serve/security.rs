@@ -1,0 +1,192 @@
+//! The token, the base path, the Unix socket, and bad requests of every kind: each gets a clear
+//! refusal and the server goes on serving.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use scalebook_shared::protocol::{ClientMessage, ErrorCode, ErrorReport, PROTOCOL_VERSION, RunId, RunState, ServerMessage};
+
+use crate::harness::{Client, Server, TempDir, http_get, http_over};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+async fn error(client: &mut Client) -> ErrorReport {
+    client
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::Error(e) => Some(e.clone()),
+            _ => None,
+        })
+        .await
+}
+
+async fn still_serving(client: &mut Client, nonce: u64) {
+    client.send(&ClientMessage::Ping { nonce }).await;
+    let pong = client.recv_until(WAIT, |m| matches!(m, ServerMessage::Pong { .. }).then(|| m.clone())).await;
+    assert_eq!(pong, ServerMessage::Pong { nonce });
+}
+
+#[test]
+fn the_api_and_the_websocket_need_the_token_and_the_page_does_not() {
+    let server = Server::start("token", &[]);
+    assert!(server.url.starts_with("http://127.0.0.1:") && server.url.contains("/?token="), "{}", server.url);
+    assert_eq!(server.token.len(), 64);
+    let addr = server.addr();
+    let token = server.token.as_str();
+
+    let missing = http_get(addr, "/api/health", &[]);
+    assert_eq!(missing.status, 401);
+    assert!(missing.json()["message"].as_str().unwrap().contains("missing token"));
+    let wrong = http_get(addr, "/api/runs?token=0000", &[]);
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.json()["message"].as_str().unwrap().contains("wrong token"));
+    // Cookies are what the proxy forwards from the user's other tabs: never a credential.
+    assert_eq!(http_get(addr, "/api/runs", &[("Cookie", &format!("token={token}"))]).status, 401);
+
+    assert_eq!(http_get(addr, &format!("/api/runs?token={token}"), &[]).status, 200);
+    assert_eq!(http_get(addr, "/api/configs", &[("Authorization", &format!("Bearer {token}"))]).status, 200);
+    assert_eq!(http_get(addr, "/", &[]).status, 200);
+    assert_eq!(http_get(addr, &format!("/?token={token}"), &[]).status, 200);
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        for url in [format!("ws://{addr}/api/ws"), format!("ws://{addr}/api/ws?token=nope")] {
+            let refused = Client::connect(&url).await.err().expect("connected without the token");
+            assert!(refused.to_string().contains("401"), "{refused}");
+        }
+        let mut client = server.connect().await;
+        client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION }).await;
+        let welcome = client.recv(WAIT).await;
+        let ServerMessage::Welcome { version, server: info } = welcome else { panic!("{welcome:?}") };
+        assert_eq!(version, PROTOCOL_VERSION);
+        assert!(info.configs.iter().any(|c| c == "cpu_tiny"));
+        assert_eq!((info.max_message_bytes, info.max_local_runs), (65536, 1));
+        client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION + 1 }).await;
+        assert_eq!(error(&mut client).await.code, ErrorCode::VersionMismatch);
+    });
+}
+
+#[tokio::test]
+async fn bad_requests_get_clear_errors_and_the_server_keeps_serving() {
+    // A trainer that does not exist: launches are accepted and then fail to start.
+    let server = Server::start("bad", &["--trainer", "/nonexistent/scalebook-train"]);
+    let mut client = server.connect().await;
+
+    client.send_text("{not json").await;
+    let e = error(&mut client).await;
+    assert_eq!(e.code, ErrorCode::BadMessage);
+    assert!(e.message.contains("not a message of protocol version 1"), "{}", e.message);
+
+    client.send_text(r#"{"type": "format_disk"}"#).await;
+    assert!(error(&mut client).await.message.contains("unknown variant `format_disk`"));
+
+    client.send_text(r#"{"type": "launch", "config": "no_such_config"}"#).await;
+    let e = error(&mut client).await;
+    assert_eq!(e.code, ErrorCode::InvalidLaunch);
+    assert!(e.message.contains("unknown config `no_such_config`"), "{}", e.message);
+    assert_eq!(e.problems.0[0].field, "config");
+
+    client.send_text(r#"{"type": "launch", "config": "cpu_tiny", "overrides": ["num_heads=7", "embed_dim=abc", "no_such_key=1"]}"#).await;
+    let e = error(&mut client).await;
+    assert_eq!(e.code, ErrorCode::InvalidLaunch);
+    for field in ["embed_dim", "no_such_key"] {
+        assert!(e.problems.for_field(field).next().is_some(), "no problem for {field}: {:?}", e.problems);
+    }
+
+    client.send_text(&format!(r#"{{"type": "ping", "pad": "{}"}}"#, "x".repeat(100 << 10))).await;
+    let e = error(&mut client).await;
+    assert_eq!(e.code, ErrorCode::TooLarge);
+    assert!(e.message.contains("the limit is 65536 bytes"), "{}", e.message);
+
+    client.send_binary(vec![0; 16]).await;
+    assert!(error(&mut client).await.message.contains("binary messages"));
+
+    for trick in ["../x", "..%2Fx", "/etc/passwd"] {
+        client.send_text(&serde_json::json!({"type": "subscribe", "run": trick}).to_string()).await;
+        let e = error(&mut client).await;
+        assert_eq!(e.code, ErrorCode::BadMessage);
+        assert!(e.message.contains("is not a run id"), "{}", e.message);
+    }
+    client.send(&ClientMessage::Cancel { run: RunId::parse("19990101-000000-1").unwrap() }).await;
+    let e = error(&mut client).await;
+    assert_eq!((e.code, e.run.unwrap().as_str()), (ErrorCode::UnknownRun, "19990101-000000-1"));
+
+    // A run whose trainer cannot start fails at once with the reason, and leaves its record.
+    let id = client.launch("cpu_tiny", vec![]).await;
+    let record = server.wait_for(&id, |r| r.state().is_final().then(|| r.clone())).await;
+    assert_eq!(record.state(), RunState::Failed);
+    assert!(record.reason().unwrap().contains("/nonexistent/scalebook-train is not built"), "{:?}", record.reason());
+    client.send(&ClientMessage::Cancel { run: id.clone() }).await;
+    assert_eq!(error(&mut client).await.code, ErrorCode::NotCancellable);
+
+    // The REST side: ids and file names from the URL never leave the run's directory.
+    let history = server.get(&format!("/api/runs/{id}")).json()["history"].clone();
+    assert_eq!(history.as_array().unwrap().last().unwrap()["state"], "failed", "{history}");
+    assert_eq!(server.get(&format!("/api/runs/{id}/files/run.json")).json()["id"], id.as_str());
+    assert_eq!(server.get("/api/runs/..%2F..%2Fetc/files/run.json").status, 400);
+    for name in ["exit.json", "..%2F..%2F..%2Fetc%2Fpasswd", "%2Fetc%2Fpasswd"] {
+        let response = server.get(&format!("/api/runs/{id}/files/{name}"));
+        assert_eq!(response.status, 404, "{name}");
+        assert_eq!(response.json()["code"], "unknown_file");
+    }
+    assert_eq!(server.get("/api/runs/19990101-000000-1").status, 404);
+
+    // Flooding: a burst of 40 passes (plus what refills at 20 a second meanwhile), the rest
+    // is dropped with a rate_limited error.
+    let mut flooder = server.connect().await;
+    for nonce in 0..100 {
+        flooder.send(&ClientMessage::Ping { nonce }).await;
+    }
+    let mut pongs = 0;
+    let mut limited = 0;
+    while let Ok(message) = tokio::time::timeout(Duration::from_millis(500), flooder.recv(WAIT)).await {
+        match message {
+            ServerMessage::Pong { .. } => pongs += 1,
+            ServerMessage::Error(e) if e.code == ErrorCode::RateLimited => limited += 1,
+            _ => {}
+        }
+    }
+    assert!((40..80).contains(&pongs), "{pongs} pongs");
+    // Told once per flood (again only if a refilled token let one message through between).
+    assert!((1..=3).contains(&limited), "{limited} rate_limited errors");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    still_serving(&mut flooder, 7).await;
+    // Other connections were never affected.
+    still_serving(&mut client, 8).await;
+}
+
+#[tokio::test]
+async fn a_base_path_serves_the_page_and_api_under_it_and_at_the_root() {
+    let base = "/user/ann/proxy/absolute/8080";
+    let server = Server::start("base", &["--base-path", &format!("{base}/"), "--heartbeat-secs", "1"]);
+    assert!(server.url.ends_with(&format!("{base}/?token={}", server.token)), "{}", server.url);
+    let addr = server.addr();
+    for page in [base.to_owned(), format!("{base}/"), format!("{base}/index.html"), "/".to_owned()] {
+        let response = http_get(addr, &page, &[]);
+        assert_eq!(response.status, 200, "{page}");
+        assert!(response.body.contains("<title>Scalebook</title>"), "{page}");
+    }
+    assert_eq!(server.get(&format!("{base}/api/health")).json()["status"], "ok");
+    assert_eq!(server.get("/api/health").json()["status"], "ok");
+    assert_eq!(server.get(&format!("{base}/api/runs")).status, 200);
+    assert_eq!(http_get(addr, &format!("{base}/api/runs"), &[]).status, 401);
+    assert_eq!(server.get("/user/ann/proxy/absolute/80801/api/health").status, 404);
+
+    let mut client = Client::connect(&format!("ws://{addr}{base}/api/ws?token={}", server.token)).await.unwrap();
+    still_serving(&mut client, 1).await;
+    // Heartbeats keep an idle socket alive through proxies (20 s by default, 1 s here).
+    let beat = client.recv_until(Duration::from_secs(3), |m| matches!(m, ServerMessage::Heartbeat { .. }).then_some(())).await;
+    assert_eq!(beat, ());
+}
+
+#[test]
+fn a_private_unix_socket_needs_no_token() {
+    let dir = TempDir::new("unix-socket");
+    let socket = dir.0.join("scalebook.sock");
+    let server = Server::start("unix", &["--unix-socket", socket.to_str().unwrap()]);
+    assert_eq!(server.url, format!("unix:{} (no token: only you can open it)", socket.display()));
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let connect = || std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    assert_eq!(http_over(connect(), "/api/health", &[]).json()["status"], "ok");
+    assert_eq!(http_over(connect(), "/", &[]).status, 200);
+}

@@ -1,0 +1,58 @@
+//! Subcommands. Input the user must fix (an invalid config, a missing data directory) exits
+//! with status 2 before any work starts.
+
+mod config_args;
+mod datagen;
+mod summary;
+mod train;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub use config_args::ConfigArgs;
+
+#[derive(Debug, Parser)]
+#[command(name = "scalebook-train", version, about = "The tutorial's ViT weather model training on libtorch")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Write a synthetic ERA5-like dataset in the tutorial's on-disk format.
+    Datagen(datagen::DatagenArgs),
+    /// Build the model of a config, print its parameters and run one forward pass.
+    Summary(summary::SummaryArgs),
+    /// Train a config (the tutorial's train.py).
+    Train(train::TrainArgs),
+}
+
+/// Exit status for input the user must fix.
+const EXIT_INVALID_INPUT: u8 = 2;
+
+/// Prints an error the way users can act on it: each broken config rule on its own line
+/// (status 2), anything else as one chain of causes (status 1).
+pub fn report(err: &anyhow::Error) -> ExitCode {
+    if let Some(invalid) = err.downcast_ref::<scalebook_shared::Error>() {
+        for problem in invalid.problems().0 {
+            eprintln!("error: {problem}");
+        }
+        return ExitCode::from(EXIT_INVALID_INPUT);
+    }
+    if let Some(input) = err.downcast_ref::<scalebook_trainer::Error>().filter(|e| e.is_user_input()) {
+        eprintln!("error: {input}");
+        return ExitCode::from(EXIT_INVALID_INPUT);
+    }
+    eprintln!("error: {err:#}");
+    ExitCode::FAILURE
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Datagen(args) => datagen::run(args),
+        Command::Summary(args) => summary::run(args),
+        Command::Train(args) => train::run(args),
+    }
+}

@@ -1,0 +1,269 @@
+//! The tutorial's `DataLoader`: batches of `local_batch_size` samples in the sampler's order,
+//! the incomplete last batch dropped, read either inline (0 workers, the tutorial's baseline)
+//! or by worker threads that read and normalise ahead of the training step.
+//!
+//! Like PyTorch, batch k is produced by worker k mod W and handed over through that worker's
+//! own bounded queue, so batches arrive in sampler order whatever the timing, and a worker
+//! is never more than [`PREFETCH_PER_WORKER`] batches ahead.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+use tch::Tensor;
+
+use super::{Era5Dataset, ShardedSampler};
+use crate::Error;
+
+/// Batches each worker may hold ready (PyTorch's default `prefetch_factor`).
+pub const PREFETCH_PER_WORKER: usize = 2;
+
+/// One batch: inputs and targets of shape (B, C, H, W), float32, normalised, and the dataset
+/// indices they came from.
+#[derive(Debug)]
+pub struct Batch {
+    pub input: Tensor,
+    pub target: Tensor,
+    pub indices: Vec<usize>,
+}
+
+pub struct DataLoader {
+    dataset: Arc<Era5Dataset>,
+    sampler: ShardedSampler,
+    batch_size: usize,
+    num_workers: usize,
+}
+
+impl DataLoader {
+    pub fn new(
+        dataset: Arc<Era5Dataset>,
+        sampler: ShardedSampler,
+        batch_size: usize,
+        num_workers: usize,
+    ) -> Result<DataLoader, Error> {
+        if batch_size == 0 {
+            return Err(Error::DataSetting(
+                "the local batch size must be at least 1".into(),
+            ));
+        }
+        if sampler.len() != dataset.len() {
+            return Err(Error::DataSetting(format!(
+                "the sampler draws from {} samples but the dataset has {}",
+                sampler.len(),
+                dataset.len()
+            )));
+        }
+        Ok(DataLoader {
+            dataset,
+            sampler,
+            batch_size,
+            num_workers,
+        })
+    }
+
+    /// Iterations per epoch: `floor(num_samples / batch_size)`.
+    pub fn len(&self) -> usize {
+        self.sampler.num_samples() / self.batch_size
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn dataset(&self) -> &Arc<Era5Dataset> {
+        &self.dataset
+    }
+
+    pub fn sampler(&self) -> &ShardedSampler {
+        &self.sampler
+    }
+
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
+    pub fn num_workers(&self) -> usize {
+        self.num_workers
+    }
+
+    /// The batches of `epoch` (which seeds the shuffle, like `set_epoch`).
+    pub fn epoch(&self, epoch: u64) -> Epoch {
+        self.epoch_from(epoch, 0)
+    }
+
+    /// The batches of `epoch` from batch `start_batch` on, without reading the skipped ones:
+    /// resuming a run mid-epoch sees the same batches it would have seen.
+    pub fn epoch_from(&self, epoch: u64, start_batch: usize) -> Epoch {
+        let order = self.sampler.indices(epoch);
+        let start = start_batch.min(self.len());
+        let plan = Arc::new(Plan {
+            dataset: Arc::clone(&self.dataset),
+            order: order[start * self.batch_size..self.len() * self.batch_size].to_vec(),
+            batch_size: self.batch_size,
+            first: start,
+        });
+        let count = self.len() - start;
+        let source = if self.num_workers == 0 {
+            Source::Inline
+        } else {
+            Source::spawn(&plan, self.num_workers)
+        };
+        Epoch {
+            plan,
+            source,
+            next: 0,
+            count,
+            failed: false,
+        }
+    }
+}
+
+/// What to read in one epoch: `order` holds the samples of the remaining batches.
+struct Plan {
+    dataset: Arc<Era5Dataset>,
+    order: Vec<usize>,
+    batch_size: usize,
+    /// Number (within the epoch) of the first remaining batch, for error messages.
+    first: usize,
+}
+
+impl Plan {
+    fn read(&self, k: usize) -> Result<Batch, Error> {
+        let indices = self.order[k * self.batch_size..(k + 1) * self.batch_size].to_vec();
+        let dataset = &self.dataset;
+        let n = dataset.sample_len();
+        let mut input = vec![0.0f32; indices.len() * n];
+        let mut target = vec![0.0f32; indices.len() * n];
+        for ((&index, input), target) in indices
+            .iter()
+            .zip(input.chunks_exact_mut(n))
+            .zip(target.chunks_exact_mut(n))
+        {
+            dataset.read_into(index, input, target)?;
+        }
+        let [h, w] = dataset.img_size();
+        let shape = [indices.len(), dataset.channels(), h, w].map(|dim| dim as i64);
+        Ok(Batch {
+            input: Tensor::f_from_slice(&input)?.f_view(shape)?,
+            target: Tensor::f_from_slice(&target)?.f_view(shape)?,
+            indices,
+        })
+    }
+}
+
+enum Source {
+    Inline,
+    Workers {
+        queues: Vec<Receiver<Result<Batch, Error>>>,
+        handles: Vec<JoinHandle<()>>,
+        stop: Arc<AtomicBool>,
+    },
+}
+
+impl Source {
+    fn spawn(plan: &Arc<Plan>, workers: usize) -> Source {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (queues, handles) = (0..workers)
+            .map(|worker| {
+                let (sender, queue) = sync_channel(PREFETCH_PER_WORKER);
+                let (plan, stop) = (Arc::clone(plan), Arc::clone(&stop));
+                let handle = std::thread::Builder::new()
+                    .name(format!("data-worker-{worker}"))
+                    .spawn(move || work(&plan, worker, workers, &stop, &sender));
+                (queue, handle)
+            })
+            .unzip::<_, _, Vec<_>, Vec<_>>();
+        // A worker that could not be started shows up as a closed queue when its first batch
+        // is due, reported like any worker that stopped early.
+        Source::Workers {
+            queues,
+            handles: handles.into_iter().flatten().collect(),
+            stop,
+        }
+    }
+}
+
+/// One worker's loop: batches `worker`, `worker + workers`, ... until the epoch ends, the
+/// consumer goes away, or a read fails (the error is its last delivery).
+fn work(
+    plan: &Plan,
+    worker: usize,
+    workers: usize,
+    stop: &AtomicBool,
+    queue: &SyncSender<Result<Batch, Error>>,
+) {
+    let batches = plan.order.len() / plan.batch_size;
+    for k in (worker..batches).step_by(workers) {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let batch = plan.read(k);
+        let failed = batch.is_err();
+        if queue.send(batch).is_err() || failed {
+            return;
+        }
+    }
+}
+
+/// The batches of one epoch, in order. Ends after the first error. Dropping it early stops
+/// and joins its workers.
+pub struct Epoch {
+    plan: Arc<Plan>,
+    source: Source,
+    next: usize,
+    count: usize,
+    failed: bool,
+}
+
+impl Iterator for Epoch {
+    type Item = Result<Batch, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.next >= self.count {
+            return None;
+        }
+        let k = self.next;
+        self.next += 1;
+        let batch = match &self.source {
+            Source::Inline => self.plan.read(k),
+            Source::Workers { queues, .. } => {
+                let worker = k % queues.len();
+                queues[worker].recv().unwrap_or(Err(Error::LoaderWorker {
+                    worker,
+                    batch: self.plan.first + k,
+                }))
+            }
+        };
+        self.failed = batch.is_err();
+        Some(batch)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = if self.failed {
+            0
+        } else {
+            self.count - self.next
+        };
+        (0, Some(left))
+    }
+}
+
+impl Drop for Epoch {
+    fn drop(&mut self) {
+        if let Source::Workers {
+            queues,
+            handles,
+            stop,
+        } = &mut self.source
+        {
+            stop.store(true, Ordering::Relaxed);
+            // Closing the queues wakes any worker blocked on a full one.
+            queues.clear();
+            for handle in handles.drain(..) {
+                // A worker that panicked has already been reported as a closed queue.
+                let _ = handle.join();
+            }
+        }
+    }
+}

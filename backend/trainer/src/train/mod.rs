@@ -1,0 +1,270 @@
+//! The training run: the tutorial's `train.py` loop (step-0 evaluation, epochs of training
+//! steps with a per-iteration cosine schedule, per-epoch validation and logging), writing the
+//! run's outputs and a checkpoint after every epoch.
+
+pub mod amp;
+mod checkpoint;
+pub mod loss;
+pub mod optim;
+mod report;
+mod step;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use scalebook_shared::config::{AmpMode, TrainConfig, lr_at};
+use scalebook_shared::metrics::tags;
+use tch::{Device, nn};
+
+use crate::Error;
+use crate::data::{DataLoader, Era5Dataset, ShardedSampler, Stats};
+use crate::model::{VisionTransformer, VitSpec};
+use crate::output::{Logger, py_float};
+use checkpoint::{Checkpoints, Position};
+use report::Reporter;
+use step::Learner;
+
+pub use step::StepTimes;
+
+/// Everything a run needs besides its config.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub config: TrainConfig,
+    pub config_name: String,
+    pub yaml_path: PathBuf,
+    pub run_dir: PathBuf,
+    /// Continue from the run directory's last checkpoint.
+    pub resume: bool,
+    /// Seeds the model's initialisation and the data order.
+    pub seed: u64,
+    pub device: Device,
+    /// TF32 for float32 matmuls on GPUs (on by default in the tutorial's NGC container).
+    pub tf32: bool,
+    /// Stop after this many epochs of this invocation, checkpointed, to go on later with
+    /// `resume` (a long run split into jobs that fit a time limit). The schedule still
+    /// follows `num_iters`.
+    pub max_epochs: Option<u64>,
+}
+
+/// What a finished run reports back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub steps: u64,
+    pub epochs: u64,
+    pub final_train_loss: f64,
+    pub final_valid_loss: f64,
+    pub final_rmse_u10: f64,
+}
+
+struct Loaders {
+    train: DataLoader,
+    valid: DataLoader,
+}
+
+fn open_loaders(c: &TrainConfig, seed: u64, log: &Logger) -> Result<Loaders, Error> {
+    log.info("rank 0, begin data loader init");
+    let stats = Stats::load(Path::new(&c.global_means_path), Path::new(&c.global_stds_path), c.n_in_channels)?;
+    let img = c.img_size;
+    let open = |dir: &str, limit| Era5Dataset::open(Path::new(dir), img, c.n_in_channels, c.dt, limit, stats.clone());
+    let train = Arc::new(open(&c.train_data_path, c.limit_nsamples)?);
+    let valid = Arc::new(open(&c.valid_data_path, c.limit_nsamples_val)?);
+    let batch = c.global_batch_size; // one rank: the local batch is the global one
+    // The tutorial's single-GPU loaders shuffle both sets (`shuffle=True` without a sampler).
+    let loader = |ds: &Arc<Era5Dataset>| -> Result<DataLoader, Error> {
+        DataLoader::new(ds.clone(), ShardedSampler::new(ds.len(), 1, 0, true, seed)?, batch, c.num_data_workers)
+    };
+    let (train, valid) = (loader(&train)?, loader(&valid)?);
+    log.info("rank 0, data loader initialized");
+    Ok(Loaders { train, valid })
+}
+
+fn check_run_dir(dir: &Path) -> Result<(), Error> {
+    let fail = |message: String| Error::RunDir { path: dir.to_owned(), message };
+    std::fs::create_dir_all(dir).map_err(|e| fail(format!("cannot be created: {e}")))?;
+    let probe = dir.join(".write-test");
+    std::fs::write(&probe, b"").map_err(|e| fail(format!("is not writable: {e}")))?;
+    std::fs::remove_file(&probe).map_err(|e| fail(format!("is not writable: {e}")))
+}
+
+fn log_config(log: &Logger, opts: &RunOptions) {
+    log.info("------------------ Configuration ------------------");
+    log.info(&format!("Configuration file: {}", opts.yaml_path.display()));
+    log.info(&format!("Configuration name: {}", opts.config_name));
+    for (key, value) in opts.config.to_json() {
+        let value = match value {
+            serde_json::Value::String(s) => s,
+            serde_json::Value::Null => "None".into(),
+            other => other.to_string(),
+        };
+        log.info(&format!("{key} {value}"));
+    }
+    log.info("---------------------------------------------------");
+}
+
+/// Runs (or resumes) training as configured. `log` carries the progress bar, if any.
+pub fn train(opts: &RunOptions, log: &Logger) -> Result<Summary, Error> {
+    let c = &opts.config;
+    check_run_dir(&opts.run_dir)?;
+    log.attach_file(&opts.run_dir.join("out.log"))?;
+    log_config(log, opts);
+    if opts.device.is_cuda() {
+        crate::ffi::set_tf32(opts.tf32)?;
+    }
+    let checkpoints = Checkpoints::new(&opts.run_dir);
+    let resumed = if opts.resume { Some(checkpoints.load()?) } else { None };
+    // A resumed run keeps its original data order whatever --seed says now.
+    let seed = resumed.as_ref().map_or(opts.seed, |(p, _)| p.seed);
+    tch::manual_seed(seed as i64);
+    let loaders = open_loaders(c, seed, log)?;
+    let iters_per_epoch = loaders.train.len() as u64;
+    c.validate_for_dataset(1, loaders.train.dataset().len())?;
+    let num_epochs = c.num_iters as u64 / iters_per_epoch;
+
+    let vs = nn::VarStore::new(opts.device);
+    let model = VisionTransformer::new(&vs.root(), &VitSpec::from(c));
+    let fused = c.enable_jit || c.enable_fused;
+    let optimizer = optim::Adam::new(vs.variables().into_iter().collect(), fused);
+    let scaler = (c.amp_mode == AmpMode::Fp16).then(|| amp::GradScaler::new(opts.device));
+    let mut learner = Learner { model, optimizer, scaler, amp: c.amp_mode, device: opts.device };
+
+    let config_json = resumable_config(c);
+    let (mut epoch0, mut steps) = (0u64, 0u64);
+    if let Some((position, saved)) = &resumed {
+        restore(&vs, &mut learner, position, saved, &config_json, &opts.run_dir)?;
+        (epoch0, steps) = (position.epochs_done, position.steps);
+        log.info(&format!("Resuming after epoch {epoch0} (step {steps})"));
+    }
+    let last_epoch = opts.max_epochs.map_or(num_epochs, |n| num_epochs.min(epoch0 + n));
+    let mut report = Reporter::open(&opts.run_dir, opts.resume.then_some(steps))?;
+    if let Some(bar) = log.progress() {
+        bar.set_length(last_epoch.saturating_sub(epoch0) * iters_per_epoch);
+    }
+
+    log.info("Starting Training Loop...");
+    if !opts.resume {
+        step_zero(&learner, &loaders, &mut report)?;
+    }
+    let mut summary = Summary { steps, epochs: num_epochs, final_train_loss: f64::NAN, final_valid_loss: f64::NAN, final_rmse_u10: f64::NAN };
+    for epoch in epoch0..last_epoch {
+        let e = epoch + 1;
+        let start = Instant::now();
+        let mut losses = Vec::with_capacity(iters_per_epoch as usize);
+        let mut wait_start = Instant::now();
+        for batch in loaders.train.epoch(epoch) {
+            let batch = batch?;
+            let data_wait = wait_start.elapsed().as_secs_f64();
+            let lr = lr_at(c, steps as usize);
+            let step_start = Instant::now();
+            let (loss, times) = learner.train_step(&batch, lr)?;
+            let step_time = data_wait + step_start.elapsed().as_secs_f64();
+            steps += 1;
+            losses.push(loss);
+            report.scalar(steps, e, tags::step::LOSS_TRAIN, loss)?;
+            report.scalar(steps, e, tags::step::LEARNING_RATE, lr)?;
+            report.scalar(steps, e, tags::step::SAMPLES_PER_SEC, c.global_batch_size as f64 / step_time)?;
+            report.scalar(steps, e, tags::step::DATA_WAIT, data_wait)?;
+            report.scalar(steps, e, tags::step::FORWARD, times.forward)?;
+            report.scalar(steps, e, tags::step::BACKWARD, times.backward)?;
+            report.scalar(steps, e, tags::step::OPTIMIZER, times.optimizer)?;
+            if let Some(bar) = log.progress() {
+                bar.set_message(format!("epoch {e}/{num_epochs} loss {loss:.4}"));
+                bar.inc(1);
+            }
+            wait_start = Instant::now();
+        }
+        let elapsed = start.elapsed().as_secs_f64();
+        let iters_per_sec = losses.len() as f64 / elapsed;
+        let samples_per_sec = iters_per_sec * c.global_batch_size as f64;
+        let train_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
+        log.info(&format!("Time taken for epoch {e} is {elapsed:.6} sec, avg {samples_per_sec:.6} samples/sec"));
+        log.info(&format!("  Avg train loss={train_loss:.6}"));
+        report.scalar(steps, e, tags::LOSS_TRAIN, train_loss)?;
+        report.scalar(steps, e, tags::LEARNING_RATE, lr_at(c, steps as usize))?;
+        report.scalar(steps, e, tags::ITERS_PER_SEC, iters_per_sec)?;
+        report.scalar(steps, e, tags::SAMPLES_PER_SEC, samples_per_sec)?;
+
+        let val_start = Instant::now();
+        let (valid_loss, rmse_u10) = validate(&learner, &loaders.valid, epoch)?;
+        log.info(&format!("  Avg val loss={}", py_float(valid_loss)));
+        log.info(&format!("  Total validation time: {} sec", py_float(val_start.elapsed().as_secs_f64())));
+        report.scalar(steps, e, tags::LOSS_VALID, valid_loss)?;
+        report.scalar(steps, e, tags::RMSE_U10M_VALID, rmse_u10)?;
+        report.flush()?;
+
+        let mut tensors: Vec<_> = vs.variables().into_iter().collect();
+        tensors.extend(learner.optimizer.state());
+        tensors.extend(learner.scaler.iter().flat_map(amp::GradScaler::state));
+        let position = Position { epochs_done: e, steps, seed, config: config_json.clone() };
+        checkpoints.save(&tensors, &position)?;
+        summary = Summary { steps, epochs: num_epochs, final_train_loss: train_loss, final_valid_loss: valid_loss, final_rmse_u10: rmse_u10 };
+    }
+    if last_epoch < num_epochs {
+        log.info(&format!("Stopping after epoch {last_epoch} of {num_epochs}; continue with --resume"));
+    }
+    log.info("DONE ---- rank 0");
+    Ok(summary)
+}
+
+/// The tutorial's step-0 logging: one train and one validation batch through the untrained
+/// model, so every curve starts at step 0.
+fn step_zero(learner: &Learner, loaders: &Loaders, report: &mut Reporter) -> Result<(), Error> {
+    let first = |loader: &DataLoader| loader.epoch(0).next().transpose()?.ok_or(Error::Native { what: "data".into(), message: "no batch".into() });
+    let (train_loss, _) = learner.evaluate(&first(&loaders.train)?)?;
+    let (valid_loss, rmse) = learner.evaluate(&first(&loaders.valid)?)?;
+    report.scalar(0, 0, tags::LOSS_TRAIN, f64::try_from(&train_loss)?)?;
+    report.scalar(0, 0, tags::LOSS_VALID, f64::try_from(&valid_loss)?)?;
+    report.scalar(0, 0, tags::RMSE_U10M_VALID, f64::try_from(&rmse.get(0))?)?;
+    report.flush()
+}
+
+/// Mean loss and u10 RMSE over the validation loader.
+fn validate(learner: &Learner, valid: &DataLoader, epoch: u64) -> Result<(f64, f64), Error> {
+    let (mut loss_sum, mut rmse_sum, mut n) = (0.0, 0.0, 0usize);
+    for batch in valid.epoch(epoch) {
+        let (loss, rmse) = learner.evaluate(&batch?)?;
+        loss_sum += f64::try_from(&loss)?;
+        rmse_sum += f64::try_from(&rmse.get(0))?;
+        n += 1;
+    }
+    let n = n.max(1) as f64;
+    Ok((loss_sum / n, rmse_sum / n))
+}
+
+/// The config as a checkpoint records it: everything that changes the result. The number of
+/// data workers does not (batches arrive in the same order), so a run may resume with more.
+fn resumable_config(c: &TrainConfig) -> serde_json::Value {
+    let mut json = c.to_json();
+    json.remove("num_data_workers");
+    serde_json::Value::Object(json)
+}
+
+fn restore(
+    vs: &nn::VarStore,
+    learner: &mut Learner,
+    position: &Position,
+    saved: &std::collections::HashMap<String, tch::Tensor>,
+    config: &serde_json::Value,
+    run_dir: &Path,
+) -> Result<(), Error> {
+    let fail = |message: String| Error::Resume { path: run_dir.to_owned(), message };
+    if &position.config != config {
+        let differs = match (&position.config, config) {
+            (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
+                a.iter().filter(|(k, v)| b.get(*k) != Some(v)).map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")
+            }
+            _ => String::from("everything"),
+        };
+        return Err(fail(format!("the checkpoint was made with a different config ({differs} differ)")));
+    }
+    let lookup = |name: &str| saved.get(name).map(tch::Tensor::shallow_clone);
+    for (name, mut var) in vs.variables() {
+        let value = lookup(&name).ok_or_else(|| fail(format!("the checkpoint has no {name}")))?;
+        tch::no_grad(|| var.copy_(&value));
+    }
+    learner.optimizer.load_state(lookup).map_err(fail)?;
+    if let Some(scaler) = &mut learner.scaler {
+        scaler.load_state(lookup).map_err(fail)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,264 @@
+//! The sampler's sharding and the loader's batches: the same with any number of workers,
+//! resumable mid-epoch, and stopped cleanly.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use scalebook_trainer::data::{Batch, DataLoader, Era5Dataset, ShardedSampler};
+
+use crate::common::{TempDir, file_stats, generate, labelled_years, raw_stats, small};
+
+/// Tests that start loader workers run one at a time, so that counting worker threads sees
+/// only their own.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn to_vec(tensor: &tch::Tensor) -> Vec<f32> {
+    Vec::<f32>::try_from(tensor.reshape([-1])).unwrap()
+}
+
+fn batches(loader: &DataLoader, epoch: u64, start: usize) -> Vec<(Vec<usize>, Vec<f32>, Vec<f32>)> {
+    loader
+        .epoch_from(epoch, start)
+        .map(|batch| {
+            let Batch {
+                input,
+                target,
+                indices,
+            } = batch.unwrap();
+            (indices, to_vec(&input), to_vec(&target))
+        })
+        .collect()
+}
+
+fn worker_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("data-worker"))
+        .count()
+}
+
+#[test]
+fn shards_partition_the_padded_permutation() {
+    let (len, shards) = (10, 3);
+    let picks: Vec<Vec<usize>> = (0..shards)
+        .map(|id| {
+            ShardedSampler::new(len, shards, id, true, 5)
+                .unwrap()
+                .indices(2)
+        })
+        .collect();
+    assert!(
+        picks.iter().all(|pick| pick.len() == 4),
+        "ceil(10 / 3) each"
+    );
+    // Undo the strided pick: padded[k] = shard (k mod 3), position k / 3.
+    let padded: Vec<usize> = (0..12).map(|k| picks[k % shards][k / shards]).collect();
+    let mut permutation = padded[..len].to_vec();
+    assert_ne!(permutation, (0..len).collect::<Vec<_>>(), "shuffled");
+    permutation.sort_unstable();
+    assert_eq!(permutation, (0..len).collect::<Vec<_>>());
+    assert_eq!(padded[len..], padded[..2], "padding repeats the start");
+}
+
+#[test]
+fn unshuffled_shards_are_strided() {
+    let pick = |id| ShardedSampler::new(10, 3, id, false, 0).unwrap().indices(0);
+    assert_eq!(pick(0), vec![0, 3, 6, 9]);
+    assert_eq!(pick(1), vec![1, 4, 7, 0]);
+    assert_eq!(pick(2), vec![2, 5, 8, 1]);
+}
+
+#[test]
+fn dropping_the_tail_never_repeats_a_sample() {
+    let mut all: Vec<usize> = (0..3)
+        .flat_map(|id| {
+            ShardedSampler::new(10, 3, id, true, 1)
+                .unwrap()
+                .with_drop_last(true)
+                .indices(0)
+        })
+        .collect();
+    assert_eq!(all.len(), 9);
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 9);
+}
+
+#[test]
+fn order_depends_on_seed_and_epoch_only() {
+    let order = |seed, epoch| {
+        ShardedSampler::new(100, 2, 1, true, seed)
+            .unwrap()
+            .indices(epoch)
+    };
+    assert_eq!(order(3, 4), order(3, 4));
+    assert_ne!(order(3, 4), order(3, 5));
+    assert_ne!(order(3, 4), order(4, 4));
+}
+
+fn synthetic_train(dir: &Path) -> Arc<Era5Dataset> {
+    generate(dir, &small(2, 12, 8, 16));
+    Arc::new(Era5Dataset::open(&dir.join("train"), [6, 12], 20, 1, None, file_stats(dir)).unwrap())
+}
+
+#[test]
+fn workers_deliver_the_same_batches_as_inline_reading() {
+    let _serial = serial();
+    let dir = TempDir::new("workers");
+    let dataset = synthetic_train(dir.path());
+    let loader = |workers| {
+        let sampler = ShardedSampler::new(dataset.len(), 2, 1, true, 9).unwrap();
+        DataLoader::new(Arc::clone(&dataset), sampler, 3, workers).unwrap()
+    };
+    let inline = loader(0);
+    assert_eq!(inline.len(), 4, "floor(ceil(24 / 2) / 3)");
+    let expected = batches(&inline, 1, 0);
+    assert_eq!(expected.len(), 4);
+    let sampler_order: Vec<usize> = expected
+        .iter()
+        .flat_map(|(indices, _, _)| indices.clone())
+        .collect();
+    assert_eq!(sampler_order, inline.sampler().indices(1)[..12]);
+    for (indices, input, target) in &expected {
+        let first = dataset.get(indices[0]).unwrap();
+        assert_eq!(input[..first.input.len()], first.input[..]);
+        assert_eq!(target[..first.target.len()], first.target[..]);
+    }
+    for workers in [1, 3] {
+        assert_eq!(
+            batches(&loader(workers), 1, 0),
+            expected,
+            "{workers} workers"
+        );
+    }
+    assert_ne!(
+        batches(&inline, 2, 0),
+        expected,
+        "another epoch, another order"
+    );
+
+    let batch = inline.epoch(0).next().unwrap().unwrap();
+    assert_eq!(batch.input.size(), vec![3, 20, 6, 12]);
+    assert_eq!(batch.input.kind(), tch::Kind::Float);
+    assert_eq!(batch.target.size(), vec![3, 20, 6, 12]);
+}
+
+#[test]
+fn an_epoch_can_start_at_a_later_batch() {
+    let _serial = serial();
+    let dir = TempDir::new("offset");
+    let dataset = synthetic_train(dir.path());
+    for workers in [0, 2] {
+        let sampler = ShardedSampler::new(dataset.len(), 1, 0, true, 3).unwrap();
+        let loader = DataLoader::new(Arc::clone(&dataset), sampler, 5, workers).unwrap();
+        let all = batches(&loader, 4, 0);
+        assert_eq!(all.len(), 4);
+        assert_eq!(batches(&loader, 4, 3), all[3..], "{workers} workers");
+        assert!(batches(&loader, 4, 4).is_empty());
+        assert!(batches(&loader, 4, 9).is_empty());
+    }
+}
+
+#[test]
+fn dropping_an_epoch_early_stops_its_workers() {
+    let _serial = serial();
+    let dir = TempDir::new("drop");
+    let dataset = synthetic_train(dir.path());
+    let sampler = ShardedSampler::new(dataset.len(), 1, 0, true, 0).unwrap();
+    let loader = DataLoader::new(dataset, sampler, 1, 3).unwrap();
+    assert_eq!(worker_threads(), 0);
+    let mut epoch = loader.epoch(0);
+    epoch.next().unwrap().unwrap();
+    // Give the workers time to fill their queues and block on them.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(worker_threads(), 3);
+    drop(epoch);
+    assert_eq!(worker_threads(), 0);
+    let unstarted = loader.epoch(1);
+    drop(unstarted);
+    assert_eq!(worker_threads(), 0);
+}
+
+/// A year file of 40 steps whose steps in `corrupt` cannot be decompressed; it opens and
+/// passes every check, since those read no data.
+fn corrupt_year(path: &Path, corrupt: std::ops::Range<usize>) {
+    let data = ndarray::Array4::from_shape_fn((40, 20, 8, 8), |(t, ..)| t as f32);
+    let file = hdf5::File::create(path).unwrap();
+    let fields = file
+        .new_dataset_builder()
+        .with_data(&data)
+        .chunk((1, 20, 8, 8))
+        .deflate(1)
+        .create("fields")
+        .unwrap();
+    let addresses: Vec<u64> = corrupt
+        .map(|k| fields.chunk_info(k).unwrap().addr)
+        .collect();
+    drop(fields);
+    file.close().unwrap();
+    let mut bytes = std::fs::read(path).unwrap();
+    for address in addresses {
+        bytes[address as usize..address as usize + 8].fill(0xff);
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// An unshuffled loader of batches of 4 over one corrupt year.
+fn corrupt_loader(dir: &Path, corrupt: std::ops::Range<usize>, workers: usize) -> DataLoader {
+    corrupt_year(&dir.join("1990.h5"), corrupt);
+    let dataset = Era5Dataset::open(dir, [8, 8], 20, 1, None, raw_stats(20)).unwrap();
+    let sampler = ShardedSampler::new(dataset.len(), 1, 0, false, 0).unwrap();
+    DataLoader::new(Arc::new(dataset), sampler, 4, workers).unwrap()
+}
+
+#[test]
+fn a_failed_read_ends_the_epoch_with_its_error() {
+    let _serial = serial();
+    for workers in [0, 2] {
+        let dir = TempDir::new("corrupt-end");
+        let loader = corrupt_loader(dir.path(), 20..40, workers);
+        let results: Vec<_> = loader.epoch(0).collect();
+        // Batches 0 to 3 read steps up to 16; batch 4 needs step 20.
+        assert_eq!(
+            results.len(),
+            5,
+            "{workers} workers: the epoch stops at the error"
+        );
+        assert!(results[..4].iter().all(Result::is_ok));
+        let err = results[4].as_ref().unwrap_err();
+        assert!(
+            err.is_user_input() && err.to_string().contains("1990.h5"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_later_start_does_not_read_the_skipped_batches() {
+    let _serial = serial();
+    for workers in [0, 2] {
+        let dir = TempDir::new("corrupt-start");
+        // Batches 0 to 4 touch steps 1 to 20, batches 5 to 8 only steps 20 to 36.
+        let loader = corrupt_loader(dir.path(), 0..20, workers);
+        assert!(loader.epoch(0).next().unwrap().is_err());
+        let resumed: Vec<_> = loader.epoch_from(0, 5).take(4).collect();
+        assert!(resumed.iter().all(Result::is_ok), "{workers} workers");
+        assert_eq!(resumed[0].as_ref().unwrap().indices, vec![20, 21, 22, 23]);
+    }
+}
+
+#[test]
+fn loader_rejects_unusable_settings() {
+    let dir = TempDir::new("settings");
+    labelled_years(dir.path());
+    let dataset =
+        Arc::new(Era5Dataset::open(dir.path(), [2, 3], 20, 1, None, raw_stats(20)).unwrap());
+    let sampler = ShardedSampler::new(dataset.len(), 1, 0, true, 0).unwrap();
+    assert!(DataLoader::new(Arc::clone(&dataset), sampler, 0, 0).is_err());
+    let other = ShardedSampler::new(dataset.len() + 1, 1, 0, true, 0).unwrap();
+    assert!(DataLoader::new(dataset, other, 4, 0).is_err());
+}

@@ -1,0 +1,220 @@
+//! Device memory of one rank, as the tutorial measures it: NVML's whole-device "used" figure
+//! after the forward pass of the second step. By then the first step has created the Adam
+//! state and DDP's gradient buckets, and the caching allocator still holds the blocks of the
+//! first step's peak, so this one figure is close to the most the run will use.
+//!
+//! Parts, for a rank holding P parameters:
+//! - weights `4·P` (PyTorch's AMP keeps fp32 parameters; there is no separate master copy);
+//! - gradients `4·P` (fp32, in DDP's bucket views, allocated when DDP is built);
+//! - optimizer state `8·P` (Adam's two fp32 moments);
+//! - weight copies: under autocast, a half-precision copy of every matmul weight, kept for the
+//!   backward pass;
+//! - activations kept for the backward pass (see [`saved_tensors`]), times the local batch;
+//! - allocator cache: the caching allocator's rounding, fragmentation and blocks left over
+//!   from the first step's backward, `(allocator_factor − 1) ×` activations;
+//! - runtime: CUDA context, cuBLAS and NCCL workspaces (`runtime_overhead_gb`);
+//! - data loader: DALI's device buffers, for `data_loader_config: dali`.
+
+use serde::{Deserialize, Serialize};
+
+use super::params::ParamSplit;
+use super::{GIB, Shape};
+use crate::cluster::EstimateFactors;
+use crate::config::DataLoaderKind;
+
+/// Memory of one rank in GiB (2³⁰ bytes), by part; `total` is their sum.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MemoryBreakdown {
+    pub total: f64,
+    pub weights: f64,
+    pub gradients: f64,
+    pub optimizer_state: f64,
+    pub weight_copies: f64,
+    pub activations: f64,
+    pub allocator_cache: f64,
+    pub runtime: f64,
+    pub data_loader: f64,
+}
+
+/// One tensor the forward pass keeps for the backward pass.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedTensor {
+    pub name: String,
+    /// Bytes for one sample on one rank.
+    pub bytes_per_sample: f64,
+    /// How many of it a step keeps: `depth` for block tensors, 1 otherwise.
+    pub count: u64,
+}
+
+/// Memory under a ZeRO stage: what sharding the training state over dp would change.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ZeroWhatIf {
+    /// 0 is what the tutorial runs (DDP); 1 shards the optimizer state over dp, 2 also the
+    /// gradients, 3 also the weights.
+    pub stage: u8,
+    pub total_gb: f64,
+    pub fits: bool,
+    /// Gradient-synchronisation bytes relative to DDP's all-reduce: stages 1 and 2 replace it
+    /// by a reduce-scatter and an all-gather (the same bytes); stage 3 gathers the weights
+    /// again for the backward pass.
+    pub dp_bytes_factor: f64,
+}
+
+/// Bytes of a residual-stream element: the tutorial keeps the residual stream in fp32 (the
+/// position embedding is an fp32 parameter), and LayerNorm runs in fp32 under autocast.
+const FP32: f64 = 4.0;
+
+/// What the forward pass keeps, by the rules autograd follows for the tutorial's block (see
+/// reference §3): an op keeps the inputs its backward needs. Under autocast every linear casts
+/// its input itself, so q, k and v each keep their own half-precision copy. When
+/// `torch.compile` sees a whole block (no tp/cp collectives, which the tutorial excludes from
+/// compilation), it keeps one shared copy and recomputes the pointwise GELU and the reshape
+/// before proj in the backward pass instead of keeping their outputs.
+pub(super) fn saved_tensors(shape: &Shape) -> Vec<SavedTensor> {
+    let f = |x: u64| x as f64;
+    let a = shape.element_bytes();
+    let (d, n, nl, tp) = (f(shape.embed_dim), f(shape.tokens), f(shape.tokens_local), f(shape.tp));
+    let mlp = f(shape.mlp_width());
+    let local = nl * d;
+    let compiled = shape.compiled_whole_block;
+    let input_copies = if compiled || !shape.precision.is_half() { 1.0 } else { 3.0 };
+    let depth = shape.depth;
+    let mut saved = vec![
+        ("block input (fp32 residual stream, for LayerNorm 1)", FP32 * local, depth),
+        (
+            "attention input in matmul precision (one copy per q, k, v when not compiled)",
+            input_copies * a * local,
+            depth,
+        ),
+        ("q of this rank's heads", a * local / tp, depth),
+        ("k and v of this rank's heads for all tokens (gathered over cp)", 2.0 * a * n * d / tp, depth),
+        ("attention output", a * local / tp, depth),
+    ];
+    if !compiled {
+        saved.push(("attention output made contiguous for proj", a * local / tp, depth));
+    }
+    saved.extend([
+        ("mid-block residual (fp32, for LayerNorm 2)", FP32 * local, depth),
+        ("MLP input in matmul precision", a * local, depth),
+        ("fc1 output (GELU input)", a * nl * mlp / tp, depth),
+    ]);
+    if !compiled {
+        saved.push(("GELU output (fc2 input)", a * nl * mlp / tp, depth));
+    }
+    saved.push(("input and target sample (fp32)", FP32 * f(shape.in_pixels + shape.out_pixels), 1));
+    if shape.precision.is_half() {
+        saved.push(("patch-embedding input in matmul precision", a * f(shape.in_pixels), 1));
+    }
+    saved.extend([
+        ("final LayerNorm input (fp32)", FP32 * local, 1),
+        ("head input for all tokens, in matmul precision", a * n * d, 1),
+        ("loss: prediction − target (fp32)", FP32 * f(shape.out_pixels), 1),
+    ]);
+    saved
+        .into_iter()
+        .map(|(name, bytes_per_sample, count)| SavedTensor { name: name.to_owned(), bytes_per_sample, count })
+        .collect()
+}
+
+pub(super) struct Memory {
+    pub breakdown: MemoryBreakdown,
+    pub saved: Vec<SavedTensor>,
+    pub zero: Vec<ZeroWhatIf>,
+}
+
+pub(super) fn memory(shape: &Shape, params: &ParamSplit, factors: &EstimateFactors, limit_gb: f64) -> Memory {
+    let gib = |bytes: f64| bytes / GIB;
+    let p = params.per_rank as f64;
+    let saved = saved_tensors(shape);
+    let batch = shape.local_batch as f64;
+    let activation_bytes: f64 = saved.iter().map(|t| t.bytes_per_sample * t.count as f64 * batch).sum();
+    let activations = gib(activation_bytes);
+    let weight_copies =
+        if shape.precision.is_half() { gib(shape.element_bytes() * params.matmul_weights as f64) } else { 0.0 };
+    let mut breakdown = MemoryBreakdown {
+        total: 0.0,
+        weights: gib(FP32 * p),
+        gradients: gib(FP32 * p),
+        optimizer_state: gib(2.0 * FP32 * p),
+        weight_copies,
+        activations,
+        allocator_cache: (factors.allocator_factor - 1.0) * activations,
+        runtime: factors.runtime_overhead_gb,
+        data_loader: if shape.data_loader == DataLoaderKind::Dali { factors.dali_overhead_gb } else { 0.0 },
+    };
+    breakdown.total = breakdown.parts().iter().map(|(_, gb)| gb).sum();
+    let zero = (0..=3u8).map(|stage| zero_what_if(&breakdown, stage, shape.dp, limit_gb)).collect();
+    Memory { breakdown, saved, zero }
+}
+
+impl MemoryBreakdown {
+    /// Every part with its name, in display order (without the total).
+    pub fn parts(&self) -> [(&'static str, f64); 8] {
+        [
+            ("weights", self.weights),
+            ("gradients", self.gradients),
+            ("optimizer_state", self.optimizer_state),
+            ("weight_copies", self.weight_copies),
+            ("activations", self.activations),
+            ("allocator_cache", self.allocator_cache),
+            ("runtime", self.runtime),
+            ("data_loader", self.data_loader),
+        ]
+    }
+}
+
+fn zero_what_if(memory: &MemoryBreakdown, stage: u8, dp: u64, limit_gb: f64) -> ZeroWhatIf {
+    let shard = |gb: f64, from_stage: u8| if stage >= from_stage { gb / dp as f64 } else { gb };
+    let sharded = shard(memory.optimizer_state, 1)
+        + shard(memory.gradients, 2)
+        + shard(memory.weights, 3)
+        + shard(memory.weight_copies, 3);
+    let unchanged = memory.activations + memory.allocator_cache + memory.runtime + memory.data_loader;
+    let total_gb = sharded + unchanged;
+    ZeroWhatIf { stage, total_gb, fits: total_gb <= limit_gb, dp_bytes_factor: if stage == 3 { 1.5 } else { 1.0 } }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{factors, shape};
+    use super::*;
+
+    fn per_block(shape: &Shape) -> f64 {
+        let tokens = (shape.tokens_local * shape.embed_dim) as f64;
+        saved_tensors(shape).iter().filter(|t| t.count == shape.depth).map(|t| t.bytes_per_sample).sum::<f64>() / tokens
+    }
+
+    #[test]
+    fn block_inventory_in_bytes_per_token_element() {
+        // Compiled, one rank: fp32 residual 4 + 4, one input copy 2 + 2, q k v 6, output 2, fc1 8.
+        let mut whole = shape(1536, 1);
+        assert!(whole.compiled_whole_block);
+        assert!((per_block(&whole) - 28.0).abs() < 1e-9);
+        // Eager: three input copies, the reshaped output and the GELU output as well.
+        whole.compiled_whole_block = false;
+        assert!((per_block(&whole) - 42.0).abs() < 1e-9);
+        // tp = 4 breaks the graph; of the eager 42, the 26 of the split tensors divide by 4.
+        let split = shape(1536, 4);
+        assert!(!split.compiled_whole_block);
+        assert!((per_block(&split) - (16.0 + 26.0 / 4.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn parts_add_up_and_zero_stages_shard_over_dp() {
+        let shape = shape(1536, 1);
+        let params = ParamSplit::of(&shape);
+        let memory = memory(&shape, &params, &factors(), 40.0);
+        let b = memory.breakdown;
+        let sum: f64 = b.parts().iter().map(|(_, gb)| gb).sum();
+        assert!((b.total - sum).abs() < 1e-9);
+        assert!((b.optimizer_state - 2.0 * b.weights).abs() < 1e-12);
+        assert!((b.weight_copies - 2.0 * params.matmul_weights as f64 / GIB).abs() < 1e-12);
+        assert!((b.allocator_cache - 0.2 * b.activations).abs() < 1e-12);
+        let stage = |s: usize| memory.zero[s].total_gb;
+        assert!((stage(0) - b.total).abs() < 1e-9);
+        // dp = 4 in the test shape: stage 1 saves three quarters of the optimizer state.
+        assert!((stage(0) - stage(1) - 0.75 * b.optimizer_state).abs() < 1e-9);
+        assert!((stage(1) - stage(2) - 0.75 * b.gradients).abs() < 1e-9);
+        assert!(stage(3) < stage(2));
+    }
+}

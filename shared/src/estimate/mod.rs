@@ -1,0 +1,330 @@
+//! An analytic model of one training step of the tutorial's ViT, for a config, a layout and a
+//! GPU of a cluster: parameters and their split over tp, FLOPs, memory per GPU by part, every
+//! collective with its bytes, link and time, the step time and samples/s, and whether it fits.
+//!
+//! Learners use it to choose a layout before spending GPU hours, so every number it uses is a
+//! named value (hardware figures and the `estimate` factors of `config/clusters.yaml`, or a
+//! documented constant here), and [`Estimate::terms`] lists them all with what they produced.
+//! The model reproduces the tutorial's published memory and throughput figures (reference §10);
+//! `BENCHMARKS.md` compares them.
+//!
+//! Units: memory in GiB (2³⁰ bytes), because the tutorial's NVML log lines divide by 1024³ and
+//! say "GB"; bandwidths in GB/s (10⁹ bytes) and rates in TFLOP/s, as data sheets give them.
+
+mod comms;
+mod compare;
+mod flops;
+mod memory;
+mod params;
+mod step;
+mod terms;
+
+pub use comms::{Collective, GroupTraffic, Link, Operation, Phase};
+pub use compare::{Comparison, Measured};
+pub use flops::{Flops, RankFlops};
+pub use memory::{MemoryBreakdown, SavedTensor, ZeroWhatIf};
+pub use params::ParamSplit;
+pub use step::StepTime;
+pub use terms::{Term, TermKind};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::{Cluster, EstimateFactors, GpuKind, Interconnect, Precision};
+use crate::config::{AmpMode, DataLoaderKind, Derived, MLP_RATIO, ParamCount, TrainConfig};
+use crate::layout::{Layout, Placement, Sizes};
+use crate::{Error, Problems};
+
+/// Bytes per GiB.
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Choices that are not part of the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EstimateOptions {
+    /// TF32 matmuls for fp32 runs (`amp_mode: none`), as the trainer (and the tutorial's
+    /// container) does by default; off is the tutorial's `NVIDIA_TF32_OVERRIDE=0`.
+    pub tf32: bool,
+    /// DDP overlaps the gradient all-reduce with the backward pass (PyTorch's behaviour);
+    /// off shows what a synchronous all-reduce after the backward pass would cost.
+    pub overlap_dp: bool,
+}
+
+impl Default for EstimateOptions {
+    fn default() -> Self {
+        Self { tf32: true, overlap_dp: true }
+    }
+}
+
+/// One step of one run, estimated. Its JSON form is what `scalebook estimate --json` prints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub layout: Layout,
+    pub gpu: String,
+    pub precision: Precision,
+    pub world: u32,
+    pub local_batch_size: u64,
+    pub global_batch_size: u64,
+    /// Tokens of the largest cp chunk: the rank that sets the pace.
+    pub tokens_per_rank: u64,
+    pub params: ParamSplit,
+    pub flops: Flops,
+    pub memory_gb: MemoryBreakdown,
+    /// The GPU's memory: the run fits when `memory_gb.total` is at most this.
+    pub memory_limit_gb: f64,
+    pub fits: bool,
+    pub saved_activations: Vec<SavedTensor>,
+    /// The same run under ZeRO stages 0–3 (memory only; the tutorial runs stage 0).
+    pub zero_what_if: Vec<ZeroWhatIf>,
+    pub collectives: Vec<Collective>,
+    pub time: StepTime,
+    pub step_time_s: f64,
+    pub samples_per_sec: f64,
+    /// FLOPs one GPU computes per second of step time (model FLOPs, not hardware counters).
+    pub tflops_per_gpu: f64,
+    terms: Vec<Term>,
+}
+
+impl Estimate {
+    /// Every input, intermediate and result, named, with unit and origin.
+    pub fn terms(&self) -> &[Term] {
+        &self.terms
+    }
+
+    /// Bytes and time per step for each rank group, for the rank grid.
+    pub fn by_group(&self) -> Vec<GroupTraffic> {
+        comms::by_group(&self.collectives)
+    }
+}
+
+/// Estimates one step of `config` laid out as `layout` on `gpu` of `cluster`.
+///
+/// The layout must agree with the config's `tensor_parallel`, `context_parallel` and
+/// `parallel_order`, and pp must be 1 (the tutorial never pipelines). Every problem with the
+/// config, the layout and the cluster is reported at once.
+pub fn estimate(
+    config: &TrainConfig,
+    layout: &Layout,
+    cluster: &Cluster,
+    gpu: &GpuKind,
+    options: &EstimateOptions,
+) -> Result<Estimate, Error> {
+    let mut problems = Problems::default();
+    let derived = match config.derived(layout.world() as usize, None) {
+        Ok(derived) => Some(derived),
+        Err(Error::Invalid(found)) => {
+            problems.0.extend(found.0);
+            None
+        }
+        Err(other) => return Err(other),
+    };
+    check_layout(config, layout, &mut problems);
+    let inputs = cluster_inputs(cluster, &mut problems);
+    let (Some(derived), Some((links, factors, placement))) = (derived, inputs) else {
+        return Err(Error::Invalid(problems));
+    };
+    if !problems.is_empty() {
+        return Err(Error::Invalid(problems));
+    }
+    let precision = match config.amp_mode {
+        AmpMode::Fp16 => Precision::Fp16,
+        AmpMode::Bf16 => Precision::Bf16,
+        AmpMode::None if options.tf32 => Precision::Tf32,
+        AmpMode::None => Precision::Fp32,
+    };
+    let shape = Shape::new(config, &derived, precision);
+    let params = ParamSplit::of(&shape);
+    let flops = Flops::of(&shape);
+    let memory = memory::memory(&shape, &params, factors, gpu.memory_gb);
+    let network = comms::Network { layout, placement, links, factors };
+    let collectives = comms::collectives(&shape, &params, &network);
+    let rates = step::rates(&shape, gpu, factors);
+    let time =
+        step::step_time(&shape, &flops.rank_step, &rates, params.per_rank, gpu, &collectives, options.overlap_dp);
+    let mut estimate = Estimate {
+        layout: layout.clone(),
+        gpu: gpu.name.clone(),
+        precision,
+        world: layout.world(),
+        local_batch_size: shape.local_batch,
+        global_batch_size: shape.global_batch,
+        tokens_per_rank: shape.tokens_local,
+        params,
+        flops,
+        fits: memory.breakdown.total <= gpu.memory_gb,
+        memory_gb: memory.breakdown,
+        memory_limit_gb: gpu.memory_gb,
+        saved_activations: memory.saved,
+        zero_what_if: memory.zero,
+        collectives,
+        step_time_s: time.total_s,
+        samples_per_sec: shape.global_batch as f64 / time.total_s,
+        tflops_per_gpu: flops.rank_step.total() / time.total_s / 1e12,
+        time,
+        terms: Vec::new(),
+    };
+    let mut terms = terms::inputs(gpu, &links, factors, &estimate);
+    terms.extend(terms::outputs(&estimate, &rates));
+    estimate.terms = terms;
+    Ok(estimate)
+}
+
+/// The layout must be the one the config describes, so that the estimate and a launch agree.
+fn check_layout(config: &TrainConfig, layout: &Layout, problems: &mut Problems) {
+    let Sizes { tp, cp, pp, dp } = layout.sizes();
+    let pairs = [
+        ("tensor_parallel", config.tensor_parallel, tp, "tp"),
+        ("context_parallel", config.context_parallel, cp, "cp"),
+    ];
+    for (field, in_config, in_layout, dim) in pairs {
+        if in_config != in_layout as usize {
+            problems.push(field, format!("is {in_config} in the config but the layout has {dim} {in_layout}"));
+        }
+    }
+    if pp != 1 {
+        problems.push("pp", format!("is {pp}; the tutorial's trainer (and this estimate) runs pp = 1 only"));
+    }
+    let config_order = Layout::new(Sizes { tp, cp, dp, pp: 1 }, &config.parallel_order);
+    if let Ok(config_order) = config_order
+        && pp == 1
+        && config_order.effective_order() != layout.effective_order()
+    {
+        problems.push(
+            "parallel_order",
+            format!(
+                "is `{}` in the config but the layout's order is `{}`",
+                config.parallel_order,
+                layout.effective_order()
+            ),
+        );
+    }
+}
+
+/// The cluster's link speeds, estimate factors and node size, or the problems why it has none.
+fn cluster_inputs<'c>(
+    cluster: &'c Cluster,
+    problems: &mut Problems,
+) -> Option<(Interconnect, &'c EstimateFactors, Placement)> {
+    let placement = Placement::new(cluster.gpus_per_node as u32).ok();
+    if placement.is_none() {
+        problems.push("cluster", "runs ranks on CPU cores (gpus_per_node 0); estimates model GPU clusters");
+    }
+    if cluster.interconnect.is_none() {
+        problems.push("cluster", "has no `interconnect` link speeds, which estimates need");
+    }
+    if cluster.estimate.is_none() {
+        problems.push("cluster", "has no `estimate` section with the factors estimates need");
+    }
+    Some((cluster.interconnect?, cluster.estimate.as_ref()?, placement?))
+}
+
+/// The sizes every part of the model uses, for one rank.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    embed_dim: u64,
+    depth: u64,
+    head_dim: u64,
+    /// Tokens per sample.
+    tokens: u64,
+    /// Tokens of the largest cp chunk.
+    tokens_local: u64,
+    /// Inputs of one patch: channels × p².
+    patch_fan_in: u64,
+    /// Outputs of the head per token: channels × p².
+    head_fan_out: u64,
+    /// Values of one input sample: channels × H × W.
+    in_pixels: u64,
+    out_pixels: u64,
+    tp: u64,
+    dp: u64,
+    local_batch: u64,
+    global_batch: u64,
+    amp: AmpMode,
+    precision: Precision,
+    /// The blocks use the tutorial's distributed layers (tp·cp > 1).
+    distributed_block: bool,
+    /// `torch.compile` sees whole blocks: `enable_jit` and no tp/cp collectives, which the
+    /// tutorial marks `torch.compiler.disable` and so cut the graph.
+    compiled_whole_block: bool,
+    data_loader: DataLoaderKind,
+    model_params: ParamCount,
+}
+
+impl Shape {
+    fn new(config: &TrainConfig, derived: &Derived, precision: Precision) -> Shape {
+        let n = |x: usize| x as u64;
+        let pixels = |channels: usize| n(channels * config.img_size[0] * config.img_size[1]);
+        let patch_area = config.patch_size * config.patch_size;
+        Shape {
+            embed_dim: n(config.embed_dim),
+            depth: n(config.depth),
+            head_dim: n(derived.head_dim),
+            tokens: n(derived.tokens_per_sample),
+            tokens_local: n(derived.cp_split.iter().copied().max().unwrap_or(derived.tokens_per_sample)),
+            patch_fan_in: n(config.n_in_channels * patch_area),
+            head_fan_out: n(config.n_out_channels * patch_area),
+            in_pixels: pixels(config.n_in_channels),
+            out_pixels: pixels(config.n_out_channels),
+            tp: n(derived.tp),
+            dp: n(derived.dp),
+            local_batch: n(derived.local_batch_size),
+            global_batch: n(derived.global_batch_size),
+            amp: config.amp_mode,
+            precision,
+            distributed_block: derived.tp * derived.cp > 1,
+            compiled_whole_block: config.enable_jit && derived.tp * derived.cp == 1,
+            data_loader: config.data_loader_config,
+            model_params: derived.params,
+        }
+    }
+
+    fn mlp_width(&self) -> u64 {
+        MLP_RATIO as u64 * self.embed_dim
+    }
+
+    /// Bytes of an activation in the matmul precision.
+    fn element_bytes(&self) -> f64 {
+        if self.precision.is_half() { 2.0 } else { 4.0 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::ByPrecision;
+
+    /// The `mp` family at width `embed_dim`, fp16 and compiled, on tp × dp 4 (local batch 16).
+    pub(super) fn shape(embed_dim: usize, tp: usize) -> Shape {
+        let config = TrainConfig {
+            embed_dim,
+            tensor_parallel: tp,
+            global_batch_size: 64,
+            amp_mode: AmpMode::Fp16,
+            enable_jit: true,
+            ..TrainConfig::default()
+        };
+        let derived = config.derived(4 * tp, None).unwrap();
+        Shape::new(&config, &derived, Precision::Fp16)
+    }
+
+    pub(super) fn factors() -> EstimateFactors {
+        EstimateFactors {
+            compute_efficiency: ByPrecision { fp32: 0.5, tf32: 0.5, fp16: 0.5, bf16: 0.5 },
+            attention_full_rate_head_dim: 128,
+            nvlink_efficiency: 0.5,
+            network_efficiency: 0.5,
+            runtime_overhead_gb: 3.0,
+            dali_overhead_gb: 6.0,
+            allocator_factor: 1.2,
+        }
+    }
+
+    #[test]
+    fn shape_follows_the_config() {
+        let s = shape(1536, 4);
+        assert_eq!((s.tokens, s.tokens_local, s.head_dim, s.local_batch, s.dp), (4050, 4050, 192, 16, 4));
+        assert_eq!((s.patch_fan_in, s.head_fan_out, s.in_pixels), (20 * 64, 20 * 64, 20 * 360 * 720));
+        assert_eq!(s.mlp_width(), 6144);
+        assert!(!s.compiled_whole_block);
+        assert!(shape(1536, 1).compiled_whole_block);
+    }
+}

@@ -1,0 +1,75 @@
+//! Metric points as the trainer writes them (`metrics.jsonl`, one JSON object a line) and as
+//! the server and the browser read them, with the tutorial's TensorBoard tag names.
+
+use serde::{Deserialize, Serialize};
+
+/// One scalar at one step, exactly one line of `metrics.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricPoint {
+    /// Optimizer steps taken so far (0 = before training, as the tutorial's step-0 evaluation).
+    pub step: u64,
+    /// 1-based epoch the point belongs to (0 for the step-0 evaluation).
+    pub epoch: u64,
+    /// Seconds since the Unix epoch when the point was measured.
+    pub wall: f64,
+    pub tag: String,
+    pub value: f64,
+}
+
+/// The tutorial's scalar tags, logged once per epoch (and at step 0 for the losses).
+pub mod tags {
+    pub const LOSS_TRAIN: &str = "Loss/train";
+    pub const LOSS_VALID: &str = "Loss/valid";
+    pub const RMSE_U10M_VALID: &str = "RMSE(u10m)/valid";
+    pub const LEARNING_RATE: &str = "Learning Rate";
+    pub const ITERS_PER_SEC: &str = "Avg iters per sec";
+    pub const SAMPLES_PER_SEC: &str = "Avg samples per sec";
+
+    /// Finer tags written every step beside the tutorial's per-epoch ones (its 22-hour
+    /// baseline has only 11 points per curve).
+    pub mod step {
+        pub const LOSS_TRAIN: &str = "Step/Loss/train";
+        pub const LEARNING_RATE: &str = "Step/Learning Rate";
+        pub const SAMPLES_PER_SEC: &str = "Step/Samples per sec";
+        /// Where one step's time goes, in seconds.
+        pub const DATA_WAIT: &str = "Step time/data wait";
+        pub const FORWARD: &str = "Step time/forward";
+        pub const BACKWARD: &str = "Step time/backward";
+        pub const OPTIMIZER: &str = "Step time/optimizer";
+    }
+
+    /// Every tag the trainer writes, tutorial tags first.
+    pub const ALL: [&str; 13] = [
+        LOSS_TRAIN,
+        LOSS_VALID,
+        RMSE_U10M_VALID,
+        LEARNING_RATE,
+        ITERS_PER_SEC,
+        SAMPLES_PER_SEC,
+        step::LOSS_TRAIN,
+        step::LEARNING_RATE,
+        step::SAMPLES_PER_SEC,
+        step::DATA_WAIT,
+        step::FORWARD,
+        step::BACKWARD,
+        step::OPTIMIZER,
+    ];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_point_is_one_json_object_with_the_five_keys() {
+        let p = MetricPoint { step: 32, epoch: 1, wall: 1.5e9, tag: tags::LOSS_VALID.into(), value: 0.25 };
+        let line = serde_json::to_string(&p).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys.len(), 5);
+        for k in ["step", "epoch", "wall", "tag", "value"] {
+            assert!(v.get(k).is_some(), "missing {k}");
+        }
+        assert_eq!(serde_json::from_str::<MetricPoint>(&line).unwrap(), p);
+    }
+}

@@ -1,0 +1,239 @@
+//! The WebSocket protocol between the browser and the server: every message either side may
+//! send, as JSON objects tagged by `type` (`{"type": "subscribe", "run": "...", "after_seq": 41}`).
+//!
+//! Sequence numbers: a run's metric points are numbered by their line in `metrics.jsonl` and
+//! its log lines by their line in `job.log` (both from 1). Being derived from the files, they
+//! survive a server restart, so a browser that reconnects with the last numbers it saw gets
+//! exactly what it missed, from any server that reads the same run directory.
+
+mod history;
+mod run;
+
+pub use history::{Bucket, Series, bucketize, series};
+pub use run::{ExecutorSpec, LaunchRequest, MAX_RUN_ID_LEN, RunHandle, RunId, RunRecord, RunState, StateChange};
+
+use serde::{Deserialize, Serialize};
+
+use crate::Problems;
+use crate::metrics::MetricPoint;
+
+/// Bumped whenever a message changes incompatibly; `hello` and `welcome` carry it.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// What the browser sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientMessage {
+    /// Optional first message: the server answers `welcome`, or `error` (`version_mismatch`).
+    /// The token is not sent here: the WebSocket upgrade itself must carry it, so an
+    /// unauthenticated client never holds a socket open.
+    Hello { version: u32 },
+    /// Start streaming a run. Without `after_seq` the server sends the history first; with
+    /// it (the last point sequence number seen), exactly the points after it. `after_log_seq`
+    /// does the same for log lines (without it: the last lines of the log).
+    Subscribe {
+        run: RunId,
+        #[serde(default)]
+        after_seq: Option<u64>,
+        #[serde(default)]
+        after_log_seq: Option<u64>,
+    },
+    Unsubscribe { run: RunId },
+    Launch(LaunchRequest),
+    Cancel { run: RunId },
+    ListRuns,
+    /// Answered by `pong` with the same nonce (a client's own liveness check).
+    Ping {
+        #[serde(default)]
+        nonce: u64,
+    },
+}
+
+/// What the server sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerMessage {
+    Welcome { version: u32, server: ServerInfo },
+    /// Every run, oldest first (the answer to `list_runs`).
+    Runs { runs: Vec<RunRecord> },
+    /// A run was created or changed state; sent to every connection.
+    RunUpdate { run: RunRecord },
+    /// The answer to this connection's `launch`: the id of the run it created (whose
+    /// `run_update` every connection gets).
+    Launched { run: RunId },
+    /// A run's points up to `upto_seq`, folded per tag (sent first to a new subscriber, and
+    /// again when the trainer rewrote its metrics file on resume: the series restart).
+    History { run: RunId, upto_seq: u64, series: Vec<Series> },
+    /// New points, in sequence order.
+    Points { run: RunId, points: Vec<SeqPoint> },
+    /// New log lines, in sequence order.
+    LogLines { run: RunId, lines: Vec<LogLine> },
+    Error(ErrorReport),
+    Pong { nonce: u64 },
+    /// Sent every [`ServerInfo::heartbeat_secs`]: proxies drop sockets idle for 60 s.
+    Heartbeat { time: f64 },
+}
+
+/// What the browser learns about the server it talks to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    /// The server's version (`CARGO_PKG_VERSION`).
+    pub version: String,
+    /// Configs a launch may name.
+    pub configs: Vec<String>,
+    /// The largest message the server reads.
+    pub max_message_bytes: usize,
+    pub heartbeat_secs: u64,
+    /// How many local runs execute at once; the rest wait as `queued`.
+    pub max_local_runs: usize,
+}
+
+/// A metric point with its sequence number (its line in `metrics.jsonl`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeqPoint {
+    pub seq: u64,
+    #[serde(flatten)]
+    pub point: MetricPoint,
+}
+
+/// A log line with its sequence number (its line in `job.log`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogLine {
+    pub seq: u64,
+    pub text: String,
+}
+
+/// Why a request was refused. The connection stays open unless the code says otherwise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorReport {
+    pub code: ErrorCode,
+    pub message: String,
+    /// Per-field problems, when the request failed validation (a form shows them beside
+    /// the fields).
+    #[serde(default, skip_serializing_if = "Problems::is_empty")]
+    pub problems: Problems,
+    /// The run the request was about, when it named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunId>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Not JSON, or not a message this protocol knows.
+    BadMessage,
+    /// Larger than [`ServerInfo::max_message_bytes`]; the message was dropped.
+    TooLarge,
+    /// Too many messages too fast; messages are dropped until the rate falls.
+    RateLimited,
+    VersionMismatch,
+    /// A run id that names no run.
+    UnknownRun,
+    /// A launch that failed validation; `problems` says what to fix.
+    InvalidLaunch,
+    /// The run could not be cancelled (it has already ended).
+    NotCancellable,
+    /// The server failed (a file it could not write); the message says what.
+    Internal,
+}
+
+impl ErrorReport {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ErrorReport {
+        ErrorReport { code, message: message.into(), problems: Problems::default(), run: None }
+    }
+
+    pub fn with_run(mut self, run: RunId) -> ErrorReport {
+        self.run = Some(run);
+        self
+    }
+
+    pub fn with_problems(mut self, problems: Problems) -> ErrorReport {
+        self.problems = problems;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{LayoutSpec, Sizes};
+
+    fn round_trip_client(msg: ClientMessage) {
+        let text = serde_json::to_string(&msg).unwrap();
+        assert_eq!(serde_json::from_str::<ClientMessage>(&text).unwrap(), msg, "{text}");
+    }
+
+    fn round_trip_server(msg: ServerMessage) {
+        let text = serde_json::to_string(&msg).unwrap();
+        assert_eq!(serde_json::from_str::<ServerMessage>(&text).unwrap(), msg, "{text}");
+    }
+
+    fn id(text: &str) -> RunId {
+        RunId::parse(text).unwrap()
+    }
+
+    #[test]
+    fn every_client_message_round_trips() {
+        round_trip_client(ClientMessage::Hello { version: PROTOCOL_VERSION });
+        round_trip_client(ClientMessage::Subscribe { run: id("r1"), after_seq: Some(41), after_log_seq: None });
+        round_trip_client(ClientMessage::Unsubscribe { run: id("r1") });
+        round_trip_client(ClientMessage::Launch(LaunchRequest {
+            config: "cpu_tiny".into(),
+            overrides: vec!["num_iters=8".into()],
+            layout: Some(LayoutSpec { sizes: Sizes { dp: 2, ..Sizes::default() }, order: "tp-cp-dp".into() }),
+            executor: ExecutorSpec::Local,
+            seed: Some(3),
+        }));
+        round_trip_client(ClientMessage::Cancel { run: id("r1") });
+        round_trip_client(ClientMessage::ListRuns);
+        round_trip_client(ClientMessage::Ping { nonce: 9 });
+    }
+
+    #[test]
+    fn every_server_message_round_trips() {
+        let point = MetricPoint { step: 3, epoch: 1, wall: 1.7e9, tag: "Loss/train".into(), value: 0.5 };
+        let info = ServerInfo {
+            version: "0.1.0".into(),
+            configs: vec!["cpu_tiny".into()],
+            max_message_bytes: 65536,
+            heartbeat_secs: 20,
+            max_local_runs: 1,
+        };
+        round_trip_server(ServerMessage::Welcome { version: PROTOCOL_VERSION, server: info });
+        round_trip_server(ServerMessage::Runs { runs: vec![] });
+        round_trip_server(ServerMessage::Launched { run: id("r1") });
+        round_trip_server(ServerMessage::History { run: id("r1"), upto_seq: 1, series: series([&point], 10) });
+        round_trip_server(ServerMessage::Points { run: id("r1"), points: vec![SeqPoint { seq: 1, point }] });
+        round_trip_server(ServerMessage::LogLines { run: id("r1"), lines: vec![LogLine { seq: 1, text: "hello".into() }] });
+        let mut problems = Problems::default();
+        problems.push("embed_dim", "1536 is not divisible by num_heads 7");
+        round_trip_server(ServerMessage::Error(
+            ErrorReport::new(ErrorCode::InvalidLaunch, "invalid").with_problems(problems).with_run(id("r1")),
+        ));
+        round_trip_server(ServerMessage::Pong { nonce: 9 });
+        round_trip_server(ServerMessage::Heartbeat { time: 1.7e9 });
+    }
+
+    #[test]
+    fn the_wire_format_is_flat_tagged_json() {
+        let text = r#"{"type": "subscribe", "run": "r1", "after_seq": 41}"#;
+        let msg: ClientMessage = serde_json::from_str(text).unwrap();
+        assert_eq!(msg, ClientMessage::Subscribe { run: id("r1"), after_seq: Some(41), after_log_seq: None });
+        let launch: ClientMessage = serde_json::from_str(r#"{"type": "launch", "config": "cpu_tiny"}"#).unwrap();
+        assert!(matches!(launch, ClientMessage::Launch(LaunchRequest { ref config, .. }) if config == "cpu_tiny"));
+        let err = serde_json::from_str::<ClientMessage>(r#"{"type": "launch", "config": "cpu_tiny", "env": {"A": "1"}}"#).unwrap_err();
+        assert!(err.to_string().contains("unknown field `env`"), "{err}");
+        // A point travels as the trainer wrote it, plus its sequence number.
+        let point = MetricPoint { step: 3, epoch: 1, wall: 2.0, tag: "Loss/train".into(), value: 0.5 };
+        let json = serde_json::to_value(SeqPoint { seq: 7, point }).unwrap();
+        assert_eq!(json, serde_json::json!({"seq": 7, "step": 3, "epoch": 1, "wall": 2.0, "tag": "Loss/train", "value": 0.5}));
+        let err = serde_json::to_value(ServerMessage::Error(ErrorReport::new(ErrorCode::TooLarge, "too big"))).unwrap();
+        assert_eq!(err, serde_json::json!({"type": "error", "code": "too_large", "message": "too big"}));
+    }
+
+    #[test]
+    fn a_run_id_with_a_path_in_it_is_not_a_message() {
+        let err = serde_json::from_str::<ClientMessage>(r#"{"type": "cancel", "run": "../../etc"}"#).unwrap_err();
+        assert!(err.to_string().contains("is not a run id"), "{err}");
+    }
+}

@@ -1,0 +1,217 @@
+//! How the estimate responds to layouts, placement and options: the collectives each group runs
+//! and over which link, what the order string changes, the what-ifs, the explainable terms and
+//! the problems it reports.
+
+use scalebook_shared::Error;
+use scalebook_shared::cluster::{Cluster, Clusters, Precision};
+use scalebook_shared::config::{ConfigFile, TrainConfig};
+use scalebook_shared::estimate::{
+    Collective, Estimate, EstimateOptions, Link, Measured, Operation, Phase, TermKind, estimate,
+};
+use scalebook_shared::layout::{Layout, Sizes, Token};
+
+fn perlmutter() -> Cluster {
+    Clusters::parse(include_str!("../../config/clusters.yaml")).unwrap().get("perlmutter").unwrap().clone()
+}
+
+fn config(name: &str, set: &[&str]) -> TrainConfig {
+    let mut config = ConfigFile::parse(include_str!("../../config/ViT.yaml")).unwrap().get(name).unwrap();
+    config.apply_overrides(set).unwrap();
+    config
+}
+
+fn run(config: &TrainConfig, sizes: Sizes, order: &str, options: EstimateOptions) -> Result<Estimate, Error> {
+    let cluster = perlmutter();
+    let layout = Layout::new(sizes, order).unwrap();
+    estimate(config, &layout, &cluster, cluster.gpu("a100-80gb").unwrap(), &options)
+}
+
+fn sizes(tp: u32, cp: u32, dp: u32) -> Sizes {
+    Sizes { tp, cp, dp, pp: 1 }
+}
+
+fn find(e: &Estimate, group: Token, operation: Operation, phase: Phase) -> &Collective {
+    e.collectives
+        .iter()
+        .find(|c| c.group == group && c.operation == operation && c.phase == phase)
+        .unwrap_or_else(|| panic!("no {group} {operation:?} {phase:?} in {:#?}", e.collectives))
+}
+
+#[test]
+fn tp_runs_activation_all_reduces_on_nvlink_and_dp_crosses_nodes() {
+    let e = run(&config("mp", &["tensor_parallel=4"]), sizes(4, 1, 4), "tp-cp-dp", EstimateOptions::default()).unwrap();
+    let activations = 16 * 4050 * 1536;
+    let forward = find(&e, Token::TP, Operation::AllReduce, Phase::Forward);
+    assert_eq!((forward.count, forward.bytes, forward.link), (24, 2 * activations, Link::Nvlink));
+    let backward = find(&e, Token::TP, Operation::AllReduce, Phase::Backward);
+    assert_eq!((backward.count, backward.bytes), (48, 4 * activations));
+    assert!((forward.bus_gb_per_s - 300.0 * 0.67).abs() < 1e-9);
+    // 2·(n−1)/n · bytes / bus bandwidth, per call.
+    let per_call = 1.5 * (2 * activations) as f64 / (forward.bus_gb_per_s * 1e9);
+    assert!((forward.seconds - 24.0 * per_call).abs() < 1e-12);
+    // dp groups [0, 4, 8, 12]: one rank per node, so one 25 GB/s NIC each.
+    let grads = find(&e, Token::DP, Operation::AllReduce, Phase::Backward);
+    assert_eq!((grads.link, grads.bytes, grads.overlapped), (Link::Network, 4 * 95_235_072, true));
+    assert!((grads.bus_gb_per_s - 25.0 * 0.9).abs() < 1e-9);
+}
+
+#[test]
+fn the_order_decides_which_group_leaves_the_node() {
+    let config = config("mp", &["tensor_parallel=4"]);
+    let tp_first = run(&config, sizes(4, 1, 4), "tp-cp-dp", EstimateOptions::default()).unwrap();
+    let dp_first = run(
+        &TrainConfig { parallel_order: "dp-tp-cp".into(), ..config.clone() },
+        sizes(4, 1, 4),
+        "dp-tp-cp",
+        EstimateOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(find(&dp_first, Token::TP, Operation::AllReduce, Phase::Forward).link, Link::Network);
+    assert_eq!(find(&dp_first, Token::DP, Operation::AllReduce, Phase::Backward).link, Link::Nvlink);
+    assert!(dp_first.step_time_s > 2.0 * tp_first.step_time_s);
+    assert_eq!(dp_first.memory_gb, tp_first.memory_gb);
+}
+
+#[test]
+fn a_ring_across_nodes_uses_every_nic_of_a_node() {
+    let bs1024 = config("bs1024_opt", &[]);
+    let e = run(&bs1024, sizes(1, 1, 64), "tp-cp-dp", EstimateOptions::default()).unwrap();
+    let grads = find(&e, Token::DP, Operation::AllReduce, Phase::Backward);
+    assert_eq!(grads.link, Link::Network);
+    assert!((grads.bus_gb_per_s - 4.0 * 25.0 * 0.9).abs() < 1e-9);
+    let one_node = run(&config("bs64_opt", &[]), sizes(1, 1, 4), "tp-cp-dp", EstimateOptions::default()).unwrap();
+    assert_eq!(find(&one_node, Token::DP, Operation::AllReduce, Phase::Backward).link, Link::Nvlink);
+}
+
+#[test]
+fn cp_gathers_keys_and_values_and_splits_tokens_unevenly() {
+    let config = config("mp", &["embed_dim=1024", "context_parallel=4", "parallel_order=cp-tp-dp"]);
+    let e = run(&config, sizes(1, 4, 4), "cp-tp-dp", EstimateOptions::default()).unwrap();
+    assert_eq!(e.tokens_per_rank, 1013);
+    let gather = find(&e, Token::CP, Operation::AllGather, Phase::Forward);
+    // k and v of all 4050 tokens, fp16, per block: 2 per block, 12 blocks.
+    assert_eq!((gather.count, gather.bytes, gather.link), (24, 2 * 16 * 4050 * 1024, Link::Nvlink));
+    let scatter = find(&e, Token::CP, Operation::ReduceScatter, Phase::Backward);
+    assert_eq!((scatter.count, scatter.bytes), (24, gather.bytes));
+    let hook = e.collectives.iter().find(|c| c.group == Token::CP && c.overlapped).unwrap();
+    assert_eq!(hook.bytes, 4 * e.params.cp_reduced);
+    // Each rank keeps its own 1013 queries but the keys and values of all 4050 tokens.
+    let saved =
+        |prefix: &str| e.saved_activations.iter().find(|t| t.name.starts_with(prefix)).unwrap().bytes_per_sample;
+    assert_eq!(saved("q of"), (2 * 1013 * 1024) as f64);
+    assert_eq!(saved("k and v"), (2 * 2 * 4050 * 1024) as f64);
+}
+
+#[test]
+fn options_change_precision_and_overlap() {
+    let short = config("short", &[]);
+    let one = sizes(1, 1, 1);
+    let tf32 = run(&short, one, "tp-cp-dp", EstimateOptions::default()).unwrap();
+    let fp32 = run(&short, one, "tp-cp-dp", EstimateOptions { tf32: false, ..EstimateOptions::default() }).unwrap();
+    assert_eq!((tf32.precision, fp32.precision), (Precision::Tf32, Precision::Fp32));
+    assert!(fp32.step_time_s > tf32.step_time_s);
+    let bs1024 = config("bs1024_opt", &[]);
+    let overlapped = run(&bs1024, sizes(1, 1, 64), "tp-cp-dp", EstimateOptions::default()).unwrap();
+    let after =
+        run(&bs1024, sizes(1, 1, 64), "tp-cp-dp", EstimateOptions { overlap_dp: false, ..EstimateOptions::default() })
+            .unwrap();
+    let t = &overlapped.time;
+    assert!(t.exposed_overlapped_comm_s < t.overlapped_comm_s);
+    assert!(
+        (after.step_time_s - overlapped.step_time_s - (t.overlapped_comm_s - t.exposed_overlapped_comm_s)).abs()
+            < 1e-12
+    );
+}
+
+#[test]
+fn zero_stages_shrink_the_training_state_only() {
+    let e = run(&config("mp", &[]), sizes(1, 1, 4), "tp-cp-dp", EstimateOptions::default()).unwrap();
+    let totals: Vec<f64> = e.zero_what_if.iter().map(|z| z.total_gb).collect();
+    assert_eq!(e.zero_what_if.iter().map(|z| z.stage).collect::<Vec<_>>(), [0, 1, 2, 3]);
+    assert!((totals[0] - e.memory_gb.total).abs() < 1e-9);
+    assert!(totals.windows(2).all(|w| w[1] < w[0]), "{totals:?}");
+    // Activations dominate: even stage 3 keeps them whole.
+    assert!(totals[3] > e.memory_gb.activations);
+}
+
+#[test]
+fn terms_explain_every_factor_and_result() {
+    let e = run(&config("mp", &["data_loader_config=dali"]), sizes(1, 1, 4), "tp-cp-dp", EstimateOptions::default())
+        .unwrap();
+    let names: Vec<&str> = e.terms().iter().map(|t| t.name.as_str()).collect();
+    for name in [
+        "peak_tflops.fp16",
+        "compute_efficiency.fp16",
+        "attention_full_rate_head_dim",
+        "nvlink_efficiency",
+        "network_efficiency",
+        "runtime_overhead_gb",
+        "dali_overhead_gb",
+        "allocator_factor",
+        "memory.total",
+        "step_time",
+        "samples_per_sec",
+    ] {
+        assert!(names.contains(&name), "no term {name} in {names:?}");
+    }
+    let value = |name: &str| e.terms().iter().find(|t| t.name == name).unwrap();
+    assert_eq!(value("samples_per_sec").value, e.samples_per_sec);
+    assert_eq!(value("compute_efficiency.fp16").kind, TermKind::Factor);
+    assert_eq!(value("memory.data_loader").value, perlmutter().estimate.unwrap().dali_overhead_gb);
+    // Every saved tensor and every collective has its line.
+    assert_eq!(names.iter().filter(|n| n.starts_with("activation: ")).count(), e.saved_activations.len());
+    assert!(e.collectives.iter().all(|c| names.iter().any(|n| n.ends_with(&c.what))));
+}
+
+#[test]
+fn group_traffic_and_measured_comparison() {
+    let e = run(&config("mp", &["tensor_parallel=4"]), sizes(4, 1, 4), "tp-cp-dp", EstimateOptions::default()).unwrap();
+    let groups = e.by_group();
+    assert_eq!(groups.iter().map(|g| g.group).collect::<Vec<_>>(), [Token::TP, Token::DP]);
+    let tp: u64 = e.collectives.iter().filter(|c| c.group == Token::TP).map(|c| c.bytes * c.count).sum();
+    assert_eq!(groups[0].bytes_per_step, tp);
+    assert_eq!(groups[0].operations, ["all-reduce ×24", "all-reduce ×48"]);
+    let rows = e.compare(&Measured { samples_per_sec: Some(72.6), memory_gb: Some(37.5), step_time_s: None });
+    assert_eq!(rows.iter().map(|r| r.quantity).collect::<Vec<_>>(), ["samples_per_sec", "memory_gb"]);
+    assert_eq!(rows[0].measured, 72.6);
+    assert_eq!(rows[1].estimated, e.memory_gb.total);
+}
+
+#[test]
+fn json_reads_back() {
+    let e = run(&config("bs64_opt", &[]), sizes(1, 1, 4), "tp-cp-dp", EstimateOptions::default()).unwrap();
+    let back: Estimate = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+    assert_eq!((&back.layout, &back.params, back.fits), (&e.layout, &e.params, e.fits));
+    assert_eq!((back.collectives.len(), back.terms().len()), (e.collectives.len(), e.terms().len()));
+    // Decimal text keeps floats to within an ulp or so.
+    assert!((back.samples_per_sec / e.samples_per_sec - 1.0).abs() < 1e-12);
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let cluster = Clusters::parse(include_str!("../../config/clusters.yaml")).unwrap();
+    let local = cluster.get("local").unwrap();
+    let pm = perlmutter();
+    let layout = Layout::new(Sizes { tp: 4, cp: 1, dp: 2, pp: 2 }, "tp-cp-dp-pp").unwrap();
+    let bad = config("base", &["num_heads=7"]);
+    let err = estimate(&bad, &layout, local, pm.gpu("a100-40gb").unwrap(), &EstimateOptions::default()).unwrap_err();
+    let problems = err.problems();
+    for (field, fragment) in [
+        ("embed_dim", "not divisible by num_heads 7"),
+        ("tensor_parallel", "the layout has tp 4"),
+        ("pp", "pp = 1 only"),
+        ("cluster", "CPU cores"),
+        ("cluster", "interconnect"),
+        ("cluster", "`estimate` section"),
+    ] {
+        assert!(
+            problems.for_field(field).any(|p| p.message.contains(fragment)),
+            "no {field}: {fragment} in\n{problems}"
+        );
+    }
+    let reordered = Layout::new(sizes(1, 1, 4), "dp-tp-cp").unwrap();
+    let err =
+        estimate(&config("bs64_opt", &[]), &reordered, &pm, pm.gpu("a100-40gb").unwrap(), &EstimateOptions::default())
+            .unwrap_err();
+    assert!(err.problems().for_field("parallel_order").any(|p| p.message.contains("dp-tp-cp")), "{err}");
+}
