@@ -1,6 +1,7 @@
 //! Subcommands. Input the user must fix (an invalid config, a missing data directory) exits
 //! with status 2 before any work starts.
 
+mod bench;
 mod config_args;
 mod datagen;
 mod summary;
@@ -27,6 +28,8 @@ enum Command {
     Summary(summary::SummaryArgs),
     /// Train a config (the tutorial's train.py).
     Train(train::TrainArgs),
+    /// Measure training and data-loading throughput.
+    Bench(bench::BenchArgs),
 }
 
 /// Exit status for input the user must fix.
@@ -54,5 +57,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Datagen(args) => datagen::run(args),
         Command::Summary(args) => summary::run(args),
         Command::Train(args) => train::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }

@@ -3,6 +3,7 @@
 //! run's outputs and a checkpoint after every epoch.
 
 pub mod amp;
+pub mod bench;
 mod checkpoint;
 pub mod loss;
 pub mod optim;
@@ -13,19 +14,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use scalebook_shared::config::{AmpMode, TrainConfig, lr_at};
+use scalebook_shared::config::{TrainConfig, lr_at};
 use scalebook_shared::metrics::tags;
 use tch::{Device, nn};
 
 use crate::Error;
 use crate::data::{DataLoader, Era5Dataset, ShardedSampler, Stats};
-use crate::model::{VisionTransformer, VitSpec};
 use crate::output::{Logger, py_float};
 use checkpoint::{Checkpoints, Position};
 use report::Reporter;
-use step::Learner;
 
-pub use step::StepTimes;
+pub use step::{Learner, StepTimes};
 
 /// Everything a run needs besides its config.
 #[derive(Debug, Clone)]
@@ -121,12 +120,7 @@ pub fn train(opts: &RunOptions, log: &Logger) -> Result<Summary, Error> {
     c.validate_for_dataset(1, loaders.train.dataset().len())?;
     let num_epochs = c.num_iters as u64 / iters_per_epoch;
 
-    let vs = nn::VarStore::new(opts.device);
-    let model = VisionTransformer::new(&vs.root(), &VitSpec::from(c));
-    let fused = c.enable_jit || c.enable_fused;
-    let optimizer = optim::Adam::new(vs.variables().into_iter().collect(), fused);
-    let scaler = (c.amp_mode == AmpMode::Fp16).then(|| amp::GradScaler::new(opts.device));
-    let mut learner = Learner { model, optimizer, scaler, amp: c.amp_mode, device: opts.device };
+    let (vs, mut learner) = Learner::build(c, opts.device);
 
     let config_json = resumable_config(c);
     let (mut epoch0, mut steps) = (0u64, 0u64);

@@ -2,12 +2,12 @@
 
 use std::time::Instant;
 
-use scalebook_shared::config::AmpMode;
-use tch::{Device, Tensor, nn::ModuleT};
+use scalebook_shared::config::{AmpMode, TrainConfig};
+use tch::{Device, Tensor, nn, nn::ModuleT};
 
 use crate::Error;
 use crate::data::Batch;
-use crate::model::VisionTransformer;
+use crate::model::{VisionTransformer, VitSpec};
 use crate::train::amp::{Autocast, GradScaler};
 use crate::train::loss::{l2_loss, weighted_rmse};
 use crate::train::optim::Adam;
@@ -30,6 +30,17 @@ pub struct Learner {
 }
 
 impl Learner {
+    /// The model of `config` on `device`, with its optimizer (fused when `enable_jit` or
+    /// `enable_fused` asks) and, for fp16, a loss scaler. The VarStore owns the parameters.
+    pub fn build(config: &TrainConfig, device: Device) -> (nn::VarStore, Learner) {
+        let vs = nn::VarStore::new(device);
+        let model = VisionTransformer::new(&vs.root(), &VitSpec::from(config));
+        let fused = config.enable_jit || config.enable_fused;
+        let optimizer = Adam::new(vs.variables().into_iter().collect(), fused);
+        let scaler = (config.amp_mode == AmpMode::Fp16).then(|| GradScaler::new(device));
+        (vs, Learner { model, optimizer, scaler, amp: config.amp_mode, device })
+    }
+
     /// zero_grad, forward and loss under autocast, backward (scaled for fp16), Adam step at
     /// `lr`. Returns the loss and the phase times.
     pub fn train_step(&mut self, batch: &Batch, lr: f64) -> Result<(f64, StepTimes), Error> {
