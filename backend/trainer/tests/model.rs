@@ -85,3 +85,17 @@ fn unpatchify_puts_each_token_value_where_the_tutorial_einsum_does() {
         }
     }
 }
+
+#[test]
+fn the_tutorials_base_config_maps_360x720_fields_to_360x720_fields() {
+    // The shapes do not depend on depth, so one block keeps this fast on a CPU.
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/ViT.yaml")).unwrap();
+    let mut config = scalebook_shared::config::ConfigFile::parse(&text).unwrap().get("base").unwrap();
+    config.apply_overrides(&["depth=1"]).unwrap();
+    let s = VitSpec::from(&config);
+    assert_eq!((s.grid(), s.num_tokens(), s.head_dim()), ((45, 90), 4050, 48));
+    let vs = nn::VarStore::new(Device::Cpu);
+    let model = VisionTransformer::new(&vs.root(), &s);
+    let y = tch::no_grad(|| model.forward_t(&Tensor::randn([1, 20, 360, 720], (Kind::Float, Device::Cpu)), false));
+    assert_eq!(y.size(), vec![1, 20, 360, 720]);
+}

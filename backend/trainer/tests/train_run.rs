@@ -144,6 +144,12 @@ fn bad_input_is_refused_before_anything_starts() {
     let out = train(&run_dir, &missing, &[]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nowhere"));
+    // A run directory that cannot be created (a file is in the way).
+    let blocker = root.join("file");
+    std::fs::write(&blocker, b"").unwrap();
+    let out = train(&blocker.join("run"), &missing, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run directory"), "{}", String::from_utf8_lossy(&out.stderr));
     // Resuming a run that has no checkpoint.
     let out = train(&root.join("fresh"), &missing, &["--resume"]);
     assert_eq!(out.status.code(), Some(2));
