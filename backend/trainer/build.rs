@@ -2,27 +2,55 @@
 //! - torch-sys links libtorch dynamically but leaves no rpath in our binaries, so they would
 //!   only start with LD_LIBRARY_PATH set. torch-sys (`links = "tch"`) tells dependants where
 //!   the libraries are; record that directory as the rpath of every binary and test.
-//! - compile `csrc/shim.cpp`, the few libtorch calls tch does not expose, against the headers
-//!   of that same libtorch.
+//! - compile the C++ shims against the headers of that same libtorch: `csrc/shim.cpp` (the
+//!   few tensor calls tch does not expose) and `csrc/comm.cpp` (c10d process groups and the
+//!   parallel-region autograd functions).
+//!
+//! With the `cuda` feature, comm.cpp is built with NCCL and libtorch_cuda is linked even though
+//! nothing in Rust names it (the linker's --as-needed would otherwise drop it and CUDA would
+//! look unavailable).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn main() {
-    println!("cargo:rerun-if-changed=csrc/shim.cpp");
+    println!("cargo:rerun-if-changed=csrc");
     let lib = PathBuf::from(std::env::var("DEP_TCH_LIBTORCH_LIB").expect("torch-sys reports its libtorch directory"));
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     let include = lib.parent().expect("libtorch's lib/ has a parent").join("include");
-    cc::Build::new()
-        .cpp(true)
+    let cuda = std::env::var_os("CARGO_FEATURE_CUDA").is_some();
+
+    build(&include, "csrc/shim.cpp").compile("scalebook_shim");
+
+    let mut comm = build(&include, "csrc/comm.cpp");
+    comm.include("csrc/gloo-stub").define("USE_C10D_GLOO", None);
+    if cuda {
+        // The wheel's site-packages holds the NVIDIA headers beside torch/.
+        let site = lib.parent().and_then(Path::parent).expect("torch/ sits in site-packages");
+        comm.define("SCALEBOOK_NCCL", None)
+            .define("USE_C10D_NCCL", None)
+            .define("USE_CUDA", None)
+            .include(site.join("nvidia/nccl/include"))
+            .include(site.join("nvidia/cu13/include"));
+    }
+    comm.compile("scalebook_comm");
+
+    println!("cargo:rustc-link-search=native={}", lib.display());
+    if cuda {
+        println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,-lc10_cuda,--as-needed");
+    }
+    println!("cargo:rustc-link-lib=torch_cpu");
+    println!("cargo:rustc-link-lib=c10");
+}
+
+fn build(include: &Path, file: &str) -> cc::Build {
+    let mut b = cc::Build::new();
+    b.cpp(true)
         .std("c++17")
-        .file("csrc/shim.cpp")
-        .include(&include)
+        .file(file)
+        .include(include)
         .include(include.join("torch/csrc/api/include"))
         .define("_GLIBCXX_USE_CXX11_ABI", "1")
         .define("GLOG_USE_GLOG_EXPORT", None)
-        .flag("-w")
-        .compile("scalebook_shim");
-    println!("cargo:rustc-link-search=native={}", lib.display());
-    println!("cargo:rustc-link-lib=torch_cpu");
-    println!("cargo:rustc-link-lib=c10");
+        .flag("-w");
+    b
 }

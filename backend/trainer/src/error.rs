@@ -11,6 +11,12 @@ pub enum Error {
     /// A call into the C++ shim failed; `message` is libtorch's own.
     #[error("{what}: {message}")]
     Native { what: String, message: String },
+    /// The ranks could not meet at the rendezvous store (a peer never came, a wrong address).
+    #[error("rendezvous at {address} failed: {message}")]
+    Rendezvous { address: String, message: String },
+    /// The launch environment (RANK, WORLD_SIZE, SLURM_*) is missing or inconsistent.
+    #[error("distributed environment: {0}")]
+    Environment(String),
     /// Reading or writing a run's files failed.
     #[error("{}: {source}", path.display())]
     Io { path: std::path::PathBuf, source: std::io::Error },
@@ -43,6 +49,7 @@ impl Error {
         matches!(
             self,
             Error::Config(_)
+                | Error::Environment(_)
                 | Error::RunDir { .. }
                 | Error::Resume { .. }
                 | Error::Data { .. }

@@ -2,6 +2,7 @@
 //! (`train.py` / `train_mp.py`) on libtorch.
 
 pub mod data;
+pub mod dist;
 pub mod error;
 pub mod ffi;
 pub mod model;

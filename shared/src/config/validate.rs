@@ -138,6 +138,16 @@ impl TrainConfig {
         dp
     }
 
+    /// The rank layout this config runs as on `world` ranks: dp = world / (tp·cp), pp = 1,
+    /// in the config's `parallel_order`. Every problem of the config is reported first.
+    pub fn layout(&self, world: usize) -> Result<Layout, Error> {
+        self.validate(world)?;
+        let size = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+        let dp = world / (self.tensor_parallel * self.context_parallel);
+        let sizes = Sizes { tp: size(self.tensor_parallel), cp: size(self.context_parallel), dp: size(dp), pp: 1 };
+        Layout::new(sizes, &self.parallel_order)
+    }
+
     fn check_order(&self, dp: usize, problems: &mut Problems) {
         let sizes = [self.tensor_parallel, self.context_parallel, dp].map(|s| u32::try_from(s).unwrap_or(u32::MAX));
         let sizes = Sizes { tp: sizes[0], cp: sizes[1], dp: sizes[2], pp: 1 };

@@ -4,6 +4,7 @@
 mod bench;
 mod config_args;
 mod datagen;
+mod launch;
 mod summary;
 mod train;
 
@@ -28,6 +29,8 @@ enum Command {
     Summary(summary::SummaryArgs),
     /// Train a config (the tutorial's train.py).
     Train(train::TrainArgs),
+    /// Start N local ranks of a command (e.g. `launch --nproc 2 -- train --config cpu_short`).
+    Launch(launch::LaunchArgs),
     /// Measure training and data-loading throughput.
     Bench(bench::BenchArgs),
 }
@@ -58,5 +61,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Summary(args) => summary::run(args),
         Command::Train(args) => train::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Launch(args) => launch::run(args),
     }
 }

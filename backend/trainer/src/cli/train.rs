@@ -3,10 +3,13 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::Duration;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use indicatif::{ProgressBar, ProgressStyle};
+use scalebook_trainer::dist::{Comm, RankEnv};
 use scalebook_trainer::output::Logger;
 use scalebook_trainer::train::{self, RunOptions};
 use tch::Device;
@@ -32,6 +35,9 @@ pub struct TrainArgs {
     /// Stop (checkpointed) after this many epochs; continue later with --resume.
     #[arg(long)]
     max_epochs: Option<u64>,
+    /// Seconds to wait for the other ranks (rendezvous and each collective).
+    #[arg(long, default_value_t = 300)]
+    dist_timeout: u64,
     /// `cpu`, `cuda` or `cuda:N` (default: the first GPU if there is one, else the CPU).
     #[arg(long)]
     device: Option<String>,
@@ -54,14 +60,24 @@ fn parse_device(text: Option<&str>) -> anyhow::Result<Device> {
 }
 
 pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
-    let config = args.config.load(1)?;
-    let device = parse_device(args.device.as_deref())?;
+    let env = RankEnv::from_env()?;
+    let config = args.config.load(env.world)?;
+    let layout = config.layout(env.world)?;
+    let device = match parse_device(args.device.as_deref())? {
+        // One GPU per local rank, counted within CUDA_VISIBLE_DEVICES.
+        Device::Cuda(0) if env.world > 1 && args.device.is_none() => Device::Cuda(env.local_rank),
+        device => device,
+    };
     if device.is_cuda() && !tch::Cuda::is_available() {
         anyhow::bail!("--device {}: no CUDA device is available (CPU-only libtorch or no GPU)", args.device.unwrap_or_default());
     }
-    let run_dir = args.run_dir.unwrap_or_else(|| PathBuf::from(&config.expdir).join(&args.config.config).join("1GPU").join(&args.run_num));
+    // The tutorial's layout: `{world}GPU` for data parallelism, `{tp·cp}MP` for model parallelism.
+    let model_parallel = config.tensor_parallel * config.context_parallel;
+    let kind = if model_parallel > 1 { format!("{model_parallel}MP") } else { format!("{}GPU", env.world) };
+    let run_dir = args.run_dir.unwrap_or_else(|| PathBuf::from(&config.expdir).join(&args.config.config).join(kind).join(&args.run_num));
     let seed = args.seed.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));
-    let progress = std::io::stderr().is_terminal().then(|| {
+    let root = env.rank == 0;
+    let progress = (root && std::io::stderr().is_terminal()).then(|| {
         let bar = ProgressBar::new(0);
         bar.set_style(
             ProgressStyle::with_template("{bar:30} {pos}/{len} steps {msg} [{elapsed} < {eta}]")
@@ -69,7 +85,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
         );
         bar
     });
-    let log = Logger::new(progress);
+    let log = if root { Logger::new(progress) } else { Logger::quiet() };
+    let timeout = Duration::from_secs(args.dist_timeout);
+    let comm = Rc::new(Comm::init(env, layout, device.is_cuda(), timeout)?);
     let opts = RunOptions {
         config,
         config_name: args.config.config.clone(),
@@ -81,7 +99,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
         tf32: args.tf32,
         max_epochs: args.max_epochs,
     };
-    let summary = train::train(&opts, &log)?;
+    let summary = train::train(&opts, &log, comm)?;
     if let Some(bar) = log.progress() {
         bar.finish_and_clear();
     }

@@ -13,18 +13,28 @@ use indicatif::ProgressBar;
 use crate::Error;
 
 /// Writes each line to stderr (above the progress bar when there is one) and to `out.log`.
+/// Like the tutorial's rank-0 filter, a logger of any other rank stays quiet.
 pub struct Logger {
     file: Mutex<Option<File>>,
     progress: Option<ProgressBar>,
+    enabled: bool,
 }
 
 impl Logger {
     pub fn new(progress: Option<ProgressBar>) -> Logger {
-        Logger { file: Mutex::new(None), progress }
+        Logger { file: Mutex::new(None), progress, enabled: true }
+    }
+
+    /// A logger that writes nothing (ranks other than 0).
+    pub fn quiet() -> Logger {
+        Logger { file: Mutex::new(None), progress: None, enabled: false }
     }
 
     /// From now on, also append every line to `path` (the run's `out.log`).
     pub fn attach_file(&self, path: &Path) -> Result<(), Error> {
+        if !self.enabled {
+            return Ok(());
+        }
         let file = File::options().create(true).append(true).open(path).map_err(|e| Error::io(path, e))?;
         if let Ok(mut guard) = self.file.lock() {
             *guard = Some(file);
@@ -33,6 +43,9 @@ impl Logger {
     }
 
     pub fn info(&self, message: &str) {
+        if !self.enabled {
+            return;
+        }
         let line = format!("{} - root - INFO - {message}", timestamp(SystemTime::now()));
         match &self.progress {
             Some(bar) => bar.println(&line),

@@ -11,20 +11,23 @@ mod report;
 mod step;
 
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
 use scalebook_shared::config::{TrainConfig, lr_at};
+use scalebook_shared::layout::Token;
 use scalebook_shared::metrics::tags;
 use tch::{Device, nn};
 
 use crate::Error;
 use crate::data::{DataLoader, Era5Dataset, ShardedSampler, Stats};
+use crate::dist::Comm;
 use crate::output::{Logger, py_float};
 use checkpoint::{Checkpoints, Position};
 use report::Reporter;
 
-pub use step::{Learner, StepTimes};
+pub use step::{GradSync, Learner, StepTimes};
 
 /// Everything a run needs besides its config.
 #[derive(Debug, Clone)]
@@ -61,20 +64,24 @@ struct Loaders {
     valid: DataLoader,
 }
 
-fn open_loaders(c: &TrainConfig, seed: u64, log: &Logger) -> Result<Loaders, Error> {
-    log.info("rank 0, begin data loader init");
+/// The loaders of this rank: its dp shard of each set, at the local batch size.
+fn open_loaders(c: &TrainConfig, seed: u64, log: &Logger, comm: &Comm) -> Result<Loaders, Error> {
+    let rank = comm.env().rank;
+    log.info(&format!("rank {rank}, begin data loader init"));
     let stats = Stats::load(Path::new(&c.global_means_path), Path::new(&c.global_stds_path), c.n_in_channels)?;
     let img = c.img_size;
     let open = |dir: &str, limit| Era5Dataset::open(Path::new(dir), img, c.n_in_channels, c.dt, limit, stats.clone());
     let train = Arc::new(open(&c.train_data_path, c.limit_nsamples)?);
     let valid = Arc::new(open(&c.valid_data_path, c.limit_nsamples_val)?);
-    let batch = c.global_batch_size; // one rank: the local batch is the global one
-    // The tutorial's single-GPU loaders shuffle both sets (`shuffle=True` without a sampler).
+    let (dp, dp_rank) = (comm.size(Token::DP), comm.rank(Token::DP));
+    let batch = local_batch_size(c, dp);
+    // Both sets are shuffled, as the tutorial's single-GPU loaders (`shuffle=True`) and its
+    // DistributedSampler for training do; every rank of a tp-cp group reads the same shard.
     let loader = |ds: &Arc<Era5Dataset>| -> Result<DataLoader, Error> {
-        DataLoader::new(ds.clone(), ShardedSampler::new(ds.len(), 1, 0, true, seed)?, batch, c.num_data_workers)
+        DataLoader::new(ds.clone(), ShardedSampler::new(ds.len(), dp, dp_rank, true, seed)?, batch, c.num_data_workers)
     };
     let (train, valid) = (loader(&train)?, loader(&valid)?);
-    log.info("rank 0, data loader initialized");
+    log.info(&format!("rank {rank}, data loader initialized"));
     Ok(Loaders { train, valid })
 }
 
@@ -101,12 +108,24 @@ fn log_config(log: &Logger, opts: &RunOptions) {
     log.info("---------------------------------------------------");
 }
 
-/// Runs (or resumes) training as configured. `log` carries the progress bar, if any.
-pub fn train(opts: &RunOptions, log: &Logger) -> Result<Summary, Error> {
+/// Samples per rank per step: `local_batch_size` when the config sets it (the tutorial's
+/// `--local_batch_size`), else the global batch split over dp.
+pub fn local_batch_size(c: &TrainConfig, dp: usize) -> usize {
+    c.local_batch_size.unwrap_or(c.global_batch_size / dp.max(1))
+}
+
+/// Runs (or resumes) training as configured, as one rank of `comm`'s layout. `log` carries
+/// the progress bar, if any; rank 0 writes the run's outputs.
+pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary, Error> {
     let c = &opts.config;
-    check_run_dir(&opts.run_dir)?;
-    log.attach_file(&opts.run_dir.join("out.log"))?;
+    let (root, world) = (comm.is_root(), comm.env().world);
+    if root {
+        check_run_dir(&opts.run_dir)?;
+        log.attach_file(&opts.run_dir.join("out.log"))?;
+    }
     log_config(log, opts);
+    let l = comm.layout().sizes();
+    log.info(&format!("Setting DP = {}, TP = {}, CP = {}, PP = {}", l.dp, l.tp, l.cp, l.pp));
     if opts.device.is_cuda() {
         crate::ffi::set_tf32(opts.tf32)?;
     }
@@ -115,12 +134,18 @@ pub fn train(opts: &RunOptions, log: &Logger) -> Result<Summary, Error> {
     // A resumed run keeps its original data order whatever --seed says now.
     let seed = resumed.as_ref().map_or(opts.seed, |(p, _)| p.seed);
     tch::manual_seed(seed as i64);
-    let loaders = open_loaders(c, seed, log)?;
+    let loaders = open_loaders(c, seed, log, &comm)?;
     let iters_per_epoch = loaders.train.len() as u64;
-    c.validate_for_dataset(1, loaders.train.dataset().len())?;
+    c.validate_for_dataset(world, loaders.train.dataset().len())?;
     let num_epochs = c.num_iters as u64 / iters_per_epoch;
+    let global_batch = (local_batch_size(c, comm.size(Token::DP)) * comm.size(Token::DP)) as f64;
 
     let (vs, mut learner) = Learner::build(c, opts.device);
+    if world > 1 {
+        let sync = GradSync::new(comm.clone(), &vs);
+        sync.broadcast_parameters()?;
+        learner.sync = Some(sync);
+    }
 
     let config_json = resumable_config(c);
     let (mut epoch0, mut steps) = (0u64, 0u64);
@@ -130,7 +155,7 @@ pub fn train(opts: &RunOptions, log: &Logger) -> Result<Summary, Error> {
         log.info(&format!("Resuming after epoch {epoch0} (step {steps})"));
     }
     let last_epoch = opts.max_epochs.map_or(num_epochs, |n| num_epochs.min(epoch0 + n));
-    let mut report = Reporter::open(&opts.run_dir, opts.resume.then_some(steps))?;
+    let mut report = if root { Reporter::open(&opts.run_dir, opts.resume.then_some(steps))? } else { Reporter::silent() };
     if let Some(bar) = log.progress() {
         bar.set_length(last_epoch.saturating_sub(epoch0) * iters_per_epoch);
     }
@@ -156,7 +181,7 @@ pub fn train(opts: &RunOptions, log: &Logger) -> Result<Summary, Error> {
             losses.push(loss);
             report.scalar(steps, e, tags::step::LOSS_TRAIN, loss)?;
             report.scalar(steps, e, tags::step::LEARNING_RATE, lr)?;
-            report.scalar(steps, e, tags::step::SAMPLES_PER_SEC, c.global_batch_size as f64 / step_time)?;
+            report.scalar(steps, e, tags::step::SAMPLES_PER_SEC, global_batch / step_time)?;
             report.scalar(steps, e, tags::step::DATA_WAIT, data_wait)?;
             report.scalar(steps, e, tags::step::FORWARD, times.forward)?;
             report.scalar(steps, e, tags::step::BACKWARD, times.backward)?;
@@ -169,7 +194,7 @@ pub fn train(opts: &RunOptions, log: &Logger) -> Result<Summary, Error> {
         }
         let elapsed = start.elapsed().as_secs_f64();
         let iters_per_sec = losses.len() as f64 / elapsed;
-        let samples_per_sec = iters_per_sec * c.global_batch_size as f64;
+        let samples_per_sec = iters_per_sec * global_batch;
         let train_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
         log.info(&format!("Time taken for epoch {e} is {elapsed:.6} sec, avg {samples_per_sec:.6} samples/sec"));
         log.info(&format!("  Avg train loss={train_loss:.6}"));
@@ -190,13 +215,15 @@ pub fn train(opts: &RunOptions, log: &Logger) -> Result<Summary, Error> {
         tensors.extend(learner.optimizer.state());
         tensors.extend(learner.scaler.iter().flat_map(amp::GradScaler::state));
         let position = Position { epochs_done: e, steps, seed, config: config_json.clone() };
-        checkpoints.save(&tensors, &position)?;
+        if root {
+            checkpoints.save(&tensors, &position)?;
+        }
         summary = Summary { steps, epochs: num_epochs, final_train_loss: train_loss, final_valid_loss: valid_loss, final_rmse_u10: rmse_u10 };
     }
     if last_epoch < num_epochs {
         log.info(&format!("Stopping after epoch {last_epoch} of {num_epochs}; continue with --resume"));
     }
-    log.info("DONE ---- rank 0");
+    log.info(&format!("DONE ---- rank {}", comm.env().rank));
     Ok(summary)
 }
 
@@ -206,13 +233,13 @@ fn step_zero(learner: &Learner, loaders: &Loaders, report: &mut Reporter) -> Res
     let first = |loader: &DataLoader| loader.epoch(0).next().transpose()?.ok_or(Error::Native { what: "data".into(), message: "no batch".into() });
     let (train_loss, _) = learner.evaluate(&first(&loaders.train)?)?;
     let (valid_loss, rmse) = learner.evaluate(&first(&loaders.valid)?)?;
-    report.scalar(0, 0, tags::LOSS_TRAIN, f64::try_from(&train_loss)?)?;
-    report.scalar(0, 0, tags::LOSS_VALID, f64::try_from(&valid_loss)?)?;
-    report.scalar(0, 0, tags::RMSE_U10M_VALID, f64::try_from(&rmse.get(0))?)?;
+    report.scalar(0, 0, tags::LOSS_TRAIN, learner.dp_mean(train_loss)?)?;
+    report.scalar(0, 0, tags::LOSS_VALID, learner.dp_mean(valid_loss)?)?;
+    report.scalar(0, 0, tags::RMSE_U10M_VALID, learner.dp_mean(rmse.get(0))?)?;
     report.flush()
 }
 
-/// Mean loss and u10 RMSE over the validation loader.
+/// Mean loss and u10 RMSE over the validation loader, averaged over dp like the tutorial.
 fn validate(learner: &Learner, valid: &DataLoader, epoch: u64) -> Result<(f64, f64), Error> {
     let (mut loss_sum, mut rmse_sum, mut n) = (0.0, 0.0, 0usize);
     for batch in valid.epoch(epoch) {
@@ -222,7 +249,8 @@ fn validate(learner: &Learner, valid: &DataLoader, epoch: u64) -> Result<(f64, f
         n += 1;
     }
     let n = n.max(1) as f64;
-    Ok((loss_sum / n, rmse_sum / n))
+    let mean = |sum: f64| learner.dp_mean(tch::Tensor::from(sum / n));
+    Ok((mean(loss_sum)?, mean(rmse_sum)?))
 }
 
 /// The config as a checkpoint records it: everything that changes the result. The number of

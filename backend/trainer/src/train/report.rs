@@ -6,26 +6,37 @@ use std::path::Path;
 use crate::Error;
 use crate::output::{EventWriter, MetricsWriter};
 
+/// Only rank 0 writes; on the other ranks a reporter is silent.
 pub struct Reporter {
-    metrics: MetricsWriter,
-    events: EventWriter,
+    writers: Option<(MetricsWriter, EventWriter)>,
 }
 
 impl Reporter {
     /// `resumed_at` is the step of the checkpoint a resumed run continues from.
     pub fn open(run_dir: &Path, resumed_at: Option<u64>) -> Result<Reporter, Error> {
-        Ok(Reporter {
-            metrics: MetricsWriter::open(&run_dir.join("metrics.jsonl"), resumed_at)?,
-            events: EventWriter::create(&run_dir.join("logs"))?,
-        })
+        let metrics = MetricsWriter::open(&run_dir.join("metrics.jsonl"), resumed_at)?;
+        let events = EventWriter::create(&run_dir.join("logs"))?;
+        Ok(Reporter { writers: Some((metrics, events)) })
+    }
+
+    pub fn silent() -> Reporter {
+        Reporter { writers: None }
     }
 
     pub fn scalar(&mut self, step: u64, epoch: u64, tag: &str, value: f64) -> Result<(), Error> {
-        self.metrics.write(step, epoch, tag, value)?;
-        self.events.scalar(tag, step, value as f32)
+        match &mut self.writers {
+            Some((metrics, events)) => {
+                metrics.write(step, epoch, tag, value)?;
+                events.scalar(tag, step, value as f32)
+            }
+            None => Ok(()),
+        }
     }
 
     pub fn flush(&mut self) -> Result<(), Error> {
-        self.events.flush()
+        match &mut self.writers {
+            Some((_, events)) => events.flush(),
+            None => Ok(()),
+        }
     }
 }

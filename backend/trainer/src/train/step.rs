@@ -1,12 +1,17 @@
 //! One training step and one evaluation pass, with the time of each phase measured.
 
+use std::rc::Rc;
 use std::time::Instant;
 
 use scalebook_shared::config::{AmpMode, TrainConfig};
 use tch::{Device, Tensor, nn, nn::ModuleT};
 
+use scalebook_shared::layout::Token;
+
 use crate::Error;
 use crate::data::Batch;
+use crate::dist::{BUCKET_BYTES, Comm, GradReducer};
+use crate::ffi::ReduceOp;
 use crate::model::{VisionTransformer, VitSpec};
 use crate::train::amp::{Autocast, GradScaler};
 use crate::train::loss::{l2_loss, weighted_rmse};
@@ -27,6 +32,41 @@ pub struct Learner {
     pub scaler: Option<GradScaler>,
     pub amp: AmpMode,
     pub device: Device,
+    /// Gradient averaging over the data-parallel group, when there is one.
+    pub sync: Option<GradSync>,
+}
+
+/// What averages gradients between backward and the optimizer step.
+pub struct GradSync {
+    pub comm: Rc<Comm>,
+    /// Every trainable parameter, in creation order (the same on every rank).
+    pub params: Vec<Tensor>,
+    pub reducer: GradReducer,
+}
+
+impl GradSync {
+    pub fn new(comm: Rc<Comm>, vs: &nn::VarStore) -> GradSync {
+        let params = vs.trainable_variables();
+        let reducer = GradReducer::new(&params, BUCKET_BYTES);
+        GradSync { comm, params, reducer }
+    }
+
+    /// Makes every data-parallel replica start from dp-rank 0's parameters (DDP does this when
+    /// it wraps the model).
+    pub fn broadcast_parameters(&self) -> Result<(), Error> {
+        let group = self.comm.group(Token::DP);
+        tch::no_grad(|| {
+            for p in &self.params {
+                let mut p = p.shallow_clone();
+                group.broadcast(&mut p, 0)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn average_gradients(&self) -> Result<(), Error> {
+        self.reducer.reduce(&self.params, self.comm.group(Token::DP), ReduceOp::Avg)
+    }
 }
 
 impl Learner {
@@ -38,11 +78,12 @@ impl Learner {
         let fused = config.enable_jit || config.enable_fused;
         let optimizer = Adam::new(vs.variables().into_iter().collect(), fused);
         let scaler = (config.amp_mode == AmpMode::Fp16).then(|| GradScaler::new(device));
-        (vs, Learner { model, optimizer, scaler, amp: config.amp_mode, device })
+        (vs, Learner { model, optimizer, scaler, amp: config.amp_mode, device, sync: None })
     }
 
-    /// zero_grad, forward and loss under autocast, backward (scaled for fp16), Adam step at
-    /// `lr`. Returns the loss and the phase times.
+    /// zero_grad, forward and loss under autocast, backward (scaled for fp16) with gradients
+    /// averaged over dp, Adam step at `lr`. Returns the loss averaged over dp (as the tutorial
+    /// logs it) and the phase times (the all-reduce counts as backward, where DDP overlaps it).
     pub fn train_step(&mut self, batch: &Batch, lr: f64) -> Result<(f64, StepTimes), Error> {
         let (input, target) = (batch.input.to_device(self.device), batch.target.to_device(self.device));
         self.optimizer.zero_grad();
@@ -57,6 +98,9 @@ impl Learner {
             Some(scaler) => scaler.scale(&loss).backward(),
             None => loss.backward(),
         }
+        if let Some(sync) = &self.sync {
+            sync.average_gradients()?;
+        }
         let backward = self.synced_since(t1);
         let t2 = Instant::now();
         self.optimizer.step(lr, self.scaler.as_mut())?;
@@ -64,7 +108,16 @@ impl Learner {
             scaler.update();
         }
         let optimizer = self.synced_since(t2);
-        Ok((f64::try_from(&loss)?, StepTimes { forward, backward, optimizer }))
+        Ok((self.dp_mean(loss.detach())?, StepTimes { forward, backward, optimizer }))
+    }
+
+    /// A scalar averaged over the data-parallel group.
+    pub fn dp_mean(&self, value: Tensor) -> Result<f64, Error> {
+        let mut value = value.to_kind(tch::Kind::Float).contiguous();
+        if let Some(sync) = &self.sync {
+            sync.comm.group(Token::DP).all_reduce(&mut value, ReduceOp::Avg)?;
+        }
+        Ok(f64::try_from(&value)?)
     }
 
     /// Loss and per-channel RMSE of one batch, without gradients.

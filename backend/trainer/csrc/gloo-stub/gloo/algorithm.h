@@ -1,0 +1,3 @@
+// Declarations only; see context.h.
+#pragma once
+#include <gloo/context.h>

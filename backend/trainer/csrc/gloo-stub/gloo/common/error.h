@@ -1,0 +1,2 @@
+// Declarations only; see ../context.h.
+#pragma once

@@ -1,0 +1,124 @@
+//! The local launcher (`scalebook-train launch --nproc N -- train ...`), the tutorial's
+//! `srun` + `export_DDP_vars.sh` for one machine: N rank processes with the standard
+//! environment, their output forwarded line by line with a rank prefix, and all of them torn
+//! down as soon as one fails, so a broken rank never leaves the others waiting forever.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::Error;
+use crate::ffi;
+
+/// How long stopped ranks get to exit after SIGTERM before SIGKILL.
+const GRACE: Duration = Duration::from_secs(3);
+
+/// A free TCP port on this machine for the rendezvous store.
+pub fn free_port() -> Result<u16, Error> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| Error::Environment(format!("no free port: {e}")))?;
+    listener.local_addr().map(|a| a.port()).map_err(|e| Error::Environment(format!("no free port: {e}")))
+}
+
+/// How the launch ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every rank exited with status 0.
+    Success,
+    /// Rank `rank` failed first with exit `code` (None: killed by a signal); the rest were stopped.
+    RankFailed { rank: usize, code: Option<i32> },
+}
+
+/// Starts `nproc` copies of `program args` as ranks 0..nproc and waits for them.
+pub fn run(program: &Path, args: &[String], nproc: usize, port: u16) -> Result<Outcome, Error> {
+    let mut children = Vec::with_capacity(nproc);
+    // Like torchrun: unless told otherwise, split the cores between the ranks so their
+    // OpenMP pools do not oversubscribe the machine.
+    let cores = thread::available_parallelism().map_or(1, usize::from);
+    let threads = std::env::var("OMP_NUM_THREADS").unwrap_or_else(|_| (cores / nproc).max(1).to_string());
+    for rank in 0..nproc {
+        let mut cmd = Command::new(program);
+        cmd.env("OMP_NUM_THREADS", &threads);
+        cmd.args(args)
+            .env("RANK", rank.to_string())
+            .env("LOCAL_RANK", rank.to_string())
+            .env("WORLD_SIZE", nproc.to_string())
+            .env("MASTER_ADDR", "127.0.0.1")
+            .env("MASTER_PORT", port.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        ffi::kill_with_parent(&mut cmd);
+        match cmd.spawn() {
+            Ok(mut child) => {
+                forward(child.stdout.take(), rank, false);
+                forward(child.stderr.take(), rank, true);
+                children.push(child);
+            }
+            Err(e) => {
+                stop(&mut children);
+                return Err(Error::Environment(format!("cannot start rank {rank} ({}): {e}", program.display())));
+            }
+        }
+    }
+    let outcome = supervise(&mut children);
+    if let Outcome::RankFailed { rank, code } = &outcome {
+        let how = code.map_or_else(|| "was killed by a signal".to_owned(), |c| format!("exited with status {c}"));
+        eprintln!("[launch] rank {rank} {how}; stopping the other ranks");
+        stop(&mut children);
+    }
+    Ok(outcome)
+}
+
+/// Waits until all ranks succeed or one fails.
+fn supervise(children: &mut [Child]) -> Outcome {
+    let mut done = vec![false; children.len()];
+    loop {
+        for (rank, child) in children.iter_mut().enumerate() {
+            if done[rank] {
+                continue;
+            }
+            match child.try_wait() {
+                Ok(Some(status)) if status.success() => done[rank] = true,
+                Ok(Some(status)) => return Outcome::RankFailed { rank, code: status.code() },
+                Ok(None) => {}
+                Err(_) => return Outcome::RankFailed { rank, code: None },
+            }
+        }
+        if done.iter().all(|d| *d) {
+            return Outcome::Success;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// SIGTERM to every rank still running, then SIGKILL to those still there after the grace.
+fn stop(children: &mut [Child]) {
+    for child in children.iter() {
+        ffi::signal(child.id(), libc::SIGTERM);
+    }
+    let deadline = Instant::now() + GRACE;
+    for child in children.iter_mut() {
+        while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// Copies a rank's output to ours line by line with a `[rank N] ` prefix, so interleaved
+/// lines stay attributable.
+fn forward(stream: Option<impl Read + Send + 'static>, rank: usize, to_stderr: bool) {
+    let Some(stream) = stream else { return };
+    thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            if to_stderr {
+                let _ = writeln!(std::io::stderr().lock(), "[rank {rank}] {line}");
+            } else {
+                let _ = writeln!(std::io::stdout().lock(), "[rank {rank}] {line}");
+            }
+        }
+    });
+}

@@ -1,0 +1,103 @@
+//! Safe wrappers over `csrc/shim.cpp`: autocast, TF32, and the fused Adam and GradScaler kernels
+//! that tch does not expose.
+
+use std::ffi::{c_char, c_int};
+
+use tch::{Device, Kind, Tensor};
+use torch_sys::C_tensor;
+
+use crate::Error;
+
+unsafe extern "C" {
+    fn sb_set_autocast(device: c_int, enabled: c_int, dtype: c_int, err: *mut c_char, err_len: usize) -> c_int;
+    fn sb_set_tf32(enabled: c_int, err: *mut c_char, err_len: usize) -> c_int;
+    fn sb_fused_adam(
+        params: *const *mut C_tensor,
+        grads: *const *mut C_tensor,
+        exp_avgs: *const *mut C_tensor,
+        exp_avg_sqs: *const *mut C_tensor,
+        steps: *const *mut C_tensor,
+        n: usize,
+        lr: f64,
+        beta1: f64,
+        beta2: f64,
+        weight_decay: f64,
+        eps: f64,
+        grad_scale: *mut C_tensor,
+        found_inf: *mut C_tensor,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+    fn sb_unscale_grads(
+        grads: *const *mut C_tensor,
+        n: usize,
+        found_inf: *mut C_tensor,
+        inv_scale: *mut C_tensor,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+}
+
+use super::{call, pointers};
+
+/// Switches libtorch's autocast for `device`'s type on (computing in `kind`, BFloat16 or
+/// Half) or off, for this thread.
+pub fn set_autocast(device: Device, enabled: bool, kind: Kind) -> Result<(), Error> {
+    let dtype = c_int::from(kind == Kind::Half);
+    let device = c_int::from(device.is_cuda());
+    // SAFETY: plain values in, error buffer valid for its length.
+    call("autocast", |err, len| unsafe { sb_set_autocast(device, c_int::from(enabled), dtype, err, len) })
+}
+
+/// Allows or forbids TF32 for float32 matmuls and convolutions on GPUs (no effect on CPU).
+pub fn set_tf32(enabled: bool) -> Result<(), Error> {
+    // SAFETY: plain value in, error buffer valid for its length.
+    call("TF32 switch", |err, len| unsafe { sb_set_tf32(c_int::from(enabled), err, len) })
+}
+
+/// Adam's per-parameter state, in the layout the fused kernel takes.
+pub struct AdamTensors<'a> {
+    pub params: &'a mut [Tensor],
+    pub grads: &'a mut [Tensor],
+    pub exp_avgs: &'a mut [Tensor],
+    pub exp_avg_sqs: &'a mut [Tensor],
+    pub steps: &'a mut [Tensor],
+}
+
+/// Hyper-parameters of one Adam step.
+#[derive(Debug, Clone, Copy)]
+pub struct AdamStep {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+}
+
+/// One fused Adam step over every parameter. With `scale = Some((grad_scale, found_inf))`
+/// the kernel unscales the gradients itself and skips the update where an inf was found.
+pub fn fused_adam(t: AdamTensors<'_>, h: AdamStep, scale: Option<(&mut Tensor, &mut Tensor)>) -> Result<(), Error> {
+    let n = t.params.len();
+    let lens = [t.grads.len(), t.exp_avgs.len(), t.exp_avg_sqs.len(), t.steps.len()];
+    if lens.iter().any(|&l| l != n) {
+        return Err(Error::Native { what: "fused Adam".into(), message: format!("{n} parameters but state lengths {lens:?}") });
+    }
+    let (p, g, m, v, s) = (pointers(t.params), pointers(t.grads), pointers(t.exp_avgs), pointers(t.exp_avg_sqs), pointers(t.steps));
+    let (scale_ptr, inf_ptr) = match scale {
+        Some((scale, inf)) => (scale.as_mut_ptr(), inf.as_mut_ptr()),
+        None => (std::ptr::null_mut(), std::ptr::null_mut()),
+    };
+    // SAFETY: five arrays of `n` live tensor pointers borrowed mutably for the call; the
+    // optional scale tensors are live or null, which the shim checks.
+    call("fused Adam", |err, len| unsafe {
+        sb_fused_adam(p.as_ptr(), g.as_ptr(), m.as_ptr(), v.as_ptr(), s.as_ptr(), n, h.lr, h.beta1, h.beta2, 0.0, h.eps, scale_ptr, inf_ptr, err, len)
+    })
+}
+
+/// Multiplies every gradient by `inv_scale` and sets `found_inf` to 1 if any is not finite.
+pub fn unscale_grads(grads: &mut [Tensor], found_inf: &mut Tensor, inv_scale: &mut Tensor) -> Result<(), Error> {
+    let g = pointers(grads);
+    let (inf, inv) = (found_inf.as_mut_ptr(), inv_scale.as_mut_ptr());
+    // SAFETY: `g` holds live tensor pointers borrowed mutably for the call; `inf` and `inv`
+    // are live single-element tensors.
+    call("gradient unscale", |err, len| unsafe { sb_unscale_grads(g.as_ptr(), g.len(), inf, inv, err, len) })
+}

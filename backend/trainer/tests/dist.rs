@@ -1,0 +1,140 @@
+//! Collectives and data parallelism across real processes over Gloo. Each test re-runs this
+//! test binary as the ranks (through the launcher, which sets RANK and friends): in a rank the
+//! test body runs, in the parent it launches the ranks and checks they all succeeded.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use scalebook_shared::layout::{Layout, Sizes, Token};
+use scalebook_trainer::dist::launch::{self, Outcome};
+use scalebook_trainer::dist::{Comm, RankEnv};
+use scalebook_trainer::data::Batch;
+use scalebook_trainer::ffi::{ReduceOp, Region};
+use scalebook_trainer::train::{GradSync, Learner};
+use tch::{Device, Kind, Tensor};
+
+/// In a rank: `Some(comm)` for `sizes`. In the parent: launches the ranks, asserts success, `None`.
+fn ranks(test: &str, sizes: Sizes) -> Option<Comm> {
+    let layout = Layout::new(sizes, "tp-cp-dp").unwrap();
+    if std::env::var_os("RANK").is_some() {
+        let env = RankEnv::from_env().unwrap();
+        return Some(Comm::init(env, layout, false, Duration::from_secs(60)).unwrap());
+    }
+    let exe = std::env::current_exe().unwrap();
+    let args: Vec<String> = [test, "--exact", "--nocapture", "--test-threads", "1"].map(String::from).to_vec();
+    let outcome = launch::run(&exe, &args, layout.world() as usize, launch::free_port().unwrap()).unwrap();
+    assert_eq!(outcome, Outcome::Success, "a rank of {test} failed (its output is above)");
+    None
+}
+
+fn close(a: &Tensor, b: &Tensor) -> f64 {
+    f64::try_from((a - b).abs().max()).unwrap()
+}
+
+#[test]
+fn collectives_over_two_ranks() {
+    let Some(comm) = ranks("collectives_over_two_ranks", Sizes { dp: 2, ..Sizes::default() }) else { return };
+    let g = comm.group(Token::DP);
+    let r = g.rank() as f64;
+    let mut t = Tensor::from_slice(&[r + 1.0, 10.0 * (r + 1.0)]).to_kind(Kind::Float);
+    g.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+    assert_eq!(Vec::<f32>::try_from(&t).unwrap(), vec![3.0, 30.0]);
+    let mut t = Tensor::from_slice(&[r + 1.0]).to_kind(Kind::Float);
+    g.all_reduce(&mut t, ReduceOp::Avg).unwrap();
+    assert_eq!(f64::try_from(&t).unwrap(), 1.5);
+    let mut t = Tensor::from_slice(&[r]).to_kind(Kind::Float);
+    g.broadcast(&mut t, 1).unwrap();
+    assert_eq!(f64::try_from(&t).unwrap(), 1.0);
+
+    // Uneven chunks (3 rows on rank 0, 2 on rank 1), like 4050 tokens over cp = 4.
+    let sizes = [3i64, 2];
+    let mine = Tensor::full([sizes[g.rank()], 2], r, (Kind::Float, Device::Cpu));
+    let all = g.all_gather(&mine, 0, &sizes).unwrap();
+    assert_eq!(Vec::<f32>::try_from(all.reshape([-1])).unwrap(), vec![0., 0., 0., 0., 0., 0., 1., 1., 1., 1.]);
+    let full = Tensor::arange(5, (Kind::Float, Device::Cpu)) * (r + 1.0);
+    let part = g.reduce_scatter(&full, 0, &sizes).unwrap();
+    let expected: Vec<f32> = if g.rank() == 0 { vec![0., 3., 6.] } else { vec![9., 12.] };
+    assert_eq!(Vec::<f32>::try_from(&part).unwrap(), expected);
+    g.barrier().unwrap();
+
+    // The region operations' backward passes.
+    let x = Tensor::ones([3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+    g.region(Region::CopyTo, &x, 0, &[]).unwrap().sum(Kind::Float).backward();
+    assert_eq!(Vec::<f32>::try_from(x.grad()).unwrap(), vec![2.0; 3], "copy-to sums gradients");
+    let x = Tensor::full([1], r + 1.0, (Kind::Float, Device::Cpu)).set_requires_grad(true);
+    let y = g.region(Region::ReduceFrom, &x, 0, &[]).unwrap();
+    assert_eq!(f64::try_from(&y).unwrap(), 3.0);
+    (y * 5.0).sum(Kind::Float).backward();
+    assert_eq!(f64::try_from(x.grad()).unwrap(), 5.0, "reduce-from passes gradients through");
+    let x = Tensor::ones([sizes[g.rank()]], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+    let y = g.region(Region::AllGatherFrom, &x, 0, &sizes).unwrap();
+    assert_eq!(y.size(), vec![5]);
+    (y * Tensor::arange(5, (Kind::Float, Device::Cpu))).sum(Kind::Float).backward();
+    // Both ranks weigh position i by i, so the summed gradient of my chunk is 2·i.
+    let expected: Vec<f32> = if g.rank() == 0 { vec![0., 2., 4.] } else { vec![6., 8.] };
+    assert_eq!(Vec::<f32>::try_from(x.grad()).unwrap(), expected, "all-gather's backward reduce-scatters");
+    let x = Tensor::arange(5, (Kind::Float, Device::Cpu)).set_requires_grad(true);
+    let y = g.region(Region::ScatterTo, &x, 0, &sizes).unwrap();
+    assert_eq!(y.size(), vec![sizes[g.rank()]]);
+    y.sum(Kind::Float).backward();
+    assert_eq!(Vec::<f32>::try_from(x.grad()).unwrap(), vec![1.0; 5], "scatter's backward gathers every chunk's gradient");
+}
+
+fn cpu_tiny() -> scalebook_shared::config::TrainConfig {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/ViT.yaml")).unwrap();
+    scalebook_shared::config::ConfigFile::parse(&text).unwrap().get("cpu_tiny").unwrap()
+}
+
+fn batch(input: Tensor, target: Tensor) -> Batch {
+    Batch { input, target, indices: Vec::new() }
+}
+
+#[test]
+fn one_dp2_step_equals_one_step_at_twice_the_batch() {
+    let Some(comm) = ranks("one_dp2_step_equals_one_step_at_twice_the_batch", Sizes { dp: 2, ..Sizes::default() }) else { return };
+    let comm = Rc::new(comm);
+    let rank = comm.rank(Token::DP) as i64;
+    let config = cpu_tiny();
+    tch::manual_seed(5);
+    let (reference_vs, mut reference) = Learner::build(&config, Device::Cpu);
+    // A different seed on each rank: the broadcast from dp-rank 0 must make them equal.
+    tch::manual_seed(100 + rank);
+    let (vs, mut parallel) = Learner::build(&config, Device::Cpu);
+    let sync = GradSync::new(comm.clone(), &vs);
+    if rank == 0 {
+        tch::no_grad(|| {
+            for (name, mut p) in vs.variables() {
+                p.copy_(&reference_vs.variables()[&name]);
+            }
+        });
+    }
+    sync.broadcast_parameters().unwrap();
+    parallel.sync = Some(sync);
+
+    // The same 2b = 4 samples everywhere; each rank trains on its half.
+    tch::manual_seed(99);
+    let input = Tensor::randn([4, 20, 36, 72], (Kind::Float, Device::Cpu));
+    let target = Tensor::randn([4, 20, 36, 72], (Kind::Float, Device::Cpu));
+    let (ref_loss, _) = reference.train_step(&batch(input.shallow_clone(), target.shallow_clone()), 1e-3).unwrap();
+    let (dp_loss, _) = parallel.train_step(&batch(input.narrow(0, 2 * rank, 2), target.narrow(0, 2 * rank, 2)), 1e-3).unwrap();
+    assert!((ref_loss - dp_loss).abs() < 1e-6, "loss {ref_loss} vs {dp_loss}");
+    let reference_params = reference_vs.variables();
+    for (name, p) in vs.variables() {
+        let diff = close(&p, &reference_params[&name]);
+        assert!(diff < 1e-5, "{name} differs by {diff}");
+    }
+
+    // Different data on each rank for a few steps: the replicas stay bit-identical.
+    for step in 0..3 {
+        tch::manual_seed(1000 + 10 * rank + step);
+        let b = batch(Tensor::randn([2, 20, 36, 72], (Kind::Float, Device::Cpu)), Tensor::randn([2, 20, 36, 72], (Kind::Float, Device::Cpu)));
+        parallel.train_step(&b, 1e-3).unwrap();
+    }
+    let g = comm.group(Token::DP);
+    for p in vs.trainable_variables() {
+        let mine = p.detach().contiguous().copy();
+        let mut rank0 = mine.copy();
+        g.broadcast(&mut rank0, 0).unwrap();
+        assert_eq!(close(&mine, &rank0), 0.0, "replicas diverged");
+    }
+}
