@@ -88,6 +88,7 @@ pub fn router(state: Arc<AppState>, static_dir: PathBuf, token: Option<Token>) -
         .route("/health", get(api::health))
         .route("/configs", get(api::configs))
         .route("/configs.yaml", get(api::configs_yaml))
+        .route("/clusters.yaml", get(api::clusters_yaml))
         .route("/runs", get(api::list_runs))
         .route("/runs/{id}", get(api::get_run))
         .route("/runs/{id}/files/{name}", get(api::run_file))

@@ -61,9 +61,10 @@ impl RunManager {
                     manager.hub.follow(&record.id, &manager.store.run_dir(&record.id));
                     tokio::spawn(manager.clone().watch_adopted(record.id.clone(), *pgid, *start_ticks));
                 }
-                handle => {
-                    let pgid = handle.as_ref().map(|RunHandle::Local { pgid, .. }| *pgid);
-                    tokio::spawn(manager.clone().end(record.id.clone(), pgid, None));
+                // Ended while no server watched. Its group id is not touched: after a reboot
+                // it may name someone else's processes.
+                _ => {
+                    tokio::spawn(manager.clone().end(record.id.clone(), None, None));
                 }
             }
         }
@@ -173,8 +174,8 @@ impl RunManager {
         let to_start: Vec<RunId> = {
             let mut records = self.lock();
             let running = records.values().filter(|r| r.state() == RunState::Running).count();
-            let queued: Vec<RunId> =
-                records.values().filter(|r| r.state() == RunState::Queued).map(|r| r.id.clone()).take(self.max_local.saturating_sub(running)).collect();
+            let free = self.max_local.saturating_sub(running);
+            let queued: Vec<RunId> = records.values().filter(|r| r.state() == RunState::Queued).map(|r| r.id.clone()).take(free).collect();
             for id in &queued {
                 if let Some(record) = records.get_mut(id) {
                     // Recorded as running before the process exists: a server killed in

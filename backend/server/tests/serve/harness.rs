@@ -8,7 +8,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use scalebook_shared::protocol::{ClientMessage, RunId, RunRecord, RunState, ServerMessage};
+use scalebook_server::executor::process;
+use scalebook_shared::protocol::{ClientMessage, RunHandle, RunId, RunRecord, RunState, ServerMessage};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -84,6 +85,9 @@ pub struct Server {
     pub origin: String,
     pub token: String,
     pub runs_dir: PathBuf,
+    /// Stop the runs still training when the server is dropped (a failed test leaves no
+    /// trainer behind); off when the test kills the server to let its runs go on.
+    stop_runs: bool,
     /// Holds the static files and (unless given) the runs; removed on drop.
     _dir: TempDir,
 }
@@ -110,7 +114,9 @@ impl Server {
         if !args.contains(&"--unix-socket") {
             command.args(["--port", "0"]);
         }
-        let mut child = command.args(args).current_dir(&dir.0).stdout(Stdio::piped()).spawn().unwrap();
+        // From the project root, as users run it; also the trainers' working directory, which
+        // must outlive a server a test kills.
+        let mut child = command.args(args).current_dir(workspace()).stdout(Stdio::piped()).spawn().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -123,7 +129,7 @@ impl Server {
         let url = rx.recv_timeout(Duration::from_secs(30)).expect("the server did not announce its URL");
         let token = url.split_once("?token=").map(|(_, t)| t.to_owned()).unwrap_or_default();
         let origin = url.strip_prefix("http://").map(|rest| format!("http://{}", rest.split('/').next().unwrap())).unwrap_or_default();
-        Server { child, url, origin, token, runs_dir, _dir: dir }
+        Server { child, url, origin, token, runs_dir, stop_runs: true, _dir: dir }
     }
 
     /// `host:port`.
@@ -131,8 +137,10 @@ impl Server {
         self.origin.trim_start_matches("http://")
     }
 
-    /// Kills the server outright (no graceful shutdown), as a crash or `kill -9` would.
+    /// Kills the server outright (no graceful shutdown), as a crash or `kill -9` would; its
+    /// runs go on.
     pub fn kill(mut self) {
+        self.stop_runs = false;
         self.child.kill().unwrap();
         self.child.wait().unwrap();
     }
@@ -167,6 +175,17 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if !self.stop_runs {
+            return;
+        }
+        let records = std::fs::read_dir(&self.runs_dir).into_iter().flatten().flatten();
+        for record in records.filter_map(|entry| std::fs::read_to_string(entry.path().join("run.json")).ok()) {
+            if let Ok(RunRecord { handle: Some(RunHandle::Local { pgid, start_ticks }), .. }) = serde_json::from_str(&record)
+                && process::leader_alive(pgid, start_ticks)
+            {
+                let _ = process::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+            }
+        }
     }
 }
 

@@ -15,7 +15,7 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(240);
 
 /// Every point of `metrics.jsonl` by line number, as the server numbers them.
 fn points_in_file(run_dir: &Path) -> BTreeMap<u64, MetricPoint> {
-    let text = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap();
+    let text = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap_or_default();
     text.lines().zip(1..).map(|(line, seq)| (seq, serde_json::from_str(line).unwrap())).collect()
 }
 
@@ -145,7 +145,7 @@ async fn a_server_restart_mid_run_loses_and_duplicates_no_point() {
     let runs_dir = runs.0.to_str().unwrap();
     let first = Server::start("restart-a", &["--runs-dir", runs_dir]);
     let mut client = first.connect().await;
-    let id = client.launch("cpu_tiny", tiny_overrides(&["num_iters=160"])).await;
+    let id = client.launch("cpu_tiny", tiny_overrides(&["num_iters=400"])).await;
     let run_dir = runs.0.join(id.as_str());
     client.send(&ClientMessage::Subscribe { run: id.clone(), after_seq: Some(0), after_log_seq: Some(0) }).await;
     let mut seen = BTreeMap::new();
@@ -158,6 +158,9 @@ async fn a_server_restart_mid_run_loses_and_duplicates_no_point() {
     first.kill();
 
     let second = Server::start("restart-b", &["--runs-dir", runs_dir]);
+    // The trainer went on without a server; the new one adopts it, still running.
+    let record = second.get(&format!("/api/runs/{id}")).json();
+    assert_eq!(record["history"].as_array().unwrap().last().unwrap()["state"], "running", "{record}");
     let mut client = second.connect().await;
     let last = *seen.keys().last().unwrap();
     client.send(&ClientMessage::Subscribe { run: id.clone(), after_seq: Some(last), after_log_seq: None }).await;
@@ -165,4 +168,35 @@ async fn a_server_restart_mid_run_loses_and_duplicates_no_point() {
     let followed = follow_to_end(&mut client, &id, &run_dir, &mut seen).await;
     assert_eq!(followed.state, RunState::Completed, "the adopted run's end was not recorded");
     assert_all_points(&seen, &run_dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_that_ended_while_no_server_watched_get_their_real_final_state() {
+    let runs = TempDir::new("unwatched-runs");
+    let runs_dir = runs.0.to_str().unwrap();
+    let first = Server::start("unwatched-a", &["--runs-dir", runs_dir]);
+    let mut client = first.connect().await;
+    let id = client.launch("cpu_tiny", tiny_overrides(&[])).await;
+    first.wait_for(&id, |r| r.handle.clone()).await;
+    first.kill();
+    let run_dir = runs.0.join(id.as_str());
+    let deadline = std::time::Instant::now() + RUN_TIMEOUT;
+    while !run_dir.join("exit.json").is_file() {
+        assert!(std::time::Instant::now() < deadline, "the run never finished");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A run recorded as running whose processes vanished without a word (a reboot).
+    let mut vanished: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(vanished["history"].as_array().unwrap().last().unwrap()["state"], "running");
+    vanished["id"] = "19990101-000000-1".into();
+    vanished["handle"]["start_ticks"] = 1.into();
+    std::fs::create_dir(runs.0.join("19990101-000000-1")).unwrap();
+    std::fs::write(runs.0.join("19990101-000000-1/run.json"), vanished.to_string()).unwrap();
+
+    let second = Server::start("unwatched-b", &["--runs-dir", runs_dir]);
+    let finished = second.wait_for(&id, |r| r.state().is_final().then(|| r.clone())).await;
+    assert_eq!(finished.state(), RunState::Completed, "{:?}", finished.reason());
+    let lost = second.wait_for(&RunId::parse("19990101-000000-1").unwrap(), |r| r.state().is_final().then(|| r.clone())).await;
+    assert_eq!(lost.state(), RunState::Lost);
+    assert!(lost.reason().unwrap().contains("left no exit status"), "{:?}", lost.reason());
 }

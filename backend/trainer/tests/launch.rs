@@ -1,0 +1,118 @@
+//! The launcher with the real trainer: a data-parallel run writes the same outputs as a
+//! single-process one, and a rank that dies takes the whole run down at once.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use scalebook_shared::metrics::{MetricPoint, tags};
+
+const BIN: &str = env!("CARGO_BIN_EXE_scalebook-train");
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sb-launch-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn generate(dir: &Path) {
+    let out = Command::new(BIN)
+        .args(["datagen", "--years", "1", "--steps-per-year", "48", "--height", "36", "--width", "72", "--out"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `launch --nproc N -- train --config cpu_tiny` on `data`, plus `extra` overrides.
+fn launch_cmd(nproc: usize, data: &Path, run_dir: &Path, extra: &[&str]) -> Command {
+    let d = data.display();
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .args(["launch", "--nproc", &nproc.to_string(), "--", "train", "--config", "cpu_tiny", "--seed", "4", "--run-dir"])
+        .arg(run_dir);
+    for (key, path) in [
+        ("train_data_path", "train"),
+        ("valid_data_path", "valid"),
+        ("global_means_path", "stats/global_means.npy"),
+        ("global_stds_path", "stats/global_stds.npy"),
+    ] {
+        cmd.args(["--set", &format!("{key}={d}/{path}")]);
+    }
+    for e in extra {
+        cmd.args(["--set", e]);
+    }
+    cmd
+}
+
+fn points(run_dir: &Path) -> Vec<MetricPoint> {
+    std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap_or_default().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+#[test]
+fn a_data_parallel_run_writes_what_a_single_process_run_writes() {
+    let root = scratch("dp");
+    generate(&root.join("data"));
+    let out = launch_cmd(2, &root.join("data"), &root.join("run"), &["num_iters=8"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("[rank 0]") && stderr.contains("Setting DP = 2, TP = 1, CP = 1, PP = 1"), "{stderr}");
+    assert!(!stderr.contains("[rank 1] 20"), "only rank 0 logs: {stderr}");
+    let pts = points(&root.join("run"));
+    for tag in tags::ALL {
+        assert!(pts.iter().any(|p| p.tag == tag), "no {tag}");
+    }
+    // 16 samples over dp 2 at local batch 2: 4 iterations per epoch, 2 epochs.
+    let valid: Vec<u64> = pts.iter().filter(|p| p.tag == tags::LOSS_VALID).map(|p| p.step).collect();
+    assert_eq!(valid, vec![0, 4, 8]);
+    assert!(root.join("run/checkpoints/last.ot").exists() && root.join("run/out.log").exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else { continue };
+        // The parent pid is the second field after the parenthesised command name.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        if after.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+#[test]
+fn killing_one_rank_ends_the_whole_run_with_a_clear_error() {
+    let root = scratch("kill");
+    generate(&root.join("data"));
+    let run_dir = root.join("run");
+    let mut launcher = launch_cmd(4, &root.join("data"), &run_dir, &["num_iters=100000"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    // Wait until training is under way.
+    let start = Instant::now();
+    while !points(&run_dir).iter().any(|p| p.step >= 2) {
+        assert!(start.elapsed() < Duration::from_secs(120), "training never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ranks = children_of(launcher.id());
+    assert_eq!(ranks.len(), 4, "{ranks:?}");
+    Command::new("kill").args(["-KILL", &ranks[2].to_string()]).status().unwrap();
+    let killed_at = Instant::now();
+    let status = loop {
+        if let Some(status) = launcher.try_wait().unwrap() {
+            break status;
+        }
+        assert!(killed_at.elapsed() < Duration::from_secs(60), "the launcher did not stop after a rank died");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(launcher.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("was killed by a signal; stopping the other ranks"), "{stderr}");
+    for pid in ranks {
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "rank process {pid} outlived the launcher");
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}

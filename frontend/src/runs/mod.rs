@@ -1,0 +1,221 @@
+//! Runs as this page knows them: the server's records, and for every run the page watches its
+//! metric series and log tail, streamed over the WebSocket. Each stream remembers the last
+//! sequence numbers it holds, so after a reconnection it asks for exactly what it missed.
+//!
+//! The runs charted together ("overlaid") are kept in localStorage, so a reload (or the next
+//! day's session) reopens them.
+
+mod stream;
+
+pub use stream::RunStream;
+
+use std::collections::{HashMap, VecDeque};
+
+use leptos::prelude::*;
+use scalebook_shared::protocol::{
+    ClientMessage, ErrorCode, ErrorReport, LaunchRequest, PROTOCOL_VERSION, RunId, RunRecord, ServerInfo, ServerMessage,
+};
+use send_wrapper::SendWrapper;
+
+use crate::net::urls;
+use crate::net::ws::{ConnectionState, Socket};
+
+const CHARTED_KEY: &str = "scalebook-charted-runs";
+
+/// What became of one launch request.
+pub type LaunchOutcome = Result<RunId, ErrorReport>;
+
+/// The page's runs; provided as context by the app.
+#[derive(Clone, Copy)]
+pub struct Runs {
+    /// Every run the server has, oldest first.
+    pub records: RwSignal<Vec<RunRecord>>,
+    /// The runs drawn on the charts, in the order their colours are assigned.
+    pub charted: RwSignal<Vec<RunId>>,
+    pub connection: RwSignal<ConnectionState>,
+    pub server: RwSignal<Option<ServerInfo>>,
+    /// The last error the server reported that no block asked for.
+    pub notice: RwSignal<Option<String>>,
+    launches: RwSignal<HashMap<u64, LaunchOutcome>>,
+    /// Launch tickets waiting for their answer; the server answers in order.
+    pending: StoredValue<VecDeque<u64>>,
+    next_ticket: StoredValue<u64>,
+    streams: StoredValue<HashMap<RunId, RunStream>>,
+    socket: StoredValue<Option<SendWrapper<Socket>>>,
+}
+
+impl Runs {
+    /// Creates the store and opens the connection.
+    pub fn start() -> Runs {
+        let runs = Runs {
+            records: RwSignal::new(Vec::new()),
+            charted: RwSignal::new(load_charted()),
+            connection: RwSignal::new(ConnectionState::Connecting),
+            server: RwSignal::new(None),
+            notice: RwSignal::new(None),
+            launches: RwSignal::new(HashMap::new()),
+            pending: StoredValue::new(VecDeque::new()),
+            next_ticket: StoredValue::new(1),
+            streams: StoredValue::new(HashMap::new()),
+            socket: StoredValue::new(None),
+        };
+        for id in runs.charted.get_untracked() {
+            runs.watch(&id);
+        }
+        let socket = Socket::start(urls::websocket(), runs.connection, move || runs.connected(), move |m| runs.handle(m));
+        runs.socket.set_value(Some(SendWrapper::new(socket)));
+        runs
+    }
+
+    fn send(&self, message: &ClientMessage) -> bool {
+        self.socket.with_value(|s| s.as_ref().is_some_and(|s| s.send(message)))
+    }
+
+    /// After every (re)connection: introduce ourselves, fetch the run list, and resume every
+    /// stream from where it stopped.
+    fn connected(&self) {
+        self.send(&ClientMessage::Hello { version: PROTOCOL_VERSION });
+        self.send(&ClientMessage::ListRuns);
+        let resume: Vec<ClientMessage> =
+            self.streams.with_value(|streams| streams.iter().map(|(id, stream)| stream.subscribe_message(id)).collect());
+        for message in resume {
+            self.send(&message);
+        }
+        // A launch whose answer the old socket never delivered will not get one.
+        let lost: Vec<u64> = self.pending.try_update_value(std::mem::take).unwrap_or_default().into();
+        for ticket in lost {
+            let report = ErrorReport::new(ErrorCode::Internal, "the connection dropped before the server answered: check the run list");
+            self.launches.update(|l| {
+                l.insert(ticket, Err(report.clone()));
+            });
+        }
+    }
+
+    /// The stream of run `id`, subscribing to it the first time.
+    pub fn watch(&self, id: &RunId) -> RunStream {
+        if let Some(stream) = self.stream(id) {
+            return stream;
+        }
+        let stream = RunStream::new();
+        self.streams.update_value(|s| {
+            s.insert(id.clone(), stream.clone());
+        });
+        self.send(&stream.subscribe_message(id));
+        stream
+    }
+
+    pub fn stream(&self, id: &RunId) -> Option<RunStream> {
+        self.streams.with_value(|s| s.get(id).cloned())
+    }
+
+    pub fn record(&self, id: &RunId) -> Option<RunRecord> {
+        self.records.with(|records| records.iter().find(|r| &r.id == id).cloned())
+    }
+
+    /// Sends a launch; its outcome appears under the returned ticket in [`Runs::outcome`].
+    pub fn launch(&self, request: LaunchRequest) -> Result<u64, String> {
+        let ticket = self.next_ticket.get_value();
+        self.next_ticket.set_value(ticket + 1);
+        self.pending.update_value(|p| p.push_back(ticket));
+        if self.send(&ClientMessage::Launch(request)) {
+            Ok(ticket)
+        } else {
+            self.pending.update_value(|p| p.retain(|t| *t != ticket));
+            Err("not connected to the server: wait for the indicator to say connected".into())
+        }
+    }
+
+    pub fn outcome(&self, ticket: u64) -> Option<LaunchOutcome> {
+        self.launches.with(|l| l.get(&ticket).cloned())
+    }
+
+    pub fn cancel(&self, id: &RunId) -> bool {
+        self.send(&ClientMessage::Cancel { run: id.clone() })
+    }
+
+    pub fn set_charted(&self, id: &RunId, on: bool) {
+        if on {
+            self.watch(id);
+        }
+        self.charted.update(|charted| {
+            charted.retain(|c| c != id);
+            if on {
+                charted.push(id.clone());
+            }
+        });
+        save_charted(&self.charted.get_untracked());
+    }
+
+    fn handle(&self, message: ServerMessage) {
+        match message {
+            ServerMessage::Welcome { server, .. } => self.server.set(Some(server)),
+            ServerMessage::Runs { runs } => self.records.set(runs),
+            ServerMessage::RunUpdate { run } => self.records.update(|records| match records.iter_mut().find(|r| r.id == run.id) {
+                Some(known) => *known = run,
+                None => records.push(run),
+            }),
+            ServerMessage::Launched { run } => {
+                self.set_charted(&run, true);
+                self.answer_launch(Ok(run));
+            }
+            ServerMessage::History { run, upto_seq, series } => {
+                if let Some(stream) = self.stream(&run) {
+                    stream.replace_history(upto_seq, series);
+                }
+            }
+            ServerMessage::Points { run, points } => {
+                if let Some(stream) = self.stream(&run) {
+                    stream.add_points(points);
+                }
+            }
+            ServerMessage::LogLines { run, lines } => {
+                if let Some(stream) = self.stream(&run) {
+                    stream.add_log(lines);
+                }
+            }
+            ServerMessage::Error(report) => self.error(report),
+            ServerMessage::Pong { .. } | ServerMessage::Heartbeat { .. } => {}
+        }
+    }
+
+    fn answer_launch(&self, outcome: LaunchOutcome) -> bool {
+        let Some(ticket) = self.pending.try_update_value(|p| p.pop_front()).flatten() else { return false };
+        self.launches.update(|l| {
+            l.insert(ticket, outcome);
+        });
+        true
+    }
+
+    fn error(&self, report: ErrorReport) {
+        let about_launch = matches!(report.code, ErrorCode::InvalidLaunch | ErrorCode::Internal) && report.run.is_none();
+        if about_launch && self.answer_launch(Err(report.clone())) {
+            return;
+        }
+        if let (ErrorCode::UnknownRun, Some(run)) = (report.code, &report.run) {
+            // A charted run that is gone (its directory was removed): stop asking for it.
+            self.streams.update_value(|s| {
+                s.remove(run);
+            });
+            if self.charted.with_untracked(|c| c.contains(run)) {
+                self.set_charted(run, false);
+            }
+        }
+        self.notice.set(Some(report.message));
+    }
+}
+
+fn local_storage() -> Option<web_sys::Storage> {
+    window().local_storage().ok().flatten()
+}
+
+fn load_charted() -> Vec<RunId> {
+    let text = local_storage().and_then(|s| s.get_item(CHARTED_KEY).ok().flatten()).unwrap_or_default();
+    let ids: Vec<String> = serde_json::from_str(&text).unwrap_or_default();
+    ids.iter().filter_map(|id| RunId::parse(id).ok()).collect()
+}
+
+fn save_charted(ids: &[RunId]) {
+    if let (Some(storage), Ok(text)) = (local_storage(), serde_json::to_string(ids)) {
+        let _ = storage.set_item(CHARTED_KEY, &text);
+    }
+}
