@@ -7,6 +7,7 @@ pub mod error;
 pub mod ffi;
 pub mod model;
 pub mod output;
+pub mod parallel;
 pub mod train;
 
 pub use error::Error;

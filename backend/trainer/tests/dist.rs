@@ -1,30 +1,19 @@
-//! Collectives and data parallelism across real processes over Gloo. Each test re-runs this
-//! test binary as the ranks (through the launcher, which sets RANK and friends): in a rank the
-//! test body runs, in the parent it launches the ranks and checks they all succeeded.
+//! Collectives and data parallelism across real processes over Gloo (each test body runs as
+//! the ranks, see `support`).
+
+mod support;
 
 use std::rc::Rc;
-use std::time::Duration;
 
-use scalebook_shared::layout::{Layout, Sizes, Token};
-use scalebook_trainer::dist::launch::{self, Outcome};
-use scalebook_trainer::dist::{Comm, RankEnv};
+use scalebook_shared::layout::{Sizes, Token};
+use scalebook_trainer::dist::Comm;
 use scalebook_trainer::data::Batch;
 use scalebook_trainer::ffi::{ReduceOp, Region};
 use scalebook_trainer::train::{GradSync, Learner};
 use tch::{Device, Kind, Tensor};
 
-/// In a rank: `Some(comm)` for `sizes`. In the parent: launches the ranks, asserts success, `None`.
 fn ranks(test: &str, sizes: Sizes) -> Option<Comm> {
-    let layout = Layout::new(sizes, "tp-cp-dp").unwrap();
-    if std::env::var_os("RANK").is_some() {
-        let env = RankEnv::from_env().unwrap();
-        return Some(Comm::init(env, layout, false, Duration::from_secs(60)).unwrap());
-    }
-    let exe = std::env::current_exe().unwrap();
-    let args: Vec<String> = [test, "--exact", "--nocapture", "--test-threads", "1"].map(String::from).to_vec();
-    let outcome = launch::run(&exe, &args, layout.world() as usize, launch::free_port().unwrap()).unwrap();
-    assert_eq!(outcome, Outcome::Success, "a rank of {test} failed (its output is above)");
-    None
+    support::ranks(test, sizes, "tp-cp-dp")
 }
 
 fn close(a: &Tensor, b: &Tensor) -> f64 {
@@ -96,10 +85,10 @@ fn one_dp2_step_equals_one_step_at_twice_the_batch() {
     let rank = comm.rank(Token::DP) as i64;
     let config = cpu_tiny();
     tch::manual_seed(5);
-    let (reference_vs, mut reference) = Learner::build(&config, Device::Cpu);
+    let (reference_vs, mut reference) = Learner::build(&config, Device::Cpu, None).unwrap();
     // A different seed on each rank: the broadcast from dp-rank 0 must make them equal.
     tch::manual_seed(100 + rank);
-    let (vs, mut parallel) = Learner::build(&config, Device::Cpu);
+    let (vs, mut parallel) = Learner::build(&config, Device::Cpu, None).unwrap();
     let sync = GradSync::new(comm.clone(), &vs);
     if rank == 0 {
         tch::no_grad(|| {

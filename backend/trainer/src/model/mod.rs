@@ -14,3 +14,19 @@ pub use block::Block;
 pub use mlp::Mlp;
 pub use spec::VitSpec;
 pub use vit::{VisionTransformer, unpatchify};
+
+use tch::{Tensor, nn::ModuleT};
+
+use crate::Error;
+
+/// A model the training loop can run: the serial ViT, or this rank's part of the parallel one
+/// (whose forward runs collectives, which can fail).
+pub trait Forward {
+    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor, Error>;
+}
+
+impl Forward for VisionTransformer {
+    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor, Error> {
+        Ok(self.forward_t(x, train))
+    }
+}

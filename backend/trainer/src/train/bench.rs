@@ -14,7 +14,7 @@ use crate::train::Learner;
 /// Samples per second over `steps` training steps at the config's global batch size, after
 /// `warmup` steps that are not timed (allocator and kernel selection warm-up).
 pub fn training(config: &TrainConfig, device: Device, warmup: usize, steps: usize) -> Result<f64, Error> {
-    let (_vs, mut learner) = Learner::build(config, device);
+    let (_vs, mut learner) = Learner::build(config, device, None)?;
     let [h, w] = config.img_size.map(|v| v as i64);
     let shape = [config.global_batch_size as i64, config.n_in_channels as i64, h, w];
     let batch = Batch {

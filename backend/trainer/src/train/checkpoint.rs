@@ -26,30 +26,39 @@ pub struct Position {
 
 pub struct Checkpoints {
     dir: PathBuf,
+    /// With model parallelism each tp-cp rank holds different shards: `Some(rank)` in the
+    /// tp-cp group names this rank's file.
+    shard: Option<usize>,
 }
 
 impl Checkpoints {
-    pub fn new(run_dir: &Path) -> Checkpoints {
-        Checkpoints { dir: run_dir.join("checkpoints") }
+    pub fn new(run_dir: &Path, shard: Option<usize>) -> Checkpoints {
+        Checkpoints { dir: run_dir.join("checkpoints"), shard }
     }
 
     fn tensors_path(&self) -> PathBuf {
-        self.dir.join("last.ot")
+        match self.shard {
+            None => self.dir.join("last.ot"),
+            Some(k) => self.dir.join(format!("last.mp{k}.ot")),
+        }
     }
 
     fn position_path(&self) -> PathBuf {
         self.dir.join("last.json")
     }
 
-    pub fn save(&self, tensors: &[(String, Tensor)], position: &Position) -> Result<(), Error> {
+    /// Writes this rank's tensors, and with `position` (world rank 0) where the run stands.
+    /// Every tensor file is complete before the position file names the new epoch.
+    pub fn save(&self, tensors: &[(String, Tensor)], position: Option<&Position>) -> Result<(), Error> {
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
-        let tmp = self.dir.join("last.ot.tmp");
+        let path = self.tensors_path();
+        let tmp = path.with_extension("ot.tmp");
         Tensor::save_multi(tensors, &tmp)?;
-        let json = serde_json::to_vec_pretty(position).map_err(|e| Error::io(&tmp, e.into()))?;
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&tmp, e))?;
+        let Some(position) = position else { return Ok(()) };
+        let json = serde_json::to_vec_pretty(position).map_err(|e| Error::io(&path, e.into()))?;
         let json_tmp = self.dir.join("last.json.tmp");
         std::fs::write(&json_tmp, json).map_err(|e| Error::io(&json_tmp, e))?;
-        // Tensors first: a position file never points at tensors that are not there yet.
-        std::fs::rename(&tmp, self.tensors_path()).map_err(|e| Error::io(&tmp, e))?;
         std::fs::rename(&json_tmp, self.position_path()).map_err(|e| Error::io(&json_tmp, e))
     }
 
@@ -58,7 +67,8 @@ impl Checkpoints {
         let text = std::fs::read_to_string(self.position_path())
             .map_err(|e| resume(format!("no checkpoint ({}: {e}); start the run without --resume", self.position_path().display())))?;
         let position: Position = serde_json::from_str(&text).map_err(|e| resume(format!("last.json is damaged: {e}")))?;
-        let tensors = Tensor::load_multi(self.tensors_path()).map_err(|e| resume(format!("last.ot cannot be read: {e}")))?;
+        let path = self.tensors_path();
+        let tensors = Tensor::load_multi(&path).map_err(|e| resume(format!("{} cannot be read: {e}", path.display())))?;
         Ok((position, tensors.into_iter().collect()))
     }
 }

@@ -9,6 +9,7 @@ pub mod loss;
 pub mod optim;
 mod report;
 mod step;
+mod sync;
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -23,11 +24,14 @@ use tch::{Device, nn};
 use crate::Error;
 use crate::data::{DataLoader, Era5Dataset, ShardedSampler, Stats};
 use crate::dist::Comm;
+use crate::model::VitSpec;
+use crate::parallel::Parallel;
 use crate::output::{Logger, py_float};
 use checkpoint::{Checkpoints, Position};
 use report::Reporter;
 
-pub use step::{GradSync, Learner, StepTimes};
+pub use step::{Learner, StepTimes};
+pub use sync::GradSync;
 
 /// Everything a run needs besides its config.
 #[derive(Debug, Clone)]
@@ -129,7 +133,10 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     if opts.device.is_cuda() {
         crate::ffi::set_tf32(opts.tf32)?;
     }
-    let checkpoints = Checkpoints::new(&opts.run_dir);
+    let model_parallel = comm.size(Token::TP) * comm.size(Token::CP) > 1;
+    let checkpoints = Checkpoints::new(&opts.run_dir, model_parallel.then(|| comm.rank(Token::TP_CP)));
+    // One copy of each shard is enough: the dp replicas are identical.
+    let writes_checkpoint = comm.rank(Token::DP) == 0;
     let resumed = if opts.resume { Some(checkpoints.load()?) } else { None };
     // A resumed run keeps its original data order whatever --seed says now.
     let seed = resumed.as_ref().map_or(opts.seed, |(p, _)| p.seed);
@@ -140,7 +147,8 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     let num_epochs = c.num_iters as u64 / iters_per_epoch;
     let global_batch = (local_batch_size(c, comm.size(Token::DP)) * comm.size(Token::DP)) as f64;
 
-    let (vs, mut learner) = Learner::build(c, opts.device);
+    let parallel = model_parallel.then(|| Parallel::new(comm.clone(), VitSpec::from(c).num_tokens() as usize));
+    let (vs, mut learner) = Learner::build(c, opts.device, parallel)?;
     if world > 1 {
         let sync = GradSync::new(comm.clone(), &vs);
         sync.broadcast_parameters()?;
@@ -215,8 +223,8 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
         tensors.extend(learner.optimizer.state());
         tensors.extend(learner.scaler.iter().flat_map(amp::GradScaler::state));
         let position = Position { epochs_done: e, steps, seed, config: config_json.clone() };
-        if root {
-            checkpoints.save(&tensors, &position)?;
+        if writes_checkpoint {
+            checkpoints.save(&tensors, root.then_some(&position))?;
         }
         summary = Summary { steps, epochs: num_epochs, final_train_loss: train_loss, final_valid_loss: valid_loss, final_rmse_u10: rmse_u10 };
     }

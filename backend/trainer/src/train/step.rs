@@ -1,18 +1,17 @@
 //! One training step and one evaluation pass, with the time of each phase measured.
 
-use std::rc::Rc;
 use std::time::Instant;
 
 use scalebook_shared::config::{AmpMode, TrainConfig};
-use tch::{Device, Tensor, nn, nn::ModuleT};
-
 use scalebook_shared::layout::Token;
+use tch::{Device, Tensor, nn};
 
 use crate::Error;
 use crate::data::Batch;
-use crate::dist::{BUCKET_BYTES, Comm, GradReducer};
 use crate::ffi::ReduceOp;
-use crate::model::{VisionTransformer, VitSpec};
+use crate::model::{Forward, VisionTransformer, VitSpec};
+use crate::parallel::{Parallel, ParallelVit};
+use crate::train::sync::GradSync;
 use crate::train::amp::{Autocast, GradScaler};
 use crate::train::loss::{l2_loss, weighted_rmse};
 use crate::train::optim::Adam;
@@ -27,7 +26,7 @@ pub struct StepTimes {
 
 /// The model and everything that updates it.
 pub struct Learner {
-    pub model: VisionTransformer,
+    pub model: Box<dyn Forward>,
     pub optimizer: Adam,
     pub scaler: Option<GradScaler>,
     pub amp: AmpMode,
@@ -36,49 +35,27 @@ pub struct Learner {
     pub sync: Option<GradSync>,
 }
 
-/// What averages gradients between backward and the optimizer step.
-pub struct GradSync {
-    pub comm: Rc<Comm>,
-    /// Every trainable parameter, in creation order (the same on every rank).
-    pub params: Vec<Tensor>,
-    pub reducer: GradReducer,
-}
-
-impl GradSync {
-    pub fn new(comm: Rc<Comm>, vs: &nn::VarStore) -> GradSync {
-        let params = vs.trainable_variables();
-        let reducer = GradReducer::new(&params, BUCKET_BYTES);
-        GradSync { comm, params, reducer }
-    }
-
-    /// Makes every data-parallel replica start from dp-rank 0's parameters (DDP does this when
-    /// it wraps the model).
-    pub fn broadcast_parameters(&self) -> Result<(), Error> {
-        let group = self.comm.group(Token::DP);
-        tch::no_grad(|| {
-            for p in &self.params {
-                let mut p = p.shallow_clone();
-                group.broadcast(&mut p, 0)?;
-            }
-            Ok(())
-        })
-    }
-
-    fn average_gradients(&self) -> Result<(), Error> {
-        self.reducer.reduce(&self.params, self.comm.group(Token::DP), ReduceOp::Avg)
-    }
-}
-
 impl Learner {
     /// The model of `config` on `device`, with its optimizer (fused when `enable_jit` or
     /// `enable_fused` asks) and, for fp16, a loss scaler. The VarStore owns the parameters.
-    pub fn build(config: &TrainConfig, device: Device) -> (nn::VarStore, Learner) {
-        let vs = nn::VarStore::new(device);
-        let model = VisionTransformer::new(&vs.root(), &VitSpec::from(config));
+    /// With `parallel` (tp·cp > 1), this rank's part of the model, cut from a serial model
+    /// initialised from the current seed, which must be the same on every rank.
+    pub fn build(config: &TrainConfig, device: Device, parallel: Option<Parallel>) -> Result<(nn::VarStore, Learner), Error> {
+        let spec = VitSpec::from(config);
+        let serial_vs = nn::VarStore::new(device);
+        let serial = VisionTransformer::new(&serial_vs.root(), &spec);
+        let (vs, model): (nn::VarStore, Box<dyn Forward>) = match parallel {
+            None => (serial_vs, Box::new(serial)),
+            Some(par) => {
+                let vs = nn::VarStore::new(device);
+                let model = ParallelVit::cut(&vs.root(), &spec, &serial_vs.variables(), par)?;
+                (vs, Box::new(model))
+            }
+        };
         let fused = config.enable_jit || config.enable_fused;
         let optimizer = Adam::new(vs.variables().into_iter().collect(), fused);
         let scaler = (config.amp_mode == AmpMode::Fp16).then(|| GradScaler::new(device));
-        (vs, Learner { model, optimizer, scaler, amp: config.amp_mode, device, sync: None })
+        Ok((vs, Learner { model, optimizer, scaler, amp: config.amp_mode, device, sync: None }))
     }
 
     /// zero_grad, forward and loss under autocast, backward (scaled for fp16) with gradients
@@ -90,7 +67,7 @@ impl Learner {
         let t0 = Instant::now();
         let loss = {
             let _autocast = Autocast::enter(self.device, self.amp)?;
-            l2_loss(&self.model.forward_t(&input, true), &target)
+            l2_loss(&self.model.forward(&input, true)?, &target)
         };
         let forward = self.synced_since(t0);
         let t1 = Instant::now();
@@ -99,7 +76,7 @@ impl Learner {
             None => loss.backward(),
         }
         if let Some(sync) = &self.sync {
-            sync.average_gradients()?;
+            sync.reduce_gradients()?;
         }
         let backward = self.synced_since(t1);
         let t2 = Instant::now();
@@ -124,10 +101,10 @@ impl Learner {
     pub fn evaluate(&self, batch: &Batch) -> Result<(Tensor, Tensor), Error> {
         let (input, target) = (batch.input.to_device(self.device), batch.target.to_device(self.device));
         let _autocast = Autocast::enter(self.device, self.amp)?;
-        Ok(tch::no_grad(|| {
-            let pred = self.model.forward_t(&input, false);
-            (l2_loss(&pred, &target), weighted_rmse(&pred, &target))
-        }))
+        tch::no_grad(|| {
+            let pred = self.model.forward(&input, false)?;
+            Ok((l2_loss(&pred, &target), weighted_rmse(&pred, &target)))
+        })
     }
 
     /// GPU work is asynchronous: wait for it before reading the clock.

@@ -1,0 +1,114 @@
+//! The whole parallel ViT. Patch embedding, position embedding, final norm and head are
+//! replicated on every rank; the blocks are tensor-parallel, and with cp > 1 the tokens are
+//! scattered over cp after the position embedding and gathered back before the head.
+//!
+//! Two deliberate differences from dl4sci25: the block norms keep the serial model's eps
+//! (1e-6, where its DistributedLayerNorm uses 1e-5), so the parallel model computes the serial
+//! one; and the final norm's gradients are summed over cp like the blocks' (dl4sci25 forgets
+//! it, letting its cp replicas drift apart; sc25 fixes it). [`ParallelVit::is_cp_shared`]
+//! names the parameters whose gradients need that sum.
+
+use std::collections::HashMap;
+
+use scalebook_shared::layout::Token;
+use tch::{Tensor, nn};
+
+use super::linear::serial;
+use super::{Parallel, ParallelAttention, ParallelMlp};
+use crate::Error;
+use crate::ffi::Region;
+use crate::model::{Forward, VitSpec, unpatchify};
+
+struct Norm {
+    weight: Tensor,
+    bias: Tensor,
+}
+
+impl Norm {
+    fn cut(path: &nn::Path<'_>, vars: &HashMap<String, Tensor>, prefix: &str) -> Result<Norm, Error> {
+        Ok(Norm {
+            weight: path.var_copy("weight", serial(vars, &format!("{prefix}.weight"))?),
+            bias: path.var_copy("bias", serial(vars, &format!("{prefix}.bias"))?),
+        })
+    }
+
+    fn forward(&self, x: &Tensor, eps: f64) -> Tensor {
+        x.layer_norm([self.weight.size()[0]], Some(&self.weight), Some(&self.bias), eps, true)
+    }
+}
+
+struct Block {
+    norm1: Norm,
+    attn: ParallelAttention,
+    norm2: Norm,
+    mlp: ParallelMlp,
+}
+
+pub struct ParallelVit {
+    spec: VitSpec,
+    patch_weight: Tensor,
+    patch_bias: Tensor,
+    pos_embed: Tensor,
+    blocks: Vec<Block>,
+    norm: Norm,
+    head: Tensor,
+    par: Parallel,
+}
+
+impl ParallelVit {
+    /// This rank's part of the serial model whose parameters are `vars` (named as
+    /// `VisionTransformer` names them); the new parameters get the same names under `path`.
+    pub fn cut(path: &nn::Path<'_>, spec: &VitSpec, vars: &HashMap<String, Tensor>, par: Parallel) -> Result<ParallelVit, Error> {
+        let var = |name: &str| -> Result<Tensor, Error> { Ok(path.var_copy(name, serial(vars, name)?)) };
+        let pe = path / "patch_embed" / "proj";
+        let mut blocks = Vec::with_capacity(spec.depth as usize);
+        for i in 0..spec.depth {
+            let p = path / "blocks" / i;
+            let prefix = format!("blocks.{i}");
+            blocks.push(Block {
+                norm1: Norm::cut(&(&p / "norm1"), vars, &format!("{prefix}.norm1"))?,
+                attn: ParallelAttention::cut(&(&p / "attn"), vars, &format!("{prefix}.attn"), &par, spec.num_heads, spec.dropout)?,
+                norm2: Norm::cut(&(&p / "norm2"), vars, &format!("{prefix}.norm2"))?,
+                mlp: ParallelMlp::cut(&(&p / "mlp"), vars, &format!("{prefix}.mlp"), &par, spec.dropout)?,
+            });
+        }
+        Ok(ParallelVit {
+            spec: spec.clone(),
+            patch_weight: pe.var_copy("weight", serial(vars, "patch_embed.proj.weight")?),
+            patch_bias: pe.var_copy("bias", serial(vars, "patch_embed.proj.bias")?),
+            pos_embed: var("pos_embed")?,
+            blocks,
+            norm: Norm::cut(&(path / "norm"), vars, "norm")?,
+            head: (path / "head").var_copy("weight", serial(vars, "head.weight")?),
+            par,
+        })
+    }
+
+    /// Parameters used on this rank's tokens only, whose gradients are summed over cp: the
+    /// blocks and the final norm.
+    pub fn is_cp_shared(name: &str) -> bool {
+        name.starts_with("blocks.") || name.starts_with("norm.")
+    }
+}
+
+impl Forward for ParallelVit {
+    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor, Error> {
+        let p = self.spec.patch_size;
+        let eps = self.spec.norm_eps;
+        let tokens = x.conv2d(&self.patch_weight, Some(&self.patch_bias), [p, p], [0, 0], [1, 1], 1).flatten(2, -1).transpose(1, 2);
+        let mut x = (tokens + &self.pos_embed).dropout(self.spec.dropout, train);
+        let cp = (self.par.cp_sizes.len() > 1).then(|| self.par.comm.group(Token::CP));
+        if let Some(cp) = cp {
+            x = cp.region(Region::ScatterTo, &x, 1, &self.par.cp_sizes)?;
+        }
+        for block in &self.blocks {
+            x = &x + block.attn.forward(&block.norm1.forward(&x, eps), train)?;
+            x = &x + block.mlp.forward(&block.norm2.forward(&x, eps), train)?;
+        }
+        let mut x = self.norm.forward(&x, eps);
+        if let Some(cp) = cp {
+            x = cp.region(Region::GatherFrom, &x, 1, &self.par.cp_sizes)?;
+        }
+        Ok(unpatchify(&x.linear::<Tensor>(&self.head, None), &self.spec))
+    }
+}

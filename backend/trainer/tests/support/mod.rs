@@ -1,0 +1,33 @@
+//! Running a test body as the ranks of a layout: the test re-runs its own binary through the
+//! launcher (which sets RANK and friends); in a rank the body runs, in the parent the outcome
+//! is checked. Not every test file uses every helper.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use scalebook_shared::layout::{Layout, Sizes};
+use scalebook_trainer::dist::launch::{self, Outcome};
+use scalebook_trainer::dist::{Comm, RankEnv};
+use tch::Tensor;
+
+/// In a rank: `Some(comm)` for `sizes` in `order`. In the parent: launches the ranks of test
+/// function `test`, asserts they all succeeded, and returns `None`.
+pub fn ranks(test: &str, sizes: Sizes, order: &str) -> Option<Comm> {
+    let layout = Layout::new(sizes, order).unwrap();
+    if std::env::var_os("RANK").is_some() {
+        let env = RankEnv::from_env().unwrap();
+        return Some(Comm::init(env, layout, false, Duration::from_secs(120)).unwrap());
+    }
+    let exe = std::env::current_exe().unwrap();
+    let args: Vec<String> = [test, "--exact", "--nocapture", "--test-threads", "1"].map(String::from).to_vec();
+    let outcome = launch::run(&exe, &args, layout.world() as usize, launch::free_port().unwrap()).unwrap();
+    assert_eq!(outcome, Outcome::Success, "a rank of {test} failed (its output is above)");
+    None
+}
+
+/// ‖a − b‖ / ‖b‖ over all elements (the tutorial's test metric).
+pub fn relative_error(a: &Tensor, b: &Tensor) -> f64 {
+    let diff = f64::try_from((a - b).square().sum(tch::Kind::Double).sqrt()).unwrap();
+    let norm = f64::try_from(b.square().sum(tch::Kind::Double).sqrt()).unwrap();
+    diff / norm
+}
