@@ -17,8 +17,12 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn generate(dir: &Path) {
+    generate_sized(dir, 48, [36, 72]);
+}
+
+fn generate_sized(dir: &Path, steps: usize, [h, w]: [usize; 2]) {
     let out = Command::new(BIN)
-        .args(["datagen", "--years", "1", "--steps-per-year", "48", "--height", "36", "--width", "72", "--out"])
+        .args(["datagen", "--years", "1", "--steps-per-year", &steps.to_string(), "--height", &h.to_string(), "--width", &w.to_string(), "--out"])
         .arg(dir)
         .output()
         .unwrap();
@@ -27,10 +31,14 @@ fn generate(dir: &Path) {
 
 /// `launch --nproc N -- train --config cpu_tiny` on `data`, plus `extra` overrides.
 fn launch_cmd(nproc: usize, data: &Path, run_dir: &Path, extra: &[&str]) -> Command {
+    launch_config("cpu_tiny", nproc, data, run_dir, extra)
+}
+
+fn launch_config(config: &str, nproc: usize, data: &Path, run_dir: &Path, extra: &[&str]) -> Command {
     let d = data.display();
     let mut cmd = Command::new(BIN);
     cmd.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .args(["launch", "--nproc", &nproc.to_string(), "--", "train", "--config", "cpu_tiny", "--seed", "4", "--run-dir"])
+        .args(["launch", "--nproc", &nproc.to_string(), "--", "train", "--config", config, "--seed", "4", "--run-dir"])
         .arg(run_dir);
     for (key, path) in [
         ("train_data_path", "train"),
@@ -67,6 +75,25 @@ fn a_data_parallel_run_writes_what_a_single_process_run_writes() {
     let valid: Vec<u64> = pts.iter().filter(|p| p.tag == tags::LOSS_VALID).map(|p| p.step).collect();
     assert_eq!(valid, vec![0, 4, 8]);
     assert!(root.join("run/checkpoints/last.ot").exists() && root.join("run/out.log").exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn a_tensor_and_data_parallel_run_of_the_cpu_config_learns() {
+    let root = scratch("tpdp");
+    generate_sized(&root.join("data"), 160, [90, 180]);
+    let run = root.join("run");
+    let out = launch_config("cpu_mp", 4, &root.join("data"), &run, &["tensor_parallel=2"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("Setting DP = 2, TP = 2, CP = 1, PP = 1"), "{stderr}");
+    let valid: Vec<f64> = points(&run).iter().filter(|p| p.tag == tags::LOSS_VALID).map(|p| p.value).collect();
+    assert_eq!(valid.len(), 3, "step 0 and two epochs: {valid:?}");
+    assert!(valid[2] < 0.9 * valid[0], "validation loss should fall: {valid:?}");
+    // Each tensor-parallel rank keeps its own shard.
+    for shard in ["last.mp0.ot", "last.mp1.ot", "last.json"] {
+        assert!(run.join("checkpoints").join(shard).exists(), "no {shard}");
+    }
     std::fs::remove_dir_all(&root).unwrap();
 }
 

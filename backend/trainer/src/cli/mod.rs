@@ -2,6 +2,7 @@
 //! with status 2 before any work starts.
 
 mod bench;
+mod bench_collectives;
 mod config_args;
 mod datagen;
 mod launch;
@@ -33,6 +34,8 @@ enum Command {
     Launch(launch::LaunchArgs),
     /// Measure training and data-loading throughput.
     Bench(bench::BenchArgs),
+    /// Measure all-reduce bandwidth (run it under `launch`).
+    BenchCollectives(bench_collectives::BenchCollectivesArgs),
 }
 
 /// Exit status for input the user must fix.
@@ -61,6 +64,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Summary(args) => summary::run(args),
         Command::Train(args) => train::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::BenchCollectives(args) => bench_collectives::run(args),
         Command::Launch(args) => launch::run(args),
     }
 }
