@@ -9,6 +9,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <cstring>
+#include <dlfcn.h>
 #include <exception>
 #include <string>
 #include <vector>
@@ -92,6 +93,35 @@ int sb_unscale_grads(at::Tensor** grads, size_t n, at::Tensor* found_inf, at::Te
         write_error(e, err, err_len);
         return 1;
     }
+}
+
+// Whole-device used memory in bytes, as the tutorial's NVML lines report it (CUDA context and
+// allocator cache included). NVML is loaded at run time, so CPU machines need no NVIDIA
+// library; returns 1 with a message where there is none.
+int sb_gpu_memory_used(unsigned int device, unsigned long long* used, char* err, size_t err_len) {
+    struct Memory {
+        unsigned long long total, free, used;
+    };
+    using Init = int (*)();
+    using Handle = int (*)(unsigned int, void**);
+    using Info = int (*)(void*, Memory*);
+    static void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+        write_error(std::runtime_error("NVML (libnvidia-ml.so.1) is not available"), err, err_len);
+        return 1;
+    }
+    auto init = reinterpret_cast<Init>(dlsym(lib, "nvmlInit_v2"));
+    auto handle_of = reinterpret_cast<Handle>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+    auto info = reinterpret_cast<Info>(dlsym(lib, "nvmlDeviceGetMemoryInfo"));
+    void* handle = nullptr;
+    Memory memory{};
+    if (init == nullptr || handle_of == nullptr || info == nullptr || init() != 0 || handle_of(device, &handle) != 0 ||
+        info(handle, &memory) != 0) {
+        write_error(std::runtime_error("NVML could not read the device's memory"), err, err_len);
+        return 1;
+    }
+    *used = memory.used;
+    return 0;
 }
 
 }  // extern "C"

@@ -13,7 +13,7 @@ use torch_sys::C_tensor;
 use crate::Error;
 
 pub use comm::{ProcessGroup, ReduceOp, Region, Store};
-pub use tensor_ops::{AdamStep, AdamTensors, fused_adam, set_autocast, set_tf32, unscale_grads};
+pub use tensor_ops::{AdamStep, AdamTensors, fused_adam, gpu_memory_used, set_autocast, set_tf32, unscale_grads};
 
 /// Runs a shim call with an error buffer and turns a non-zero status into an error.
 fn call(what: &str, f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), Error> {

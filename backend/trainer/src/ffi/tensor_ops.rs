@@ -11,6 +11,7 @@ use crate::Error;
 unsafe extern "C" {
     fn sb_set_autocast(device: c_int, enabled: c_int, dtype: c_int, err: *mut c_char, err_len: usize) -> c_int;
     fn sb_set_tf32(enabled: c_int, err: *mut c_char, err_len: usize) -> c_int;
+    fn sb_gpu_memory_used(device: u32, used: *mut u64, err: *mut c_char, err_len: usize) -> c_int;
     fn sb_fused_adam(
         params: *const *mut C_tensor,
         grads: *const *mut C_tensor,
@@ -53,6 +54,16 @@ pub fn set_autocast(device: Device, enabled: bool, kind: Kind) -> Result<(), Err
 pub fn set_tf32(enabled: bool) -> Result<(), Error> {
     // SAFETY: plain value in, error buffer valid for its length.
     call("TF32 switch", |err, len| unsafe { sb_set_tf32(c_int::from(enabled), err, len) })
+}
+
+/// GPU `device`'s whole used memory in bytes, read through NVML like the tutorial's memory
+/// lines (an error where NVML is not installed).
+pub fn gpu_memory_used(device: usize) -> Result<u64, Error> {
+    let mut used = 0u64;
+    let device = u32::try_from(device).unwrap_or(u32::MAX);
+    // SAFETY: `used` outlives the call; error buffer valid for its length.
+    call("GPU memory", |err, len| unsafe { sb_gpu_memory_used(device, &mut used, err, len) })?;
+    Ok(used)
 }
 
 /// Adam's per-parameter state, in the layout the fused kernel takes.

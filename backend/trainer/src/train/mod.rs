@@ -33,6 +33,9 @@ use report::Reporter;
 pub use step::{Learner, StepTimes};
 pub use sync::GradSync;
 
+/// The tutorial's "GB" in its memory lines is 1024³ bytes.
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
 /// Everything a run needs besides its config.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -168,6 +171,11 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
         bar.set_length(last_epoch.saturating_sub(epoch0) * iters_per_epoch);
     }
 
+    if let Device::Cuda(i) = opts.device
+        && let Ok(used) = crate::ffi::gpu_memory_used(i)
+    {
+        log.info(&format!("Scaffolding memory high watermark: {} GB.", py_float(used as f64 / GIB)));
+    }
     log.info("Starting Training Loop...");
     if !opts.resume {
         step_zero(&learner, &loaders, &mut report)?;
@@ -178,12 +186,17 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
         let start = Instant::now();
         let mut losses = Vec::with_capacity(iters_per_epoch as usize);
         let mut wait_start = Instant::now();
-        for batch in loaders.train.epoch(epoch) {
+        for (i, batch) in loaders.train.epoch(epoch).enumerate() {
             let batch = batch?;
             let data_wait = wait_start.elapsed().as_secs_f64();
             let lr = lr_at(c, steps as usize);
             let step_start = Instant::now();
+            // The tutorial reads the GPU's memory after the forward pass of each epoch's second step.
+            learner.probe_memory = i == 1;
             let (loss, times) = learner.train_step(&batch, lr)?;
+            if let Some(used) = times.memory_after_forward {
+                log.info(&format!(" Memory usage after forward pass: {} GB.", py_float(used as f64 / GIB)));
+            }
             let step_time = data_wait + step_start.elapsed().as_secs_f64();
             steps += 1;
             losses.push(loss);

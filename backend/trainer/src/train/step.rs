@@ -22,6 +22,8 @@ pub struct StepTimes {
     pub forward: f64,
     pub backward: f64,
     pub optimizer: f64,
+    /// Whole-GPU used memory after the forward pass, in bytes, when probed on a GPU.
+    pub memory_after_forward: Option<u64>,
 }
 
 /// The model and everything that updates it.
@@ -33,6 +35,9 @@ pub struct Learner {
     pub device: Device,
     /// Gradient averaging over the data-parallel group, when there is one.
     pub sync: Option<GradSync>,
+    /// Set before a step to read the GPU's memory right after its forward pass (the
+    /// tutorial logs it at the second step); the step leaves the reading in [`StepTimes`].
+    pub probe_memory: bool,
 }
 
 impl Learner {
@@ -55,7 +60,7 @@ impl Learner {
         let fused = config.enable_jit || config.enable_fused;
         let optimizer = Adam::new(vs.variables().into_iter().collect(), fused);
         let scaler = (config.amp_mode == AmpMode::Fp16).then(|| GradScaler::new(device));
-        Ok((vs, Learner { model, optimizer, scaler, amp: config.amp_mode, device, sync: None }))
+        Ok((vs, Learner { model, optimizer, scaler, amp: config.amp_mode, device, sync: None, probe_memory: false }))
     }
 
     /// zero_grad, forward and loss under autocast, backward (scaled for fp16) with gradients
@@ -70,6 +75,10 @@ impl Learner {
             l2_loss(&self.model.forward(&input, true)?, &target)
         };
         let forward = self.synced_since(t0);
+        let memory_after_forward = match self.device {
+            Device::Cuda(i) if self.probe_memory => crate::ffi::gpu_memory_used(i).ok(),
+            _ => None,
+        };
         let t1 = Instant::now();
         match &self.scaler {
             Some(scaler) => scaler.scale(&loss).backward(),
@@ -85,7 +94,7 @@ impl Learner {
             scaler.update();
         }
         let optimizer = self.synced_since(t2);
-        Ok((self.dp_mean(loss.detach())?, StepTimes { forward, backward, optimizer }))
+        Ok((self.dp_mean(loss.detach())?, StepTimes { forward, backward, optimizer, memory_after_forward }))
     }
 
     /// A scalar averaged over the data-parallel group.
