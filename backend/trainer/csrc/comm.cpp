@@ -119,6 +119,15 @@ std::vector<int64_t> sizes_of(AutogradContext* ctx) {
     return ctx->saved_data["sizes"].toIntVector();
 }
 
+int64_t dim_of(AutogradContext* ctx) { return ctx->saved_data["dim"].toInt(); }
+
+// What the backward of a sequence operation needs: the group, the dimension, the chunk sizes.
+void remember(AutogradContext* ctx, int64_t group, int64_t dim, const std::vector<int64_t>& sizes) {
+    ctx->saved_data["group"] = group;
+    ctx->saved_data["dim"] = dim;
+    ctx->saved_data["sizes"] = sizes;
+}
+
 // copy_to_parallel_region: identity forward, gradient summed over the group backward.
 struct CopyTo : public torch::autograd::Function<CopyTo> {
     static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t group) {
@@ -145,13 +154,11 @@ struct ReduceFrom : public torch::autograd::Function<ReduceFrom> {
 // scatter_to_parallel_region: keep this rank's chunk forward, all-gather gradients backward.
 struct ScatterTo : public torch::autograd::Function<ScatterTo> {
     static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t group, int64_t dim, std::vector<int64_t> sizes) {
-        ctx->saved_data["group"] = group;
-        ctx->saved_data["dim"] = dim;
-        ctx->saved_data["sizes"] = sizes;
+        remember(ctx, group, dim, sizes);
         return own_chunk(reinterpret_cast<SbGroup*>(group), x, dim, sizes);
     }
     static variable_list backward(AutogradContext* ctx, variable_list grads) {
-        at::Tensor g = all_gather(group_of(ctx), grads[0], ctx->saved_data["dim"].toInt(), sizes_of(ctx));
+        at::Tensor g = all_gather(group_of(ctx), grads[0], dim_of(ctx), sizes_of(ctx));
         return {g, at::Tensor(), at::Tensor(), at::Tensor()};
     }
 };
@@ -159,13 +166,11 @@ struct ScatterTo : public torch::autograd::Function<ScatterTo> {
 // gather_from_parallel_region: all-gather forward, keep this rank's chunk backward.
 struct GatherFrom : public torch::autograd::Function<GatherFrom> {
     static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t group, int64_t dim, std::vector<int64_t> sizes) {
-        ctx->saved_data["group"] = group;
-        ctx->saved_data["dim"] = dim;
-        ctx->saved_data["sizes"] = sizes;
+        remember(ctx, group, dim, sizes);
         return all_gather(reinterpret_cast<SbGroup*>(group), x, dim, sizes);
     }
     static variable_list backward(AutogradContext* ctx, variable_list grads) {
-        at::Tensor g = own_chunk(group_of(ctx), grads[0], ctx->saved_data["dim"].toInt(), sizes_of(ctx));
+        at::Tensor g = own_chunk(group_of(ctx), grads[0], dim_of(ctx), sizes_of(ctx));
         return {g, at::Tensor(), at::Tensor(), at::Tensor()};
     }
 };
@@ -174,13 +179,11 @@ struct GatherFrom : public torch::autograd::Function<GatherFrom> {
 // (sum) backward, since every rank's attention used every rank's keys and values.
 struct AllGatherFrom : public torch::autograd::Function<AllGatherFrom> {
     static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t group, int64_t dim, std::vector<int64_t> sizes) {
-        ctx->saved_data["group"] = group;
-        ctx->saved_data["dim"] = dim;
-        ctx->saved_data["sizes"] = sizes;
+        remember(ctx, group, dim, sizes);
         return all_gather(reinterpret_cast<SbGroup*>(group), x, dim, sizes);
     }
     static variable_list backward(AutogradContext* ctx, variable_list grads) {
-        at::Tensor g = reduce_scatter(group_of(ctx), grads[0], ctx->saved_data["dim"].toInt(), sizes_of(ctx));
+        at::Tensor g = reduce_scatter(group_of(ctx), grads[0], dim_of(ctx), sizes_of(ctx));
         return {g, at::Tensor(), at::Tensor(), at::Tensor()};
     }
 };
