@@ -22,7 +22,8 @@ WASM_BINDGEN_VERSION=0.2.130    # must equal the wasm-bindgen crate in Cargo.loc
 BINARYEN_VERSION=132.0.0        # Debian's wasm-opt (108) emits modules Chromium rejects
 
 APT_BUILD=(pkg-config libhdf5-dev)
-APT_TEST=(chromium chromium-driver)
+# The Slurm executor's tests start a real one-node cluster (slurm-wlm with munge), as root.
+APT_TEST=(chromium chromium-driver slurm-wlm munge)
 
 # The environment torch-sys watches must never change between builds, or it rebuilds its
 # C++ wrapper (about two minutes). Absolute paths into the shared cache keep it identical
@@ -139,6 +140,9 @@ cmd_test() {
     say "running every test"
     # Two cores: keep libtorch and the test harness from fighting over them.
     RUST_TEST_THREADS=${RUST_TEST_THREADS:-2} cargo test -q
+    say "running the front-end's component tests in headless Chromium"
+    CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
+        cargo test -q -p scalebook-frontend --target wasm32-unknown-unknown
 }
 
 case "${1:-}" in

@@ -1,18 +1,119 @@
-//! The page frame.
+//! The page frame: header with the connection indicator, the table of contents, the current
+//! chapter (from the URL's `#/slug`), previous/next links, and keyboard navigation.
 
+use leptos::ev;
 use leptos::prelude::*;
+use wasm_bindgen::JsCast;
 
-use crate::layout_explorer::LayoutExplorer;
+use crate::chapters::{self, ChapterIndex, ChapterPage, Pager, TableOfContents};
+use crate::library::{Library, Loaded, when_ready};
+use crate::net::{fetch, urls};
+use crate::runs::Runs;
 
 #[component]
 pub fn App() -> impl IntoView {
+    provide_context(Library::load());
+    let runs = Runs::start();
+    provide_context(runs);
+
+    let index: RwSignal<Loaded<ChapterIndex>> = RwSignal::new(Loaded::Loading);
+    leptos::task::spawn_local(async move {
+        let loaded = fetch::text(&urls::resolve("chapters/index.json"))
+            .await
+            .and_then(|text| serde_json::from_str::<ChapterIndex>(&text).map_err(|e| format!("chapters/index.json: {e}")));
+        index.set(match loaded {
+            Ok(i) => Loaded::Ready(i),
+            Err(e) => Loaded::Failed(e),
+        });
+    });
+
+    let hash_slug = RwSignal::new(chapters::slug_from_hash(&window().location().hash().unwrap_or_default()));
+    let _ = window_event_listener(ev::hashchange, move |_| {
+        hash_slug.set(chapters::slug_from_hash(&window().location().hash().unwrap_or_default()));
+    });
+    // Without a hash, the first chapter (the address stays as the user typed it).
+    let current = Signal::derive(move || {
+        hash_slug.get().or_else(|| index.with(|i| i.ready().and_then(|i| i.chapters.first().map(|c| c.slug.clone())))).unwrap_or_default()
+    });
+    let _ = window_event_listener(ev::keydown, move |ev| {
+        let step = match ev.key().as_str() {
+            "ArrowLeft" => -1,
+            "ArrowRight" => 1,
+            _ => return,
+        };
+        if ev.default_prevented() || ev.alt_key() || ev.ctrl_key() || ev.meta_key() || ev.shift_key() || typing_in(&ev) {
+            return;
+        }
+        let target = index.with_untracked(|i| i.ready().and_then(|i| current.with_untracked(|c| i.neighbour(c, step).cloned())));
+        if let Some(chapter) = target {
+            chapters::navigate(&chapter.slug);
+        }
+    });
+
     view! {
         <header class="top">
             <h1>"Scalebook"</h1>
             <span class="tagline">"Deep Learning at Scale, step by step"</span>
+            <span class="spacer"></span>
+            <ConnectionBadge runs />
         </header>
-        <main>
-            <LayoutExplorer />
-        </main>
+        <Notice runs />
+        {move || when_ready("table of contents", index.get(), move |index: ChapterIndex| {
+            let page_index = index.clone();
+            view! {
+                <div class="frame">
+                    <TableOfContents index=index.clone() current />
+                    <main id="main">
+                        {move || chapter_view(&page_index, &current.get())}
+                        <Pager index=index.clone() current />
+                    </main>
+                </div>
+            }
+        })}
+    }
+}
+
+fn chapter_view(index: &ChapterIndex, slug: &str) -> AnyView {
+    match index.position(slug).map(|at| index.chapters[at].clone()) {
+        Some(chapter) => {
+            document().set_title(&format!("{} — Scalebook", chapter.title));
+            view! { <ChapterPage slug=chapter.slug title=chapter.title /> }.into_any()
+        }
+        None => view! {
+            <p class="error" role="alert">"There is no chapter “" {slug.to_owned()} "”. Pick one from the contents."</p>
+        }
+        .into_any(),
+    }
+}
+
+/// Whether a key press belongs to a form field (arrow keys move its cursor, not the chapter).
+fn typing_in(ev: &web_sys::KeyboardEvent) -> bool {
+    let Some(element) = ev.target().and_then(|t| t.dyn_into::<web_sys::HtmlElement>().ok()) else { return false };
+    matches!(element.tag_name().as_str(), "INPUT" | "TEXTAREA" | "SELECT") || element.is_content_editable()
+}
+
+#[component]
+fn ConnectionBadge(runs: Runs) -> impl IntoView {
+    let state = runs.connection;
+    view! {
+        <span class="connection" data-state=move || state.get().name() role="status" aria-live="polite">
+            <span class="dot" aria-hidden="true"></span>
+            {move || format!("Server: {}", state.get().label())}
+        </span>
+    }
+}
+
+/// The last error the server reported that no block was waiting for.
+#[component]
+fn Notice(runs: Runs) -> impl IntoView {
+    move || {
+        runs.notice.get().map(|message| {
+            view! {
+                <div class="notice" role="alert">
+                    <span>{message}</span>
+                    <button type="button" on:click=move |_| runs.notice.set(None)>"Dismiss"</button>
+                </div>
+            }
+        })
     }
 }

@@ -51,14 +51,6 @@ impl Library {
         });
         library
     }
-
-    /// Names of the configs, in file order (empty while loading).
-    pub fn config_names(&self) -> Vec<String> {
-        self.configs.with(|c| match c {
-            Loaded::Ready(file) => file.names().map(str::to_owned).collect(),
-            _ => Vec::new(),
-        })
-    }
 }
 
 fn fetch_into<T: Send + Sync + 'static>(

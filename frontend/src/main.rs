@@ -1,13 +1,26 @@
-//! Scalebook's browser notebook. Everything it computes (layouts, configs) comes from
-//! `scalebook-shared`, the same code the server and the trainer run.
+//! Scalebook's browser notebook: the tutorial's chapters with interactive blocks. Everything
+//! it computes (configs, layouts, estimates, chart arithmetic) comes from `scalebook-shared`,
+//! the same code the server and the trainer run.
 
 mod app;
-mod layout_explorer;
+mod blocks;
+mod chapters;
+mod download;
+mod library;
+mod net;
+mod runs;
+#[cfg(test)]
+mod testing;
+mod working;
 
 fn main() {
     console_error_panic_hook::set_once();
+    net::urls::adopt_token_from_address();
     if let Some(loading) = leptos::prelude::document().get_element_by_id("loading") {
         loading.remove();
     }
     leptos::mount::mount_to_body(app::App);
 }
+
+#[cfg(test)]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);

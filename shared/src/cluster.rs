@@ -249,15 +249,14 @@ fn check_cluster(name: &str, cluster: &Cluster, problems: &mut Problems) {
         (Some(_), false) => problems.push(at("slurm"), "only applies to executor slurm"),
         (None, false) => {}
     }
-    if slurm {
-        if cluster.gpus_per_node == 0 {
-            problems.push(at("gpus_per_node"), "must be at least 1 on a slurm cluster");
-        }
+    // A slurm cluster of CPU nodes (`gpus_per_node: 0`, no GPU models) is valid: ranks are
+    // CPU tasks, as on the one-node test cluster. One with GPUs needs their models and links.
+    if slurm && (cluster.gpus_per_node > 0 || !cluster.gpus.is_empty()) {
         if cluster.gpus.is_empty() {
-            problems.push(at("gpus"), "a slurm cluster needs at least one GPU model");
+            problems.push(at("gpus"), "a slurm cluster with GPUs needs at least one GPU model");
         }
         if cluster.interconnect.is_none() {
-            problems.push(at("interconnect"), "a slurm cluster needs its link speeds");
+            problems.push(at("interconnect"), "a slurm cluster with GPUs needs its link speeds");
         }
     }
 }
@@ -321,7 +320,7 @@ fn positive(field: &str, value: f64, problems: &mut Problems) {
 
 /// Characters Slurm names, constraints (`gpu&hbm80g`), images (`nersc/pytorch:24.08.01`) and
 /// module names need; no spaces, quotes, `$`, `;` or newlines.
-fn token(field: &str, value: &str, problems: &mut Problems) {
+pub(crate) fn token(field: &str, value: &str, problems: &mut Problems) {
     let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.,:&|/+=@".contains(c);
     if value.is_empty() || !value.chars().all(allowed) {
         problems.push(field, format!("`{value}` must be one non-empty word of letters, digits and -_.,:&|/+=@"));
@@ -329,7 +328,7 @@ fn token(field: &str, value: &str, problems: &mut Problems) {
 }
 
 /// Slurm's `--time` forms: `M`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`, not all zero.
-fn is_slurm_time(text: &str) -> bool {
+pub(crate) fn is_slurm_time(text: &str) -> bool {
     let (days, rest) = match text.split_once('-') {
         Some((days, rest)) => (Some(days), rest),
         None => (None, text),

@@ -86,7 +86,6 @@ fn every_problem_of_a_bad_file_is_reported() {
         ("gpu_box.slurm.modules", "`a b`"),
         ("gpu_box.slurm.time", "`25:99:00` is not a Slurm time"),
         ("gpu_box.slurm.cpus_per_task", "at least 1"),
-        ("gpu_box.gpus_per_node", "at least 1 on a slurm cluster"),
         ("gpu_box.interconnect", "needs its link speeds"),
         ("laptop.slurm", "only applies to executor slurm"),
     ];
@@ -152,4 +151,15 @@ box:
         assert!(problems.for_field(field).any(|p| p.message.contains(fragment)), "no {field}: {fragment} in\n{problems}");
     }
     assert_eq!(problems.0.len(), expected.len(), "{problems}");
+}
+
+#[test]
+fn a_slurm_cluster_of_cpu_nodes_needs_no_gpu_figures() {
+    let cpu = "cpubox:\n  executor: slurm\n  gpus_per_node: 0\n  data_root: d\n  slurm: { account: a, qos: q, time: '10', cpus_per_task: 1 }\n";
+    let clusters = Clusters::parse(cpu).unwrap();
+    assert_eq!(clusters.get("cpubox").unwrap().executor, ExecutorKind::Slurm);
+    let gpus_without_models = cpu.replace("gpus_per_node: 0", "gpus_per_node: 4");
+    let problems = Clusters::parse(&gpus_without_models).unwrap_err().problems();
+    let fields: Vec<&str> = problems.0.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(fields, ["cpubox.gpus", "cpubox.interconnect"], "{problems}");
 }

@@ -73,6 +73,79 @@ impl Browser {
         }
     }
 
+    /// Waits for `css` to match and for its attribute `name` to satisfy `pred`; returns it.
+    pub async fn wait_attr(&self, css: &str, name: &str, pred: impl Fn(&str) -> bool) -> anyhow::Result<String> {
+        self.wait_attr_for(css, name, pred, Duration::from_secs(20)).await
+    }
+
+    /// As [`Browser::wait_attr`], with its own time limit.
+    pub async fn wait_attr_for(
+        &self,
+        css: &str,
+        name: &str,
+        pred: impl Fn(&str) -> bool,
+        limit: Duration,
+    ) -> anyhow::Result<String> {
+        let deadline = Instant::now() + limit;
+        let mut last = None;
+        loop {
+            if let Ok(el) = self.client.find(Locator::Css(css)).await {
+                last = el.attr(name).await.ok().flatten();
+                if let Some(value) = last.as_deref().filter(|v| pred(v)) {
+                    return Ok(value.to_owned());
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("`{css}` never had the expected `{name}`; last seen: {last:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits for the form field matching `css` to hold a value satisfying `pred`.
+    pub async fn wait_value(&self, css: &str, pred: impl Fn(&str) -> bool) -> anyhow::Result<String> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut last = None;
+        loop {
+            if let Ok(el) = self.client.find(Locator::Css(css)).await {
+                last = el.prop("value").await.ok().flatten();
+                if let Some(value) = last.as_deref().filter(|v| pred(v)) {
+                    return Ok(value.to_owned());
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("`{css}` never held the expected value; last seen: {last:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The attribute `name` of the first element matching `css`, if both exist.
+    pub async fn attr(&self, css: &str, name: &str) -> Option<String> {
+        self.client.find(Locator::Css(css)).await.ok()?.attr(name).await.ok().flatten()
+    }
+
+    /// Runs `script` in the page and returns its value.
+    pub async fn eval(&self, script: &str) -> anyhow::Result<serde_json::Value> {
+        Ok(self.client.execute(script, vec![]).await?)
+    }
+
+    /// Sends keys (text, or WebDriver key codes such as `\u{E014}` for the right arrow) to
+    /// the element matching `css`.
+    pub async fn keys(&self, css: &str, keys: &str) -> anyhow::Result<()> {
+        self.client.find(Locator::Css(css)).await?.send_keys(keys).await?;
+        Ok(())
+    }
+
+    /// Sets the value of a form field at once and fires one `input` event, as a paste does
+    /// (typing a long text key by key is slow and fires an event per character).
+    pub async fn paste_into(&self, css: &str, text: &str) -> anyhow::Result<()> {
+        let el = self.client.find(Locator::Css(css)).await?;
+        let script = "arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input', { bubbles: true }));";
+        self.client.execute(script, vec![serde_json::to_value(&el)?, serde_json::Value::from(text)]).await?;
+        Ok(())
+    }
+
     /// Replaces the value of an input, firing the `input` events the page listens to.
     pub async fn type_into(&self, css: &str, text: &str) -> anyhow::Result<()> {
         let el = self.client.find(Locator::Css(css)).await?;
@@ -118,3 +191,6 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// WebDriver's code for the right arrow key.
+pub const ARROW_RIGHT: &str = "\u{E014}";

@@ -1,11 +1,16 @@
-//! Harness for end-to-end tests: the real `scalebook` server process and a real headless
-//! Chromium driven over WebDriver. Both are torn down when their handles drop, so a failing
+//! Harness for end-to-end tests: the real `scalebook` server process, a real headless Chromium
+//! driven over WebDriver, a prefix-stripping proxy like JupyterHub's, and scratch directories
+//! with generated training data. Everything is torn down when its handle drops, so a failing
 //! test leaves no process behind.
 
 mod browser;
+mod proxy;
+mod scratch;
 mod server;
 
-pub use browser::Browser;
+pub use browser::{ARROW_RIGHT, Browser};
+pub use proxy::PrefixProxy;
+pub use scratch::{ScratchDir, with_tiny_data};
 pub use server::Server;
 
 use std::path::PathBuf;

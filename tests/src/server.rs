@@ -1,6 +1,9 @@
-//! A `scalebook serve` process on a free port.
+//! A `scalebook serve` process on a free port, started in the workspace or in a scratch
+//! working directory of its own (with its own runs and data).
 
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -15,16 +18,30 @@ pub struct Server {
     pub url: String,
     /// The access token from that URL, for API calls and the WebSocket.
     pub token: String,
+    pub addr: SocketAddr,
+    /// The server's working directory: where its runs directory is and where trainer
+    /// processes resolve relative data paths.
+    pub workdir: PathBuf,
 }
 
 impl Server {
-    /// Starts the server with `extra` arguments after `serve --port 0` and waits for the
-    /// line that announces its URL.
+    /// Starts the server in the workspace with `extra` arguments after `serve --port 0`.
     pub fn start(extra: &[&str]) -> anyhow::Result<Server> {
+        Server::start_in(&workspace_root(), extra)
+    }
+
+    /// Starts the server with `workdir` as its working directory (its runs go to
+    /// `workdir/runs`), serving the workspace's page and configs.
+    pub fn start_in(workdir: &Path, extra: &[&str]) -> anyhow::Result<Server> {
+        let root = workspace_root().canonicalize()?;
         let mut child = Command::new(workspace_binary("scalebook")?)
             .args(["serve", "--port", "0"])
+            .arg("--static-dir")
+            .arg(root.join("static"))
+            .arg("--yaml-config")
+            .arg(root.join("config/ViT.yaml"))
             .args(extra)
-            .current_dir(workspace_root())
+            .current_dir(workdir)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -38,16 +55,14 @@ impl Server {
                 }
             }
         });
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(url) => {
-                let token = url.split_once("?token=").map(|(_, token)| token.to_owned()).unwrap_or_default();
-                Ok(Server { child, url, token })
-            }
-            Err(_) => {
-                let _ = child.kill();
-                bail!("scalebook serve did not announce its URL within 30 s")
-            }
-        }
+        let Ok(url) = rx.recv_timeout(Duration::from_secs(30)) else {
+            let _ = child.kill();
+            bail!("scalebook serve did not announce its URL within 30 s");
+        };
+        let token = url.split_once("?token=").map(|(_, token)| token.to_owned()).unwrap_or_default();
+        let host = url.trim_start_matches("http://").split('/').next().unwrap_or_default();
+        let addr = host.parse().with_context(|| format!("no address in {url}"))?;
+        Ok(Server { child, url, token, addr, workdir: workdir.to_owned() })
     }
 }
 

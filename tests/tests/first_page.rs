@@ -1,31 +1,73 @@
-//! The served page renders from the built wasm in headless Chromium and runs `shared` code.
+//! The notebook loads at `/` from the built wasm, renders the first chapter, keeps the token
+//! after the address is cleaned, and moves between chapters by link, key and deep link.
 
-use scalebook_e2e::{Browser, Server, workspace_binary};
+use scalebook_e2e::{ARROW_RIGHT, Browser, Server};
+
+const FIRST_RENDER: &str = "return performance.getEntriesByName('scalebook-first-chapter').map(e => e.startTime)";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn page_renders_and_computes_layouts_with_shared_code() -> anyhow::Result<()> {
+async fn the_app_loads_renders_chapters_and_navigates() -> anyhow::Result<()> {
     let server = Server::start(&[])?;
     let browser = Browser::start().await?;
     browser.client.goto(&server.url).await?;
 
-    // The default layout (tp 2, cp 2, dp 4) is computed in wasm on load.
-    browser.wait_text("#layout-world", |t| t == "16").await?;
-    browser.wait_text("#layout-effective-order", |t| t == "tp-cp-dp-pp").await?;
+    // The table of contents comes from chapters/index.json; the first chapter is shown.
+    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(scalebook_e2e::workspace_root().join("static/chapters/index.json"))?)?;
+    let chapters = index["chapters"].as_array().unwrap();
+    browser.wait_text("nav.toc", |t| chapters.iter().all(|c| t.contains(c["title"].as_str().unwrap()))).await?;
+    let first = chapters[0]["slug"].as_str().unwrap();
+    browser.wait_attr("article.chapter", "data-chapter", |c| c == first).await?;
+    browser.wait_text("article.chapter h1", |t| t == chapters[0]["title"].as_str().unwrap()).await?;
 
-    // The groups shown are the CLI's groups: the same `shared` code on both sides.
-    let cli = std::process::Command::new(workspace_binary("scalebook")?)
-        .args(["layout", "--tp", "2", "--cp", "2", "--dp", "4", "--order", "tp-cp-dp", "--json"])
-        .output()?;
-    let json: serde_json::Value = serde_json::from_slice(&cli.stdout)?;
-    let first_dp_group = json["groups"]["dp"][0].to_string().replace(',', ", ");
-    browser.wait_text("#groups-dp .groups", |t| t.starts_with(&first_dp_group)).await?;
+    // The token was taken from the address (which no longer shows it) and is used: the
+    // WebSocket, which needs it, is open.
+    browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
+    assert!(!browser.client.current_url().await?.as_str().contains("token="));
 
-    // An invalid edit shows the broken rule beside its field, and the table goes away.
-    browser.type_into("#layout-tp", "0").await?;
-    browser.wait_text("li.error[data-field=tp]", |t| t.contains("at least 1")).await?;
-    browser.type_into("#layout-tp", "2").await?;
-    browser.type_into("#layout-order", "dp-tp").await?;
-    browser.wait_text("li.error[data-field=order]", |t| t.contains("cp")).await?;
+    // How long until the first chapter's text was on the page.
+    let marks = browser.eval(FIRST_RENDER).await?;
+    let first_render_ms = marks[0].as_f64().expect("the first-render mark is set");
+    println!("time to first render: {first_render_ms:.0} ms");
 
+    // The right arrow goes to the next chapter, and its URL says so.
+    let second = chapters[1]["slug"].as_str().unwrap();
+    browser.keys("body", ARROW_RIGHT).await?;
+    browser.wait_attr("article.chapter", "data-chapter", |c| c == second).await?;
+    assert!(browser.client.current_url().await?.as_str().ends_with(&format!("#/{second}")));
+    browser.wait_attr("nav.toc a[aria-current=page]", "href", |h| h == format!("#/{second}")).await?;
+
+    // A reload keeps the chapter and the token (the address has neither the token nor a way
+    // to get it back, so the connection proves it was kept).
+    browser.client.refresh().await?;
+    browser.wait_attr("article.chapter", "data-chapter", |c| c == second).await?;
+    browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
+
+    // A deep link opens its chapter directly; the pager links to its neighbours.
+    let origin = server.url.split("?token=").next().unwrap();
+    browser.client.goto(&format!("{origin}#/rank-groups")).await?;
+    browser.wait_attr("article.chapter", "data-chapter", |c| c == "rank-groups").await?;
+    browser.wait_attr("nav.pager a[rel=next]", "href", |h| h == "#/tensor-parallel").await?;
+    browser.client.goto(&format!("{origin}#/no-such-chapter")).await?;
+    browser.wait_text("main .error", |t| t.contains("no-such-chapter")).await?;
+
+    browser.close().await
+}
+
+/// Loads the page a few times and prints the median time to the first chapter's text (the
+/// figure in BENCHMARKS.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_to_first_render() -> anyhow::Result<()> {
+    let server = Server::start(&[])?;
+    let browser = Browser::start().await?;
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        browser.client.goto(&server.url).await?;
+        browser.wait_text("article.chapter h1", |t| !t.is_empty()).await?;
+        let marks = browser.eval(FIRST_RENDER).await?;
+        times.push(marks[0].as_f64().expect("the first-render mark is set"));
+        browser.client.goto("about:blank").await?;
+    }
+    times.sort_by(f64::total_cmp);
+    println!("time to first render over {} loads: median {:.0} ms (min {:.0}, max {:.0})", times.len(), times[2], times[0], times[4]);
     browser.close().await
 }

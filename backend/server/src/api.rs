@@ -43,11 +43,11 @@ pub async fn configs_yaml(State(state): State<Arc<AppState>>) -> Response {
     (StatusCode::OK, [("content-type", "text/yaml; charset=utf-8")], state.configs.yaml.clone()).into_response()
 }
 
-/// The clusters file beside the config file (`config/clusters.yaml`), read on each request,
-/// for the browser's estimates: hardware figures an instructor may tune while serving.
+/// The clusters file, read on each request, for the browser's estimates: hardware figures an
+/// instructor may tune while serving (Slurm submissions use the file as loaded at start).
 pub async fn clusters_yaml(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
-    let path = state.configs.path.with_file_name("clusters.yaml");
-    match tokio::fs::read_to_string(&path).await {
+    let path = &state.clusters.path;
+    match tokio::fs::read_to_string(path).await {
         Ok(text) => Ok((StatusCode::OK, [("content-type", "text/yaml; charset=utf-8")], text).into_response()),
         Err(e) => Err(ApiError::new(StatusCode::NOT_FOUND, "no_clusters", format!("cannot read {}: {e}", path.display()))),
     }

@@ -13,6 +13,7 @@ use axum::Router;
 use axum::extract::Request;
 use axum::middleware::from_fn_with_state;
 use axum::routing::get;
+use scalebook_shared::cluster::Clusters;
 use scalebook_shared::config::ConfigFile;
 use tower::ServiceExt as _;
 use tower::util::MapRequest;
@@ -46,6 +47,28 @@ impl Configs {
     }
 }
 
+/// The clusters file (`config/clusters.yaml` by default): where Slurm runs may go.
+#[derive(Debug)]
+pub struct ClustersFile {
+    pub path: PathBuf,
+    /// `None` when there is no such file: the server then runs local runs only.
+    pub clusters: Option<Clusters>,
+}
+
+impl ClustersFile {
+    /// Loads the file once at start-up; a broken one stops the server with its problems,
+    /// a missing one only disables Slurm launches.
+    pub fn load(path: &Path) -> Result<ClustersFile, Error> {
+        let wrap = |source: Box<dyn std::error::Error + Send + Sync>| Error::ConfigFile { path: path.to_owned(), source };
+        let clusters = match std::fs::read_to_string(path) {
+            Ok(text) => Some(Clusters::parse(&text).map_err(|e| wrap(Box::new(e)))?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(wrap(Box::new(e))),
+        };
+        Ok(ClustersFile { path: path.to_owned(), clusters })
+    }
+}
+
 /// Limits and timings of the WebSocket.
 #[derive(Debug, Clone)]
 pub struct WsSettings {
@@ -67,6 +90,7 @@ impl Default for WsSettings {
 /// What every request handler may read.
 pub struct AppState {
     pub configs: Configs,
+    pub clusters: ClustersFile,
     pub runs: Arc<RunManager>,
     pub ws: WsSettings,
 }

@@ -22,6 +22,10 @@ pub enum Error {
     UnknownRun { id: RunId },
     #[error("run {id} has already ended ({state})")]
     NotCancellable { id: RunId, state: RunState },
+    /// A Slurm run whose batch script cannot be written (a server path no `#SBATCH` line
+    /// can carry).
+    #[error("cannot write the batch script: {0}")]
+    SlurmScript(String),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

@@ -2,15 +2,19 @@
 //! validated it with the same `shared` code; the server checks it again against the config
 //! file it serves, because anything can send a WebSocket message.
 
+use scalebook_shared::cluster::Clusters;
 use scalebook_shared::config::{ConfigFile, TrainConfig};
 use scalebook_shared::layout::{Dim, Layout, LayoutSpec, Sizes};
-use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest};
+use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, SlurmJob};
 use scalebook_shared::{Error, Problems};
 
 /// Overrides one launch may carry; a real one has a handful.
 pub const MAX_OVERRIDES: usize = 64;
 /// The longest override text (`key=value`) accepted.
 pub const MAX_OVERRIDE_LEN: usize = 1024;
+/// The most ranks one local run may start: a browser must not be able to fork a thousand
+/// trainers on the server's machine.
+pub const MAX_LOCAL_RANKS: u32 = 32;
 
 /// A validated launch.
 #[derive(Debug, Clone)]
@@ -20,12 +24,21 @@ pub struct LaunchPlan {
     pub effective: TrainConfig,
     pub layout: Layout,
     pub executor: ExecutorSpec,
+    pub target: Target,
     pub seed: Option<u64>,
 }
 
-/// Checks `request` against `configs`, reporting every problem at once: the overrides, the
-/// layout, the config's rules for the layout's world, and what the executor can run.
-pub fn plan(configs: &ConfigFile, request: LaunchRequest) -> Result<LaunchPlan, Error> {
+/// Where a validated launch runs, with everything the executor needs decided.
+#[derive(Debug, Clone)]
+pub enum Target {
+    Local,
+    Slurm { cluster: String, job: Box<SlurmJob> },
+}
+
+/// Checks `request` against `configs` (and, for Slurm, `clusters`), reporting every problem
+/// at once: the overrides, the layout, the config's rules for the layout's world, and what
+/// the executor can run.
+pub fn plan(configs: &ConfigFile, clusters: Option<&Clusters>, request: LaunchRequest) -> Result<LaunchPlan, Error> {
     let mut effective = configs.get(&request.config)?;
     let mut problems = Problems::default();
     if request.overrides.len() > MAX_OVERRIDES {
@@ -51,20 +64,22 @@ pub fn plan(configs: &ConfigFile, request: LaunchRequest) -> Result<LaunchPlan, 
             None
         }
     };
+    let mut target = None;
     if let Some(layout) = &layout {
         check_agreement(&effective, layout, &mut problems);
         if let Err(e) = effective.validate(layout.world() as usize) {
             problems.0.extend(e.problems().0);
         }
-        check_executor(&request.executor, layout, &mut problems);
+        target = check_executor(&request.executor, clusters, layout, &mut problems);
     }
-    match layout {
-        Some(layout) if problems.is_empty() => Ok(LaunchPlan {
+    match (layout, target) {
+        (Some(layout), Some(target)) if problems.is_empty() => Ok(LaunchPlan {
             config: request.config,
             overrides: request.overrides,
             effective,
             layout,
             executor: request.executor,
+            target,
             seed: request.seed,
         }),
         _ => Err(Error::Invalid(problems)),
@@ -97,13 +112,24 @@ fn check_agreement(config: &TrainConfig, layout: &Layout, problems: &mut Problem
     }
 }
 
-fn check_executor(executor: &ExecutorSpec, layout: &Layout, problems: &mut Problems) {
-    match executor {
-        ExecutorSpec::Local if layout.world() > 1 => problems.push(
-            "world",
-            format!("the local executor runs one rank for now; this layout has {} ranks", layout.world()),
-        ),
-        ExecutorSpec::Local => {}
+fn check_executor(executor: &ExecutorSpec, clusters: Option<&Clusters>, layout: &Layout, problems: &mut Problems) -> Option<Target> {
+    match (executor, clusters) {
+        (ExecutorSpec::Local, _) if layout.world() > MAX_LOCAL_RANKS => {
+            problems.push("world", format!("a local run starts at most {MAX_LOCAL_RANKS} ranks; this layout has {}", layout.world()));
+            None
+        }
+        (ExecutorSpec::Local, _) => Some(Target::Local),
+        (ExecutorSpec::Slurm(_), None) => {
+            problems.push("cluster", "this server has no clusters file (config/clusters.yaml), so it submits no Slurm jobs");
+            None
+        }
+        (ExecutorSpec::Slurm(request), Some(clusters)) => match request.resolve(clusters, layout) {
+            Ok(job) => Some(Target::Slurm { cluster: request.cluster.clone(), job: Box::new(job) }),
+            Err(e) => {
+                problems.0.extend(e.problems().0);
+                None
+            }
+        },
     }
 }
 
@@ -114,10 +140,19 @@ fn to_u32(n: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use scalebook_shared::protocol::SlurmRequest;
 
     fn configs() -> ConfigFile {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/ViT.yaml");
         ConfigFile::parse(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    fn clusters() -> Clusters {
+        Clusters::parse(include_str!("../../../config/clusters.yaml")).unwrap()
+    }
+
+    fn plan(configs: &ConfigFile, request: LaunchRequest) -> Result<LaunchPlan, Error> {
+        super::plan(configs, Some(&clusters()), request)
     }
 
     fn request(config: &str, overrides: &[&str]) -> LaunchRequest {
@@ -154,11 +189,42 @@ mod tests {
     fn every_problem_is_reported_against_its_field() {
         let mut req = request("cpu_tiny", &["num_heads=7", "nonsense", "no_such_key=1"]);
         req.layout = Some(LayoutSpec { sizes: Sizes { tp: 2, pp: 2, ..Sizes::default() }, order: "tp-cp-dp-pp".into() });
+        let req = on_perlmutter(req, SlurmRequest { time: Some("1h".into()), ..SlurmRequest::default() });
         let err = plan(&configs(), req).unwrap_err();
         let fields = fields(err);
-        for field in ["overrides", "no_such_key", "tp", "pp", "world"] {
+        for field in ["overrides", "no_such_key", "tp", "pp", "slurm.time"] {
             assert!(fields.iter().any(|f| f == field), "no problem for {field} in {fields:?}");
         }
+    }
+
+    #[test]
+    fn local_runs_of_several_ranks_are_planned_up_to_a_limit() {
+        let mut req = request("cpu_tiny", &[]);
+        req.layout = Some(LayoutSpec { sizes: Sizes { dp: 2, ..Sizes::default() }, order: "tp-cp-dp".into() });
+        let planned = plan(&configs(), req.clone()).unwrap();
+        assert_eq!(planned.layout.world(), 2);
+        assert!(matches!(planned.target, Target::Local));
+        req.layout = Some(LayoutSpec { sizes: Sizes { dp: MAX_LOCAL_RANKS * 2, ..Sizes::default() }, order: "tp-cp-dp".into() });
+        req.overrides = vec![format!("global_batch_size={}", MAX_LOCAL_RANKS * 2)];
+        let err = plan(&configs(), req).unwrap_err();
+        assert!(err.to_string().contains("at most 32 ranks"), "{err}");
+    }
+
+    fn on_perlmutter(mut req: LaunchRequest, slurm: SlurmRequest) -> LaunchRequest {
+        req.executor = ExecutorSpec::Slurm(Box::new(SlurmRequest { cluster: "perlmutter".into(), ..slurm }));
+        req
+    }
+
+    #[test]
+    fn slurm_launches_resolve_their_job_or_name_the_bad_fields() {
+        let planned = plan(&configs(), on_perlmutter(request("cpu_tiny", &[]), SlurmRequest::default())).unwrap();
+        let Target::Slurm { cluster, job } = planned.target else { panic!("not a Slurm plan") };
+        assert_eq!((cluster.as_str(), job.nodes, job.gpus_per_node), ("perlmutter", 1, 1));
+        let hostile = SlurmRequest { account: Some("a;b".into()), ..SlurmRequest::default() };
+        let fields = fields(plan(&configs(), on_perlmutter(request("cpu_tiny", &["num_heads=7"]), hostile)).unwrap_err());
+        assert!(fields.contains(&"slurm.account".to_owned()) && fields.len() >= 2, "{fields:?}");
+        let err = super::plan(&configs(), None, on_perlmutter(request("cpu_tiny", &[]), SlurmRequest::default())).unwrap_err();
+        assert!(err.to_string().contains("no clusters file"), "{err}");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 mod stream;
 
-pub use stream::RunStream;
+pub use stream::{RunStream, start_wall};
 
 use std::collections::{HashMap, VecDeque};
 
@@ -36,6 +36,8 @@ pub struct Runs {
     pub server: RwSignal<Option<ServerInfo>>,
     /// The last error the server reported that no block asked for.
     pub notice: RwSignal<Option<String>>,
+    /// The batch script of the last Slurm preview asked for.
+    pub slurm_script: RwSignal<Option<String>>,
     launches: RwSignal<HashMap<u64, LaunchOutcome>>,
     /// Launch tickets waiting for their answer; the server answers in order.
     pending: StoredValue<VecDeque<u64>>,
@@ -53,6 +55,7 @@ impl Runs {
             connection: RwSignal::new(ConnectionState::Connecting),
             server: RwSignal::new(None),
             notice: RwSignal::new(None),
+            slurm_script: RwSignal::new(None),
             launches: RwSignal::new(HashMap::new()),
             pending: StoredValue::new(VecDeque::new()),
             next_ticket: StoredValue::new(1),
@@ -173,6 +176,7 @@ impl Runs {
                     stream.add_log(lines);
                 }
             }
+            ServerMessage::SlurmScript { script } => self.slurm_script.set(Some(script)),
             ServerMessage::Error(report) => self.error(report),
             ServerMessage::Pong { .. } | ServerMessage::Heartbeat { .. } => {}
         }

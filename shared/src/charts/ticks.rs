@@ -49,7 +49,7 @@ pub fn log_ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
     let mantissas: &[f64] = if decades <= 2 { &[1.0, 2.0, 5.0] } else { &[1.0] };
     let every = decades.div_ceil(count.max(1)).max(1);
     (first..=last)
-        .filter(|e| (e - first) as usize % every == 0)
+        .filter(|e| ((e - first) as usize).is_multiple_of(every))
         .flat_map(|e| mantissas.iter().map(move |m| round_to_digits(m * 10f64.powi(e), 12)))
         .filter(|t| *t >= lo * (1.0 - 1e-12) && *t <= hi * (1.0 + 1e-12))
         .collect()

@@ -8,9 +8,11 @@
 
 mod history;
 mod run;
+mod slurm;
 
 pub use history::{Bucket, Series, bucketize, series};
 pub use run::{ExecutorSpec, LaunchRequest, MAX_RUN_ID_LEN, RunHandle, RunId, RunRecord, RunState, StateChange};
+pub use slurm::{MAX_FIELD_LEN, SlurmJob, SlurmRequest};
 
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +42,9 @@ pub enum ClientMessage {
     },
     Unsubscribe { run: RunId },
     Launch(LaunchRequest),
+    /// Asks for the batch script a Slurm launch would submit, without submitting it: the
+    /// server answers `slurm_script`, or `error` (`invalid_launch`) with the problems.
+    PreviewSlurm(LaunchRequest),
     Cancel { run: RunId },
     ListRuns,
     /// Answered by `pong` with the same nonce (a client's own liveness check).
@@ -68,6 +73,9 @@ pub enum ServerMessage {
     Points { run: RunId, points: Vec<SeqPoint> },
     /// New log lines, in sequence order.
     LogLines { run: RunId, lines: Vec<LogLine> },
+    /// The answer to `preview_slurm`: the script as it would be saved and submitted, with
+    /// `RUN_ID` where the new run's id will stand.
+    SlurmScript { script: String },
     Error(ErrorReport),
     Pong { nonce: u64 },
     /// Sent every [`ServerInfo::heartbeat_secs`]: proxies drop sockets idle for 60 s.
@@ -84,7 +92,8 @@ pub struct ServerInfo {
     /// The largest message the server reads.
     pub max_message_bytes: usize,
     pub heartbeat_secs: u64,
-    /// How many local runs execute at once; the rest wait as `queued`.
+    /// How many local rank processes run at once: a run of N ranks counts N, one larger
+    /// than the limit runs alone; the rest wait as `queued`.
     pub max_local_runs: usize,
 }
 
@@ -184,6 +193,14 @@ mod tests {
             executor: ExecutorSpec::Local,
             seed: Some(3),
         }));
+        let slurm = SlurmRequest { cluster: "perlmutter".into(), nodes: Some(2), ..SlurmRequest::default() };
+        round_trip_client(ClientMessage::PreviewSlurm(LaunchRequest {
+            config: "bs64_opt".into(),
+            overrides: vec![],
+            layout: None,
+            executor: ExecutorSpec::Slurm(Box::new(slurm)),
+            seed: None,
+        }));
         round_trip_client(ClientMessage::Cancel { run: id("r1") });
         round_trip_client(ClientMessage::ListRuns);
         round_trip_client(ClientMessage::Ping { nonce: 9 });
@@ -210,6 +227,7 @@ mod tests {
         round_trip_server(ServerMessage::Error(
             ErrorReport::new(ErrorCode::InvalidLaunch, "invalid").with_problems(problems).with_run(id("r1")),
         ));
+        round_trip_server(ServerMessage::SlurmScript { script: "#!/bin/bash\n".into() });
         round_trip_server(ServerMessage::Pong { nonce: 9 });
         round_trip_server(ServerMessage::Heartbeat { time: 1.7e9 });
     }

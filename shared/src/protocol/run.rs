@@ -6,6 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::SlurmRequest;
 use crate::layout::{Layout, LayoutSpec};
 use crate::{Error, Problems};
 
@@ -133,14 +134,17 @@ pub struct StateChange {
     pub reason: Option<String>,
 }
 
-/// Where a run executes, as the browser chooses it. Internally tagged (`{"kind": "local"}`) so
-/// the Slurm executor can add a variant with its typed fields without changing this one.
+/// Where a run executes, as the browser chooses it. Internally tagged: `{"kind": "local"}`,
+/// `{"kind": "slurm", "cluster": "perlmutter", "nodes": 2}`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ExecutorSpec {
     /// Trainer processes on the server's machine.
     #[default]
     Local,
+    /// A batch job on a Slurm cluster of `clusters.yaml` (boxed: every run record carries
+    /// an executor, most of them local).
+    Slurm(Box<SlurmRequest>),
 }
 
 /// How the server finds a started run again after a restart.
@@ -150,6 +154,13 @@ pub enum RunHandle {
     /// The run's process group leader. `start_ticks` (its start time, from the kernel) tells
     /// it apart from an unrelated process that got the same pid after a reboot or wrap-around.
     Local { pgid: u32, start_ticks: u64 },
+    /// A submitted batch job: its id, and the Slurm cluster `sbatch --parsable` named when
+    /// the site runs several (queries then go to that cluster).
+    Slurm {
+        job_id: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        slurm_cluster: Option<String>,
+    },
 }
 
 /// What the browser asks to run. Only typed, validated fields: the server checks every one
@@ -271,6 +282,16 @@ mod tests {
         assert!(err.to_string().contains("unknown field `command`"), "{err}");
         let err = serde_json::from_str::<ExecutorSpec>(r#"{"kind": "ssh"}"#).unwrap_err();
         assert!(err.to_string().contains("unknown variant `ssh`"), "{err}");
+    }
+
+    #[test]
+    fn handles_say_how_to_find_a_run_again() {
+        let local = serde_json::to_value(RunHandle::Local { pgid: 42, start_ticks: 7 }).unwrap();
+        assert_eq!(local, serde_json::json!({"kind": "local", "pgid": 42, "start_ticks": 7}));
+        let slurm = serde_json::to_value(RunHandle::Slurm { job_id: 4242, slurm_cluster: None }).unwrap();
+        assert_eq!(slurm, serde_json::json!({"kind": "slurm", "job_id": 4242}));
+        let back: RunHandle = serde_json::from_str(r#"{"kind": "slurm", "job_id": 9, "slurm_cluster": "pm"}"#).unwrap();
+        assert_eq!(back, RunHandle::Slurm { job_id: 9, slurm_cluster: Some("pm".into()) });
     }
 
     #[test]

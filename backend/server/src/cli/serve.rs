@@ -10,11 +10,13 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::extract::Request;
 use axum::ServiceExt;
-use scalebook_server::app::{self, AppState, Configs, WsSettings};
+use scalebook_server::app::{self, AppState, ClustersFile, Configs, WsSettings};
 use scalebook_server::auth::Token;
 use scalebook_server::base_path::BasePath;
+use scalebook_server::executor::TrainerCommand;
 use scalebook_server::executor::local::LocalExecutor;
-use scalebook_server::runs::RunManager;
+use scalebook_server::executor::slurm::{SlurmCommands, SlurmExecutor};
+use scalebook_server::runs::{Executors, RunManager};
 use scalebook_server::runs::store::RunStore;
 
 #[derive(Debug, clap::Args)]
@@ -45,12 +47,23 @@ pub struct ServeArgs {
     /// The access token (default: a random one, printed in the URL).
     #[arg(long)]
     token: Option<String>,
-    /// How many local runs train at once; later ones wait, queued.
+    /// How many local rank processes train at once: a run of N ranks counts N (one larger
+    /// than this runs alone); later runs wait, queued.
     #[arg(long, default_value_t = 1)]
     max_local_runs: usize,
     /// The trainer binary (default: `scalebook-train` beside this program).
     #[arg(long)]
     trainer: Option<PathBuf>,
+    /// The clusters runs may go to (default: clusters.yaml beside --yaml-config).
+    #[arg(long)]
+    clusters: Option<PathBuf>,
+    /// Where sbatch, squeue, sacct, scontrol and scancel are (default: found on PATH).
+    #[arg(long)]
+    slurm_bin_dir: Option<PathBuf>,
+    /// Seconds between polls of Slurm for the state of this server's jobs (one squeue for
+    /// all of them); a login node is shared, so keep it at 30 or more outside tests.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    slurm_poll_secs: u64,
     /// Seconds between WebSocket heartbeats.
     #[arg(long, default_value_t = 20, hide = true)]
     heartbeat_secs: u64,
@@ -65,14 +78,22 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         (None, Some(given)) => Some(Token::given(given)?),
         (None, None) => Some(Token::generate()?),
     };
-    let executor = local_executor(&args, &configs)?;
+    let clusters_path = args.clusters.clone().unwrap_or_else(|| configs.path.with_file_name("clusters.yaml"));
+    let clusters = ClustersFile::load(&clusters_path)?;
+    let supervisor = std::env::current_exe().context("cannot find this program's own path")?;
+    let command = trainer_command(&args, &configs, &supervisor)?;
     let store = RunStore::open(&args.runs_dir).with_context(|| format!("cannot open the runs directory {}", args.runs_dir.display()))?;
     let ws = WsSettings { heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)), ..WsSettings::default() };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let listener = Listener::bind(&args).await?;
-        let runs = RunManager::open(store, executor, args.max_local_runs)?;
-        let state = Arc::new(AppState { configs, runs, ws });
+        let executors = Executors {
+            local: LocalExecutor { supervisor, command: command.clone() },
+            max_local_ranks: args.max_local_runs,
+            slurm: SlurmExecutor::new(command, SlurmCommands::new(args.slurm_bin_dir.as_deref()), Duration::from_secs(args.slurm_poll_secs)),
+        };
+        let runs = RunManager::open(store, executors)?;
+        let state = Arc::new(AppState { configs, clusters, runs, ws });
         let router = app::router(state, args.static_dir.clone(), token.clone());
         let service = app::service(router, base.clone());
         let prefix = base.as_ref().map_or("", BasePath::as_str);
@@ -98,13 +119,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn local_executor(args: &ServeArgs, configs: &Configs) -> anyhow::Result<LocalExecutor> {
-    let supervisor = std::env::current_exe().context("cannot find this program's own path")?;
+/// The trainer runs are started with: `--trainer`, or `scalebook-train` beside `scalebook`.
+fn trainer_command(args: &ServeArgs, configs: &Configs, scalebook: &Path) -> anyhow::Result<TrainerCommand> {
     let trainer = match &args.trainer {
         Some(path) => std::path::absolute(path)?,
-        None => supervisor.with_file_name("scalebook-train"),
+        None => scalebook.with_file_name("scalebook-train"),
     };
-    Ok(LocalExecutor { supervisor, trainer, config_file: configs.path.clone(), workdir: std::env::current_dir()? })
+    Ok(TrainerCommand { trainer, config_file: configs.path.clone(), workdir: std::env::current_dir()? })
 }
 
 enum Listener {

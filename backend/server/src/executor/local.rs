@@ -1,13 +1,13 @@
 //! The local executor: the trainer as a process group on this machine.
 //!
 //! A run is started as `scalebook supervise --exit-file RUN/exit.json -- scalebook-train train
-//! ...` in a new process group, with the server's working directory (relative data paths in
-//! the configs resolve from there) and stdout and stderr going straight to `RUN/job.log`. No
-//! pipe connects it to the server, so the run outlives a server that stops or is killed.
+//! ...` in a new process group, with the server's working directory and stdout and stderr
+//! going straight to `RUN/job.log`. A run of N ranks starts the trainer's own launcher
+//! instead (`scalebook-train launch --nproc N -- train ...`), whose ranks stay in the same
+//! group, so one signal still reaches every process of the run. No pipe connects it to the
+//! server, so the run outlives a server that stops or is killed.
 //!
-//! Every argument is a separate argv word: no shell ever sees them. The browser's input
-//! reaches the trainer only as `--config NAME` and `--set=KEY=VALUE` words, both validated by
-//! `shared` first.
+//! Every argument is a separate argv word: no shell ever sees them.
 
 use std::ffi::OsString;
 use std::io;
@@ -18,7 +18,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use scalebook_shared::protocol::RunRecord;
 
-use super::process;
+use super::{TrainSpec, TrainerCommand, process};
 use crate::runs::store::{EXIT_FILE, JOB_LOG};
 
 /// How long a cancelled run gets to exit after SIGTERM before its group gets SIGKILL.
@@ -28,12 +28,7 @@ pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
 pub struct LocalExecutor {
     /// The `scalebook` binary, run as the supervisor.
     pub supervisor: PathBuf,
-    /// The `scalebook-train` binary.
-    pub trainer: PathBuf,
-    /// The config file runs are launched from (what the server validated against).
-    pub config_file: PathBuf,
-    /// Where the trainer runs.
-    pub workdir: PathBuf,
+    pub command: TrainerCommand,
 }
 
 /// A started run: the supervisor's child handle (to wait on) and what identifies its group.
@@ -44,27 +39,26 @@ pub struct Started {
 }
 
 impl LocalExecutor {
-    /// The trainer's arguments for `record`, writing into `run_dir`.
+    /// The trainer's arguments for `record`, writing into `run_dir`: `train ...` for one
+    /// rank, `launch --nproc N -- train ...` for more.
     pub fn trainer_args(&self, record: &RunRecord, run_dir: &Path) -> Vec<OsString> {
-        let mut args: Vec<OsString> = vec!["train".into(), "--yaml-config".into(), self.config_file.clone().into()];
-        args.extend(["--config".into(), record.config.clone().into()]);
-        // `--set=K=V` as one word: a value starting with `-` can never be read as a flag.
-        args.extend(record.overrides.iter().map(|o| OsString::from(format!("--set={o}"))));
-        args.extend(["--run-dir".into(), run_dir.as_os_str().to_owned()]);
-        if let Some(seed) = record.seed {
-            args.extend(["--seed".into(), seed.to_string().into()]);
+        let spec = TrainSpec { config: &record.config, overrides: &record.overrides, seed: record.seed };
+        let train = self.command.train_args(spec, run_dir);
+        match record.layout.world() {
+            1 => train,
+            world => ["launch".into(), "--nproc".into(), world.to_string().into(), "--".into()].into_iter().chain(train).collect(),
         }
-        args
     }
 
     /// Starts `record`'s trainer under a supervisor in a new process group. Fails without
     /// leaving a process behind: either the supervisor started (and will record the trainer's
     /// end) or nothing did.
     pub fn start(&self, record: &RunRecord, run_dir: &Path) -> io::Result<Started> {
-        if !self.trainer.is_file() {
+        let trainer = &self.command.trainer;
+        if !trainer.is_file() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
-                format!("the trainer {} is not built (run `cargo build --bins`)", self.trainer.display()),
+                format!("the trainer {} is not built (run `cargo build --bins`)", trainer.display()),
             ));
         }
         let log = std::fs::OpenOptions::new().create(true).append(true).open(run_dir.join(JOB_LOG))?;
@@ -73,9 +67,9 @@ impl LocalExecutor {
             .arg("--exit-file")
             .arg(run_dir.join(EXIT_FILE))
             .arg("--")
-            .arg(&self.trainer)
+            .arg(trainer)
             .args(self.trainer_args(record, run_dir))
-            .current_dir(&self.workdir)
+            .current_dir(&self.command.workdir)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -125,23 +119,21 @@ impl LocalExecutor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scalebook_shared::layout::Layout;
+    use scalebook_shared::layout::{Layout, Sizes};
     use scalebook_shared::protocol::{ExecutorSpec, RunId};
 
-    #[test]
-    fn browser_input_becomes_single_argv_words() {
-        let executor = LocalExecutor {
-            supervisor: "/bin/scalebook".into(),
-            trainer: "/bin/scalebook-train".into(),
-            config_file: "/srv/config/ViT.yaml".into(),
-            workdir: "/srv".into(),
-        };
-        let record = RunRecord {
+    fn executor() -> LocalExecutor {
+        let command = TrainerCommand { trainer: "/bin/scalebook-train".into(), config_file: "/srv/config/ViT.yaml".into(), workdir: "/srv".into() };
+        LocalExecutor { supervisor: "/bin/scalebook".into(), command }
+    }
+
+    fn record(dp: u32) -> RunRecord {
+        RunRecord {
             id: RunId::parse("r1").unwrap(),
             config: "cpu_tiny".into(),
             overrides: vec!["expdir=-rf; ls $HOME".into()],
             effective: Default::default(),
-            layout: Layout::new(Default::default(), "tp-cp-dp").unwrap(),
+            layout: Layout::new(Sizes { dp, ..Sizes::default() }, "tp-cp-dp").unwrap(),
             executor: ExecutorSpec::Local,
             seed: Some(7),
             history: vec![],
@@ -150,23 +142,37 @@ mod tests {
             ended_at: None,
             handle: None,
             cancel_requested: false,
-        };
-        let args = executor.trainer_args(&record, Path::new("/srv/runs/r1"));
-        let words: Vec<_> = args.iter().map(|a| a.to_str().unwrap()).collect();
-        assert_eq!(
-            words,
-            [
-                "train",
-                "--yaml-config",
-                "/srv/config/ViT.yaml",
-                "--config",
-                "cpu_tiny",
-                "--set=expdir=-rf; ls $HOME",
-                "--run-dir",
-                "/srv/runs/r1",
-                "--seed",
-                "7"
-            ]
-        );
+        }
+    }
+
+    fn words(args: &[OsString]) -> Vec<&str> {
+        args.iter().map(|a| a.to_str().unwrap()).collect()
+    }
+
+    const TRAIN: [&str; 10] = [
+        "train",
+        "--yaml-config",
+        "/srv/config/ViT.yaml",
+        "--config",
+        "cpu_tiny",
+        "--set=expdir=-rf; ls $HOME",
+        "--run-dir",
+        "/srv/runs/r1",
+        "--seed",
+        "7",
+    ];
+
+    #[test]
+    fn browser_input_becomes_single_argv_words() {
+        let args = executor().trainer_args(&record(1), Path::new("/srv/runs/r1"));
+        assert_eq!(words(&args), TRAIN);
+    }
+
+    #[test]
+    fn several_ranks_go_through_the_trainers_launcher() {
+        let args = executor().trainer_args(&record(2), Path::new("/srv/runs/r1"));
+        let mut expected = vec!["launch", "--nproc", "2", "--"];
+        expected.extend(TRAIN);
+        assert_eq!(words(&args), expected);
     }
 }

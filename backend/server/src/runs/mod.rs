@@ -1,40 +1,46 @@
-//! Runs: creating them from validated launches, starting them in order within the limit of
-//! concurrent local runs, watching them end, cancelling them, and finding them all again when
-//! the server restarts.
+//! Runs: creating them from validated launches, starting them (local runs in order within the
+//! limit of local ranks, Slurm runs at once as batch jobs), watching them end, cancelling
+//! them, and finding them all again when the server restarts.
 //!
 //! Every change is written to the run's `run.json` before anyone is told about it, so what a
 //! browser saw is always what a restarted server will find.
 
+mod local;
 pub mod outcome;
+mod slurm;
 pub mod store;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use axum::extract::ws::Utf8Bytes;
-use scalebook_shared::protocol::{RunHandle, RunId, RunRecord, RunState, ServerMessage, StateChange};
+use scalebook_shared::protocol::{ExecutorSpec, RunHandle, RunId, RunRecord, RunState, ServerMessage, StateChange};
 use tokio::sync::broadcast;
 
-use self::store::{EXIT_FILE, JOB_LOG, RunStore};
+use self::store::{RunStore, SCRIPT_FILE};
 use crate::Error;
 use crate::clock::now;
-use crate::executor::ExitRecord;
+use crate::executor::TrainSpec;
 use crate::executor::local::LocalExecutor;
-use crate::executor::process;
-use crate::launch::LaunchPlan;
+use crate::executor::slurm::SlurmExecutor;
+use crate::launch::{LaunchPlan, Target};
 use crate::stream::{Hub, Subscription, run_stream::encode};
 
-/// How often a run started by an earlier server is checked for having ended (it is not our
-/// child, so there is no exit to wait for).
-const ADOPTED_POLL: Duration = Duration::from_millis(500);
 /// How much of the end of `job.log` the state mapping reads.
 const LOG_TAIL_BYTES: u64 = 16 << 10;
 
+/// Where runs execute, and the local limit.
+pub struct Executors {
+    pub local: LocalExecutor,
+    /// Local rank processes that may run at once: a run of N ranks takes N, and a run larger
+    /// than the limit runs alone.
+    pub max_local_ranks: usize,
+    pub slurm: SlurmExecutor,
+}
+
 pub struct RunManager {
     store: RunStore,
-    local: LocalExecutor,
-    max_local: usize,
+    executors: Executors,
     hub: Arc<Hub>,
     records: Mutex<BTreeMap<RunId, RunRecord>>,
     /// `run_update` messages, for every connection.
@@ -42,33 +48,28 @@ pub struct RunManager {
 }
 
 impl RunManager {
-    /// Loads every run from `store` and picks each one up where it stands: running ones are
-    /// followed again (or given their final state if they ended meanwhile), queued ones start
-    /// as slots free up. Must be called inside the Tokio runtime.
-    pub fn open(store: RunStore, local: LocalExecutor, max_local: usize) -> Result<Arc<RunManager>, Error> {
+    /// Loads every run from `store` and picks each one up where it stands: running local ones
+    /// are followed again (or given their final state if they ended meanwhile), queued ones
+    /// start as slots free up, Slurm jobs are polled again. Must be called inside the Tokio
+    /// runtime.
+    pub fn open(store: RunStore, mut executors: Executors) -> Result<Arc<RunManager>, Error> {
+        executors.max_local_ranks = executors.max_local_ranks.max(1);
         let records = store.load_all()?;
         let manager = Arc::new(RunManager {
             store,
-            local,
-            max_local: max_local.max(1),
+            executors,
             hub: Arc::default(),
             records: Mutex::new(records.iter().map(|r| (r.id.clone(), r.clone())).collect()),
             updates: broadcast::channel(256).0,
         });
-        for record in records.iter().filter(|r| r.state() == RunState::Running) {
-            match &record.handle {
-                Some(RunHandle::Local { pgid, start_ticks }) if process::leader_alive(*pgid, *start_ticks) => {
-                    manager.hub.follow(&record.id, &manager.store.run_dir(&record.id));
-                    tokio::spawn(manager.clone().watch_adopted(record.id.clone(), *pgid, *start_ticks));
-                }
-                // Ended while no server watched. Its group id is not touched: after a reboot
-                // it may name someone else's processes.
-                _ => {
-                    tokio::spawn(manager.clone().end(record.id.clone(), None, None));
-                }
+        for record in records.iter().filter(|r| !r.state().is_final()) {
+            match record.executor {
+                ExecutorSpec::Local => manager.resume_local(record),
+                ExecutorSpec::Slurm(_) => manager.resume_slurm(record),
             }
         }
         manager.schedule();
+        tokio::spawn(manager.clone().watch_slurm());
         Ok(manager)
     }
 
@@ -76,8 +77,8 @@ impl RunManager {
         &self.store
     }
 
-    pub fn max_local(&self) -> usize {
-        self.max_local
+    pub fn max_local_ranks(&self) -> usize {
+        self.executors.max_local_ranks
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<RunId, RunRecord>> {
@@ -106,8 +107,24 @@ impl RunManager {
         Ok(self.hub.subscribe(id, &self.store.run_dir(id), after_points, after_log)?)
     }
 
-    /// Creates the run directory and record of a validated launch, queued; it starts as soon
-    /// as a slot is free.
+    /// The batch script a Slurm launch would submit, with `RUN_ID` for the id it would get.
+    pub fn preview_script(&self, plan: &LaunchPlan) -> Result<String, Error> {
+        let placeholder = RunId::parse("RUN_ID").map_err(|e| Error::SlurmScript(e.to_string()))?;
+        self.script(&placeholder, plan)
+    }
+
+    fn script(&self, id: &RunId, plan: &LaunchPlan) -> Result<String, Error> {
+        let Target::Slurm { cluster, job } = &plan.target else {
+            return Err(Error::SlurmScript("only a Slurm launch has a batch script".into()));
+        };
+        let ranks = if job.nodes == 1 { format!("{} ranks", job.tasks_per_node) } else { format!("{} nodes x {} ranks", job.nodes, job.tasks_per_node) };
+        let title = format!("Scalebook run {id}: config {} on {cluster}, {ranks}", plan.config);
+        let spec = TrainSpec { config: &plan.config, overrides: &plan.overrides, seed: plan.seed };
+        self.executors.slurm.script(&title, job, spec, &self.store.run_dir(id)).map_err(Error::SlurmScript)
+    }
+
+    /// Creates the run directory and record of a validated launch, queued. A local run starts
+    /// as soon as there is room; a Slurm run's script is saved and submitted at once.
     pub fn launch(self: &Arc<Self>, plan: LaunchPlan) -> Result<RunRecord, Error> {
         let created_at = now();
         let id = self.store.create_run_dir(created_at)?;
@@ -115,10 +132,10 @@ impl RunManager {
         let record = RunRecord {
             id: id.clone(),
             config: plan.config.clone(),
-            overrides: plan.overrides,
+            overrides: plan.overrides.clone(),
             effective: plan.effective.to_json(),
-            layout: plan.layout,
-            executor: plan.executor,
+            layout: plan.layout.clone(),
+            executor: plan.executor.clone(),
             seed: plan.seed,
             history: vec![StateChange { state: RunState::Queued, at: created_at, reason: None }],
             created_at,
@@ -127,124 +144,69 @@ impl RunManager {
             handle: None,
             cancel_requested: false,
         };
-        let written = std::fs::write(dir.join(store::CONFIG_FILE), plan.effective.to_yaml(&plan.config))
-            .and_then(|()| self.store.write_record(&record));
-        if let Err(e) = written {
+        if let Err(e) = self.write_new_run(&record, &plan) {
             // Leave no half-made run behind for the next server to trip over.
             let _ = std::fs::remove_dir_all(&dir);
-            return Err(e.into());
+            return Err(e);
         }
         self.lock().insert(id.clone(), record.clone());
         self.publish(&record);
-        self.schedule();
+        match plan.target {
+            Target::Local => self.schedule(),
+            Target::Slurm { .. } => {
+                self.hub.follow(&id, &dir);
+                tokio::spawn(self.clone().submit(id.clone()));
+            }
+        }
         Ok(self.get(&id).unwrap_or(record))
     }
 
-    /// Cancels a run: a queued one at once; a running one by signalling its process group
-    /// (its end is then recorded as `cancelled` by whoever sees it end).
+    /// The files a run starts with: its config, its batch script (Slurm runs), its record.
+    fn write_new_run(&self, record: &RunRecord, plan: &LaunchPlan) -> Result<(), Error> {
+        let dir = self.store.run_dir(&record.id);
+        std::fs::write(dir.join(store::CONFIG_FILE), plan.effective.to_yaml(&plan.config))?;
+        if let Target::Slurm { .. } = plan.target {
+            std::fs::write(dir.join(SCRIPT_FILE), self.script(&record.id, plan)?)?;
+        }
+        Ok(self.store.write_record(record)?)
+    }
+
+    /// Cancels a run: one that has not started (or not been submitted yet) at once; a running
+    /// local one by signalling its process group, a Slurm job with `scancel` (its end is then
+    /// recorded as `cancelled` by whoever sees it end).
     pub fn cancel(self: &Arc<Self>, id: &RunId) -> Result<(), Error> {
-        let state = self.get(id).ok_or_else(|| Error::UnknownRun { id: id.clone() })?.state();
-        match state {
-            RunState::Queued => {
+        let record = self.get(id).ok_or_else(|| Error::UnknownRun { id: id.clone() })?;
+        match (record.state(), &record.handle) {
+            (state, _) if state.is_final() => return Err(Error::NotCancellable { id: id.clone(), state }),
+            (RunState::Queued, None) => {
+                // A Slurm run being submitted is followed already; its job, if sbatch still
+                // makes one, is cancelled as soon as its id is known.
+                self.hub.finish(id);
                 self.modify(id, |r| r.transition(RunState::Cancelled, now(), Some("cancelled before it started".into())));
+                self.schedule();
             }
-            RunState::Running => {
-                let record = self.modify(id, |r| r.cancel_requested = true);
-                if let Some(handle) = record.and_then(|r| r.handle) {
-                    self.terminate(id, handle);
+            (_, handle) => {
+                self.modify(id, |r| r.cancel_requested = true);
+                if let Some(handle) = handle.clone() {
+                    self.stop(id, handle);
                 }
             }
-            state => return Err(Error::NotCancellable { id: id.clone(), state }),
         }
         Ok(())
     }
 
-    fn terminate(&self, id: &RunId, handle: RunHandle) {
-        let id = id.clone();
+    /// Stops a started run: its process group, or its Slurm job.
+    fn stop(self: &Arc<Self>, id: &RunId, handle: RunHandle) {
+        let (this, id) = (self.clone(), id.clone());
         tokio::spawn(async move {
-            let RunHandle::Local { pgid, start_ticks } = handle;
-            if let Err(e) = LocalExecutor::terminate(pgid, start_ticks).await {
-                eprintln!("warning: cannot stop run {id} (process group {pgid}): {e}");
+            let stopped = match &handle {
+                RunHandle::Local { pgid, start_ticks } => LocalExecutor::terminate(*pgid, *start_ticks).await.map_err(|e| e.to_string()),
+                RunHandle::Slurm { job_id, slurm_cluster } => this.executors.slurm.cancel(*job_id, slurm_cluster.as_deref()).await,
+            };
+            if let Err(e) = stopped {
+                eprintln!("warning: cannot stop run {id} ({handle:?}): {e}");
             }
         });
-    }
-
-    /// Starts queued runs, oldest first, while fewer than `max_local` run.
-    fn schedule(self: &Arc<Self>) {
-        let to_start: Vec<RunId> = {
-            let mut records = self.lock();
-            let running = records.values().filter(|r| r.state() == RunState::Running).count();
-            let free = self.max_local.saturating_sub(running);
-            let queued: Vec<RunId> = records.values().filter(|r| r.state() == RunState::Queued).map(|r| r.id.clone()).take(free).collect();
-            for id in &queued {
-                if let Some(record) = records.get_mut(id) {
-                    // Recorded as running before the process exists: a server killed in
-                    // between leaves a run that is found `lost`, never one started twice.
-                    record.transition(RunState::Running, now(), None);
-                    self.save(record);
-                }
-            }
-            queued
-        };
-        for id in to_start {
-            if let Some(record) = self.get(&id) {
-                self.publish(&record);
-            }
-            self.start(&id);
-        }
-    }
-
-    fn start(self: &Arc<Self>, id: &RunId) {
-        let Some(record) = self.get(id) else { return };
-        let dir = self.store.run_dir(id);
-        match self.local.start(&record, &dir) {
-            Ok(started) => {
-                let handle = RunHandle::Local { pgid: started.pgid, start_ticks: started.start_ticks };
-                let record = self.modify(id, |r| r.handle = Some(handle.clone()));
-                self.hub.follow(id, &dir);
-                if record.is_some_and(|r| r.cancel_requested) {
-                    self.terminate(id, handle);
-                }
-                let (this, id, mut child) = (self.clone(), id.clone(), started.child);
-                tokio::spawn(async move {
-                    let status = child.wait().await;
-                    this.end(id, Some(started.pgid), status.ok().map(ExitRecord::from_status)).await;
-                });
-            }
-            Err(e) => {
-                self.modify(id, |r| r.transition(RunState::Failed, now(), Some(format!("cannot start the run: {e}"))));
-                self.schedule();
-            }
-        }
-    }
-
-    /// Waits for a run this server did not start to end.
-    async fn watch_adopted(self: Arc<Self>, id: RunId, pgid: u32, start_ticks: u64) {
-        while process::leader_alive(pgid, start_ticks) {
-            tokio::time::sleep(ADOPTED_POLL).await;
-        }
-        self.end(id, Some(pgid), None).await;
-    }
-
-    /// Records how a run ended once its supervisor has exited: whatever is left of its
-    /// process group is killed first, then the state is decided from `exit.json` when the
-    /// supervisor wrote it, else from `fallback` (the supervisor's own status, when it was
-    /// our child and got killed).
-    async fn end(self: Arc<Self>, id: RunId, pgid: Option<u32>, fallback: Option<ExitRecord>) {
-        if let Some(pgid) = pgid {
-            LocalExecutor::clear_group(pgid).await;
-        }
-        let dir = self.store.run_dir(&id);
-        let exit = read_exit(&dir.join(EXIT_FILE)).or(fallback);
-        let tail = store::read_tail(&dir.join(JOB_LOG), LOG_TAIL_BYTES).unwrap_or_default();
-        self.hub.finish(&id);
-        self.modify(&id, |r| {
-            if !r.state().is_final() {
-                let (state, reason) = outcome::decide(exit.as_ref(), r.cancel_requested, &tail);
-                r.transition(state, now(), reason);
-            }
-        });
-        self.schedule();
     }
 
     /// Changes a run's record, writes it, and tells every connection. The file is written
@@ -270,9 +232,4 @@ impl RunManager {
     fn publish(&self, record: &RunRecord) {
         let _ = self.updates.send(encode(&ServerMessage::RunUpdate { run: record.clone() }));
     }
-}
-
-fn read_exit(path: &std::path::Path) -> Option<ExitRecord> {
-    let text = std::fs::read_to_string(path).ok()?;
-    serde_json::from_str(&text).map_err(|e| eprintln!("warning: {}: {e}", path.display())).ok()
 }

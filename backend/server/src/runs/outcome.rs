@@ -58,20 +58,42 @@ pub fn decide(exit: Option<&ExitRecord>, cancel_requested: bool, log_tail: &str)
     (RunState::Failed, Some(shorten(&reason)))
 }
 
-/// The last line that reports an error (`error: ...`, without that prefix; a panic).
+/// The last line that reports an error (`error: ...`, without that prefix; a panic). Lines
+/// of the launchers (srun, slurmstepd, the script's trace) count only when the trainer itself
+/// said nothing: they say that a rank failed, the trainer says why.
 fn error_line(log_tail: &str) -> Option<&str> {
-    non_empty_lines(log_tail)
-        .find(|l| l.to_ascii_lowercase().contains("error") || l.contains("panicked"))
-        .map(without_error_prefix)
+    let is_error = |l: &&str| l.to_ascii_lowercase().contains("error") || l.contains("panicked");
+    let trainer = non_empty_lines(log_tail).filter(|l| !is_launcher_line(l)).find(is_error);
+    trainer.or_else(|| non_empty_lines(log_tail).find(is_error)).map(without_error_prefix)
+}
+
+fn is_launcher_line(line: &str) -> bool {
+    ["srun:", "slurmstepd", "+ ", "[launch]"].iter().any(|p| line.starts_with(p))
 }
 
 fn without_error_prefix(line: &str) -> &str {
     line.strip_prefix("error: ").unwrap_or(line)
 }
 
-/// The log's non-empty lines, last first.
+/// A line without the rank label the launchers put in front (`[rank 3] ` from the local
+/// launcher, `3: ` from `srun --label`).
+fn without_rank_label(line: &str) -> &str {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if let Some(rest) = line.strip_prefix("[rank ")
+        && let Some((rank, text)) = rest.split_once("] ")
+        && digits(rank)
+    {
+        return text;
+    }
+    match line.split_once(": ") {
+        Some((rank, text)) if digits(rank.trim_start()) => text,
+        _ => line,
+    }
+}
+
+/// The log's non-empty lines without rank labels, last first.
 fn non_empty_lines(log_tail: &str) -> impl Iterator<Item = &str> {
-    log_tail.lines().map(str::trim).filter(|l| !l.is_empty()).rev()
+    log_tail.lines().map(|l| without_rank_label(l.trim()).trim()).filter(|l| !l.is_empty()).rev()
 }
 
 fn shorten(text: &str) -> String {
@@ -133,6 +155,18 @@ mod tests {
         let panic = "thread 'main' panicked at src/train/loop.rs:10:5:\nindex out of bounds\n";
         assert_eq!(decide(Some(&exited(101)), false, panic).1.unwrap(), "thread 'main' panicked at src/train/loop.rs:10:5:");
         assert_eq!(decide(Some(&exited(1)), false, "").1.unwrap(), "exited with status 1");
+    }
+
+    #[test]
+    fn rank_labels_and_launcher_lines_do_not_hide_the_trainers_error() {
+        let local = "[rank 1] error: cannot open /data/x.h5\n[launch] rank 1 exited with status 1; stopping the other ranks\n";
+        assert_eq!(decide(Some(&exited(1)), false, local).1.unwrap(), "cannot open /data/x.h5");
+        let slurm = "1: error: embed_dim: 7 is odd\nsrun: error: nid001: task 1: Exited with exit code 2\n";
+        assert_eq!(decide(Some(&exited(2)), false, slurm).1.unwrap(), "invalid input: embed_dim: 7 is odd");
+        let only_srun = "srun: error: nid001: task 0: Killed\n";
+        assert_eq!(decide(Some(&exited(1)), false, only_srun).1.unwrap(), "srun: error: nid001: task 0: Killed");
+        let oom = "[rank 0] error: CUDA out of memory. Tried to allocate 2.00 GiB\n";
+        assert_eq!(decide(Some(&exited(1)), false, oom).0, RunState::OutOfMemory);
     }
 
     #[test]

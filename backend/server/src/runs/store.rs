@@ -18,11 +18,14 @@ pub const CONFIG_FILE: &str = "config.yaml";
 pub const JOB_LOG: &str = "job.log";
 /// The trainer's metric points, one JSON object a line.
 pub const METRICS_FILE: &str = "metrics.jsonl";
-/// How the trainer exited, written by the supervisor that waited for it.
+/// How the trainer exited, written by the supervisor that waited for it (local runs) or by
+/// the batch script after `srun` (Slurm runs).
 pub const EXIT_FILE: &str = "exit.json";
+/// The batch script a Slurm run was submitted with.
+pub const SCRIPT_FILE: &str = "job.sbatch";
 
 /// The files of a run that the API serves; nothing else in a run directory is reachable.
-pub const SERVED_FILES: [&str; 5] = [METRICS_FILE, "out.log", JOB_LOG, RECORD_FILE, CONFIG_FILE];
+pub const SERVED_FILES: [&str; 6] = [METRICS_FILE, "out.log", JOB_LOG, RECORD_FILE, CONFIG_FILE, SCRIPT_FILE];
 
 #[derive(Debug, Clone)]
 pub struct RunStore {

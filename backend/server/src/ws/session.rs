@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::ws::Utf8Bytes;
+use scalebook_shared::Problems;
 use scalebook_shared::protocol::{
-    ClientMessage, ErrorCode, ErrorReport, PROTOCOL_VERSION, RunId, ServerInfo, ServerMessage,
+    ClientMessage, ErrorCode, ErrorReport, ExecutorSpec, LaunchRequest, PROTOCOL_VERSION, RunId, ServerInfo, ServerMessage,
 };
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::AbortHandle;
@@ -16,7 +17,7 @@ use tokio::task::AbortHandle;
 use super::limits::RateLimiter;
 use crate::Error;
 use crate::app::AppState;
-use crate::launch;
+use crate::launch::{self, LaunchPlan};
 use crate::runs::RunManager;
 use crate::stream::Subscription;
 use crate::stream::run_stream::encode;
@@ -73,11 +74,19 @@ impl Session {
             )),
             ClientMessage::ListRuns => Ok(Some(ServerMessage::Runs { runs: runs.list() })),
             ClientMessage::Launch(request) => {
-                let plan = launch::plan(&self.state.configs.file, request).map_err(|e| {
-                    ErrorReport::new(ErrorCode::InvalidLaunch, format!("the launch was refused: {e}")).with_problems(e.problems())
-                })?;
+                let plan = self.plan(request)?;
                 let record = runs.launch(plan).map_err(|e| report(&e, None))?;
                 Ok(Some(ServerMessage::Launched { run: record.id }))
+            }
+            ClientMessage::PreviewSlurm(request) => {
+                if !matches!(request.executor, ExecutorSpec::Slurm(_)) {
+                    let mut problems = Problems::default();
+                    problems.push("executor", "only a Slurm launch has a batch script: choose a slurm cluster");
+                    return Err(ErrorReport::new(ErrorCode::InvalidLaunch, "nothing to preview").with_problems(problems));
+                }
+                let plan = self.plan(request)?;
+                let script = runs.preview_script(&plan).map_err(|e| report(&e, None))?;
+                Ok(Some(ServerMessage::SlurmScript { script }))
             }
             ClientMessage::Cancel { run } => {
                 runs.cancel(&run).map_err(|e| report(&e, Some(&run)))?;
@@ -101,13 +110,20 @@ impl Session {
         }
     }
 
+    /// Validates a launch against the served configs and clusters.
+    fn plan(&self, request: LaunchRequest) -> Result<LaunchPlan, ErrorReport> {
+        launch::plan(&self.state.configs.file, self.state.clusters.clusters.as_ref(), request).map_err(|e| {
+            ErrorReport::new(ErrorCode::InvalidLaunch, format!("the launch was refused: {e}")).with_problems(e.problems())
+        })
+    }
+
     fn info(&self) -> ServerInfo {
         ServerInfo {
             version: env!("CARGO_PKG_VERSION").into(),
             configs: self.state.configs.file.names().map(str::to_owned).collect(),
             max_message_bytes: self.state.ws.max_message_bytes,
             heartbeat_secs: self.state.ws.heartbeat.as_secs(),
-            max_local_runs: self.state.runs.max_local(),
+            max_local_runs: self.state.runs.max_local_ranks(),
         }
     }
 }

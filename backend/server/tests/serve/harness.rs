@@ -1,6 +1,7 @@
 //! Real `scalebook serve` processes on free ports (or Unix sockets), a WebSocket client speaking
 //! the protocol, a bare HTTP client, and the trainer's tiny test dataset.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -9,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use scalebook_server::executor::process;
-use scalebook_shared::protocol::{ClientMessage, RunHandle, RunId, RunRecord, RunState, ServerMessage};
+use scalebook_shared::metrics::MetricPoint;
+use scalebook_shared::protocol::{ClientMessage, RunHandle, RunId, RunRecord, RunState, SeqPoint, ServerMessage};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -269,7 +271,11 @@ impl Client {
 
     /// Launches `config` with `overrides` and returns the new run's id.
     pub async fn launch(&mut self, config: &str, overrides: Vec<String>) -> RunId {
-        let request = serde_json::json!({ "type": "launch", "config": config, "overrides": overrides, "seed": 1 });
+        self.launch_json(serde_json::json!({ "type": "launch", "config": config, "overrides": overrides, "seed": 1 })).await
+    }
+
+    /// Sends a `launch` message as given and returns the new run's id.
+    pub async fn launch_json(&mut self, request: serde_json::Value) -> RunId {
         self.send_text(&request.to_string()).await;
         self.recv_until(Duration::from_secs(10), |m| match m {
             ServerMessage::Launched { run } => Some(run.clone()),
@@ -285,5 +291,70 @@ pub fn ended(message: &ServerMessage, id: &RunId) -> Option<RunState> {
     match message {
         ServerMessage::RunUpdate { run } if &run.id == id => Some(run.state()).filter(|s| s.is_final()),
         _ => None,
+    }
+}
+
+/// Long enough for any run here on a busy two-core machine.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// Every point of `metrics.jsonl` by line number, as the server numbers them.
+pub fn points_in_file(run_dir: &Path) -> BTreeMap<u64, MetricPoint> {
+    let text = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap_or_default();
+    text.lines().zip(1..).map(|(line, seq)| (seq, serde_json::from_str(line).unwrap())).collect()
+}
+
+/// Fails unless `seen` holds exactly the points of the run's file, naming the first difference.
+pub fn assert_all_points(seen: &BTreeMap<u64, MetricPoint>, run_dir: &Path) {
+    let file = points_in_file(run_dir);
+    let missing: Vec<u64> = file.keys().filter(|seq| !seen.contains_key(seq)).copied().collect();
+    let extra: Vec<u64> = seen.keys().filter(|seq| !file.contains_key(seq)).copied().collect();
+    assert!(missing.is_empty() && extra.is_empty(), "missing points {missing:?}, points not in the file {extra:?}");
+    let changed = file.iter().find(|(seq, point)| seen[*seq] != **point);
+    assert!(changed.is_none(), "point {:?} arrived as {:?}", changed, changed.map(|(seq, _)| &seen[seq]));
+}
+
+/// Adds `points` to `seen`, failing on any sequence number seen before.
+pub fn collect(seen: &mut BTreeMap<u64, MetricPoint>, points: &[SeqPoint]) {
+    for p in points {
+        assert!(seen.insert(p.seq, p.point.clone()).is_none(), "point {} delivered twice", p.seq);
+    }
+}
+
+/// What a client saw of a run: its final state, how many points arrived while it was still
+/// going, and the longest time between the trainer measuring a point and the client
+/// receiving it.
+pub struct Followed {
+    pub state: RunState,
+    pub live: usize,
+    pub max_delay: f64,
+}
+
+/// Receives points until run `id` has ended and every point of its file has arrived.
+pub async fn follow_to_end(client: &mut Client, id: &RunId, run_dir: &Path, seen: &mut BTreeMap<u64, MetricPoint>) -> Followed {
+    let mut state = None;
+    let mut live = 0;
+    let mut max_delay: f64 = 0.0;
+    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+    loop {
+        if let Some(state) = state
+            && run_dir.join("metrics.jsonl").is_file()
+            && seen.len() == points_in_file(run_dir).len()
+        {
+            return Followed { state, live, max_delay };
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match client.recv(left).await {
+            ServerMessage::Points { run, points } if &run == id => {
+                if state.is_none() {
+                    live += points.len();
+                    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+                    max_delay = points.iter().map(|p| now - p.point.wall).fold(max_delay, f64::max);
+                }
+                collect(seen, &points);
+            }
+            // A run that ended while no server watched is final before anyone subscribes.
+            ServerMessage::Runs { runs } => state = state.or(runs.iter().find(|r| &r.id == id).map(|r| r.state()).filter(|s| s.is_final())),
+            message => state = state.or(ended(&message, id)),
+        }
     }
 }

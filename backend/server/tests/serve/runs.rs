@@ -2,78 +2,12 @@
 //! final state, cancel, and a server restart in the middle of a run.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
 use scalebook_shared::metrics::MetricPoint;
-use scalebook_shared::protocol::{ClientMessage, RunHandle, RunId, RunState, SeqPoint, ServerMessage};
+use scalebook_shared::protocol::{ClientMessage, RunHandle, RunId, RunState, ServerMessage};
 
-use crate::harness::{Client, Server, TempDir, ended, tiny_overrides};
-
-/// Long enough for any run here on a busy two-core machine.
-const RUN_TIMEOUT: Duration = Duration::from_secs(240);
-
-/// Every point of `metrics.jsonl` by line number, as the server numbers them.
-fn points_in_file(run_dir: &Path) -> BTreeMap<u64, MetricPoint> {
-    let text = std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap_or_default();
-    text.lines().zip(1..).map(|(line, seq)| (seq, serde_json::from_str(line).unwrap())).collect()
-}
-
-/// Fails unless `seen` holds exactly the points of the run's file, naming the first difference.
-fn assert_all_points(seen: &BTreeMap<u64, MetricPoint>, run_dir: &Path) {
-    let file = points_in_file(run_dir);
-    let missing: Vec<u64> = file.keys().filter(|seq| !seen.contains_key(seq)).copied().collect();
-    let extra: Vec<u64> = seen.keys().filter(|seq| !file.contains_key(seq)).copied().collect();
-    assert!(missing.is_empty() && extra.is_empty(), "missing points {missing:?}, points not in the file {extra:?}");
-    let changed = file.iter().find(|(seq, point)| seen[*seq] != **point);
-    assert!(changed.is_none(), "point {:?} arrived as {:?}", changed, changed.map(|(seq, _)| &seen[seq]));
-}
-
-/// Adds `points` to `seen`, failing on any sequence number seen before.
-fn collect(seen: &mut BTreeMap<u64, MetricPoint>, points: &[SeqPoint]) {
-    for p in points {
-        assert!(seen.insert(p.seq, p.point.clone()).is_none(), "point {} delivered twice", p.seq);
-    }
-}
-
-/// What a client saw of a run: its final state, how many points arrived while it was still
-/// going, and the longest time between the trainer measuring a point and the client
-/// receiving it.
-struct Followed {
-    state: RunState,
-    live: usize,
-    max_delay: f64,
-}
-
-/// Receives points until run `id` has ended and every point of its file has arrived.
-async fn follow_to_end(client: &mut Client, id: &RunId, run_dir: &Path, seen: &mut BTreeMap<u64, MetricPoint>) -> Followed {
-    let mut state = None;
-    let mut live = 0;
-    let mut max_delay: f64 = 0.0;
-    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
-    loop {
-        if let Some(state) = state
-            && run_dir.join("metrics.jsonl").is_file()
-            && seen.len() == points_in_file(run_dir).len()
-        {
-            return Followed { state, live, max_delay };
-        }
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        match client.recv(left).await {
-            ServerMessage::Points { run, points } if &run == id => {
-                if state.is_none() {
-                    live += points.len();
-                    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
-                    max_delay = points.iter().map(|p| now - p.point.wall).fold(max_delay, f64::max);
-                }
-                collect(seen, &points);
-            }
-            // A run that ended while no server watched is final before anyone subscribes.
-            ServerMessage::Runs { runs } => state = state.or(runs.iter().find(|r| &r.id == id).map(|r| r.state()).filter(|s| s.is_final())),
-            message => state = state.or(ended(&message, id)),
-        }
-    }
-}
+use crate::harness::{RUN_TIMEOUT, Server, TempDir, assert_all_points, collect, ended, follow_to_end, points_in_file, tiny_overrides};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_launched_run_streams_its_points_live_and_completes() {
@@ -116,7 +50,12 @@ async fn cancel_stops_every_process_of_a_run_and_queued_runs_wait_their_turn() {
     let mut client = server.connect().await;
     let long = client.launch("cpu_tiny", tiny_overrides(&["num_iters=100000"])).await;
     let waiting = client.launch("cpu_tiny", tiny_overrides(&[])).await;
-    let (pgid, start_ticks) = server.wait_for(&long, |r| r.handle.as_ref().map(|RunHandle::Local { pgid, start_ticks }| (*pgid, *start_ticks))).await;
+    let (pgid, start_ticks) = server
+        .wait_for(&long, |r| match r.handle {
+            Some(RunHandle::Local { pgid, start_ticks }) => Some((pgid, start_ticks)),
+            _ => None,
+        })
+        .await;
     assert!(start_ticks > 0);
     assert_eq!(server.get(&format!("/api/runs/{waiting}")).json()["history"][0]["state"], "queued");
     // Cancelled before it ever started.
@@ -199,4 +138,34 @@ async fn runs_that_ended_while_no_server_watched_get_their_real_final_state() {
     let lost = second.wait_for(&RunId::parse("19990101-000000-1").unwrap(), |r| r.state().is_final().then(|| r.clone())).await;
     assert_eq!(lost.state(), RunState::Lost);
     assert!(lost.reason().unwrap().contains("left no exit status"), "{:?}", lost.reason());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_parallel_run_trains_on_two_local_ranks_and_takes_two_slots() {
+    let server = Server::start("dp2", &["--max-local-runs", "2"]);
+    let mut client = server.connect().await;
+    let request = serde_json::json!({
+        "type": "launch",
+        "config": "cpu_tiny",
+        "overrides": tiny_overrides(&["num_iters=200"]),
+        "layout": {"sizes": {"tp": 1, "cp": 1, "dp": 2, "pp": 1}, "order": "tp-cp-dp"},
+        "seed": 1,
+    });
+    let id = client.launch_json(request).await;
+    // Two ranks fill the two slots: a one-rank run waits for them.
+    let waiting = client.launch("cpu_tiny", tiny_overrides(&[])).await;
+    client.send(&ClientMessage::Subscribe { run: id.clone(), after_seq: Some(0), after_log_seq: Some(0) }).await;
+    let run_dir = server.runs_dir.join(id.as_str());
+    let mut seen = BTreeMap::new();
+    let followed = follow_to_end(&mut client, &id, &run_dir, &mut seen).await;
+    assert_eq!(followed.state, RunState::Completed);
+    assert!(followed.live > 0, "no point arrived while the run was training");
+    assert_all_points(&seen, &run_dir);
+    let log = server.get(&format!("/api/runs/{id}/files/job.log")).body;
+    assert!(log.contains("[rank 0]") && log.contains("Setting DP = 2"), "{log}");
+
+    let waited = server.wait_for(&waiting, |r| r.state().is_final().then(|| r.clone())).await;
+    assert_eq!(waited.state(), RunState::Completed, "{:?}", waited.reason());
+    let first_ended = server.get(&format!("/api/runs/{id}")).json()["ended_at"].as_f64().unwrap();
+    assert!(waited.started_at.unwrap() >= first_ended, "the one-rank run started while both slots were taken");
 }

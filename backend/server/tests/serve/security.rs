@@ -190,3 +190,44 @@ fn a_private_unix_socket_needs_no_token() {
     assert_eq!(http_over(connect(), "/api/health", &[]).json()["status"], "ok");
     assert_eq!(http_over(connect(), "/", &[]).status, 200);
 }
+
+#[tokio::test]
+async fn slurm_fields_are_checked_before_any_script_is_written() {
+    let server = Server::start("slurm-fields", &[]);
+    let mut client = server.connect().await;
+    let launch = |executor: serde_json::Value| serde_json::json!({ "type": "launch", "config": "cpu_tiny", "executor": executor });
+
+    // Hostile values are refused field by field; nothing is created.
+    let hostile = serde_json::json!({ "kind": "slurm", "cluster": "perlmutter", "account": "x; rm -rf /", "qos": "q\n#SBATCH --uid=0", "time": "$(reboot)" });
+    client.send_text(&launch(hostile).to_string()).await;
+    let refused = error(&mut client).await;
+    assert_eq!(refused.code, ErrorCode::InvalidLaunch);
+    let mut fields: Vec<&str> = refused.problems.0.iter().map(|p| p.field.as_str()).collect();
+    fields.sort();
+    assert_eq!(fields, ["slurm.account", "slurm.qos", "slurm.time"], "{refused:?}");
+    let unknown_field = serde_json::json!({ "kind": "slurm", "cluster": "perlmutter", "script": "rm -rf /" });
+    client.send_text(&launch(unknown_field).to_string()).await;
+    assert_eq!(error(&mut client).await.code, ErrorCode::BadMessage);
+    assert_eq!(server.get("/api/runs").json(), serde_json::json!([]));
+
+    // A preview shows the script from the cluster file's defaults; only Slurm launches have one.
+    let mut preview = launch(serde_json::json!({ "kind": "slurm", "cluster": "perlmutter", "gpu": "a100-80gb" }));
+    preview["type"] = "preview_slurm".into();
+    client.send_text(&preview.to_string()).await;
+    let script = client
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::SlurmScript { script } => Some(script.clone()),
+            _ => None,
+        })
+        .await;
+    for line in ["#SBATCH --account=trn011", "#SBATCH --qos=shared", "#SBATCH --constraint=gpu&hbm80g", "#SBATCH --gpus-per-node=1"] {
+        assert!(script.lines().any(|l| l == line), "no {line:?} in:\n{script}");
+    }
+    let mut local = launch(serde_json::json!({ "kind": "local" }));
+    local["type"] = "preview_slurm".into();
+    client.send_text(&local.to_string()).await;
+    let refused = error(&mut client).await;
+    assert_eq!((refused.code, refused.problems.0[0].field.as_str()), (ErrorCode::InvalidLaunch, "executor"));
+    assert_eq!(server.get("/api/runs").json(), serde_json::json!([]));
+    still_serving(&mut client, 5).await;
+}

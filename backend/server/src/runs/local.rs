@@ -1,0 +1,140 @@
+//! Local runs: starting queued ones in order while there is room, waiting for each to end,
+//! and picking up the ones an earlier server started.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use scalebook_shared::protocol::{ExecutorSpec, RunHandle, RunId, RunRecord, RunState};
+
+use super::store::{self, EXIT_FILE, JOB_LOG};
+use super::{LOG_TAIL_BYTES, RunManager, outcome};
+use crate::clock::now;
+use crate::executor::ExitRecord;
+use crate::executor::local::LocalExecutor;
+use crate::executor::process;
+
+/// How often a run started by an earlier server is checked for having ended (it is not our
+/// child, so there is no exit to wait for).
+const ADOPTED_POLL: Duration = Duration::from_millis(500);
+
+/// The slots a local run takes: one per rank process.
+fn ranks(record: &RunRecord) -> usize {
+    record.layout.world() as usize
+}
+
+fn is_local(record: &RunRecord) -> bool {
+    record.executor == ExecutorSpec::Local
+}
+
+impl RunManager {
+    /// Follows a local run an earlier server left running, or records how it ended.
+    pub(super) fn resume_local(self: &Arc<Self>, record: &RunRecord) {
+        if record.state() != RunState::Running {
+            return;
+        }
+        match &record.handle {
+            Some(RunHandle::Local { pgid, start_ticks }) if process::leader_alive(*pgid, *start_ticks) => {
+                self.hub.follow(&record.id, &self.store.run_dir(&record.id));
+                tokio::spawn(self.clone().watch_adopted(record.id.clone(), *pgid, *start_ticks));
+            }
+            // Ended while no server watched. Its group id is not touched: after a reboot it
+            // may name someone else's processes.
+            _ => {
+                tokio::spawn(self.clone().end(record.id.clone(), None, None));
+            }
+        }
+    }
+
+    /// Starts queued local runs, oldest first, while their ranks fit in the limit. A run
+    /// larger than the whole limit starts once nothing else runs; no run overtakes an older
+    /// one that is waiting for room, so large runs are never starved by small ones.
+    pub(super) fn schedule(self: &Arc<Self>) {
+        let to_start: Vec<RunId> = {
+            let mut records = self.lock();
+            let mut used: usize = records.values().filter(|r| is_local(r) && r.state() == RunState::Running).map(ranks).sum();
+            let mut queued = Vec::new();
+            for record in records.values().filter(|r| is_local(r) && r.state() == RunState::Queued) {
+                if used > 0 && used + ranks(record) > self.executors.max_local_ranks {
+                    break;
+                }
+                used += ranks(record);
+                queued.push(record.id.clone());
+            }
+            for id in &queued {
+                if let Some(record) = records.get_mut(id) {
+                    // Recorded as running before the process exists: a server killed in
+                    // between leaves a run that is found `lost`, never one started twice.
+                    record.transition(RunState::Running, now(), None);
+                    self.save(record);
+                }
+            }
+            queued
+        };
+        for id in to_start {
+            if let Some(record) = self.get(&id) {
+                self.publish(&record);
+            }
+            self.start(&id);
+        }
+    }
+
+    fn start(self: &Arc<Self>, id: &RunId) {
+        let Some(record) = self.get(id) else { return };
+        let dir = self.store.run_dir(id);
+        match self.executors.local.start(&record, &dir) {
+            Ok(started) => {
+                let handle = RunHandle::Local { pgid: started.pgid, start_ticks: started.start_ticks };
+                let record = self.modify(id, |r| r.handle = Some(handle.clone()));
+                self.hub.follow(id, &dir);
+                if record.is_some_and(|r| r.cancel_requested) {
+                    self.stop(id, handle);
+                }
+                let (this, id, mut child) = (self.clone(), id.clone(), started.child);
+                tokio::spawn(async move {
+                    let status = child.wait().await;
+                    this.end(id, Some(started.pgid), status.ok().map(ExitRecord::from_status)).await;
+                });
+            }
+            Err(e) => {
+                self.modify(id, |r| r.transition(RunState::Failed, now(), Some(format!("cannot start the run: {e}"))));
+                self.schedule();
+            }
+        }
+    }
+
+    /// Waits for a run this server did not start to end.
+    async fn watch_adopted(self: Arc<Self>, id: RunId, pgid: u32, start_ticks: u64) {
+        while process::leader_alive(pgid, start_ticks) {
+            tokio::time::sleep(ADOPTED_POLL).await;
+        }
+        self.end(id, Some(pgid), None).await;
+    }
+
+    /// Records how a run ended once its supervisor has exited: whatever is left of its
+    /// process group is killed first, then the state is decided from `exit.json` when the
+    /// supervisor wrote it, else from `fallback` (the supervisor's own status, when it was
+    /// our child and got killed).
+    async fn end(self: Arc<Self>, id: RunId, pgid: Option<u32>, fallback: Option<ExitRecord>) {
+        if let Some(pgid) = pgid {
+            LocalExecutor::clear_group(pgid).await;
+        }
+        let dir = self.store.run_dir(&id);
+        let exit = read_exit(&dir.join(EXIT_FILE)).or(fallback);
+        let tail = store::read_tail(&dir.join(JOB_LOG), LOG_TAIL_BYTES).unwrap_or_default();
+        self.hub.finish(&id);
+        self.modify(&id, |r| {
+            if !r.state().is_final() {
+                let (state, reason) = outcome::decide(exit.as_ref(), r.cancel_requested, &tail);
+                r.transition(state, now(), reason);
+            }
+        });
+        self.schedule();
+    }
+}
+
+/// `exit.json`, as the supervisor or a batch script wrote it.
+pub(super) fn read_exit(path: &Path) -> Option<ExitRecord> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str(&text).map_err(|e| eprintln!("warning: {}: {e}", path.display())).ok()
+}

@@ -1,0 +1,195 @@
+//! A real one-node Slurm cluster for one test: Debian's `slurm-wlm` and `munge`, run as root
+//! with every file (config, munge key and socket, state, spool, pid files, logs) in a scratch
+//! directory and ports of its own, so tests can run side by side. Dropping the guard (also
+//! on a panic) cancels its jobs and stops the daemons by their pid files.
+//!
+//! The client commands are reached through a directory of small wrappers that point them at
+//! this cluster's `slurm.conf`; the server under test is handed that directory as its Slurm
+//! commands, as a site would hand it the real ones.
+
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// The client commands the wrappers provide.
+const CLIENTS: [&str; 7] = ["sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo", "srun"];
+/// The daemons, in start order (stopped in reverse).
+const DAEMONS: [&str; 3] = ["munged", "slurmctld", "slurmd"];
+
+pub struct SlurmCluster {
+    pub dir: PathBuf,
+    pub conf: PathBuf,
+    /// The wrapped client commands (`--slurm-bin-dir`).
+    pub bin: PathBuf,
+    /// Daemons started so far, with their pid files.
+    started: Vec<(&'static str, PathBuf)>,
+}
+
+/// Where a Slurm or munge program is installed, or a failure saying how to install it.
+fn program(name: &str) -> PathBuf {
+    let found = ["/usr/sbin", "/usr/bin", "/sbin", "/bin"].iter().map(|d| Path::new(d).join(name)).find(|p| p.is_file());
+    found.unwrap_or_else(|| panic!("{name} is not installed: the Slurm tests need Debian's slurm-wlm and munge (./scalebook.sh setup)"))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl SlurmCluster {
+    /// Starts munged, slurmctld and slurmd, and waits for the node to be idle.
+    pub fn start(name: &str) -> SlurmCluster {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("slurm-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for sub in ["state", "spool", "log", "run", "bin"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        let munge = dir.join("munge");
+        std::fs::create_dir_all(&munge).unwrap();
+        std::fs::set_permissions(&munge, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let mut cluster = SlurmCluster { conf: dir.join("slurm.conf"), bin: dir.join("bin"), dir, started: Vec::new() };
+        cluster.write_munge_key();
+        let socket = munge.join("munge.socket");
+        let (ctld_port, slurmd_port) = (free_port(), free_port());
+        std::fs::write(&cluster.conf, cluster.slurm_conf(&socket, ctld_port, slurmd_port)).unwrap();
+        cluster.write_wrappers();
+
+        let munged_pid = munge.join("munged.pid");
+        let s = |p: &Path| p.to_str().unwrap().to_owned();
+        cluster.daemon(
+            "munged",
+            &[
+                format!("--key-file={}", s(&munge.join("munge.key"))),
+                format!("--socket={}", s(&socket)),
+                format!("--pid-file={}", s(&munged_pid)),
+                format!("--log-file={}", s(&munge.join("munged.log"))),
+                format!("--seed-file={}", s(&munge.join("munged.seed"))),
+                // The scratch directory lives under the build tree, whose permissions munged
+                // would otherwise insist on checking.
+                "--force".into(),
+            ],
+            munged_pid,
+        );
+        let conf = s(&cluster.conf);
+        let run = cluster.dir.join("run");
+        cluster.daemon("slurmctld", &["-f".into(), conf.clone()], run.join("slurmctld.pid"));
+        cluster.daemon("slurmd", &["-f".into(), conf], run.join("slurmd.pid"));
+        cluster.wait_until_idle();
+        cluster
+    }
+
+    fn write_munge_key(&self) {
+        let mut key = [0u8; 1024];
+        getrandom::fill(&mut key).unwrap();
+        let path = self.dir.join("munge/munge.key");
+        let mut file = std::fs::OpenOptions::new().create_new(true).write(true).mode(0o600).open(path).unwrap();
+        file.write_all(&key).unwrap();
+    }
+
+    /// The smallest configuration that runs jobs on this machine: one node of 2 CPUs, one
+    /// partition, no cgroups, no accounting database, time limits enforced at once.
+    fn slurm_conf(&self, socket: &Path, ctld_port: u16, slurmd_port: u16) -> String {
+        let d = self.dir.display();
+        format!(
+            "ClusterName=scalebook\n\
+             SlurmctldHost=localhost\n\
+             SlurmUser=root\n\
+             SlurmdUser=root\n\
+             SlurmctldPort={ctld_port}\n\
+             SlurmdPort={slurmd_port}\n\
+             AuthType=auth/munge\n\
+             CredType=cred/munge\n\
+             AuthInfo=socket={socket}\n\
+             StateSaveLocation={d}/state\n\
+             SlurmdSpoolDir={d}/spool\n\
+             SlurmctldPidFile={d}/run/slurmctld.pid\n\
+             SlurmdPidFile={d}/run/slurmd.pid\n\
+             SlurmctldLogFile={d}/log/slurmctld.log\n\
+             SlurmdLogFile={d}/log/slurmd.log\n\
+             ProctrackType=proctrack/linuxproc\n\
+             TaskPlugin=task/none\n\
+             MpiDefault=none\n\
+             SchedulerType=sched/builtin\n\
+             SelectType=select/cons_tres\n\
+             SelectTypeParameters=CR_CPU\n\
+             AccountingStorageType=accounting_storage/none\n\
+             JobAcctGatherType=jobacct_gather/none\n\
+             ReturnToService=2\n\
+             MinJobAge=120\n\
+             OverTimeLimit=0\n\
+             KillWait=5\n\
+             NodeName=localhost CPUs=2 RealMemory=2000 State=UNKNOWN\n\
+             PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP\n",
+            socket = socket.display(),
+        )
+    }
+
+    /// `bin/<command>`: the real command with this cluster's configuration.
+    fn write_wrappers(&self) {
+        for name in CLIENTS {
+            let script = format!("#!/bin/sh\nSLURM_CONF='{}' exec {} \"$@\"\n", self.conf.display(), program(name).display());
+            let path = self.bin.join(name);
+            std::fs::write(&path, script).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+
+    /// Starts a daemon (each forks into the background once it is ready) and notes its pid
+    /// file for the stop.
+    fn daemon(&mut self, name: &'static str, args: &[String], pid_file: PathBuf) {
+        let output = Command::new(program(name)).args(args).env("SLURM_CONF", &self.conf).output().unwrap();
+        assert!(output.status.success(), "{name} did not start: {}\n{}", String::from_utf8_lossy(&output.stderr), self.logs());
+        self.started.push((name, pid_file));
+    }
+
+    fn wait_until_idle(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let state = self.client("sinfo", &["--noheader", "--format=%T"]);
+            if String::from_utf8_lossy(&state.stdout).trim() == "idle" {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the node never became idle: {state:?}\n{}", self.logs());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Runs a wrapped client command.
+    pub fn client(&self, name: &str, args: &[&str]) -> Output {
+        Command::new(self.bin.join(name)).args(args).output().unwrap()
+    }
+
+    /// The daemons' logs, for failure messages.
+    pub fn logs(&self) -> String {
+        ["log/slurmctld.log", "log/slurmd.log", "munge/munged.log"]
+            .iter()
+            .map(|f| format!("--- {f}\n{}", std::fs::read_to_string(self.dir.join(f)).unwrap_or_default()))
+            .collect()
+    }
+}
+
+impl Drop for SlurmCluster {
+    fn drop(&mut self) {
+        if self.started.len() == DAEMONS.len() {
+            let _ = self.client("scancel", &["--user=root"]);
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        for (name, pid_file) in self.started.iter().rev() {
+            let Some(pid) = std::fs::read_to_string(pid_file).ok().and_then(|p| p.trim().parse::<i32>().ok()) else {
+                eprintln!("warning: no pid file for {name} at {}", pid_file.display());
+                continue;
+            };
+            let pid = nix::unistd::Pid::from_raw(pid);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while nix::sys::signal::kill(pid, None).is_ok() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! The Slurm executor against a real one-node Slurm cluster that each test starts for itself
+//! (Debian's `slurm-wlm` and `munge`, as the toolchain notes describe): jobs submitted
+//! through the server over the WebSocket, and the poller reading real `squeue` and `scontrol`
+//! answers. The run tests need the trainer built beside the server (`cargo build --bins`).
+
+mod cluster;
+#[allow(dead_code)]
+#[path = "../serve/harness.rs"]
+mod harness;
+mod runs;
+mod states;

@@ -1,0 +1,284 @@
+//! The charts block: one line chart per metric tag, over every charted run and (optionally)
+//! the tutorial's baseline, updating live as points arrive. Shared controls: the x axis (step,
+//! relative or wall time), TensorBoard's smoothing slider, a log scale, legend toggles; per
+//! chart a hover read-out and CSV / SVG export.
+
+use std::collections::HashSet;
+
+use leptos::prelude::*;
+use scalebook_shared::charts::{CsvSeries, XAxis, format_clock, format_duration, format_number, to_csv};
+
+use super::ChartSpec;
+use super::chart_drawing::{BOTTOM, Drawing, HEIGHT, LEFT, RIGHT, Settings, Source, TOP, WIDTH, plot_width};
+use super::unique_id;
+use crate::download;
+use crate::library::Library;
+use crate::runs::{Runs, start_wall};
+
+/// Run colours, in charting order: Okabe and Ito's colour-blind-safe set, strongest first.
+const RUN_COLOURS: [&str; 7] = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"];
+const BASELINE_COLOUR: &str = "#6B6B6B";
+const BASELINE_KEY: &str = "baseline";
+
+#[component]
+pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
+    let runs = expect_context::<Runs>();
+    let library = expect_context::<Library>();
+    let axis = RwSignal::new(spec.axis);
+    let smoothing = RwSignal::new(spec.smoothing);
+    let log = RwSignal::new(spec.log);
+    let baseline = RwSignal::new(spec.baseline);
+    let hidden = RwSignal::new(HashSet::<String>::new());
+    let tags = RwSignal::new(spec.tags);
+
+    let sources = Memo::new(move |_| {
+        let mut out: Vec<Source> = runs
+            .charted
+            .get()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, id)| {
+                let series = runs.stream(id)?.series.get();
+                let config = runs.record(id).map(|r| format!(" ({})", r.config)).unwrap_or_default();
+                Some(Source {
+                    key: id.to_string(),
+                    label: format!("{id}{config}"),
+                    colour: RUN_COLOURS[i % RUN_COLOURS.len()],
+                    dashed: false,
+                    start_wall: start_wall(&series).unwrap_or(0.0),
+                    has_wall_time: true,
+                    series,
+                })
+            })
+            .collect();
+        if baseline.get()
+            && let Some(series) = library.baseline.get().ready()
+        {
+            out.push(Source {
+                key: BASELINE_KEY.into(),
+                label: "tutorial baseline (base, 1 A100, 22 h)".into(),
+                colour: BASELINE_COLOUR,
+                dashed: true,
+                start_wall: 0.0,
+                has_wall_time: false,
+                series: (*series).clone(),
+            });
+        }
+        out
+    });
+    let visible = Memo::new(move |_| sources.with(|all| hidden.with(|h| all.iter().filter(|s| !h.contains(&s.key)).cloned().collect::<Vec<_>>())));
+    let settings = Memo::new(move |_| Settings {
+        axis: axis.get(),
+        smoothing: smoothing.get(),
+        log: log.get(),
+        utc_offset_minutes: -(js_sys::Date::new_0().get_timezone_offset() as i32),
+    });
+    let available = move || {
+        let shown = tags.get();
+        let mut all: Vec<String> = sources.with(|s| s.iter().flat_map(|s| s.series.iter().map(|x| x.tag.clone())).collect());
+        all.sort();
+        all.dedup();
+        all.retain(|t| !shown.contains(t));
+        all
+    };
+
+    let axis_id = unique_id("axis");
+    let smooth_id = unique_id("smoothing");
+    let add_id = unique_id("add-tag");
+    view! {
+        <section class="block charts" aria-label="Charts">
+            <div class="toolbar">
+                <label for=axis_id.clone()>"x axis"</label>
+                <select id=axis_id class="axis" on:change=move |ev| if let Some(a) = XAxis::from_name(&event_target_value(&ev)) { axis.set(a) }>
+                    {XAxis::ALL.map(|a| view! { <option value=a.name() selected=move || axis.get() == a>{a.label()}</option> })}
+                </select>
+                <label for=smooth_id.clone()>"smoothing"</label>
+                <input id=smooth_id class="smoothing" type="range" min="0" max="0.99" step="0.01"
+                    prop:value=move || smoothing.get().to_string()
+                    on:input=move |ev| smoothing.set(event_target_value(&ev).parse().unwrap_or(0.0)) />
+                <output>{move || format!("{:.2}", smoothing.get())}</output>
+                <label><input type="checkbox" class="log" prop:checked=move || log.get() on:change=move |ev| log.set(event_target_checked(&ev)) />" log scale"</label>
+                <label><input type="checkbox" class="baseline" prop:checked=move || baseline.get() on:change=move |ev| baseline.set(event_target_checked(&ev)) />" tutorial baseline"</label>
+                <label for=add_id.clone()>"add a chart"</label>
+                <select id=add_id on:change=move |ev| {
+                    let tag = event_target_value(&ev);
+                    if !tag.is_empty() { tags.update(|t| t.push(tag)); }
+                }>
+                    <option value="" selected=true>"tag…"</option>
+                    {move || available().into_iter().map(|t| view! { <option value=t.clone()>{t.clone()}</option> }).collect_view()}
+                </select>
+            </div>
+            <Legend sources hidden />
+            {move || (runs.charted.with(Vec::is_empty) && !baseline.get()).then(|| view! {
+                <p class="muted">"No runs charted yet: launch one, or tick “chart” in a run list."</p>
+            })}
+            <div class="chart-grid">
+                <For each=move || tags.get() key=|t| t.clone() let:tag>
+                    <LineChart tag=tag.clone() sources=visible settings on_remove=Callback::new(move |_| tags.update(|t| t.retain(|x| *x != tag))) />
+                </For>
+            </div>
+        </section>
+    }
+}
+
+/// One toggle per run (and the baseline): click to hide or show it on every chart.
+#[component]
+fn Legend(sources: Memo<Vec<Source>>, hidden: RwSignal<HashSet<String>>) -> impl IntoView {
+    move || {
+        let items = sources
+            .get()
+            .into_iter()
+            .map(|s| {
+                let key = s.key.clone();
+                let shown = {
+                    let key = key.clone();
+                    move || hidden.with(|h| !h.contains(&key))
+                };
+                view! {
+                    <button type="button" class="legend-item" data-key=s.key.clone() aria-pressed=move || shown().to_string()
+                        on:click=move |_| hidden.update(|h| if !h.remove(&key) { h.insert(key.clone()); })>
+                        <span class="swatch" style=format!("background: {}", s.colour)></span>
+                        {s.label}
+                    </button>
+                }
+            })
+            .collect_view();
+        view! { <div class="legend" role="group" aria-label="Runs shown">{items}</div> }
+    }
+}
+
+#[component]
+fn LineChart(tag: String, sources: Memo<Vec<Source>>, settings: Memo<Settings>, on_remove: Callback<()>) -> impl IntoView {
+    let drawing = {
+        let tag = tag.clone();
+        Memo::new(move |_| sources.with(|s| Drawing::build(&tag, s, settings.get())))
+    };
+    let pointer = RwSignal::new(None::<f64>);
+    let svg = NodeRef::<leptos::svg::Svg>::new();
+    let to_svg_x = move |client_x: i32| {
+        let rect = svg.get()?.get_bounding_client_rect();
+        Some((f64::from(client_x) - rect.left()) * WIDTH / rect.width().max(1.0))
+    };
+    let export_csv = {
+        let tag = tag.clone();
+        move |_| {
+            let csv = sources.with(|all| {
+                let series: Vec<CsvSeries<'_>> = all
+                    .iter()
+                    .filter_map(|s| {
+                        let series = s.series.iter().find(|x| x.tag == tag)?;
+                        Some(CsvSeries { run: &s.key, tag: &tag, buckets: &series.buckets, start_wall: s.start_wall })
+                    })
+                    .collect();
+                to_csv(&series)
+            });
+            let _ = download::save(&format!("scalebook-{}.csv", download::file_stem(&tag)), "text/csv", &csv);
+        }
+    };
+    let export_svg = {
+        let tag = tag.clone();
+        move |_| {
+            if let Some(svg) = svg.get() {
+                let _ = download::save(&format!("scalebook-{}.svg", download::file_stem(&tag)), "image/svg+xml", &svg.outer_html());
+            }
+        }
+    };
+    let axis_label = move || settings.get().axis.label();
+    let title = tag.clone();
+    view! {
+        <figure class="line-chart" data-tag=tag.clone()>
+            <figcaption>
+                <strong>{tag.clone()}</strong>
+                <span class="spacer"></span>
+                <button type="button" on:click=export_csv>"CSV"</button>
+                <button type="button" on:click=export_svg>"SVG"</button>
+                <button type="button" aria-label=format!("Remove the chart of {tag}") on:click=move |_| on_remove.run(())>"×"</button>
+            </figcaption>
+            <svg node_ref=svg xmlns="http://www.w3.org/2000/svg" viewBox=format!("0 0 {WIDTH} {HEIGHT}") role="img"
+                aria-label=move || format!("{title} against {}", axis_label())
+                font-family="sans-serif" font-size="11"
+                on:pointermove=move |ev| pointer.set(to_svg_x(ev.client_x()))
+                on:pointerleave=move |_| pointer.set(None)>
+                <rect x=LEFT y=TOP width=plot_width() height=HEIGHT - TOP - BOTTOM fill="none" stroke="currentColor" stroke-opacity="0.3" />
+                {move || drawing.with(|d| axes(d, axis_label()))}
+                {move || drawing.get().lines.into_iter().map(|line| view! {
+                    <g class="series" data-key=line.key.clone() data-points=line.points>
+                        <path d=line.spread stroke=line.colour stroke-opacity="0.35" fill="none" />
+                        <path d=line.raw stroke=line.colour stroke-opacity="0.3" fill="none" stroke-width="1" />
+                        <path class="smoothed" d=line.smoothed stroke=line.colour fill="none" stroke-width="2"
+                            stroke-dasharray=if line.dashed { "6 3" } else { "none" } />
+                    </g>
+                }).collect_view()}
+                {move || pointer.get().filter(|px| (LEFT..=WIDTH - RIGHT).contains(px)).map(|px| view! {
+                    <line x1=px x2=px y1=TOP y2=HEIGHT - BOTTOM stroke="currentColor" stroke-opacity="0.5" stroke-dasharray="2 2" />
+                })}
+            </svg>
+            <ReadOut drawing pointer settings />
+        </figure>
+    }
+}
+
+/// Tick marks, labels and the axis title.
+fn axes(drawing: &Drawing, axis_label: &str) -> impl IntoView + use<> {
+    let bottom = HEIGHT - BOTTOM;
+    let x_ticks = drawing
+        .x_ticks
+        .iter()
+        .map(|(px, label)| {
+            view! {
+                <line x1=*px x2=*px y1=bottom y2=bottom + 4.0 stroke="currentColor" />
+                <text x=*px y=bottom + 15.0 text-anchor="middle" fill="currentColor">{label.clone()}</text>
+            }
+        })
+        .collect_view();
+    let y_ticks = drawing
+        .y_ticks
+        .iter()
+        .map(|(py, label)| {
+            view! {
+                <line x1=LEFT - 4.0 x2=LEFT y1=*py y2=*py stroke="currentColor" />
+                <line x1=LEFT x2=WIDTH - RIGHT y1=*py y2=*py stroke="currentColor" stroke-opacity="0.08" />
+                <text x=LEFT - 6.0 y=*py + 4.0 text-anchor="end" fill="currentColor">{label.clone()}</text>
+            }
+        })
+        .collect_view();
+    let empty = drawing.lines.is_empty().then(|| {
+        view! { <text x=WIDTH / 2.0 y=HEIGHT / 2.0 text-anchor="middle" fill="currentColor" opacity="0.7">"no points for this tag yet"</text> }
+    });
+    view! {
+        <g class="axes">{x_ticks}{y_ticks}
+            <text x=LEFT + plot_width() / 2.0 y=HEIGHT - 4.0 text-anchor="middle" fill="currentColor">{axis_label.to_owned()}</text>
+            {empty}
+        </g>
+    }
+}
+
+/// The values under the pointer, one line per curve.
+#[component]
+fn ReadOut(drawing: Memo<Drawing>, pointer: RwSignal<Option<f64>>, settings: Memo<Settings>) -> impl IntoView {
+    move || {
+        let px = pointer.get()?;
+        let settings = settings.get();
+        let rows = drawing.with(|d| {
+            d.nearest(px)
+                .into_iter()
+                .map(|(line, s)| {
+                    let at = match settings.axis {
+                        XAxis::Step => format!("step {}", s.step),
+                        XAxis::Relative => format!("step {}, {}", s.step, format_duration(s.x)),
+                        XAxis::Wall => format!("step {}, {}", s.step, format_clock(s.x, settings.utc_offset_minutes)),
+                    };
+                    let spread = (s.max > s.min).then(|| format!(" (range {} – {})", format_number(s.min), format_number(s.max)));
+                    view! {
+                        <li>
+                            <span class="swatch" style=format!("background: {}", line.colour)></span>
+                            {format!("{}: {at}: smoothed {}, value {}", line.label, format_number(s.smoothed), format_number(s.value))}
+                            {spread}
+                        </li>
+                    }
+                })
+                .collect_view()
+        });
+        Some(view! { <ul class="read-out" aria-live="polite">{rows}</ul> })
+    }
+}

@@ -1,0 +1,124 @@
+//! A layout being explored: sizes, order and node size as the learner types them, the token
+//! whose groups colour the grid, and the rank under the pointer or selected. Shared by the
+//! controls, the grid and the estimate beside it.
+
+use leptos::prelude::*;
+use scalebook_shared::layout::{Dim, Layout, Placement, Sizes, Token};
+use scalebook_shared::{Error, Problems};
+
+use super::GridSpec;
+use super::config_editor::ProblemsFor;
+use super::unique_id;
+
+#[derive(Debug, Clone, Copy)]
+pub struct LayoutState {
+    pub sizes: RwSignal<Sizes>,
+    pub order: RwSignal<String>,
+    pub gpus_per_node: RwSignal<u32>,
+    pub colour: RwSignal<Token>,
+    pub selected: RwSignal<Option<u32>>,
+    pub hovered: RwSignal<Option<u32>>,
+    /// The layout, or every problem with what was typed.
+    pub layout: Memo<Result<Layout, Error>>,
+    pub placement: Memo<Result<Placement, Error>>,
+}
+
+impl LayoutState {
+    pub fn new(spec: &GridSpec) -> LayoutState {
+        let sizes = RwSignal::new(spec.sizes);
+        let order = RwSignal::new(spec.order.clone());
+        let gpus_per_node = RwSignal::new(spec.gpus_per_node);
+        LayoutState {
+            sizes,
+            order,
+            gpus_per_node,
+            colour: RwSignal::new(spec.colour),
+            selected: RwSignal::new(None),
+            hovered: RwSignal::new(None),
+            layout: Memo::new(move |_| Layout::new(sizes.get(), &order.get())),
+            placement: Memo::new(move |_| Placement::new(gpus_per_node.get())),
+        }
+    }
+
+    /// The rank the details are about: the one under the pointer, else the selected one.
+    pub fn focus(&self) -> Option<u32> {
+        self.hovered.get().or(self.selected.get())
+    }
+
+    pub fn problems(&self) -> Problems {
+        let mut problems = Problems::default();
+        for result in [self.layout.get().err(), self.placement.get().err()].into_iter().flatten() {
+            problems.0.extend(result.problems().0);
+        }
+        problems
+    }
+}
+
+fn set_size(sizes: &mut Sizes, dim: Dim, value: u32) {
+    match dim {
+        Dim::Tp => sizes.tp = value,
+        Dim::Cp => sizes.cp = value,
+        Dim::Dp => sizes.dp = value,
+        Dim::Pp => sizes.pp = value,
+    }
+}
+
+/// The inputs of a layout, each with its problems beside it.
+#[component]
+pub fn LayoutControls(state: LayoutState) -> impl IntoView {
+    let problems = Signal::derive(move || state.problems());
+    let size_field = move |dim: Dim| {
+        let name = dim.name();
+        let id = unique_id(name);
+        view! {
+            <div class="control">
+                <label for=id.clone()>{name}</label>
+                <input id=id type="number" min="1" data-field=name class="size"
+                    prop:value=move || state.sizes.get().get(dim)
+                    aria-invalid=move || problems.with(|p| p.for_field(name).next().is_some()).to_string()
+                    on:input=move |ev| {
+                        let value = event_target_value(&ev).trim().parse().unwrap_or(0);
+                        state.sizes.update(|s| set_size(s, dim, value));
+                    } />
+                <ProblemsFor problems field=name />
+            </div>
+        }
+    };
+    let order_id = unique_id("order");
+    let gpus_id = unique_id("gpus");
+    let colour_id = unique_id("colour");
+    view! {
+        <div class="layout-controls">
+            {[Dim::Tp, Dim::Cp, Dim::Dp, Dim::Pp].map(size_field)}
+            <div class="control">
+                <label for=order_id.clone()>"order (fastest first)"</label>
+                <input id=order_id type="text" data-field="order" spellcheck="false"
+                    prop:value=move || state.order.get()
+                    on:input=move |ev| state.order.set(event_target_value(&ev)) />
+                <ProblemsFor problems field="order" />
+            </div>
+            <div class="control">
+                <label for=gpus_id.clone()>"GPUs per node"</label>
+                <input id=gpus_id type="number" min="1" data-field="gpus_per_node"
+                    prop:value=move || state.gpus_per_node.get()
+                    on:input=move |ev| state.gpus_per_node.set(event_target_value(&ev).trim().parse().unwrap_or(0)) />
+                <ProblemsFor problems field="gpus_per_node" />
+            </div>
+            <div class="control">
+                <label for=colour_id.clone()>"colour by"</label>
+                <select id=colour_id data-field="colour"
+                    on:change=move |ev| {
+                        if let Ok(token) = event_target_value(&ev).parse::<Token>() {
+                            state.colour.set(token);
+                        }
+                    }>
+                    {Token::ALL.map(|t| {
+                        let selected = move || state.colour.get() == t;
+                        view! { <option value=t.to_string() selected=selected>{t.to_string()}</option> }
+                    })}
+                </select>
+            </div>
+            <ProblemsFor problems field="world" />
+        </div>
+    }
+}

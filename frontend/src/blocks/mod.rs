@@ -1,0 +1,48 @@
+//! The interactive blocks a chapter places in its text.
+
+mod chart_drawing;
+mod charts;
+mod config_editor;
+mod config_model;
+mod derived_values;
+mod estimate;
+mod estimate_view;
+mod grid_geometry;
+mod layout_state;
+mod quiz;
+mod rank_grid;
+mod run;
+mod spec;
+mod units;
+
+pub use spec::{BlockSpec, ChartSpec, GridSpec};
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use leptos::prelude::*;
+
+use self::charts::ChartsBlock;
+use self::config_editor::ConfigEditor;
+use self::estimate::EstimateBlock;
+use self::quiz::Quiz;
+use self::rank_grid::RankGridBlock;
+use self::run::RunBlock;
+
+/// The component a spec asks for.
+#[component]
+pub fn Block(spec: BlockSpec) -> impl IntoView {
+    match spec {
+        BlockSpec::Config { config, dp } => view! { <ConfigEditor config dp /> }.into_any(),
+        BlockSpec::Quiz { question, answer } => view! { <Quiz question answer /> }.into_any(),
+        BlockSpec::RankGrid(spec) => view! { <RankGridBlock spec /> }.into_any(),
+        BlockSpec::Estimate { config, grid, cluster, gpu } => view! { <EstimateBlock config grid cluster gpu /> }.into_any(),
+        BlockSpec::Run { config, dp } => view! { <RunBlock config dp /> }.into_any(),
+        BlockSpec::Chart(spec) => view! { <ChartsBlock spec /> }.into_any(),
+    }
+}
+
+/// An element id no other block on the page uses (blocks of one kind may appear twice).
+pub fn unique_id(prefix: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!("{prefix}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}

@@ -1,0 +1,242 @@
+//! What a chapter asks for in a fenced code block: ```` ```scalebook KIND key=value ... ````,
+//! e.g. `rank-grid tp=2 cp=2 dp=4 order=tp-cp-dp` or `chart tags="Loss/train,Learning Rate"`.
+//! Unknown kinds and keys are errors shown in place of the block, so an instructor editing a
+//! chapter sees a typo at once instead of a silently different block.
+
+use scalebook_shared::charts::{DEFAULT_SMOOTHING, XAxis};
+use scalebook_shared::config::DEFAULT_CONFIG;
+use scalebook_shared::layout::{DEFAULT_ORDER, Sizes, Token};
+use scalebook_shared::metrics::tags;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum BlockSpec {
+    /// The config editor, for `config` on `dp` data-parallel ranks.
+    Config { config: String, dp: u32 },
+    RankGrid(GridSpec),
+    /// A layout with its rank grid and the estimate of one step of `config` on it.
+    Estimate { config: String, grid: GridSpec, cluster: Option<String>, gpu: Option<String> },
+    /// Launching the chapter's config on `dp` local ranks, with its state and log.
+    Run { config: String, dp: u32 },
+    Chart(ChartSpec),
+    /// A question (Markdown) and its answer, shown on demand.
+    Quiz { question: String, answer: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GridSpec {
+    pub sizes: Sizes,
+    pub order: String,
+    pub gpus_per_node: u32,
+    /// The token whose groups colour the grid.
+    pub colour: Token,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChartSpec {
+    pub tags: Vec<String>,
+    pub baseline: bool,
+    pub axis: XAxis,
+    pub log: bool,
+    pub smoothing: f64,
+}
+
+/// Perlmutter's node size, where the tutorial ran.
+const DEFAULT_GPUS_PER_NODE: u32 = 4;
+
+impl BlockSpec {
+    /// Parses the words after `scalebook` in the info string; `body` is the block's text.
+    pub fn parse(info: &str, body: &str) -> Result<BlockSpec, String> {
+        let words = split_words(info)?;
+        let (kind, settings) = words.split_first().ok_or("a scalebook block needs a kind, e.g. `scalebook quiz`")?;
+        let mut settings = Settings::new(settings)?;
+        let spec = match kind.as_str() {
+            "config" => BlockSpec::Config { config: settings.config(), dp: settings.count("dp", 1)? },
+            "rank-grid" => BlockSpec::RankGrid(settings.grid()?),
+            "estimate" => BlockSpec::Estimate {
+                config: settings.config(),
+                grid: settings.grid()?,
+                cluster: settings.take("cluster"),
+                gpu: settings.take("gpu"),
+            },
+            "run" => BlockSpec::Run { config: settings.config(), dp: settings.count("dp", 1)? },
+            "chart" => BlockSpec::Chart(settings.chart()?),
+            "quiz" => {
+                let (question, answer) = split_quiz(body)?;
+                BlockSpec::Quiz { question, answer }
+            }
+            other => return Err(format!("unknown block kind `{other}`; the kinds are config, rank-grid, estimate, run, chart and quiz")),
+        };
+        settings.finish(kind)?;
+        Ok(spec)
+    }
+}
+
+/// Words separated by spaces; a value in double quotes may hold spaces (`tags="Learning Rate"`).
+fn split_words(text: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    for c in text.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            c if c.is_whitespace() && !quoted => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    if quoted {
+        return Err(format!("unclosed quote in `{text}`"));
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    Ok(words)
+}
+
+/// The question, a line of `---`, the answer.
+fn split_quiz(body: &str) -> Result<(String, String), String> {
+    let mut question = String::new();
+    let mut answer: Option<String> = None;
+    for line in body.lines() {
+        match &mut answer {
+            None if line.trim() == "---" => answer = Some(String::new()),
+            None => question.push_str(&format!("{line}\n")),
+            Some(answer) => answer.push_str(&format!("{line}\n")),
+        }
+    }
+    match answer {
+        Some(answer) if !question.trim().is_empty() && !answer.trim().is_empty() => Ok((question, answer)),
+        _ => Err("a quiz block holds a question, a line `---`, and the answer".into()),
+    }
+}
+
+/// The `key=value` settings of a block; each is taken once, and any left over is an error.
+struct Settings(Vec<(String, String)>);
+
+impl Settings {
+    fn new(words: &[String]) -> Result<Settings, String> {
+        let pairs = words
+            .iter()
+            .map(|w| match w.split_once('=') {
+                Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+                _ => Err(format!("`{w}` is not of the form key=value")),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Settings(pairs))
+    }
+
+    fn take(&mut self, key: &str) -> Option<String> {
+        let at = self.0.iter().position(|(k, _)| k == key)?;
+        Some(self.0.remove(at).1)
+    }
+
+    fn config(&mut self) -> String {
+        self.take("config").unwrap_or_else(|| DEFAULT_CONFIG.to_owned())
+    }
+
+    fn count(&mut self, key: &str, default: u32) -> Result<u32, String> {
+        match self.take(key) {
+            None => Ok(default),
+            Some(v) => v.parse::<u32>().ok().filter(|n| *n > 0).ok_or(format!("{key}={v}: expected a whole number of at least 1")),
+        }
+    }
+
+    fn flag(&mut self, key: &str, default: bool) -> Result<bool, String> {
+        match self.take(key).as_deref() {
+            None => Ok(default),
+            Some("true") => Ok(true),
+            Some("false") => Ok(false),
+            Some(v) => Err(format!("{key}={v}: expected true or false")),
+        }
+    }
+
+    fn grid(&mut self) -> Result<GridSpec, String> {
+        let sizes = Sizes { tp: self.count("tp", 1)?, cp: self.count("cp", 1)?, dp: self.count("dp", 1)?, pp: self.count("pp", 1)? };
+        let colour = match self.take("colour") {
+            None => Token::TP,
+            Some(text) => text.parse::<Token>().map_err(|e| e.to_string())?,
+        };
+        Ok(GridSpec {
+            sizes,
+            order: self.take("order").unwrap_or_else(|| DEFAULT_ORDER.to_owned()),
+            gpus_per_node: self.count("gpus", DEFAULT_GPUS_PER_NODE)?,
+            colour,
+        })
+    }
+
+    fn chart(&mut self) -> Result<ChartSpec, String> {
+        let tags = match self.take("tags") {
+            Some(list) => list.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned).collect(),
+            None => vec![tags::LOSS_TRAIN.to_owned(), tags::LOSS_VALID.to_owned()],
+        };
+        let axis = match self.take("axis") {
+            None => XAxis::Step,
+            Some(name) => XAxis::from_name(&name).ok_or(format!("axis={name}: expected step, relative or wall"))?,
+        };
+        let smoothing = match self.take("smoothing") {
+            None => DEFAULT_SMOOTHING,
+            Some(v) => v.parse::<f64>().ok().filter(|w| (0.0..1.0).contains(w)).ok_or(format!("smoothing={v}: expected a number in [0, 1)"))?,
+        };
+        Ok(ChartSpec { tags, baseline: self.flag("baseline", false)?, axis, log: self.flag("log", false)?, smoothing })
+    }
+
+    fn finish(self, kind: &str) -> Result<(), String> {
+        match self.0.first() {
+            None => Ok(()),
+            Some((key, _)) => Err(format!("a {kind} block has no setting `{key}`")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    use super::*;
+
+    #[wasm_bindgen_test]
+    fn reads_every_kind_with_its_settings() {
+        let grid = BlockSpec::parse("rank-grid tp=2 cp=2 dp=4 order=tp-cp-dp colour=dp", "").unwrap();
+        assert_eq!(
+            grid,
+            BlockSpec::RankGrid(GridSpec {
+                sizes: Sizes { tp: 2, cp: 2, dp: 4, pp: 1 },
+                order: "tp-cp-dp".into(),
+                gpus_per_node: 4,
+                colour: Token::DP,
+            })
+        );
+        let estimate = BlockSpec::parse("estimate config=mp tp=4 dp=4 gpu=a100-40gb", "").unwrap();
+        let BlockSpec::Estimate { config, grid, gpu, cluster } = estimate else { panic!("{estimate:?}") };
+        assert_eq!((config.as_str(), grid.sizes.tp, grid.sizes.dp, gpu.as_deref(), cluster), ("mp", 4, 4, Some("a100-40gb"), None));
+        assert_eq!(BlockSpec::parse("run config=cpu_tiny", "").unwrap(), BlockSpec::Run { config: "cpu_tiny".into(), dp: 1 });
+        assert_eq!(BlockSpec::parse("config", "").unwrap(), BlockSpec::Config { config: DEFAULT_CONFIG.into(), dp: 1 });
+        let chart = BlockSpec::parse(r#"chart tags="Loss/valid, Learning Rate" baseline=true axis=relative"#, "").unwrap();
+        let BlockSpec::Chart(chart) = chart else { panic!() };
+        assert_eq!(chart.tags, ["Loss/valid", "Learning Rate"]);
+        assert!(chart.baseline && !chart.log);
+        assert_eq!((chart.axis, chart.smoothing), (XAxis::Relative, DEFAULT_SMOOTHING));
+    }
+
+    #[wasm_bindgen_test]
+    fn quizzes_split_at_the_rule() {
+        let quiz = BlockSpec::parse("quiz", "Why?\n\nThink.\n---\nBecause.\n").unwrap();
+        assert_eq!(quiz, BlockSpec::Quiz { question: "Why?\n\nThink.\n".into(), answer: "Because.\n".into() });
+        assert!(BlockSpec::parse("quiz", "No answer here\n").unwrap_err().contains("`---`"));
+    }
+
+    #[wasm_bindgen_test]
+    fn typos_are_errors_that_say_what_is_wrong() {
+        assert!(BlockSpec::parse("rank-grid tp=2 cpp=2", "").unwrap_err().contains("no setting `cpp`"));
+        assert!(BlockSpec::parse("rank-grid tp=0", "").unwrap_err().contains("at least 1"));
+        assert!(BlockSpec::parse("chart axis=epoch", "").unwrap_err().contains("step, relative or wall"));
+        assert!(BlockSpec::parse("chart baseline=yes", "").unwrap_err().contains("true or false"));
+        assert!(BlockSpec::parse("graph", "").unwrap_err().contains("unknown block kind `graph`"));
+        assert!(BlockSpec::parse("run config", "").unwrap_err().contains("key=value"));
+        assert!(BlockSpec::parse(r#"chart tags="Loss"#, "").unwrap_err().contains("unclosed quote"));
+        assert!(BlockSpec::parse("rank-grid colour=xp", "").is_err());
+    }
+}

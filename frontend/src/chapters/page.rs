@@ -1,0 +1,71 @@
+//! One chapter: its Markdown fetched, split into prose and blocks, and rendered. The chapter's
+//! blocks share one working config (the editor changes it, the run block launches it).
+
+use leptos::prelude::*;
+
+use super::markdown::{Segment, segments};
+use crate::blocks::Block;
+use crate::library::{Loaded, when_ready};
+use crate::net::{fetch, urls};
+use crate::working::WorkingConfig;
+
+const FIRST_RENDER_MARK: &str = "scalebook-first-chapter";
+
+#[component]
+pub fn ChapterPage(slug: String, title: String) -> impl IntoView {
+    let content: RwSignal<Loaded<Vec<Segment>>> = RwSignal::new(Loaded::Loading);
+    let url = urls::resolve(&format!("chapters/{slug}.md"));
+    leptos::task::spawn_local(async move {
+        let loaded = match fetch::text(&url).await {
+            Ok(text) => Loaded::Ready(segments(&text)),
+            Err(message) => Loaded::Failed(message),
+        };
+        content.set(loaded);
+    });
+    provide_context(WorkingConfig::new());
+
+    let article = NodeRef::<leptos::html::Article>::new();
+    Effect::new(move |_| {
+        if content.with(|c| matches!(c, Loaded::Ready(_))) {
+            // Moving to another chapter starts at its top, with the keyboard focus in it; the
+            // first page of a visit keeps the focus where the browser put it.
+            if !mark_first_render() {
+                window().scroll_to_with_x_and_y(0.0, 0.0);
+                if let Some(article) = article.get() {
+                    let _ = article.focus();
+                }
+            }
+        }
+    });
+
+    view! {
+        <article class="chapter" node_ref=article tabindex="-1" aria-label=title data-chapter=slug>
+            {move || when_ready("chapter", content.get(), |segments| segments.into_iter().map(segment_view).collect_view())}
+        </article>
+    }
+}
+
+fn segment_view(segment: Segment) -> AnyView {
+    match segment {
+        Segment::Html(html) => view! { <div class="prose" inner_html=html></div> }.into_any(),
+        Segment::Block(spec) => view! { <Block spec /> }.into_any(),
+        Segment::Broken { info, reason } => view! {
+            <div class="block broken" role="alert">
+                <p class="error">"This block cannot be shown: " {reason}</p>
+                <code>"```scalebook " {info}</code>
+            </div>
+        }
+        .into_any(),
+    }
+}
+
+/// Marks when the first chapter's text is on the page (read by the browser test that
+/// measures time to first render), once per page load; whether this was that first time.
+fn mark_first_render() -> bool {
+    let Some(performance) = window().performance() else { return false };
+    let first = performance.get_entries_by_name(FIRST_RENDER_MARK).length() == 0;
+    if first {
+        let _ = performance.mark(FIRST_RENDER_MARK);
+    }
+    first
+}

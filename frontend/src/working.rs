@@ -1,0 +1,41 @@
+//! A chapter's working config: the config its blocks are about, with the learner's changes.
+//! The editor writes it; the run block launches it; so what is launched is what was edited.
+
+use leptos::prelude::*;
+
+#[derive(Debug, Clone, Copy)]
+pub struct WorkingConfig {
+    /// The config's name; the first block that names one sets it.
+    pub name: RwSignal<Option<String>>,
+    /// The learner's changes as `key=value` overrides of the named config.
+    pub overrides: RwSignal<Vec<String>>,
+    /// How many problems the edited config has (a launch waits until there are none).
+    pub problems: RwSignal<usize>,
+    /// Data-parallel ranks to run it on.
+    pub dp: RwSignal<u32>,
+}
+
+impl WorkingConfig {
+    pub fn new() -> WorkingConfig {
+        WorkingConfig { name: RwSignal::new(None), overrides: RwSignal::new(Vec::new()), problems: RwSignal::new(0), dp: RwSignal::new(1) }
+    }
+
+    /// The chapter's working config, taking `name` and `dp` if no block has named one yet.
+    pub fn claim(name: &str, dp: u32) -> WorkingConfig {
+        let working = use_context::<WorkingConfig>().unwrap_or_else(WorkingConfig::new);
+        if working.name.get_untracked().is_none() {
+            working.name.set(Some(name.to_owned()));
+            working.dp.set(dp);
+        }
+        working
+    }
+
+    /// Switches to another config, dropping the changes made to the previous one.
+    pub fn switch(&self, name: String) {
+        if self.name.get_untracked().as_deref() != Some(name.as_str()) {
+            self.overrides.set(Vec::new());
+            self.problems.set(0);
+            self.name.set(Some(name));
+        }
+    }
+}
