@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use leptos::prelude::*;
-use scalebook_shared::charts::{CsvSeries, XAxis, format_clock, format_duration, format_number, to_csv};
+use scalebook_shared::charts::{CsvSeries, MAX_SMOOTHING, XAxis, format_clock, format_duration, format_number, to_csv};
 
 use super::ChartSpec;
 use super::chart_drawing::{BOTTOM, Drawing, HEIGHT, LEFT, RIGHT, Settings, Source, TOP, WIDTH, plot_width};
@@ -93,10 +93,10 @@ pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
                     {XAxis::ALL.map(|a| view! { <option value=a.name() selected=move || axis.get() == a>{a.label()}</option> })}
                 </select>
                 <label for=smooth_id.clone()>"smoothing"</label>
-                <input id=smooth_id class="smoothing" type="range" min="0" max="0.99" step="0.01"
+                <input id=smooth_id class="smoothing" type="range" min="0" max=MAX_SMOOTHING step="0.001"
                     prop:value=move || smoothing.get().to_string()
                     on:input=move |ev| smoothing.set(event_target_value(&ev).parse().unwrap_or(0.0)) />
-                <output>{move || format!("{:.2}", smoothing.get())}</output>
+                <output>{move || format!("{:.3}", smoothing.get())}</output>
                 <label><input type="checkbox" class="log" prop:checked=move || log.get() on:change=move |ev| log.set(event_target_checked(&ev)) />" log scale"</label>
                 <label><input type="checkbox" class="baseline" prop:checked=move || baseline.get() on:change=move |ev| baseline.set(event_target_checked(&ev)) />" tutorial baseline"</label>
                 <label for=add_id.clone()>"add a chart"</label>

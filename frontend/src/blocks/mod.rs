@@ -12,6 +12,8 @@ mod layout_state;
 mod quiz;
 mod rank_grid;
 mod run;
+mod run_status;
+mod slurm_fields;
 mod spec;
 mod units;
 

@@ -1,21 +1,32 @@
-//! The run block: launch the chapter's working config (with the changes made in its editor)
-//! on local ranks, follow the run's state, reason and log as they stream in, cancel it, and
-//! pick from every run to chart or reopen (the block remembers its run across reloads).
+//! The run block: launch the chapter's working config (with the changes made in its editor),
+//! on this machine's cores or as a Slurm batch job whose script is shown before it is
+//! submitted; then follow the run (state, reason, log, cancel) and pick from every run to
+//! chart or reopen. The block remembers its run across reloads.
 
 use leptos::prelude::*;
 use scalebook_shared::Problems;
-use scalebook_shared::charts::format_clock;
+use scalebook_shared::cluster::ExecutorKind;
 use scalebook_shared::config::TrainConfig;
-use scalebook_shared::layout::{LayoutSpec, Sizes};
-use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, RunId, RunRecord};
+use scalebook_shared::layout::{Layout, LayoutSpec, Sizes};
+use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, RunId, SlurmRequest};
 
+use super::run_status::{CurrentRun, RunList, remember, remembered};
+use super::slurm_fields::SlurmFields;
 use super::unique_id;
 use crate::library::Library;
-use crate::runs::Runs;
+use crate::net::ws::ConnectionState;
+use crate::runs::{Answer, Runs};
 use crate::working::WorkingConfig;
 
-/// Log lines shown (the stream keeps more).
-const LOG_LINES_SHOWN: usize = 200;
+/// Where runs go when no cluster is chosen.
+const LOCAL: &str = "local";
+
+/// A request waiting for the server: a launch, or a preview of the script for this request.
+#[derive(Debug, Clone, PartialEq)]
+enum Waiting {
+    Launch(u64),
+    Preview(u64, LaunchRequest),
+}
 
 #[component]
 pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
@@ -27,64 +38,95 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
     if let Some(id) = current.get_untracked() {
         runs.watch(&id);
     }
-    let ticket = RwSignal::new(None::<u64>);
+    let target = RwSignal::new(LOCAL.to_owned());
+    let slurm = RwSignal::new(SlurmRequest::default());
+    let waiting = RwSignal::new(None::<Waiting>);
+    let previewed = RwSignal::new(None::<(LaunchRequest, String)>);
     let refusal = RwSignal::new(None::<(String, Problems)>);
 
-    let open = {
-        let key = memory_key.clone();
-        move |id: RunId| {
-            runs.watch(&id);
-            remember(&key, &id);
-            current.set(Some(id));
-        }
-    };
-    let open_launched = open.clone();
+    let open = Callback::new(move |id: RunId| {
+        runs.watch(&id);
+        remember(&memory_key, &id);
+        current.set(Some(id));
+    });
     Effect::new(move |_| {
-        let Some(t) = ticket.get() else { return };
-        match runs.outcome(t) {
-            Some(Ok(id)) => {
-                ticket.set(None);
-                open_launched(id);
-            }
-            Some(Err(report)) => {
-                ticket.set(None);
-                refusal.set(Some((report.message, report.problems)));
-            }
-            None => {}
+        let (ticket, preview) = match waiting.get() {
+            Some(Waiting::Launch(t)) => (t, None),
+            Some(Waiting::Preview(t, request)) => (t, Some(request)),
+            None => return,
+        };
+        let Some(answer) = runs.answer(ticket) else { return };
+        waiting.set(None);
+        match (answer, preview) {
+            (Answer::Launched(id), _) => open.run(id),
+            (Answer::Script(script), Some(request)) => previewed.set(Some((request, script))),
+            (Answer::Refused(report), _) => refusal.set(Some((report.message, report.problems))),
+            (Answer::Script(_), None) => {}
         }
     });
 
-    // The config as it will run: the named one with the working changes.
+    let slurm_cluster = Memo::new(move |_| {
+        let clusters = library.clusters.get().ready()?;
+        let cluster = clusters.get(&target.get()).ok()?;
+        (cluster.executor == ExecutorKind::Slurm).then(|| cluster.clone())
+    });
+    // The config as it will run: the named one with the working changes, on its layout.
     let effective = move || -> Option<TrainConfig> {
         let file = library.configs.get().ready()?;
         let mut config = file.get(&working.name.get()?).ok()?;
         config.apply_overrides(&working.overrides.get()).ok()?;
         Some(config)
     };
-    let launch = move |_| {
-        refusal.set(None);
-        let Some(name) = working.name.get_untracked() else { return };
-        let layout = effective().map(|c| LayoutSpec {
-            sizes: Sizes { tp: c.tensor_parallel as u32, cp: c.context_parallel as u32, dp: working.dp.get_untracked(), pp: 1 },
+    let layout = move || {
+        effective().map(|c| LayoutSpec {
+            sizes: Sizes { tp: c.tensor_parallel as u32, cp: c.context_parallel as u32, dp: working.dp.get(), pp: 1 },
             order: c.parallel_order,
-        });
-        let request =
-            LaunchRequest { config: name, overrides: working.overrides.get_untracked(), layout, executor: ExecutorSpec::Local, seed: None };
-        match runs.launch(request) {
-            Ok(t) => ticket.set(Some(t)),
-            Err(message) => refusal.set(Some((message, Problems::default()))),
-        }
+        })
     };
+    let request = move || -> Option<LaunchRequest> {
+        let executor = match slurm_cluster.get() {
+            Some(_) => ExecutorSpec::Slurm(Box::new(SlurmRequest { cluster: target.get(), ..slurm.get() })),
+            None => ExecutorSpec::Local,
+        };
+        Some(LaunchRequest { config: working.name.get()?, overrides: working.overrides.get(), layout: layout(), executor, seed: None })
+    };
+    // The Slurm settings checked as the server will check them.
+    let slurm_problems = Signal::derive(move || {
+        let (Some(_), Some(clusters), Some(spec)) = (slurm_cluster.get(), library.clusters.get().ready(), layout()) else {
+            return Problems::default();
+        };
+        let Ok(layout) = Layout::new(spec.sizes, &spec.order) else { return Problems::default() };
+        let request = SlurmRequest { cluster: target.get(), ..slurm.get() };
+        request.resolve(&clusters, &layout).err().map(|e| e.problems()).unwrap_or_default()
+    });
     let blocked = move || {
         if working.problems.get() > 0 {
             Some("fix the config's problems first".to_owned())
-        } else if runs.connection.get() != crate::net::ws::ConnectionState::Open {
+        } else if !slurm_problems.with(Problems::is_empty) {
+            Some("fix the job settings first".to_owned())
+        } else if runs.connection.get() != ConnectionState::Open {
             Some("waiting for the server connection".to_owned())
         } else {
-            ticket.get().map(|_| "launching…".to_owned())
+            waiting.get().map(|_| "waiting for the server…".to_owned())
         }
     };
+    let send = move |preview: bool| {
+        refusal.set(None);
+        let Some(request) = request() else { return };
+        let sent = if preview {
+            runs.preview_slurm(request.clone()).map(|t| Waiting::Preview(t, request))
+        } else {
+            runs.launch(request).map(Waiting::Launch)
+        };
+        match sent {
+            Ok(w) => waiting.set(Some(w)),
+            Err(message) => refusal.set(Some((message, Problems::default()))),
+        }
+    };
+    let script_is_current = move || previewed.with(|p| p.as_ref().is_some_and(|(r, _)| Some(r) == request().as_ref()));
+
     let config_id = unique_id("run-config");
+    let target_id = unique_id("run-target");
     let dp_id = unique_id("run-dp");
     view! {
         <section class="block run-block" aria-label="Run">
@@ -92,21 +134,47 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
                 <label for=config_id.clone()>"config"</label>
                 <select id=config_id class="run-config" on:change=move |ev| working.switch(event_target_value(&ev))>
                     {move || library.configs.get().ready().map(|file| file.names().map(|n| {
-                        let name = n.to_owned();
                         let selected = working.name.get().as_deref() == Some(n);
-                        view! { <option value=name.clone() selected=selected>{name.clone()}</option> }
+                        view! { <option value=n.to_owned() selected=selected>{n.to_owned()}</option> }
                     }).collect_view())}
                 </select>
                 <label for=dp_id.clone()>"ranks (dp)"</label>
-                <input id=dp_id class="dp" type="number" min="1" max="8" prop:value=move || working.dp.get()
+                <input id=dp_id class="dp" type="number" min="1" max="4096" prop:value=move || working.dp.get()
                     on:input=move |ev| working.dp.set(event_target_value(&ev).trim().parse().unwrap_or(1)) />
-                <button type="button" class="launch" on:click=launch disabled=move || blocked().is_some()>"Launch on this machine"</button>
+                <label for=target_id.clone()>"where"</label>
+                <select id=target_id class="run-target" on:change=move |ev| { target.set(event_target_value(&ev)); previewed.set(None); }>
+                    <option value=LOCAL selected=true>"this machine"</option>
+                    {move || library.clusters.get().ready().map(|clusters| clusters.names()
+                        .filter(|n| clusters.get(n).is_ok_and(|c| c.executor == ExecutorKind::Slurm))
+                        .map(|n| view! { <option value=n.to_owned()>{format!("{n} (Slurm)")}</option> })
+                        .collect_view())}
+                </select>
+            </div>
+            {move || slurm_cluster.get().map(|cluster| view! { <SlurmFields cluster request=slurm problems=slurm_problems /> })}
+            <div class="toolbar">
+                {move || match slurm_cluster.get() {
+                    None => view! {
+                        <button type="button" class="launch" on:click=move |_| send(false) disabled=move || blocked().is_some()>"Launch on this machine"</button>
+                    }.into_any(),
+                    Some(_) => view! {
+                        <button type="button" class="preview" on:click=move |_| send(true) disabled=move || blocked().is_some()>"Show the batch script"</button>
+                        <button type="button" class="launch" on:click=move |_| send(false)
+                            disabled=move || blocked().is_some() || !script_is_current()
+                            title="Submit after reading the script it will run">{format!("Submit to {}", target.get())}</button>
+                    }.into_any(),
+                }}
                 <span class="muted">{blocked}</span>
             </div>
             <p class="muted">{move || {
                 let changes = working.overrides.get();
                 if changes.is_empty() { "Runs the config as the file defines it.".to_owned() } else { format!("With your changes: {}", changes.join(", ")) }
             }}</p>
+            {move || previewed.get().filter(|_| slurm_cluster.get().is_some()).map(|(_, script)| view! {
+                <details class="slurm-script" open>
+                    <summary>{move || if script_is_current() { "The batch script that will be submitted" } else { "The batch script (settings changed since: show it again)" }}</summary>
+                    <pre>{script}</pre>
+                </details>
+            })}
             {move || refusal.get().map(|(message, problems)| view! {
                 <div class="refusal" role="alert">
                     <p class="error">{message}</p>
@@ -114,106 +182,7 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
                 </div>
             })}
             {move || current.get().map(|id| view! { <CurrentRun id runs /> })}
-            <RunList runs current open=Callback::new(open.clone()) />
+            <RunList runs current open />
         </section>
-    }
-}
-
-#[component]
-fn CurrentRun(id: RunId, runs: Runs) -> impl IntoView {
-    let stream = runs.watch(&id);
-    let record = {
-        let id = id.clone();
-        Memo::new(move |_| runs.record(&id))
-    };
-    let log = NodeRef::<leptos::html::Pre>::new();
-    let lines = stream.log.clone();
-    Effect::new(move |_| {
-        lines.track();
-        if let Some(pre) = log.get() {
-            pre.set_scroll_top(pre.scroll_height());
-        }
-    });
-    let cancel_id = id.clone();
-    let log_text = move || {
-        stream.log.with(|lines| {
-            let skip = lines.len().saturating_sub(LOG_LINES_SHOWN);
-            lines[skip..].iter().map(|l| l.text.as_str()).collect::<Vec<_>>().join("\n")
-        })
-    };
-    view! {
-        <div class="current-run" data-run=id.to_string()>
-            {move || record.get().map(|r| {
-                let state = r.state();
-                let reason = r.reason().map(str::to_owned);
-                let cancel_id = cancel_id.clone();
-                view! {
-                    <p class="run-state" data-state=format!("{state:?}").to_lowercase()>
-                        <span class=format!("badge state-{}", state.label().replace(' ', "-"))>{state.label()}</span>
-                        {format!(" run {} of {}", r.id, r.config)}
-                        {reason.map(|why| view! { <span class="reason">{format!(": {why}")}</span> })}
-                        {(!state.is_final()).then(|| view! {
-                            <button type="button" class="cancel" on:click=move |_| { runs.cancel(&cancel_id); }>"Cancel"</button>
-                        })}
-                    </p>
-                }
-            })}
-            <pre class="log" node_ref=log tabindex="0" aria-label="Log of the run">{log_text}</pre>
-        </div>
-    }
-}
-
-#[component]
-fn RunList(runs: Runs, current: RwSignal<Option<RunId>>, open: Callback<RunId>) -> impl IntoView {
-    let rows = move || {
-        let mut records: Vec<RunRecord> = runs.records.get();
-        records.reverse();
-        records
-            .into_iter()
-            .map(|r| {
-                let id = r.id.clone();
-                let charted = {
-                    let id = id.clone();
-                    move || runs.charted.with(|c| c.contains(&id))
-                };
-                let is_current = {
-                    let id = id.clone();
-                    move || current.with(|c| c.as_ref() == Some(&id))
-                };
-                let toggle_id = id.clone();
-                let open_id = id.clone();
-                view! {
-                    <tr data-run=id.to_string() class:current=is_current>
-                        <td class="mono">{id.to_string()}</td>
-                        <td>{r.config.clone()}</td>
-                        <td>{r.state().label()}</td>
-                        <td>{format_clock(r.created_at, -(js_sys::Date::new_0().get_timezone_offset() as i32))}</td>
-                        <td><label><input type="checkbox" class="chart-toggle" prop:checked=charted
-                            on:change=move |ev| runs.set_charted(&toggle_id, event_target_checked(&ev)) />" chart"</label></td>
-                        <td><button type="button" on:click=move |_| open.run(open_id.clone())>"Open"</button></td>
-                    </tr>
-                }
-            })
-            .collect_view()
-    };
-    view! {
-        <details class="run-list">
-            <summary>{move || format!("All runs ({})", runs.records.with(Vec::len))}</summary>
-            <table>
-                <thead><tr><th>"run"</th><th>"config"</th><th>"state"</th><th>"created"</th><th></th><th></th></tr></thead>
-                <tbody>{rows}</tbody>
-            </table>
-        </details>
-    }
-}
-
-fn remembered(key: &str) -> Option<RunId> {
-    let storage = window().local_storage().ok().flatten()?;
-    RunId::parse(&storage.get_item(key).ok().flatten()?).ok()
-}
-
-fn remember(key: &str, id: &RunId) {
-    if let Some(storage) = window().local_storage().ok().flatten() {
-        let _ = storage.set_item(key, id.as_str());
     }
 }

@@ -22,8 +22,14 @@ use crate::net::ws::{ConnectionState, Socket};
 
 const CHARTED_KEY: &str = "scalebook-charted-runs";
 
-/// What became of one launch request.
-pub type LaunchOutcome = Result<RunId, ErrorReport>;
+/// The server's answer to a launch or a Slurm preview.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    Launched(RunId),
+    /// The batch script a Slurm launch would submit.
+    Script(String),
+    Refused(ErrorReport),
+}
 
 /// The page's runs; provided as context by the app.
 #[derive(Clone, Copy)]
@@ -36,10 +42,9 @@ pub struct Runs {
     pub server: RwSignal<Option<ServerInfo>>,
     /// The last error the server reported that no block asked for.
     pub notice: RwSignal<Option<String>>,
-    /// The batch script of the last Slurm preview asked for.
-    pub slurm_script: RwSignal<Option<String>>,
-    launches: RwSignal<HashMap<u64, LaunchOutcome>>,
-    /// Launch tickets waiting for their answer; the server answers in order.
+    answers: RwSignal<HashMap<u64, Answer>>,
+    /// Tickets of launches and previews waiting for their answer; the server answers each
+    /// in the order they were sent.
     pending: StoredValue<VecDeque<u64>>,
     next_ticket: StoredValue<u64>,
     streams: StoredValue<HashMap<RunId, RunStream>>,
@@ -55,8 +60,7 @@ impl Runs {
             connection: RwSignal::new(ConnectionState::Connecting),
             server: RwSignal::new(None),
             notice: RwSignal::new(None),
-            slurm_script: RwSignal::new(None),
-            launches: RwSignal::new(HashMap::new()),
+            answers: RwSignal::new(HashMap::new()),
             pending: StoredValue::new(VecDeque::new()),
             next_ticket: StoredValue::new(1),
             streams: StoredValue::new(HashMap::new()),
@@ -84,12 +88,12 @@ impl Runs {
         for message in resume {
             self.send(&message);
         }
-        // A launch whose answer the old socket never delivered will not get one.
+        // A request whose answer the old socket never delivered will not get one.
         let lost: Vec<u64> = self.pending.try_update_value(std::mem::take).unwrap_or_default().into();
         for ticket in lost {
             let report = ErrorReport::new(ErrorCode::Internal, "the connection dropped before the server answered: check the run list");
-            self.launches.update(|l| {
-                l.insert(ticket, Err(report.clone()));
+            self.answers.update(|a| {
+                a.insert(ticket, Answer::Refused(report.clone()));
             });
         }
     }
@@ -115,12 +119,21 @@ impl Runs {
         self.records.with(|records| records.iter().find(|r| &r.id == id).cloned())
     }
 
-    /// Sends a launch; its outcome appears under the returned ticket in [`Runs::outcome`].
+    /// Sends a launch; the answer appears under the returned ticket in [`Runs::answer`].
     pub fn launch(&self, request: LaunchRequest) -> Result<u64, String> {
+        self.request(&ClientMessage::Launch(request))
+    }
+
+    /// Asks for the batch script a Slurm launch would submit (answered like a launch).
+    pub fn preview_slurm(&self, request: LaunchRequest) -> Result<u64, String> {
+        self.request(&ClientMessage::PreviewSlurm(request))
+    }
+
+    fn request(&self, message: &ClientMessage) -> Result<u64, String> {
         let ticket = self.next_ticket.get_value();
         self.next_ticket.set_value(ticket + 1);
         self.pending.update_value(|p| p.push_back(ticket));
-        if self.send(&ClientMessage::Launch(request)) {
+        if self.send(message) {
             Ok(ticket)
         } else {
             self.pending.update_value(|p| p.retain(|t| *t != ticket));
@@ -128,8 +141,8 @@ impl Runs {
         }
     }
 
-    pub fn outcome(&self, ticket: u64) -> Option<LaunchOutcome> {
-        self.launches.with(|l| l.get(&ticket).cloned())
+    pub fn answer(&self, ticket: u64) -> Option<Answer> {
+        self.answers.with(|a| a.get(&ticket).cloned())
     }
 
     pub fn cancel(&self, id: &RunId) -> bool {
@@ -159,7 +172,10 @@ impl Runs {
             }),
             ServerMessage::Launched { run } => {
                 self.set_charted(&run, true);
-                self.answer_launch(Ok(run));
+                self.answer_next(Answer::Launched(run));
+            }
+            ServerMessage::SlurmScript { script } => {
+                self.answer_next(Answer::Script(script));
             }
             ServerMessage::History { run, upto_seq, series } => {
                 if let Some(stream) = self.stream(&run) {
@@ -176,23 +192,25 @@ impl Runs {
                     stream.add_log(lines);
                 }
             }
-            ServerMessage::SlurmScript { script } => self.slurm_script.set(Some(script)),
             ServerMessage::Error(report) => self.error(report),
             ServerMessage::Pong { .. } | ServerMessage::Heartbeat { .. } => {}
         }
     }
 
-    fn answer_launch(&self, outcome: LaunchOutcome) -> bool {
+    /// Gives the oldest waiting request its answer; `false` when none was waiting.
+    fn answer_next(&self, answer: Answer) -> bool {
         let Some(ticket) = self.pending.try_update_value(|p| p.pop_front()).flatten() else { return false };
-        self.launches.update(|l| {
-            l.insert(ticket, outcome);
+        self.answers.update(|a| {
+            a.insert(ticket, answer);
         });
         true
     }
 
     fn error(&self, report: ErrorReport) {
-        let about_launch = matches!(report.code, ErrorCode::InvalidLaunch | ErrorCode::Internal) && report.run.is_none();
-        if about_launch && self.answer_launch(Err(report.clone())) {
+        // Errors about a run name it; of the others, only `hello` has its own (version
+        // mismatch), so the rest answer the oldest launch or preview.
+        let about_request = report.run.is_none() && report.code != ErrorCode::VersionMismatch;
+        if about_request && self.answer_next(Answer::Refused(report.clone())) {
             return;
         }
         if let (ErrorCode::UnknownRun, Some(run)) = (report.code, &report.run) {

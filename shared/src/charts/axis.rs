@@ -50,11 +50,6 @@ impl XAxis {
             XAxis::Wall => bucket.last_wall,
         }
     }
-
-    /// Whether the axis measures time (its ticks and read-outs are durations or clock times).
-    pub const fn is_time(self) -> bool {
-        !matches!(self, XAxis::Step)
-    }
 }
 
 /// A duration as people read it on an axis: `45 s`, `12.5 s`, `3m 05s`, `2h 07m`, `3d 4h`.

@@ -1,0 +1,110 @@
+//! A run as the run block follows it: its state and reason, the log streaming in, cancel; and
+//! the list of every run, to chart or reopen.
+
+use leptos::prelude::*;
+use scalebook_shared::charts::format_clock;
+use scalebook_shared::protocol::{RunId, RunRecord};
+
+use crate::runs::Runs;
+
+/// Log lines shown (the stream keeps more).
+const LOG_LINES_SHOWN: usize = 200;
+
+#[component]
+pub fn CurrentRun(id: RunId, runs: Runs) -> impl IntoView {
+    let stream = runs.watch(&id);
+    let record = {
+        let id = id.clone();
+        Memo::new(move |_| runs.record(&id))
+    };
+    let log = NodeRef::<leptos::html::Pre>::new();
+    let lines = stream.log.clone();
+    Effect::new(move |_| {
+        lines.track();
+        if let Some(pre) = log.get() {
+            pre.set_scroll_top(pre.scroll_height());
+        }
+    });
+    let cancel_id = id.clone();
+    let log_text = move || {
+        stream.log.with(|lines| {
+            let skip = lines.len().saturating_sub(LOG_LINES_SHOWN);
+            lines[skip..].iter().map(|l| l.text.as_str()).collect::<Vec<_>>().join("\n")
+        })
+    };
+    view! {
+        <div class="current-run" data-run=id.to_string()>
+            {move || record.get().map(|r| {
+                let state = r.state();
+                let reason = r.reason().map(str::to_owned);
+                let cancel_id = cancel_id.clone();
+                view! {
+                    <p class="run-state" data-state=format!("{state:?}").to_lowercase()>
+                        <span class=format!("badge state-{}", state.label().replace(' ', "-"))>{state.label()}</span>
+                        {format!(" run {} of {}", r.id, r.config)}
+                        {reason.map(|why| view! { <span class="reason">{format!(": {why}")}</span> })}
+                        {(!state.is_final()).then(|| view! {
+                            <button type="button" class="cancel" on:click=move |_| { runs.cancel(&cancel_id); }>"Cancel"</button>
+                        })}
+                    </p>
+                }
+            })}
+            <pre class="log" node_ref=log tabindex="0" aria-label="Log of the run">{log_text}</pre>
+        </div>
+    }
+}
+
+#[component]
+pub fn RunList(runs: Runs, current: RwSignal<Option<RunId>>, open: Callback<RunId>) -> impl IntoView {
+    let rows = move || {
+        let mut records: Vec<RunRecord> = runs.records.get();
+        records.reverse();
+        records
+            .into_iter()
+            .map(|r| {
+                let id = r.id.clone();
+                let charted = {
+                    let id = id.clone();
+                    move || runs.charted.with(|c| c.contains(&id))
+                };
+                let is_current = {
+                    let id = id.clone();
+                    move || current.with(|c| c.as_ref() == Some(&id))
+                };
+                let toggle_id = id.clone();
+                let open_id = id.clone();
+                view! {
+                    <tr data-run=id.to_string() class:current=is_current>
+                        <td class="mono">{id.to_string()}</td>
+                        <td>{r.config.clone()}</td>
+                        <td>{r.state().label()}</td>
+                        <td>{format_clock(r.created_at, -(js_sys::Date::new_0().get_timezone_offset() as i32))}</td>
+                        <td><label><input type="checkbox" class="chart-toggle" prop:checked=charted
+                            on:change=move |ev| runs.set_charted(&toggle_id, event_target_checked(&ev)) />" chart"</label></td>
+                        <td><button type="button" on:click=move |_| open.run(open_id.clone())>"Open"</button></td>
+                    </tr>
+                }
+            })
+            .collect_view()
+    };
+    view! {
+        <details class="run-list">
+            <summary>{move || format!("All runs ({})", runs.records.with(Vec::len))}</summary>
+            <table>
+                <thead><tr><th>"run"</th><th>"config"</th><th>"state"</th><th>"created"</th><th></th><th></th></tr></thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </details>
+    }
+}
+
+pub fn remembered(key: &str) -> Option<RunId> {
+    let storage = window().local_storage().ok().flatten()?;
+    RunId::parse(&storage.get_item(key).ok().flatten()?).ok()
+}
+
+pub fn remember(key: &str, id: &RunId) {
+    if let Some(storage) = window().local_storage().ok().flatten() {
+        let _ = storage.set_item(key, id.as_str());
+    }
+}
