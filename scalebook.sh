@@ -141,8 +141,9 @@ cmd_test() {
     # Two cores: keep libtorch and the test harness from fighting over them.
     RUST_TEST_THREADS=${RUST_TEST_THREADS:-2} cargo test -q
     say "running the front-end's component tests in headless Chromium"
+    # No -q here: cargo would hand it to wasm-bindgen-test-runner, which refuses it.
     CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
-        cargo test -q -p scalebook-frontend --target wasm32-unknown-unknown
+        cargo test -p scalebook-frontend --target wasm32-unknown-unknown
 }
 
 case "${1:-}" in
