@@ -163,30 +163,26 @@ struct ScatterTo : public torch::autograd::Function<ScatterTo> {
     }
 };
 
-// gather_from_parallel_region: all-gather forward, keep this rank's chunk backward.
-struct GatherFrom : public torch::autograd::Function<GatherFrom> {
+// All-gather forward. Backward, with Reduce = false (gather_from_parallel_region: cp shards
+// back to the sequence) keep this rank's chunk; with Reduce = true
+// (all_gather_from_parallel_region: K and V over cp) reduce-scatter (sum), since every rank's
+// attention used every rank's keys and values.
+template <bool Reduce>
+struct Gather : public torch::autograd::Function<Gather<Reduce>> {
     static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t group, int64_t dim, std::vector<int64_t> sizes) {
         remember(ctx, group, dim, sizes);
         return all_gather(reinterpret_cast<SbGroup*>(group), x, dim, sizes);
     }
     static variable_list backward(AutogradContext* ctx, variable_list grads) {
-        at::Tensor g = own_chunk(group_of(ctx), grads[0], dim_of(ctx), sizes_of(ctx));
-        return {g, at::Tensor(), at::Tensor(), at::Tensor()};
+        SbGroup* g = group_of(ctx);
+        at::Tensor out = Reduce ? reduce_scatter(g, grads[0], dim_of(ctx), sizes_of(ctx))
+                                : own_chunk(g, grads[0], dim_of(ctx), sizes_of(ctx));
+        return {out, at::Tensor(), at::Tensor(), at::Tensor()};
     }
 };
 
-// all_gather_from_parallel_region (K and V over cp): all-gather forward, reduce-scatter
-// (sum) backward, since every rank's attention used every rank's keys and values.
-struct AllGatherFrom : public torch::autograd::Function<AllGatherFrom> {
-    static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t group, int64_t dim, std::vector<int64_t> sizes) {
-        remember(ctx, group, dim, sizes);
-        return all_gather(reinterpret_cast<SbGroup*>(group), x, dim, sizes);
-    }
-    static variable_list backward(AutogradContext* ctx, variable_list grads) {
-        at::Tensor g = reduce_scatter(group_of(ctx), grads[0], dim_of(ctx), sizes_of(ctx));
-        return {g, at::Tensor(), at::Tensor(), at::Tensor()};
-    }
-};
+using GatherFrom = Gather<false>;
+using AllGatherFrom = Gather<true>;
 
 std::chrono::milliseconds ms(int64_t v) { return std::chrono::milliseconds(v); }
 
