@@ -20,6 +20,7 @@ pub fn l2_loss(pred: &Tensor, target: &Tensor) -> Tensor {
 /// `w(j) = H·cos(lat(j)) / Σ cos(lat)`, so the weights average to 1. π is 3.1416 as in the
 /// tutorial's code, which keeps the polar rows' weights a hair above zero.
 pub fn latitude_weights(h: i64) -> Vec<f32> {
+    #[allow(clippy::approx_constant)] // the tutorial's rounded π, on purpose
     const PI: f64 = 3.1416;
     let cos: Vec<f64> = (0..h)
         .map(|j| {
@@ -57,6 +58,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::approx_constant)] // 3.1416/2 and 3.1416/4: the tutorial's rounded π
     fn latitude_weights_average_to_one_and_favour_the_equator() {
         let w = latitude_weights(5);
         // lat = 90, 45, 0, -45, -90; cos(3.1416/180·lat) computed by hand.
