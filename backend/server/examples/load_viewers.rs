@@ -20,6 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use futures_util::{SinkExt, StreamExt};
+use scalebook_shared::config::data_dir_overrides;
 use scalebook_shared::protocol::{ClientMessage, RunId, ServerMessage};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -100,12 +101,7 @@ fn tiny_data(scratch: &Path) -> Vec<String> {
         .status()
         .unwrap();
     assert!(status.success(), "datagen failed");
-    let d = dir.display();
-    [("train_data_path", "train"), ("valid_data_path", "valid"), ("inf_data_path", "test")]
-        .map(|(key, sub)| format!("{key}={d}/{sub}"))
-        .into_iter()
-        .chain(["global_means", "global_stds", "time_means"].map(|s| format!("{s}_path={d}/stats/{s}.npy")))
-        .collect()
+    data_dir_overrides(&dir.display().to_string())
 }
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use scalebook_shared::config::data_dir_overrides;
 use scalebook_shared::metrics::{MetricPoint, tags};
 
 const BIN: &str = env!("CARGO_BIN_EXE_scalebook-train");
@@ -35,18 +36,12 @@ fn launch_cmd(nproc: usize, data: &Path, run_dir: &Path, extra: &[&str]) -> Comm
 }
 
 fn launch_config(config: &str, nproc: usize, data: &Path, run_dir: &Path, extra: &[&str]) -> Command {
-    let d = data.display();
     let mut cmd = Command::new(BIN);
     cmd.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
         .args(["launch", "--nproc", &nproc.to_string(), "--", "train", "--config", config, "--seed", "4", "--run-dir"])
         .arg(run_dir);
-    for (key, path) in [
-        ("train_data_path", "train"),
-        ("valid_data_path", "valid"),
-        ("global_means_path", "stats/global_means.npy"),
-        ("global_stds_path", "stats/global_stds.npy"),
-    ] {
-        cmd.args(["--set", &format!("{key}={d}/{path}")]);
+    for o in data_dir_overrides(&data.display().to_string()) {
+        cmd.args(["--set", &o]);
     }
     for e in extra {
         cmd.args(["--set", e]);

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use scalebook_shared::config::data_dir_overrides;
 use scalebook_shared::metrics::{MetricPoint, tags};
 use tch::Tensor;
 
@@ -31,22 +32,10 @@ fn generate(dir: &Path) {
     assert!(out.status.success(), "datagen failed: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-fn data_overrides(data: &Path) -> Vec<String> {
-    let d = data.display();
-    vec![
-        format!("train_data_path={d}/train"),
-        format!("valid_data_path={d}/valid"),
-        format!("inf_data_path={d}/test"),
-        format!("global_means_path={d}/stats/global_means.npy"),
-        format!("global_stds_path={d}/stats/global_stds.npy"),
-        format!("time_means_path={d}/stats/time_means.npy"),
-    ]
-}
-
 fn train(run_dir: &Path, data: &Path, extra: &[&str]) -> std::process::Output {
     let mut cmd = Command::new(BIN);
     cmd.current_dir(workspace()).args(["train", "--config", "cpu_tiny", "--seed", "11", "--run-dir"]).arg(run_dir);
-    for o in data_overrides(data) {
+    for o in data_dir_overrides(&data.display().to_string()) {
         cmd.args(["--set", &o]);
     }
     cmd.args(extra).output().unwrap()

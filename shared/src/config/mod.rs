@@ -7,6 +7,7 @@
 //! merge keys, and the string `None` read as null. Unlike `YParams`, an unknown key is an
 //! error: a misspelt key would otherwise be silently ignored by the trainer.
 
+mod data_dir;
 mod derived;
 mod entries;
 mod fields;
@@ -16,6 +17,7 @@ mod schedule;
 mod validate;
 mod write;
 
+pub use data_dir::data_dir_overrides;
 pub use derived::{Derived, ERA5_TRAIN_SAMPLES, MLP_RATIO, ParamCount, compute_split_shapes, iters_per_epoch, tokens_per_sample};
 pub use fields::{AmpMode, DataLoaderKind, FieldDiff, FieldInfo, FieldKind, FieldOrigin, ModelBackend, TrainConfig};
 pub use load::ConfigFile;

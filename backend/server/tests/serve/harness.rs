@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use scalebook_server::executor::process;
+use scalebook_shared::config::data_dir_overrides;
 use scalebook_shared::metrics::MetricPoint;
 use scalebook_shared::protocol::{ClientMessage, RunHandle, RunId, RunRecord, RunState, SeqPoint, ServerMessage};
 use tokio::net::TcpStream;
@@ -65,16 +66,7 @@ pub fn tiny_data() -> &'static Path {
 
 /// Overrides that point `cpu_tiny` at the tiny dataset, plus `extra`.
 pub fn tiny_overrides(extra: &[&str]) -> Vec<String> {
-    let d = tiny_data().display();
-    let mut overrides: Vec<String> = [
-        format!("train_data_path={d}/train"),
-        format!("valid_data_path={d}/valid"),
-        format!("inf_data_path={d}/test"),
-        format!("global_means_path={d}/stats/global_means.npy"),
-        format!("global_stds_path={d}/stats/global_stds.npy"),
-        format!("time_means_path={d}/stats/time_means.npy"),
-    ]
-    .into();
+    let mut overrides = data_dir_overrides(&tiny_data().display().to_string());
     overrides.extend(extra.iter().map(|s| s.to_string()));
     overrides
 }
