@@ -3,7 +3,12 @@
 #
 #   ./scalebook.sh run [serve flags...]   set up what is missing, build, start the app
 #   ./scalebook.sh test                   set up what is missing, build, run every test
+#   ./scalebook.sh setup                  set up what is missing, build nothing
 #   ./scalebook.sh cargo ARGS...          cargo with the pinned environment (for developers)
+#
+# Every subcommand works from any working directory (jupyter-server-proxy starts its commands
+# in Jupyter's own directory): it changes to the checkout first, and relative paths given to
+# `run` (a --unix-socket, a --runs-dir) are made absolute before that.
 #
 # Everything is idempotent: each step checks for its result first, so on a machine that is
 # already set up the setup part takes seconds. Downloads and build outputs live in one cache
@@ -20,8 +25,13 @@ CUDA_RUNTIME_WHEEL=nvidia-cuda-runtime==13.0.96   # libtorch_cpu.so links libcud
 CUPTI_WHEEL=nvidia-cuda-cupti==13.0.85            # ... and libcupti, even on CPU
 WASM_BINDGEN_VERSION=0.2.130    # must equal the wasm-bindgen crate in Cargo.lock
 BINARYEN_VERSION=132.0.0        # Debian's wasm-opt (108) emits modules Chromium rejects
+TRUNK_VERSION=0.21.14           # the newest that builds with this toolchain (see Trunk.toml)
 
-APT_BUILD=(pkg-config libhdf5-dev)
+# The browser's module is built for size, the native programs for speed (Cargo.toml).
+WASM_PROFILE=wasm-release
+
+# brotli and zopfli compress the front-end at build time (zopfli: gzip-compatible, 5% smaller).
+APT_BUILD=(pkg-config libhdf5-dev brotli zopfli)
 # The Slurm executor's tests start a real one-node cluster (slurm-wlm with munge), as root.
 APT_TEST=(chromium chromium-driver slurm-wlm munge)
 
@@ -62,9 +72,9 @@ setup_libtorch() {
     [ "$(readlink "$LIBTORCH" 2>/dev/null)" = "$torch_dir" ] || ln -sfn "$torch_dir" "$LIBTORCH"
 }
 
-# Python readers the tests check our files with: h5py for the HDF5 data, TensorBoard's own
-# event reader for the event files.
-PY_TEST_PACKAGES=(h5py==3.12.1 numpy==2.1.3 tensorboard==2.18.0)
+# Python the tests use: h5py to read our HDF5 data, TensorBoard's own event reader for the
+# event files, and a real Jupyter server with jupyter-server-proxy for the README's recipes.
+PY_TEST_PACKAGES=(h5py==3.12.1 numpy==2.1.3 tensorboard==2.18.0 jupyter-server==2.21.1 jupyter-server-proxy==4.6.0 tornado==6.6.1)
 setup_python_readers() {
     local venv="$CACHE/py-venv" stamp
     stamp="$venv/.scalebook-$(printf '%s_' "${PY_TEST_PACKAGES[@]}")"
@@ -93,6 +103,15 @@ setup_wasm() {
     fi
 }
 
+# Trunk, for Leptos developers who work with `trunk serve` (Trunk.toml); the test command
+# builds the front-end with it once so that path cannot rot.
+setup_trunk() {
+    if [ "$(trunk --version 2>/dev/null)" != "trunk $TRUNK_VERSION" ]; then
+        say "installing trunk $TRUNK_VERSION (about 9 minutes, once)"
+        cargo install -q trunk --version "$TRUNK_VERSION" --locked --root "$CACHE/tools"
+    fi
+}
+
 setup() {
     mkdir -p "$CACHE"
     apt_install "${APT_BUILD[@]}" "$@"
@@ -100,56 +119,116 @@ setup() {
     setup_wasm
 }
 
-# The front-end: cargo builds the wasm, wasm-bindgen writes the JS glue, wasm-opt shrinks it.
-# Output goes to static/dist/, which the server serves next to the chapter files.
+# The front-end: cargo builds the wasm; wasm-bindgen writes the JS glue, wasm-opt shrinks the
+# module, both get names with their content's hash (so a browser can keep them for good and an
+# upgrade can never leave a stale module behind), and gzip and brotli copies are made for the
+# server to pick by Accept-Encoding. frontend/index.html is the page's template (Trunk reads it
+# as it is); its data-trunk lines become plain ones in static/dist/index.html. The packing is
+# skipped when neither the module nor the template changed.
 build_frontend() {
     say "building the front-end (wasm)"
-    cargo build -q --release -p scalebook-frontend --target wasm32-unknown-unknown
-    local dist="$ROOT/static/dist" wasm="$CARGO_TARGET_DIR/wasm32-unknown-unknown/release/scalebook-frontend.wasm"
-    mkdir -p "$dist"
-    wasm-bindgen --target web --no-typescript --out-dir "$dist" --out-name scalebook "$wasm"
+    cargo build -q --profile "$WASM_PROFILE" -p scalebook-frontend --target wasm32-unknown-unknown
+    local wasm="$CARGO_TARGET_DIR/wasm32-unknown-unknown/$WASM_PROFILE/scalebook-frontend.wasm"
+    local dist="$ROOT/static/dist" template="$ROOT/frontend/index.html" inputs
+    inputs=$(cat "$wasm" "$template" | sha256sum | cut -c1-16)
+    [ "$(cat "$dist/.inputs" 2>/dev/null)" = "$inputs" ] && [ -f "$dist/index.html" ] && return
+    say "packing the front-end (wasm-bindgen, wasm-opt, zopfli, brotli)"
+    local work
+    work=$(mktemp -d)
+    wasm-bindgen --target web --no-typescript --out-dir "$work" --out-name scalebook "$wasm"
     wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
         --enable-mutable-globals --enable-reference-types --enable-multivalue \
-        "$dist/scalebook_bg.wasm" -o "$dist/scalebook_bg.wasm"
+        "$work/scalebook_bg.wasm" -o "$work/scalebook_bg.wasm"
+    local hash name
+    hash=$(cat "$work/scalebook.js" "$work/scalebook_bg.wasm" | sha256sum | cut -c1-16)
+    name="scalebook-$hash"
+    mkdir -p "$dist"
+    for part in .js _bg.wasm; do
+        mv "$work/scalebook$part" "$dist/$name$part"
+        zopfli -c "$dist/$name$part" > "$dist/$name$part.gz"
+        brotli -q 11 -k -f "$dist/$name$part"
+    done
+    rm -rf "$work"
+    local boot="<link rel=\"modulepreload\" href=\"dist/$name.js\"><link rel=\"preload\" as=\"fetch\" crossorigin href=\"dist/${name}_bg.wasm\"><script type=\"module\" data-module=\"dist/$name\" src=\"boot.js\"></script>"
+    sed -e "s|<link data-trunk rel=\"rust\"[^>]*>|$boot|" \
+        -e 's|<link data-trunk rel="css" href="../static/\([^"]*\)"[^>]*>|<link rel="stylesheet" href="\1">|' \
+        -e 's|<link data-trunk rel="icon" href="../static/\([^"]*\)"[^>]*>|<link rel="icon" href="\1">|' \
+        -e '/<link data-trunk rel="copy-dir"/d' \
+        "$template" > "$dist/index.html.new"
+    # The page in one rename, then only this build's module and the one before it are kept
+    # (a browser that loaded the old page just before may still ask for the old module).
+    local previous
+    previous=$(sed -n 's|.*data-module="dist/\([^"]*\)".*|\1|p' "$dist/index.html" 2>/dev/null || true)
+    mv "$dist/index.html.new" "$dist/index.html"
+    for f in "$dist"/scalebook-*; do
+        case "$(basename "$f")" in "$name"* | "${previous:-none}"*) ;; *) rm -f "$f" ;; esac
+    done
+    echo "$inputs" > "$dist/.inputs"
 }
 
 build_native() {
-    say "building the server and the trainer"
-    cargo build -q --bins
+    say "building the server and the trainer (release)"
+    cargo build -q --release --bins
+}
+
+# The front-end as Trunk builds it, into frontend/dist (for the test command).
+build_frontend_with_trunk() {
+    say "building the front-end with trunk (Trunk.toml)"
+    (cd "$ROOT" && trunk build --release --config Trunk.toml >/dev/null)
+}
+
+# `run`'s paths are relative to where it was called from; the server starts in the checkout.
+absolute_paths() {
+    local arg path_next=""
+    for arg in "$@"; do
+        if [ -n "$path_next" ] && [ "${arg#/}" = "$arg" ]; then arg="$CALLER_DIR/$arg"; fi
+        path_next=""
+        case "$arg" in --unix-socket | --runs-dir | --static-dir | --yaml-config | --clusters | --trainer | --slurm-bin-dir) path_next=1 ;; esac
+        printf '%s\0' "$arg"
+    done
 }
 
 cmd_run() {
+    local args=()
+    while IFS= read -r -d '' arg; do args+=("$arg"); done < <(absolute_paths "$@")
     setup
     build_frontend
     build_native
-    cd "$ROOT"
+    local bin="$CARGO_TARGET_DIR/release"
     if [ ! -d data/synthetic/train ]; then
         say "generating the synthetic ERA5-like dataset for the CPU configs (data/synthetic)"
-        "$CARGO_TARGET_DIR/debug/scalebook-train" datagen --out data/synthetic
+        # Into a scratch directory first, so an interrupted start never leaves half a dataset.
+        rm -rf data/synthetic.partial
+        "$bin/scalebook-train" datagen --out data/synthetic.partial
+        mv data/synthetic.partial data/synthetic
     fi
     say "starting Scalebook"
-    exec "$CARGO_TARGET_DIR/debug/scalebook" serve "$@"
+    exec "$bin/scalebook" serve "${args[@]}"
 }
 
 cmd_test() {
     setup "${APT_TEST[@]}"
     setup_python_readers
+    setup_trunk
     build_frontend
+    build_frontend_with_trunk
     build_native
-    cd "$ROOT"
     say "running every test"
-    # Two cores: keep libtorch and the test harness from fighting over them.
-    RUST_TEST_THREADS=${RUST_TEST_THREADS:-2} cargo test -q
+    # One build for the tests and the run command: the tests run the release binaries that
+    # `run` starts. Two cores: keep libtorch and the test harness from fighting over them.
+    RUST_TEST_THREADS=${RUST_TEST_THREADS:-2} cargo test -q --release
     say "running the front-end's component tests in headless Chromium"
     # No -q here: cargo would hand it to wasm-bindgen-test-runner, which refuses it.
     CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
         cargo test -p scalebook-frontend --target wasm32-unknown-unknown
 }
 
+CALLER_DIR=$PWD
+cd "$ROOT"
 case "${1:-}" in
     run) shift; cmd_run "$@" ;;
     test) shift; cmd_test "$@" ;;
-    cargo) shift; cd "$ROOT"; exec cargo "$@" ;;
+    cargo) shift; exec cargo "$@" ;;
     setup) shift; setup "${APT_TEST[@]}" ;;
     *) echo "usage: $0 run [serve flags...] | test | setup | cargo ARGS..." >&2; exit 2 ;;
 esac

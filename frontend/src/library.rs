@@ -45,7 +45,7 @@ impl Library {
             baseline: RwSignal::new(Loaded::Loading),
         };
         fetch_into(urls::api("configs.yaml"), library.configs, |text| ConfigFile::parse(text).map_err(|e| e.to_string()));
-        fetch_into(urls::api("clusters.yaml"), library.clusters, |text| Clusters::parse(text).map_err(|e| e.to_string()));
+        fetch_into(urls::api("clusters.json"), library.clusters, |text| serde_json::from_str::<Clusters>(text).map_err(|e| e.to_string()));
         fetch_into(urls::resolve("reference/baseline-base-1gpu.csv"), library.baseline, |text| {
             parse_baseline(text).map_err(|e| e.to_string())
         });

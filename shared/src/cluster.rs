@@ -169,8 +169,9 @@ impl Cluster {
     }
 }
 
-/// Every cluster of a `clusters.yaml`, validated.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Every cluster of a `clusters.yaml`, validated by [`Clusters::parse`]. It travels to the
+/// browser as JSON (serde), already validated by the server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Clusters {
     clusters: IndexMap<String, Cluster>,

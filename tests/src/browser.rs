@@ -6,6 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use fantoccini::elements::Element;
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
@@ -13,14 +14,33 @@ use serde_json::json;
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
+/// How long a wait for the page may take before it fails. Generous: the page usually answers
+/// in well under a second, but the test command must stay green with a build running beside
+/// it on two cores, and a condition that holds returns at once anyway.
+pub const WAIT: Duration = Duration::from_secs(90);
+
 pub struct Browser {
     pub client: Client,
     _driver: DriverGuard,
-    _profile: TempDir,
+    _profile: tempfile::TempDir,
 }
 
 impl Browser {
+    /// Starts chromedriver on a free port and opens a session. A port found free can be taken
+    /// by another process before chromedriver binds it, so a failed start is tried again on
+    /// another port.
     pub async fn start() -> anyhow::Result<Browser> {
+        let mut last = None;
+        for _ in 0..3 {
+            match Browser::start_once().await {
+                Ok(browser) => return Ok(browser),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| anyhow::anyhow!("chromedriver did not start")))
+    }
+
+    async fn start_once() -> anyhow::Result<Browser> {
         let port = free_port()?;
         // Its own process group, so dropping the guard also ends the Chromium it started.
         let driver = Command::new(CHROMEDRIVER)
@@ -30,25 +50,27 @@ impl Browser {
             .stderr(Stdio::null())
             .spawn()
             .with_context(|| format!("cannot start {CHROMEDRIVER} (is chromium-driver installed?)"))?;
-        let profile = TempDir::new("scalebook-chromium")?;
+        let mut guard = DriverGuard(driver);
+        let profile = tempfile::Builder::new().prefix("scalebook-chromium-").tempdir()?;
         let caps = json!({
             "goog:chromeOptions": {
                 "binary": CHROMIUM,
                 "args": [
                     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    "--window-size=1280,900", format!("--user-data-dir={}", profile.0.display()),
+                    "--window-size=1280,900", format!("--user-data-dir={}", profile.path().display()),
                 ],
             }
         });
         let caps = caps.as_object().cloned().context("capabilities")?;
         let url = format!("http://127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let guard = DriverGuard(driver);
+        let deadline = Instant::now() + Duration::from_secs(60);
         let client = loop {
             match ClientBuilder::new(HttpConnector::new()).capabilities(caps.clone()).connect(&url).await {
                 Ok(client) => break client,
                 Err(e) if Instant::now() > deadline => bail!("chromedriver did not start a session: {e}"),
+                // Exited, most likely because its port was taken meanwhile.
+                Err(e) if matches!(guard.0.try_wait(), Ok(Some(_))) => bail!("chromedriver exited: {e}"),
                 Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         };
@@ -57,7 +79,7 @@ impl Browser {
 
     /// Waits for `css` to match and for its text to satisfy `pred`; returns the text.
     pub async fn wait_text(&self, css: &str, pred: impl Fn(&str) -> bool) -> anyhow::Result<String> {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + WAIT;
         let mut last = String::new();
         loop {
             if let Ok(el) = self.client.find(Locator::Css(css)).await {
@@ -75,7 +97,7 @@ impl Browser {
 
     /// Waits for `css` to match and for its attribute `name` to satisfy `pred`; returns it.
     pub async fn wait_attr(&self, css: &str, name: &str, pred: impl Fn(&str) -> bool) -> anyhow::Result<String> {
-        self.wait_attr_for(css, name, pred, Duration::from_secs(20)).await
+        self.wait_attr_for(css, name, pred, WAIT).await
     }
 
     /// As [`Browser::wait_attr`], with its own time limit.
@@ -104,7 +126,7 @@ impl Browser {
 
     /// Waits for the form field matching `css` to hold a value satisfying `pred`.
     pub async fn wait_value(&self, css: &str, pred: impl Fn(&str) -> bool) -> anyhow::Result<String> {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + WAIT;
         let mut last = None;
         loop {
             if let Ok(el) = self.client.find(Locator::Css(css)).await {
@@ -120,6 +142,32 @@ impl Browser {
         }
     }
 
+    /// Waits for an element matching `css` to exist, and returns it: the page renders blocks
+    /// asynchronously, so an element is never assumed to be there already.
+    pub async fn find(&self, css: &str) -> anyhow::Result<Element> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            match self.client.find(Locator::Css(css)).await {
+                Ok(el) => return Ok(el),
+                Err(e) if Instant::now() > deadline => bail!("`{css}` never appeared: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+
+    /// Waits for `css` and clicks it.
+    pub async fn click(&self, css: &str) -> anyhow::Result<()> {
+        self.find(css).await?.click().await?;
+        Ok(())
+    }
+
+    /// Waits for the `<select>` matching `css` to offer `value`, and selects it.
+    pub async fn select(&self, css: &str, value: &str) -> anyhow::Result<()> {
+        self.find(&format!("{css} option[value='{value}']")).await?;
+        self.find(css).await?.select_by_value(value).await?;
+        Ok(())
+    }
+
     /// The attribute `name` of the first element matching `css`, if both exist.
     pub async fn attr(&self, css: &str, name: &str) -> Option<String> {
         self.client.find(Locator::Css(css)).await.ok()?.attr(name).await.ok().flatten()
@@ -133,14 +181,14 @@ impl Browser {
     /// Sends keys (text, or WebDriver key codes such as `\u{E014}` for the right arrow) to
     /// the element matching `css`.
     pub async fn keys(&self, css: &str, keys: &str) -> anyhow::Result<()> {
-        self.client.find(Locator::Css(css)).await?.send_keys(keys).await?;
+        self.find(css).await?.send_keys(keys).await?;
         Ok(())
     }
 
     /// Sets the value of a form field at once and fires one `input` event, as a paste does
     /// (typing a long text key by key is slow and fires an event per character).
     pub async fn paste_into(&self, css: &str, text: &str) -> anyhow::Result<()> {
-        let el = self.client.find(Locator::Css(css)).await?;
+        let el = self.find(css).await?;
         let script = "arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input', { bubbles: true }));";
         self.client.execute(script, vec![serde_json::to_value(&el)?, serde_json::Value::from(text)]).await?;
         Ok(())
@@ -148,7 +196,7 @@ impl Browser {
 
     /// Replaces the value of an input, firing the `input` events the page listens to.
     pub async fn type_into(&self, css: &str, text: &str) -> anyhow::Result<()> {
-        let el = self.client.find(Locator::Css(css)).await?;
+        let el = self.find(css).await?;
         el.clear().await?;
         el.send_keys(text).await?;
         Ok(())
@@ -172,24 +220,6 @@ impl Drop for DriverGuard {
 
 fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// A fresh profile directory per browser, removed afterwards.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new(prefix: &str) -> anyhow::Result<TempDir> {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.subsec_nanos();
-        let dir = std::env::temp_dir().join(format!("{prefix}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        Ok(TempDir(dir))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// WebDriver's code for the right arrow key.

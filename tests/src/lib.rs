@@ -4,13 +4,15 @@
 //! test leaves no process behind.
 
 mod browser;
+pub mod jupyter;
+pub mod notebook;
 mod proxy;
 mod scratch;
 mod server;
 
-pub use browser::{ARROW_RIGHT, Browser};
+pub use browser::{ARROW_RIGHT, Browser, WAIT};
 pub use proxy::PrefixProxy;
-pub use scratch::{ScratchDir, with_tiny_data};
+pub use scratch::with_tiny_data;
 pub use server::Server;
 
 use std::path::PathBuf;

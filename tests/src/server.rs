@@ -55,9 +55,9 @@ impl Server {
                 }
             }
         });
-        let Ok(url) = rx.recv_timeout(Duration::from_secs(30)) else {
+        let Ok(url) = rx.recv_timeout(Duration::from_secs(120)) else {
             let _ = child.kill();
-            bail!("scalebook serve did not announce its URL within 30 s");
+            bail!("scalebook serve did not announce its URL within 120 s");
         };
         let token = url.split_once("?token=").map(|(_, token)| token.to_owned()).unwrap_or_default();
         let host = url.trim_start_matches("http://").split('/').next().unwrap_or_default();

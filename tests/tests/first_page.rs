@@ -28,6 +28,14 @@ async fn the_app_loads_renders_chapters_and_navigates() -> anyhow::Result<()> {
     let marks = browser.eval(FIRST_RENDER).await?;
     let first_render_ms = marks[0].as_f64().expect("the first-render mark is set");
     println!("time to first render: {first_render_ms:.0} ms");
+    // Every file the page loaded was there (no 404 in the console), the icon too; what
+    // crossed the wire, for BENCHMARKS.md.
+    let failed = browser.eval("return performance.getEntriesByType('resource').filter(e => e.responseStatus >= 400).map(e => e.name)").await?;
+    assert_eq!(failed, serde_json::json!([]), "files the page could not load");
+    let icon = browser.client.execute_async("fetch(document.querySelector('link[rel=icon]').href).then(r => arguments[0](r.status))", vec![]).await?;
+    assert_eq!(icon, serde_json::json!(200), "the favicon");
+    let wire = browser.eval("return performance.getEntriesByType('resource').map(e => [e.name.split('/').pop(), e.transferSize, e.decodedBodySize])").await?;
+    println!("bytes on the wire (name, transferred, decoded): {wire}");
 
     // The right arrow goes to the next chapter, and its URL says so.
     let second = chapters[1]["slug"].as_str().unwrap();

@@ -13,7 +13,7 @@ async fn the_batch_script_is_shown_before_submitting() -> anyhow::Result<()> {
     browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
     // The chapter's working config is the editor's: bs64_opt on 4 data-parallel ranks.
     browser.wait_text(&format!("{BLOCK} select.run-config option:checked"), |t| t == "bs64_opt").await?;
-    browser.client.find(fantoccini::Locator::Css(&format!("{BLOCK} select.run-target"))).await?.select_by_value("perlmutter").await?;
+    browser.select(&format!("{BLOCK} select.run-target"), "perlmutter").await?;
 
     // A bad time limit is refused beside its field, before the server is asked anything.
     browser.type_into(&format!("{BLOCK} input[data-field='slurm.time']"), "soon").await?;
@@ -23,7 +23,7 @@ async fn the_batch_script_is_shown_before_submitting() -> anyhow::Result<()> {
 
     // Submitting waits for the script; the script shows what will run.
     browser.wait_attr(&format!("{BLOCK} button.launch"), "disabled", |_| true).await?;
-    browser.client.find(fantoccini::Locator::Css(&format!("{BLOCK} button.preview"))).await?.click().await?;
+    browser.click(&format!("{BLOCK} button.preview")).await?;
     let script = browser.wait_text(&format!("{BLOCK} .slurm-script pre"), |t| t.contains("#SBATCH")).await?;
     for line in ["#SBATCH --time=00:30:00", "#SBATCH --nodes=1", "#SBATCH --ntasks-per-node=4", "--config bs64_opt"] {
         assert!(script.contains(line), "missing {line:?} in\n{script}");

@@ -68,9 +68,7 @@ fn binary(name: &str) -> PathBuf {
 fn start_server(scratch: &Path, workspace: &Path) -> (Child, String, String) {
     let stat = scratch.join("static");
     std::fs::create_dir_all(stat.join("dist")).unwrap();
-    for (file, text) in [("index.html", "<!doctype html>"), ("dist/scalebook.js", ""), ("dist/scalebook_bg.wasm", "")] {
-        std::fs::write(stat.join(file), text).unwrap();
-    }
+    std::fs::write(stat.join(scalebook_server::static_files::PAGE), "<!doctype html>").unwrap();
     let mut child = Command::new(binary("scalebook"))
         .args(["serve", "--port", "0", "--static-dir"])
         .arg(&stat)

@@ -7,6 +7,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use scalebook_shared::cluster::Clusters;
 use scalebook_shared::protocol::{RunId, RunRecord};
 use serde_json::json;
 
@@ -43,14 +44,17 @@ pub async fn configs_yaml(State(state): State<Arc<AppState>>) -> Response {
     (StatusCode::OK, [("content-type", "text/yaml; charset=utf-8")], state.configs.yaml.clone()).into_response()
 }
 
-/// The clusters file, read on each request, for the browser's estimates: hardware figures an
-/// instructor may tune while serving (Slurm submissions use the file as loaded at start).
-pub async fn clusters_yaml(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
+/// The clusters file, read and validated on each request, for the browser's estimates: hardware
+/// figures an instructor may tune while serving (Slurm submissions use the file as loaded at
+/// start). Sent as JSON, so the browser needs no YAML reader for it.
+pub async fn clusters(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
     let path = &state.clusters.path;
-    match tokio::fs::read_to_string(path).await {
-        Ok(text) => Ok((StatusCode::OK, [("content-type", "text/yaml; charset=utf-8")], text).into_response()),
-        Err(e) => Err(ApiError::new(StatusCode::NOT_FOUND, "no_clusters", format!("cannot read {}: {e}", path.display()))),
-    }
+    let text = tokio::fs::read_to_string(path)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "no_clusters", format!("cannot read {}: {e}", path.display())))?;
+    let clusters = Clusters::parse(&text)
+        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_clusters", format!("{}: {e}", path.display())))?;
+    Ok(Json(clusters).into_response())
 }
 
 pub async fn list_runs(State(state): State<Arc<AppState>>) -> Json<Vec<RunRecord>> {

@@ -1,4 +1,4 @@
-//! The router: the built front-end and chapter files as static files, the JSON API and the
+//! The router: the page, the built front-end and chapter files ([`static_files`]), the JSON API and the
 //! WebSocket under `/api`, the token check in front of the API, and the optional base path in
 //! front of everything.
 //!
@@ -17,12 +17,11 @@ use scalebook_shared::cluster::Clusters;
 use scalebook_shared::config::ConfigFile;
 use tower::ServiceExt as _;
 use tower::util::MapRequest;
-use tower_http::services::ServeDir;
 
 use crate::auth::{self, Token};
 use crate::base_path::BasePath;
 use crate::runs::RunManager;
-use crate::{Error, api, ws};
+use crate::{Error, api, static_files, ws};
 
 /// The training configs the notebook offers and launches run from.
 #[derive(Debug)]
@@ -95,16 +94,6 @@ pub struct AppState {
     pub ws: WsSettings,
 }
 
-/// Checks that `dir` holds what the page needs before the server starts.
-pub fn check_static_dir(dir: &Path) -> Result<(), Error> {
-    for missing in ["index.html", "dist/scalebook.js", "dist/scalebook_bg.wasm"] {
-        if !dir.join(missing).is_file() {
-            return Err(Error::FrontendNotBuilt { dir: dir.to_owned(), missing });
-        }
-    }
-    Ok(())
-}
-
 /// The app at the root. `token: None` serves the API to anyone who can connect (only for a
 /// private Unix socket).
 pub fn router(state: Arc<AppState>, static_dir: PathBuf, token: Option<Token>) -> Router {
@@ -112,13 +101,13 @@ pub fn router(state: Arc<AppState>, static_dir: PathBuf, token: Option<Token>) -
         .route("/health", get(api::health))
         .route("/configs", get(api::configs))
         .route("/configs.yaml", get(api::configs_yaml))
-        .route("/clusters.yaml", get(api::clusters_yaml))
+        .route("/clusters.json", get(api::clusters))
         .route("/runs", get(api::list_runs))
         .route("/runs/{id}", get(api::get_run))
         .route("/runs/{id}/files/{name}", get(api::run_file))
         .route("/ws", get(ws::upgrade))
         .layer(from_fn_with_state(token.map(Arc::new), auth::require_token));
-    Router::new().nest("/api", api).fallback_service(ServeDir::new(static_dir)).with_state(state)
+    Router::new().nest("/api", api).merge(static_files::router(static_dir)).with_state(state)
 }
 
 /// The app as served: under `base` when there is one (and at the root too, see

@@ -13,7 +13,7 @@ pub enum Error {
     #[error("config file {}: {source}", path.display())]
     ConfigFile { path: PathBuf, source: Box<dyn std::error::Error + Send + Sync> },
     /// A `--token` that could not travel in a URL unchanged.
-    #[error("--token must be 16 to 256 letters, digits, `-`, `_` or `.`")]
+    #[error("--token (or $SCALEBOOK_TOKEN) must be 16 to 256 letters, digits, `-`, `_` or `.`")]
     BadToken,
     /// A `--base-path` that is not a plain URL path.
     #[error("--base-path `{0}` must be a URL path like /user/NAME/proxy/absolute/8080 (letters, digits, `-`, `_`, `.`, `~`, `/`; no `..`)")]

@@ -10,6 +10,7 @@ pub mod error;
 pub mod executor;
 pub mod launch;
 pub mod runs;
+pub mod static_files;
 pub mod stream;
 pub mod ws;
 

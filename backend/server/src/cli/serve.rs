@@ -19,6 +19,9 @@ use scalebook_server::executor::slurm::{SlurmCommands, SlurmExecutor};
 use scalebook_server::runs::{Executors, RunManager};
 use scalebook_server::runs::store::RunStore;
 
+/// Where the token may come from instead of `--token` (ignored on a Unix socket).
+const TOKEN_VARIABLE: &str = "SCALEBOOK_TOKEN";
+
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Address to listen on. The default keeps the server private to this machine.
@@ -44,7 +47,9 @@ pub struct ServeArgs {
     /// with `absolute_url: True`).
     #[arg(long, default_value = "")]
     base_path: String,
-    /// The access token (default: a random one, printed in the URL).
+    /// The access token (default: $SCALEBOOK_TOKEN, else a random one, printed in the URL).
+    /// Prefer the environment variable: a command line is visible to every user of the
+    /// machine (`ps`).
     #[arg(long)]
     token: Option<String>,
     /// How many local rank processes train at once: a run of N ranks counts N (one larger
@@ -70,10 +75,11 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    app::check_static_dir(&args.static_dir)?;
+    scalebook_server::static_files::check(&args.static_dir)?;
     let configs = Configs::load(&args.yaml_config)?;
     let base = BasePath::parse(&args.base_path)?;
-    let token = match (&args.unix_socket, &args.token) {
+    let from_env = std::env::var(TOKEN_VARIABLE).ok().filter(|t| !t.is_empty());
+    let token = match (&args.unix_socket, args.token.as_ref().or(from_env.as_ref())) {
         (Some(_), _) => None,
         (None, Some(given)) => Some(Token::given(given)?),
         (None, None) => Some(Token::generate()?),

@@ -13,6 +13,7 @@ use scalebook_server::executor::process;
 use scalebook_shared::config::data_dir_overrides;
 use scalebook_shared::metrics::MetricPoint;
 use scalebook_shared::protocol::{ClientMessage, RunHandle, RunId, RunRecord, RunState, SeqPoint, ServerMessage};
+use tempfile::TempDir;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -21,22 +22,9 @@ pub fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A directory removed when dropped.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(name: &str) -> TempDir {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A fresh directory under the target directory, removed when dropped.
+pub fn temp_dir(name: &str) -> TempDir {
+    tempfile::Builder::new().prefix(&format!("serve-{name}-")).tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }
 
 /// The trainer beside the server binary, as `serve` finds it.
@@ -51,14 +39,18 @@ pub fn tiny_data() -> &'static Path {
     static DATA: OnceLock<PathBuf> = OnceLock::new();
     DATA.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve-tiny-data");
-        if !dir.join("stats/global_stds.npy").is_file() {
+        if !dir.is_dir() {
+            // Generated aside and renamed into place, so an interrupted test run never leaves
+            // half a dataset for the next one.
+            let partial = tempfile::Builder::new().prefix("serve-tiny-data-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
             let status = Command::new(trainer())
                 .args(["datagen", "--force", "--years", "1", "--steps-per-year", "48", "--height", "40", "--width", "80", "--out"])
-                .arg(&dir)
+                .arg(partial.path())
                 .stdout(Stdio::null())
                 .status()
                 .unwrap();
             assert!(status.success(), "datagen failed");
+            let _ = std::fs::rename(partial.keep(), &dir);
         }
         dir
     })
@@ -71,6 +63,12 @@ pub fn tiny_overrides(extra: &[&str]) -> Vec<String> {
     overrides
 }
 
+/// A stand-in for the built front-end: the page (`dist/index.html`) with a title to look for.
+pub fn write_stub_page(static_dir: &Path) {
+    std::fs::create_dir_all(static_dir.join("dist")).unwrap();
+    std::fs::write(static_dir.join(scalebook_server::static_files::PAGE), "<!doctype html><title>Scalebook</title>").unwrap();
+}
+
 pub struct Server {
     child: Child,
     /// What the server printed after `Scalebook is ready: `.
@@ -79,6 +77,8 @@ pub struct Server {
     pub origin: String,
     pub token: String,
     pub runs_dir: PathBuf,
+    /// What the server serves as static files (a stub page; tests may add files).
+    pub static_dir: PathBuf,
     /// Stop the runs still training when the server is dropped (a failed test leaves no
     /// trainer behind); off when the test kills the server to let its runs go on.
     stop_runs: bool,
@@ -90,15 +90,17 @@ impl Server {
     /// Starts `scalebook serve` with a throw-away page and `args` (a runs dir of its own unless
     /// `--runs-dir` is among them).
     pub fn start(name: &str, args: &[&str]) -> Server {
-        let dir = TempDir::new(name);
-        let static_dir = dir.0.join("static");
-        std::fs::create_dir_all(static_dir.join("dist")).unwrap();
-        std::fs::write(static_dir.join("index.html"), "<!doctype html><title>Scalebook</title>").unwrap();
-        std::fs::write(static_dir.join("dist/scalebook.js"), "").unwrap();
-        std::fs::write(static_dir.join("dist/scalebook_bg.wasm"), "").unwrap();
+        Server::start_with_env(name, args, &[])
+    }
+
+    /// As [`Server::start`], with `env` added to the server's environment.
+    pub fn start_with_env(name: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let dir = temp_dir(name);
+        let static_dir = dir.path().join("static");
+        write_stub_page(&static_dir);
         let runs_dir = match args.iter().position(|a| *a == "--runs-dir") {
             Some(i) => PathBuf::from(args[i + 1]),
-            None => dir.0.join("runs"),
+            None => dir.path().join("runs"),
         };
         let mut command = Command::new(env!("CARGO_BIN_EXE_scalebook"));
         command.arg("serve").arg("--static-dir").arg(&static_dir).arg("--yaml-config").arg(workspace().join("config/ViT.yaml"));
@@ -110,7 +112,7 @@ impl Server {
         }
         // From the project root, as users run it; also the trainers' working directory, which
         // must outlive a server a test kills.
-        let mut child = command.args(args).current_dir(workspace()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut child = command.args(args).envs(env.iter().copied()).current_dir(workspace()).stdout(Stdio::piped()).spawn().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -120,10 +122,10 @@ impl Server {
                 }
             }
         });
-        let url = rx.recv_timeout(Duration::from_secs(30)).expect("the server did not announce its URL");
+        let url = rx.recv_timeout(Duration::from_secs(120)).expect("the server did not announce its URL");
         let token = url.split_once("?token=").map(|(_, t)| t.to_owned()).unwrap_or_default();
         let origin = url.strip_prefix("http://").map(|rest| format!("http://{}", rest.split('/').next().unwrap())).unwrap_or_default();
-        Server { child, url, origin, token, runs_dir, stop_runs: true, _dir: dir }
+        Server { child, url, origin, token, runs_dir, static_dir, stop_runs: true, _dir: dir }
     }
 
     /// `host:port`.
@@ -185,10 +187,16 @@ impl Drop for Server {
 
 pub struct Response {
     pub status: u16,
+    /// The header lines, names in lower case.
+    pub headers: Vec<(String, String)>,
     pub body: String,
 }
 
 impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
@@ -208,7 +216,8 @@ pub fn http_over(mut stream: impl Read + Write, path: &str, headers: &[(&str, &s
     let raw = String::from_utf8_lossy(&raw);
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
     let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    Response { status, body: body.to_owned() }
+    let headers = head.lines().skip(1).filter_map(|l| l.split_once(':')).map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned())).collect();
+    Response { status, headers, body: body.to_owned() }
 }
 
 pub fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> Response {
@@ -269,7 +278,7 @@ impl Client {
     /// Sends a `launch` message as given and returns the new run's id.
     pub async fn launch_json(&mut self, request: serde_json::Value) -> RunId {
         self.send_text(&request.to_string()).await;
-        self.recv_until(Duration::from_secs(10), |m| match m {
+        self.recv_until(Duration::from_secs(60), |m| match m {
             ServerMessage::Launched { run } => Some(run.clone()),
             ServerMessage::Error(e) => panic!("launch refused: {e:?}"),
             _ => None,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use scalebook_shared::metrics::MetricPoint;
 use scalebook_shared::protocol::{ClientMessage, RunHandle, RunId, RunState, ServerMessage};
 
-use crate::harness::{RUN_TIMEOUT, Server, TempDir, assert_all_points, collect, ended, follow_to_end, points_in_file, tiny_overrides};
+use crate::harness::{RUN_TIMEOUT, Server, assert_all_points, collect, ended, follow_to_end, points_in_file, temp_dir, tiny_overrides};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_launched_run_streams_its_points_live_and_completes() {
@@ -18,7 +18,7 @@ async fn a_launched_run_streams_its_points_live_and_completes() {
     // A new subscriber starts from the history (here: the points written so far, if any).
     let mut seen = BTreeMap::new();
     let upto = client
-        .recv_until(Duration::from_secs(10), |m| match m {
+        .recv_until(Duration::from_secs(60), |m| match m {
             ServerMessage::History { run, upto_seq, .. } if run == &id => Some(*upto_seq),
             _ => None,
         })
@@ -60,7 +60,7 @@ async fn cancel_stops_every_process_of_a_run_and_queued_runs_wait_their_turn() {
     assert_eq!(server.get(&format!("/api/runs/{waiting}")).json()["history"][0]["state"], "queued");
     // Cancelled before it ever started.
     client.send(&ClientMessage::Cancel { run: waiting.clone() }).await;
-    let state = client.recv_until(Duration::from_secs(10), |m| ended(m, &waiting)).await;
+    let state = client.recv_until(Duration::from_secs(60), |m| ended(m, &waiting)).await;
     assert_eq!(state, RunState::Cancelled);
 
     // Wait for the trainer to be really training, then cancel it.
@@ -71,7 +71,7 @@ async fn cancel_stops_every_process_of_a_run_and_queued_runs_wait_their_turn() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     client.send(&ClientMessage::Cancel { run: long.clone() }).await;
-    let state = client.recv_until(Duration::from_secs(30), |m| ended(m, &long)).await;
+    let state = client.recv_until(Duration::from_secs(120), |m| ended(m, &long)).await;
     assert_eq!(state, RunState::Cancelled);
     assert!(!scalebook_server::executor::process::group_exists(pgid), "process group {pgid} is still there");
     let exit: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run_dir.join("exit.json")).unwrap()).unwrap();
@@ -80,12 +80,12 @@ async fn cancel_stops_every_process_of_a_run_and_queued_runs_wait_their_turn() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_restart_mid_run_loses_and_duplicates_no_point() {
-    let runs = TempDir::new("restart-runs");
-    let runs_dir = runs.0.to_str().unwrap();
+    let runs = temp_dir("restart-runs");
+    let runs_dir = runs.path().to_str().unwrap();
     let first = Server::start("restart-a", &["--runs-dir", runs_dir]);
     let mut client = first.connect().await;
     let id = client.launch("cpu_tiny", tiny_overrides(&["num_iters=400"])).await;
-    let run_dir = runs.0.join(id.as_str());
+    let run_dir = runs.path().join(id.as_str());
     client.send(&ClientMessage::Subscribe { run: id.clone(), after_seq: Some(0), after_log_seq: Some(0) }).await;
     let mut seen = BTreeMap::new();
     while seen.len() < 20 {
@@ -111,14 +111,14 @@ async fn a_server_restart_mid_run_loses_and_duplicates_no_point() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_that_ended_while_no_server_watched_get_their_real_final_state() {
-    let runs = TempDir::new("unwatched-runs");
-    let runs_dir = runs.0.to_str().unwrap();
+    let runs = temp_dir("unwatched-runs");
+    let runs_dir = runs.path().to_str().unwrap();
     let first = Server::start("unwatched-a", &["--runs-dir", runs_dir]);
     let mut client = first.connect().await;
     let id = client.launch("cpu_tiny", tiny_overrides(&[])).await;
     first.wait_for(&id, |r| r.handle.clone()).await;
     first.kill();
-    let run_dir = runs.0.join(id.as_str());
+    let run_dir = runs.path().join(id.as_str());
     let deadline = std::time::Instant::now() + RUN_TIMEOUT;
     while !run_dir.join("exit.json").is_file() {
         assert!(std::time::Instant::now() < deadline, "the run never finished");
@@ -129,8 +129,8 @@ async fn runs_that_ended_while_no_server_watched_get_their_real_final_state() {
     assert_eq!(vanished["history"].as_array().unwrap().last().unwrap()["state"], "running");
     vanished["id"] = "19990101-000000-1".into();
     vanished["handle"]["start_ticks"] = 1.into();
-    std::fs::create_dir(runs.0.join("19990101-000000-1")).unwrap();
-    std::fs::write(runs.0.join("19990101-000000-1/run.json"), vanished.to_string()).unwrap();
+    std::fs::create_dir(runs.path().join("19990101-000000-1")).unwrap();
+    std::fs::write(runs.path().join("19990101-000000-1/run.json"), vanished.to_string()).unwrap();
 
     let second = Server::start("unwatched-b", &["--runs-dir", runs_dir]);
     let finished = second.wait_for(&id, |r| r.state().is_final().then(|| r.clone())).await;

@@ -9,7 +9,7 @@ use scalebook_shared::protocol::{ClientMessage, RunHandle, RunState, ServerMessa
 use serde_json::{Value, json};
 
 use crate::cluster::SlurmCluster;
-use crate::harness::{RUN_TIMEOUT, Server, TempDir, assert_all_points, ended, follow_to_end, tiny_overrides};
+use crate::harness::{RUN_TIMEOUT, Server, assert_all_points, ended, follow_to_end, temp_dir, tiny_overrides};
 
 /// The test cluster as `clusters.yaml` describes it: CPU nodes, no GPU figures.
 const CLUSTERS: &str = "testbox:
@@ -56,7 +56,7 @@ async fn a_slurm_run_shows_its_script_streams_its_points_and_completes() {
     preview["type"] = "preview_slurm".into();
     client.send_text(&preview.to_string()).await;
     let script = client
-        .recv_until(Duration::from_secs(10), |m| match m {
+        .recv_until(Duration::from_secs(60), |m| match m {
             ServerMessage::SlurmScript { script } => Some(script.clone()),
             ServerMessage::Error(e) => panic!("preview refused: {e:?}"),
             _ => None,
@@ -88,15 +88,15 @@ async fn a_slurm_run_shows_its_script_streams_its_points_and_completes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_two_rank_job_is_followed_across_a_server_restart_and_cancelled() {
     let cluster = SlurmCluster::start("cancel");
-    let runs = TempDir::new("slurm-cancel-runs");
-    let runs_dir = runs.0.to_str().unwrap();
+    let runs = temp_dir("slurm-cancel-runs");
+    let runs_dir = runs.path().to_str().unwrap();
     let first = start_server("slurm-cancel-a", &cluster, &["--runs-dir", runs_dir]);
     let mut client = first.connect().await;
     let mut request = launch(tiny_overrides(&["num_iters=1000000"]), json!({ "kind": "slurm", "cluster": "testbox" }));
     request["layout"] = json!({ "sizes": { "tp": 1, "cp": 1, "dp": 2, "pp": 1 }, "order": "tp-cp-dp" });
     let id = client.launch_json(request).await;
     let job_id = first.wait_for(&id, |r| (r.state() == RunState::Running).then(|| slurm_job_id(&r.handle)).flatten()).await;
-    let run_dir = runs.0.join(id.as_str());
+    let run_dir = runs.path().join(id.as_str());
     let deadline = Instant::now() + RUN_TIMEOUT;
     while !run_dir.join("metrics.jsonl").is_file() {
         assert!(Instant::now() < deadline, "the job wrote no point:\n{}", std::fs::read_to_string(run_dir.join("job.log")).unwrap_or_default());
