@@ -124,13 +124,13 @@ setup() {
 # upgrade can never leave a stale module behind), and gzip and brotli copies are made for the
 # server to pick by Accept-Encoding. frontend/index.html is the page's template (Trunk reads it
 # as it is); its data-trunk lines become plain ones in static/dist/index.html. The packing is
-# skipped when neither the module nor the template changed.
+# skipped when neither the module, the template nor this script changed.
 build_frontend() {
     say "building the front-end (wasm)"
     cargo build -q --profile "$WASM_PROFILE" -p scalebook-frontend --target wasm32-unknown-unknown
     local wasm="$CARGO_TARGET_DIR/wasm32-unknown-unknown/$WASM_PROFILE/scalebook-frontend.wasm"
     local dist="$ROOT/static/dist" template="$ROOT/frontend/index.html" inputs
-    inputs=$(cat "$wasm" "$template" | sha256sum | cut -c1-16)
+    inputs=$(cat "$wasm" "$template" "$ROOT/scalebook.sh" | sha256sum | cut -c1-16)
     [ "$(cat "$dist/.inputs" 2>/dev/null)" = "$inputs" ] && [ -f "$dist/index.html" ] && return
     say "packing the front-end (wasm-bindgen, wasm-opt, zopfli, brotli)"
     local work
