@@ -181,8 +181,8 @@ impl Clusters {
     /// Parses and validates the file, reporting every problem at once (fields are named
     /// `cluster.path.to.key`).
     pub fn parse(text: &str) -> Result<Clusters, Error> {
-        let clusters: Option<IndexMap<String, Cluster>> = serde_saphyr::from_str(text)
-            .map_err(|e| Error::Parse { what: "clusters file".into(), message: e.to_string() })?;
+        let clusters: Option<IndexMap<String, Cluster>> =
+            serde_saphyr::from_str(text).map_err(|e| Error::Parse { what: "clusters file".into(), message: e.to_string() })?;
         let clusters = Clusters { clusters: clusters.unwrap_or_default() };
         let mut problems = Problems::default();
         if clusters.clusters.is_empty() {
@@ -202,10 +202,7 @@ impl Clusters {
     pub fn get(&self, name: &str) -> Result<&Cluster, Error> {
         self.clusters.get(name).ok_or_else(|| {
             let known = self.names().collect::<Vec<_>>().join(", ");
-            Error::Invalid(Problems(vec![crate::Problem::new(
-                "cluster",
-                format!("unknown cluster `{name}`; the file defines: {known}"),
-            )]))
+            Error::Invalid(Problems(vec![crate::Problem::new("cluster", format!("unknown cluster `{name}`; the file defines: {known}"))]))
         })
     }
 }
@@ -264,10 +261,8 @@ fn check_cluster(name: &str, cluster: &Cluster, problems: &mut Problems) {
 
 fn check_factors(at: &str, factors: &EstimateFactors, problems: &mut Problems) {
     let field = |key: &str| format!("{at}.{key}");
-    let fractions = Precision::ALL
-        .map(|p| (format!("compute_efficiency.{}", p.name()), factors.compute_efficiency.get(p)))
-        .into_iter()
-        .chain([
+    let fractions =
+        Precision::ALL.map(|p| (format!("compute_efficiency.{}", p.name()), factors.compute_efficiency.get(p))).into_iter().chain([
             ("nvlink_efficiency".to_owned(), factors.nvlink_efficiency),
             ("network_efficiency".to_owned(), factors.network_efficiency),
         ]);
@@ -303,10 +298,7 @@ fn check_slurm(at: &str, slurm: &SlurmDefaults, problems: &mut Problems) {
         token(&field("modules"), module, problems);
     }
     if !is_slurm_time(&slurm.time) {
-        problems.push(
-            field("time"),
-            format!("`{}` is not a Slurm time (minutes, MM:SS, HH:MM:SS or D-HH:MM:SS, not zero)", slurm.time),
-        );
+        problems.push(field("time"), format!("`{}` is not a Slurm time (minutes, MM:SS, HH:MM:SS or D-HH:MM:SS, not zero)", slurm.time));
     }
     if slurm.cpus_per_task == 0 {
         problems.push(field("cpus_per_task"), "must be at least 1, got 0");

@@ -155,7 +155,8 @@ box:
 
 #[test]
 fn a_slurm_cluster_of_cpu_nodes_needs_no_gpu_figures() {
-    let cpu = "cpubox:\n  executor: slurm\n  gpus_per_node: 0\n  data_root: d\n  slurm: { account: a, qos: q, time: '10', cpus_per_task: 1 }\n";
+    let cpu =
+        "cpubox:\n  executor: slurm\n  gpus_per_node: 0\n  data_root: d\n  slurm: { account: a, qos: q, time: '10', cpus_per_task: 1 }\n";
     let clusters = Clusters::parse(cpu).unwrap();
     assert_eq!(clusters.get("cpubox").unwrap().executor, ExecutorKind::Slurm);
     let gpus_without_models = cpu.replace("gpus_per_node: 0", "gpus_per_node: 4");

@@ -85,8 +85,7 @@ fn the_rules_pass_for_the_unbroken_configs() {
 #[test]
 fn all_problems_are_reported_at_once() {
     let mut bad = config("base");
-    bad.apply_overrides(&["num_heads=7", "patch_size=7", "lr=0", "dropout=2", "lr_schedule=linear", "tensor_parallel=2"])
-        .unwrap();
+    bad.apply_overrides(&["num_heads=7", "patch_size=7", "lr=0", "dropout=2", "lr_schedule=linear", "tensor_parallel=2"]).unwrap();
     let problems = problems_of(bad.validate(3));
     let fields: Vec<&str> = problems.0.iter().map(|p| p.field.as_str()).collect();
     for field in ["embed_dim", "img_size", "lr", "dropout", "lr_schedule", "tensor_parallel", "world"] {
@@ -159,9 +158,7 @@ fn bad_overrides_are_all_reported_and_change_nothing() {
 #[test]
 fn good_overrides_are_typed_like_the_file() {
     let mut config = config("short");
-    config
-        .apply_overrides(&["lr=5E-4", "limit_nsamples=None", "img_size=[90, 180]", "amp_mode=bf16", "depth=2", "depth=3"])
-        .unwrap();
+    config.apply_overrides(&["lr=5E-4", "limit_nsamples=None", "img_size=[90, 180]", "amp_mode=bf16", "depth=2", "depth=3"]).unwrap();
     assert_eq!(config.lr, 5e-4);
     assert_eq!(config.limit_nsamples, None);
     assert_eq!(config.img_size, [90, 180]);
@@ -205,7 +202,8 @@ fn a_bad_key_merged_into_many_configs_is_reported_once_naming_them() {
 
 #[test]
 fn malformed_and_empty_files_are_parse_errors() {
-    for text in ["base:\n  lr: [1,\n", "", "# only a comment\n", "a: &a\n  depth: 2\nb:\n  <<: *missing\n", "a:\n  depth: 1\n  depth: 2\n"] {
+    for text in ["base:\n  lr: [1,\n", "", "# only a comment\n", "a: &a\n  depth: 2\nb:\n  <<: *missing\n", "a:\n  depth: 1\n  depth: 2\n"]
+    {
         assert!(matches!(ConfigFile::parse(text), Err(Error::Parse { .. })), "{text:?}");
     }
 }

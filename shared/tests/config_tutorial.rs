@@ -212,8 +212,7 @@ fn written_configs_load_back_unchanged() {
 fn field_metadata_lists_every_serialised_field_in_order() {
     // The YAML writer keeps struct order; top-level keys are the unindented lines.
     let yaml = serde_saphyr::to_string(&TrainConfig::default()).unwrap();
-    let keys: Vec<&str> =
-        yaml.lines().filter(|l| !l.starts_with([' ', '-'])).filter_map(|l| l.split(':').next()).collect();
+    let keys: Vec<&str> = yaml.lines().filter(|l| !l.starts_with([' ', '-'])).filter_map(|l| l.split(':').next()).collect();
     let fields: Vec<&str> = TrainConfig::FIELDS.iter().map(|f| f.name).collect();
     assert_eq!(keys, fields);
     assert!(TrainConfig::FIELDS.iter().all(|f| !f.doc.is_empty()));

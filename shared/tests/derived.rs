@@ -43,14 +43,7 @@ fn parameter_counts_match_the_tutorial() {
     let base = ParamCount::of(&config("base", &[]));
     assert_eq!(
         base,
-        ParamCount {
-            patch_embed: 491_904,
-            pos_embed: 1_555_200,
-            blocks: 21_293_568,
-            final_norm: 768,
-            head: 491_520,
-            total: 23_832_960
-        }
+        ParamCount { patch_embed: 491_904, pos_embed: 1_555_200, blocks: 21_293_568, final_norm: 768, head: 491_520, total: 23_832_960 }
     );
     assert_eq!(ParamCount::of(&config("mp", &[])).total, 350_135_808);
     assert_eq!(ParamCount::of(&config("mp", &["embed_dim=1024"])).total, 157_926_400);

@@ -5,9 +5,7 @@
 use scalebook_shared::Error;
 use scalebook_shared::cluster::{Cluster, Clusters, Precision};
 use scalebook_shared::config::{ConfigFile, TrainConfig};
-use scalebook_shared::estimate::{
-    Collective, Estimate, EstimateOptions, Link, Measured, Operation, Phase, TermKind, estimate,
-};
+use scalebook_shared::estimate::{Collective, Estimate, EstimateOptions, Link, Measured, Operation, Phase, TermKind, estimate};
 use scalebook_shared::layout::{Layout, Sizes, Token};
 
 fn perlmutter() -> Cluster {
@@ -59,13 +57,9 @@ fn tp_runs_activation_all_reduces_on_nvlink_and_dp_crosses_nodes() {
 fn the_order_decides_which_group_leaves_the_node() {
     let config = config("mp", &["tensor_parallel=4"]);
     let tp_first = run(&config, sizes(4, 1, 4), "tp-cp-dp", EstimateOptions::default()).unwrap();
-    let dp_first = run(
-        &TrainConfig { parallel_order: "dp-tp-cp".into(), ..config.clone() },
-        sizes(4, 1, 4),
-        "dp-tp-cp",
-        EstimateOptions::default(),
-    )
-    .unwrap();
+    let dp_first =
+        run(&TrainConfig { parallel_order: "dp-tp-cp".into(), ..config.clone() }, sizes(4, 1, 4), "dp-tp-cp", EstimateOptions::default())
+            .unwrap();
     assert_eq!(find(&dp_first, Token::TP, Operation::AllReduce, Phase::Forward).link, Link::Network);
     assert_eq!(find(&dp_first, Token::DP, Operation::AllReduce, Phase::Backward).link, Link::Nvlink);
     assert!(dp_first.step_time_s > 2.0 * tp_first.step_time_s);
@@ -96,8 +90,7 @@ fn cp_gathers_keys_and_values_and_splits_tokens_unevenly() {
     let hook = e.collectives.iter().find(|c| c.group == Token::CP && c.overlapped).unwrap();
     assert_eq!(hook.bytes, 4 * e.params.cp_reduced);
     // Each rank keeps its own 1013 queries but the keys and values of all 4050 tokens.
-    let saved =
-        |prefix: &str| e.saved_activations.iter().find(|t| t.name.starts_with(prefix)).unwrap().bytes_per_sample;
+    let saved = |prefix: &str| e.saved_activations.iter().find(|t| t.name.starts_with(prefix)).unwrap().bytes_per_sample;
     assert_eq!(saved("q of"), (2 * 1013 * 1024) as f64);
     assert_eq!(saved("k and v"), (2 * 2 * 4050 * 1024) as f64);
 }
@@ -112,15 +105,10 @@ fn options_change_precision_and_overlap() {
     assert!(fp32.step_time_s > tf32.step_time_s);
     let bs1024 = config("bs1024_opt", &[]);
     let overlapped = run(&bs1024, sizes(1, 1, 64), "tp-cp-dp", EstimateOptions::default()).unwrap();
-    let after =
-        run(&bs1024, sizes(1, 1, 64), "tp-cp-dp", EstimateOptions { overlap_dp: false, ..EstimateOptions::default() })
-            .unwrap();
+    let after = run(&bs1024, sizes(1, 1, 64), "tp-cp-dp", EstimateOptions { overlap_dp: false, ..EstimateOptions::default() }).unwrap();
     let t = &overlapped.time;
     assert!(t.exposed_overlapped_comm_s < t.overlapped_comm_s);
-    assert!(
-        (after.step_time_s - overlapped.step_time_s - (t.overlapped_comm_s - t.exposed_overlapped_comm_s)).abs()
-            < 1e-12
-    );
+    assert!((after.step_time_s - overlapped.step_time_s - (t.overlapped_comm_s - t.exposed_overlapped_comm_s)).abs() < 1e-12);
 }
 
 #[test]
@@ -136,8 +124,7 @@ fn zero_stages_shrink_the_training_state_only() {
 
 #[test]
 fn terms_explain_every_factor_and_result() {
-    let e = run(&config("mp", &["data_loader_config=dali"]), sizes(1, 1, 4), "tp-cp-dp", EstimateOptions::default())
-        .unwrap();
+    let e = run(&config("mp", &["data_loader_config=dali"]), sizes(1, 1, 4), "tp-cp-dp", EstimateOptions::default()).unwrap();
     let names: Vec<&str> = e.terms().iter().map(|t| t.name.as_str()).collect();
     for name in [
         "peak_tflops.fp16",
@@ -204,14 +191,9 @@ fn every_problem_is_reported_at_once() {
         ("cluster", "interconnect"),
         ("cluster", "`estimate` section"),
     ] {
-        assert!(
-            problems.for_field(field).any(|p| p.message.contains(fragment)),
-            "no {field}: {fragment} in\n{problems}"
-        );
+        assert!(problems.for_field(field).any(|p| p.message.contains(fragment)), "no {field}: {fragment} in\n{problems}");
     }
     let reordered = Layout::new(sizes(1, 1, 4), "dp-tp-cp").unwrap();
-    let err =
-        estimate(&config("bs64_opt", &[]), &reordered, &pm, pm.gpu("a100-40gb").unwrap(), &EstimateOptions::default())
-            .unwrap_err();
+    let err = estimate(&config("bs64_opt", &[]), &reordered, &pm, pm.gpu("a100-40gb").unwrap(), &EstimateOptions::default()).unwrap_err();
     assert!(err.problems().for_field("parallel_order").any(|p| p.message.contains("dp-tp-cp")), "{err}");
 }

@@ -46,11 +46,8 @@ impl Run<'_> {
     fn estimate(&self) -> Estimate {
         let mut config: TrainConfig = ConfigFile::parse(CONFIGS).unwrap().get(self.config).unwrap();
         config.apply_overrides(self.set).unwrap();
-        config
-            .apply_overrides(&[format!("tensor_parallel={}", self.tp), format!("context_parallel={}", self.cp)])
-            .unwrap();
-        let layout =
-            Layout::new(Sizes { tp: self.tp, cp: self.cp, dp: self.dp, pp: 1 }, &config.parallel_order).unwrap();
+        config.apply_overrides(&[format!("tensor_parallel={}", self.tp), format!("context_parallel={}", self.cp)]).unwrap();
+        let layout = Layout::new(Sizes { tp: self.tp, cp: self.cp, dp: self.dp, pp: 1 }, &config.parallel_order).unwrap();
         let clusters = Clusters::parse(CLUSTERS).unwrap();
         let perlmutter = clusters.get("perlmutter").unwrap();
         let options = EstimateOptions { tf32: self.tf32, ..EstimateOptions::default() };
@@ -85,10 +82,7 @@ fn parameter_counts_are_exact() {
     let mp = MP_TP1.estimate();
     assert_eq!(mp.params.model.total, 350_135_808);
     assert_eq!(Run::new("mp", SC24, 1, 4, "a100-80gb").estimate().params.model.total, 157_926_400);
-    assert_eq!(
-        Run::new("mp_patch4", &["local_batch_size=1"], 1, 4, "a100-80gb").estimate().params.model.total,
-        365_849_088
-    );
+    assert_eq!(Run::new("mp_patch4", &["local_batch_size=1"], 1, 4, "a100-80gb").estimate().params.model.total, 365_849_088);
     // tp 4: (12·D² + 7·D)/4 + 6·D per block, plus the replicated embedding, norm and head.
     let tp4 = MP_TP4.estimate();
     assert_eq!(tp4.params.model.total, 350_135_808);

@@ -16,8 +16,7 @@ fn layouts() -> impl Strategy<Value = (Layout, Vec<Dim>)> {
     let keep = prop::array::uniform4(any::<bool>());
     (sizes, order, keep).prop_map(|([tp, cp, dp, pp], order, keep)| {
         let sizes = Sizes { tp, cp, dp, pp };
-        let mut given: Vec<Dim> =
-            order.iter().zip(keep).filter(|&(&d, keep)| keep || sizes.get(d) > 1).map(|(&d, _)| d).collect();
+        let mut given: Vec<Dim> = order.iter().zip(keep).filter(|&(&d, keep)| keep || sizes.get(d) > 1).map(|(&d, _)| d).collect();
         if given.is_empty() {
             given = order;
         }

@@ -101,13 +101,7 @@ impl Browser {
     }
 
     /// As [`Browser::wait_attr`], with its own time limit.
-    pub async fn wait_attr_for(
-        &self,
-        css: &str,
-        name: &str,
-        pred: impl Fn(&str) -> bool,
-        limit: Duration,
-    ) -> anyhow::Result<String> {
+    pub async fn wait_attr_for(&self, css: &str, name: &str, pred: impl Fn(&str) -> bool, limit: Duration) -> anyhow::Result<String> {
         let deadline = Instant::now() + limit;
         let mut last = None;
         loop {

@@ -64,7 +64,9 @@ impl Jupyter {
         let mut jupyter = Jupyter { child, url: String::new(), home };
         let deadline = Instant::now() + Duration::from_secs(120);
         while jupyter.url.is_empty() {
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else { bail!("Jupyter did not say where it listens within 120 s") };
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                bail!("Jupyter did not say where it listens within 120 s")
+            };
             match rx.recv_timeout(left) {
                 Ok(url) => jupyter.url = url.split(BASE_URL).next().unwrap_or_default().to_owned() + BASE_URL,
                 Err(_) => bail!("Jupyter did not say where it listens (did it start? see its output above)"),

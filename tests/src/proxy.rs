@@ -162,7 +162,10 @@ mod tests {
         let head = "GET /user/learner/proxy/8080/api/configs.yaml?token=t HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n";
         let out = rewrite(head, "/user/learner/proxy/8080").unwrap();
         assert_eq!(out, "GET /api/configs.yaml?token=t HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-        assert_eq!(rewrite("GET /user/learner/proxy/8080 HTTP/1.1\r\n\r\n", "/user/learner/proxy/8080").unwrap().lines().next(), Some("GET / HTTP/1.1"));
+        assert_eq!(
+            rewrite("GET /user/learner/proxy/8080 HTTP/1.1\r\n\r\n", "/user/learner/proxy/8080").unwrap().lines().next(),
+            Some("GET / HTTP/1.1")
+        );
         assert_eq!(rewrite("GET /other HTTP/1.1\r\n\r\n", "/user/learner/proxy/8080"), None);
         assert_eq!(rewrite("GET /user/learner/proxy/80801/x HTTP/1.1\r\n\r\n", "/user/learner/proxy/8080"), None);
     }

@@ -12,7 +12,8 @@ async fn the_app_loads_renders_chapters_and_navigates() -> anyhow::Result<()> {
     browser.client.goto(&server.url).await?;
 
     // The table of contents comes from chapters/index.json; the first chapter is shown.
-    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(scalebook_e2e::workspace_root().join("static/chapters/index.json"))?)?;
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(scalebook_e2e::workspace_root().join("static/chapters/index.json"))?)?;
     let chapters = index["chapters"].as_array().unwrap();
     browser.wait_text("nav.toc", |t| chapters.iter().all(|c| t.contains(c["title"].as_str().unwrap()))).await?;
     let first = chapters[0]["slug"].as_str().unwrap();
@@ -30,11 +31,17 @@ async fn the_app_loads_renders_chapters_and_navigates() -> anyhow::Result<()> {
     println!("time to first render: {first_render_ms:.0} ms");
     // Every file the page loaded was there (no 404 in the console), the icon too; what
     // crossed the wire, for BENCHMARKS.md.
-    let failed = browser.eval("return performance.getEntriesByType('resource').filter(e => e.responseStatus >= 400).map(e => e.name)").await?;
+    let failed =
+        browser.eval("return performance.getEntriesByType('resource').filter(e => e.responseStatus >= 400).map(e => e.name)").await?;
     assert_eq!(failed, serde_json::json!([]), "files the page could not load");
-    let icon = browser.client.execute_async("fetch(document.querySelector('link[rel=icon]').href).then(r => arguments[0](r.status))", vec![]).await?;
+    let icon = browser
+        .client
+        .execute_async("fetch(document.querySelector('link[rel=icon]').href).then(r => arguments[0](r.status))", vec![])
+        .await?;
     assert_eq!(icon, serde_json::json!(200), "the favicon");
-    let wire = browser.eval("return performance.getEntriesByType('resource').map(e => [e.name.split('/').pop(), e.transferSize, e.decodedBodySize])").await?;
+    let wire = browser
+        .eval("return performance.getEntriesByType('resource').map(e => [e.name.split('/').pop(), e.transferSize, e.decodedBodySize])")
+        .await?;
     println!("bytes on the wire (name, transferred, decoded): {wire}");
 
     // The right arrow goes to the next chapter, and its URL says so.

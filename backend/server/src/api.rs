@@ -74,7 +74,11 @@ pub async fn run_file(State(state): State<Arc<AppState>>, Path((id, name)): Path
     }
     let path = state.runs.store().served_file(&id, &name).ok_or_else(|| {
         let names = crate::runs::store::SERVED_FILES.join(", ");
-        ApiError::new(StatusCode::NOT_FOUND, "unknown_file", format!("a run has no file `{}` to serve; these are: {names}", name.escape_debug()))
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_file",
+            format!("a run has no file `{}` to serve; these are: {names}", name.escape_debug()),
+        )
     })?;
     let bytes = match tokio::fs::read(&path).await {
         Ok(bytes) => bytes,

@@ -10,11 +10,11 @@
 
 use std::sync::Arc;
 
+use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde_json::json;
 
 use crate::Error;
@@ -58,9 +58,7 @@ impl Token {
 /// The token a request presents: the `token` query parameter or a bearer token.
 fn presented(request: &Request) -> Option<&str> {
     let from_query = request.uri().query().and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("token=")));
-    let from_header = || {
-        request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
-    };
+    let from_header = || request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     from_query.or_else(from_header)
 }
 

@@ -89,10 +89,13 @@ pub fn plan(configs: &ConfigFile, clusters: Option<&Clusters>, request: LaunchRe
 /// The layout and the config's parallel settings must describe the same run.
 fn check_agreement(config: &TrainConfig, layout: &Layout, problems: &mut Problems) {
     let sizes = layout.sizes();
-    for (dim, key, configured) in [(Dim::Tp, "tensor_parallel", config.tensor_parallel), (Dim::Cp, "context_parallel", config.context_parallel)] {
+    for (dim, key, configured) in
+        [(Dim::Tp, "tensor_parallel", config.tensor_parallel), (Dim::Cp, "context_parallel", config.context_parallel)]
+    {
         let size = sizes.get(dim);
         if configured != size as usize {
-            problems.push(dim.name(), format!("the layout has {} {size} but the config's {key} is {configured}; set {key}={size}", dim.name()));
+            problems
+                .push(dim.name(), format!("the layout has {} {size} but the config's {key} is {configured}; set {key}={size}", dim.name()));
         }
     }
     if sizes.pp != 1 {

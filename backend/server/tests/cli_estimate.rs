@@ -57,10 +57,7 @@ fn json_has_the_documented_keys_and_they_agree() {
         assert!(["nvlink", "network"].contains(&c["link"].as_str().unwrap()), "{c}");
     }
     let tp = collectives.iter().find(|c| c["group"] == "tp" && c["phase"] == "forward").unwrap();
-    assert_eq!(
-        (tp["operation"].as_str(), tp["link"].as_str(), tp["count"].as_u64()),
-        (Some("all-reduce"), Some("nvlink"), Some(24))
-    );
+    assert_eq!((tp["operation"].as_str(), tp["link"].as_str(), tp["count"].as_u64()), (Some("all-reduce"), Some("nvlink"), Some(24)));
     assert_eq!(tp["bytes"].as_u64(), Some(16 * 4050 * 1536 * 2));
     assert_eq!(doc["params"]["model"]["total"], 350_135_808u64);
     assert!(doc["terms"].as_array().unwrap().iter().any(|t| t["name"] == "compute_efficiency.fp16"));

@@ -6,8 +6,8 @@ mod support;
 use std::rc::Rc;
 
 use scalebook_shared::layout::{Sizes, Token};
-use scalebook_trainer::dist::Comm;
 use scalebook_trainer::data::Batch;
+use scalebook_trainer::dist::Comm;
 use scalebook_trainer::ffi::{ReduceOp, Region};
 use scalebook_trainer::train::{GradSync, Learner};
 use tch::{Device, Kind, Tensor};
@@ -116,7 +116,8 @@ fn one_dp2_step_equals_one_step_at_twice_the_batch() {
     // Different data on each rank for a few steps: the replicas stay bit-identical.
     for step in 0..3 {
         tch::manual_seed(1000 + 10 * rank + step);
-        let b = batch(Tensor::randn([2, 20, 36, 72], (Kind::Float, Device::Cpu)), Tensor::randn([2, 20, 36, 72], (Kind::Float, Device::Cpu)));
+        let b =
+            batch(Tensor::randn([2, 20, 36, 72], (Kind::Float, Device::Cpu)), Tensor::randn([2, 20, 36, 72], (Kind::Float, Device::Cpu)));
         parallel.train_step(&b, 1e-3).unwrap();
     }
     let g = comm.group(Token::DP);

@@ -23,7 +23,18 @@ fn generate(dir: &Path) {
 
 fn generate_sized(dir: &Path, steps: usize, [h, w]: [usize; 2]) {
     let out = Command::new(BIN)
-        .args(["datagen", "--years", "1", "--steps-per-year", &steps.to_string(), "--height", &h.to_string(), "--width", &w.to_string(), "--out"])
+        .args([
+            "datagen",
+            "--years",
+            "1",
+            "--steps-per-year",
+            &steps.to_string(),
+            "--height",
+            &h.to_string(),
+            "--width",
+            &w.to_string(),
+            "--out",
+        ])
         .arg(dir)
         .output()
         .unwrap();
@@ -50,7 +61,11 @@ fn launch_config(config: &str, nproc: usize, data: &Path, run_dir: &Path, extra:
 }
 
 fn points(run_dir: &Path) -> Vec<MetricPoint> {
-    std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap_or_default().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    std::fs::read_to_string(run_dir.join("metrics.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
 }
 
 #[test]
@@ -111,7 +126,8 @@ fn killing_one_rank_ends_the_whole_run_with_a_clear_error() {
     let root = scratch("kill");
     generate(&root.join("data"));
     let run_dir = root.join("run");
-    let mut launcher = launch_cmd(4, &root.join("data"), &run_dir, &["num_iters=100000"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut launcher =
+        launch_cmd(4, &root.join("data"), &run_dir, &["num_iters=100000"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     // Wait until training is under way.
     let start = Instant::now();
     while !points(&run_dir).iter().any(|p| p.step >= 2) {

@@ -40,12 +40,7 @@ fn seeded_randn(seed: i64, shape: &[i64]) -> Tensor {
 
 /// Compares output and input gradient of a token-wise block: `serial` sees all tokens,
 /// `parallel` this rank's share of them.
-fn compare_block(
-    name: &str,
-    par: &Parallel,
-    serial: impl Fn(&Tensor) -> Tensor,
-    parallel: impl Fn(&Tensor) -> Tensor,
-) {
+fn compare_block(name: &str, par: &Parallel, serial: impl Fn(&Tensor) -> Tensor, parallel: impl Fn(&Tensor) -> Tensor) {
     let x = seeded_randn(11, &[2, TOKENS, 32]).set_requires_grad(true);
     let upstream = seeded_randn(12, &[2, TOKENS, 32]);
     let y = serial(&x);

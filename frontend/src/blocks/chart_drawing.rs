@@ -209,7 +209,17 @@ mod tests {
             .enumerate()
             .map(|(i, &v)| {
                 let wall = 1000.0 + 10.0 * i as f64;
-                Bucket { first_step: i as u64, last_step: i as u64, first_wall: wall, last_wall: wall, epoch: 1, min: v, max: v, last: v, count: 1 }
+                Bucket {
+                    first_step: i as u64,
+                    last_step: i as u64,
+                    first_wall: wall,
+                    last_wall: wall,
+                    epoch: 1,
+                    min: v,
+                    max: v,
+                    last: v,
+                    count: 1,
+                }
             })
             .collect();
         Source {

@@ -66,7 +66,8 @@ pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
         }
         out
     });
-    let visible = Memo::new(move |_| sources.with(|all| hidden.with(|h| all.iter().filter(|s| !h.contains(&s.key)).cloned().collect::<Vec<_>>())));
+    let visible =
+        Memo::new(move |_| sources.with(|all| hidden.with(|h| all.iter().filter(|s| !h.contains(&s.key)).cloned().collect::<Vec<_>>())));
     let settings = Memo::new(move |_| Settings {
         axis: axis.get(),
         smoothing: smoothing.get(),

@@ -29,7 +29,10 @@ pub fn DerivedValues(config: TrainConfig, world: usize) -> impl IntoView {
         ("iterations per epoch", d.iters_per_epoch.to_string()),
         ("epochs", format!("{} (num_iters {} // {})", d.num_epochs, config.num_iters, d.iters_per_epoch)),
         ("optimizer steps", d.steps.to_string()),
-        ("learning rate", format!("{} (square-root rule for batch {}: {})", format_number(config.lr), d.global_batch_size, format_number(d.lr_sqrt_rule))),
+        (
+            "learning rate",
+            format!("{} (square-root rule for batch {}: {})", format_number(config.lr), d.global_batch_size, format_number(d.lr_sqrt_rule)),
+        ),
         ("learning rate at the end", format_number(d.final_lr)),
     ];
     view! {

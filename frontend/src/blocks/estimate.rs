@@ -50,11 +50,7 @@ pub fn EstimateBlock(config: String, grid: GridSpec, cluster: Option<String>, gp
 fn pick_cluster(clusters: &Clusters, name: Option<&str>) -> Result<Cluster, Error> {
     let name = match name {
         Some(name) => name.to_owned(),
-        None => clusters
-            .names()
-            .find(|n| clusters.get(n).is_ok_and(|c| !c.gpus.is_empty()))
-            .unwrap_or_default()
-            .to_owned(),
+        None => clusters.names().find(|n| clusters.get(n).is_ok_and(|c| !c.gpus.is_empty())).unwrap_or_default().to_owned(),
     };
     clusters.get(&name).cloned()
 }
@@ -80,7 +76,9 @@ fn EstimateFor(
             config.parallel_order = state.order.get();
             let wanted = gpu_name.get();
             let gpu = wanted.as_deref().and_then(|name| cluster.gpu(name)).or(cluster.gpus.first()).cloned();
-            let gpu = gpu.ok_or_else(|| Error::Invalid(scalebook_shared::Problems(vec![scalebook_shared::Problem::new("gpu", "the cluster lists no GPUs")])))?;
+            let gpu = gpu.ok_or_else(|| {
+                Error::Invalid(scalebook_shared::Problems(vec![scalebook_shared::Problem::new("gpu", "the cluster lists no GPUs")]))
+            })?;
             estimate(&config, &layout, &cluster, &gpu, &EstimateOptions::default())
         })
     };

@@ -42,8 +42,17 @@ impl Geometry {
         };
         let per_row = gpus_per_node.min(GPUS_PER_ROW);
         let rows = gpus_per_node.div_ceil(per_row);
-        let mut geometry =
-            Geometry { drawn, gpus_per_node, cell, gap: cell * 0.15, pad: cell * 0.3, node_gap: cell * 0.6, per_row, rows, nodes_per_row: 1 };
+        let mut geometry = Geometry {
+            drawn,
+            gpus_per_node,
+            cell,
+            gap: cell * 0.15,
+            pad: cell * 0.3,
+            node_gap: cell * 0.6,
+            per_row,
+            rows,
+            nodes_per_row: 1,
+        };
         let (node_width, _) = geometry.node_size();
         let fit = ((width + geometry.node_gap) / (node_width + geometry.node_gap)).floor();
         // At least one node per row, and no more than there are nodes.

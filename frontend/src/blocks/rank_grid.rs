@@ -8,10 +8,10 @@ use leptos::prelude::*;
 use scalebook_shared::estimate::GroupTraffic;
 use scalebook_shared::layout::{Dim, Layout, Placement, Token};
 
+use super::GridSpec;
 use super::grid_geometry::{Geometry, LABELLED, MAX_DRAWN};
 use super::layout_state::{LayoutControls, LayoutState};
 use super::units::{bytes, seconds};
-use super::GridSpec;
 
 /// Fills for groups, cycling: Okabe and Ito's colour-blind-safe set (plus grey), all light
 /// enough for black rank numbers.

@@ -14,7 +14,11 @@ use super::unique_id;
 pub fn SlurmFields(cluster: Cluster, request: RwSignal<SlurmRequest>, problems: Signal<Problems>) -> impl IntoView {
     let defaults = cluster.slurm.clone();
     let default = move |pick: fn(&scalebook_shared::cluster::SlurmDefaults) -> String| defaults.as_ref().map(pick).unwrap_or_default();
-    let text = |label: &'static str, field: &'static str, placeholder: String, get: fn(&SlurmRequest) -> Option<String>, set: fn(&mut SlurmRequest, Option<String>)| {
+    let text = |label: &'static str,
+                field: &'static str,
+                placeholder: String,
+                get: fn(&SlurmRequest) -> Option<String>,
+                set: fn(&mut SlurmRequest, Option<String>)| {
         let id = unique_id(field);
         view! {
             <div class="control">

@@ -11,15 +11,29 @@ use scalebook_shared::metrics::tags;
 #[derive(Debug, Clone, PartialEq)]
 pub enum BlockSpec {
     /// The config editor, for `config` on `dp` data-parallel ranks.
-    Config { config: String, dp: u32 },
+    Config {
+        config: String,
+        dp: u32,
+    },
     RankGrid(GridSpec),
     /// A layout with its rank grid and the estimate of one step of `config` on it.
-    Estimate { config: String, grid: GridSpec, cluster: Option<String>, gpu: Option<String> },
+    Estimate {
+        config: String,
+        grid: GridSpec,
+        cluster: Option<String>,
+        gpu: Option<String>,
+    },
     /// Launching the chapter's config on `dp` local ranks, with its state and log.
-    Run { config: String, dp: u32 },
+    Run {
+        config: String,
+        dp: u32,
+    },
     Chart(ChartSpec),
     /// A question (Markdown) and its answer, shown on demand.
-    Quiz { question: String, answer: String },
+    Quiz {
+        question: String,
+        answer: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -178,7 +192,9 @@ impl Settings {
         };
         let smoothing = match self.take("smoothing") {
             None => DEFAULT_SMOOTHING,
-            Some(v) => v.parse::<f64>().ok().filter(|w| (0.0..1.0).contains(w)).ok_or(format!("smoothing={v}: expected a number in [0, 1)"))?,
+            Some(v) => {
+                v.parse::<f64>().ok().filter(|w| (0.0..1.0).contains(w)).ok_or(format!("smoothing={v}: expected a number in [0, 1)"))?
+            }
         };
         Ok(ChartSpec { tags, baseline: self.flag("baseline", false)?, axis, log: self.flag("log", false)?, smoothing })
     }

@@ -13,7 +13,10 @@ pub enum Segment {
     Html(String),
     Block(BlockSpec),
     /// A scalebook block that could not be read, with the reason.
-    Broken { info: String, reason: String },
+    Broken {
+        info: String,
+        reason: String,
+    },
 }
 
 fn options() -> Options {

@@ -12,11 +12,7 @@ pub async fn text(url: &str) -> Result<String, String> {
     let response: web_sys::Response = response.dyn_into().map_err(|_| "the fetch did not return a response".to_owned())?;
     let body = JsFuture::from(response.text().map_err(|e| describe(&e))?).await.map_err(|e| describe(&e))?;
     let body = body.as_string().unwrap_or_default();
-    if response.ok() {
-        Ok(body)
-    } else {
-        Err(error_message(response.status(), &body))
-    }
+    if response.ok() { Ok(body) } else { Err(error_message(response.status(), &body)) }
 }
 
 /// The API answers errors as `{"code": ..., "message": ...}`; anything else is shown as is.

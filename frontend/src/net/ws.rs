@@ -20,7 +20,9 @@ pub enum ConnectionState {
     Connecting,
     Open,
     /// Dropped; `attempt` reconnections have failed so far.
-    Reconnecting { attempt: u32 },
+    Reconnecting {
+        attempt: u32,
+    },
 }
 
 impl ConnectionState {

@@ -103,7 +103,9 @@ mod tests {
     }
 
     fn steps(stream: &RunStream, tag: &str) -> Vec<u64> {
-        stream.series.with_untracked(|s| s.iter().find(|s| s.tag == tag).map(|s| s.buckets.iter().map(|b| b.last_step).collect()).unwrap_or_default())
+        stream.series.with_untracked(|s| {
+            s.iter().find(|s| s.tag == tag).map(|s| s.buckets.iter().map(|b| b.last_step).collect()).unwrap_or_default()
+        })
     }
 
     #[wasm_bindgen_test]

@@ -32,14 +32,7 @@ pub fn samples(buckets: &[Bucket], axis: XAxis, start_wall: f64, weight: f64) ->
     buckets
         .iter()
         .zip(smoothed)
-        .map(|(b, smoothed)| Sample {
-            x: axis.x_of(b, start_wall),
-            step: b.last_step,
-            min: b.min,
-            max: b.max,
-            value: b.last,
-            smoothed,
-        })
+        .map(|(b, smoothed)| Sample { x: axis.x_of(b, start_wall), step: b.last_step, min: b.min, max: b.max, value: b.last, smoothed })
         .collect()
 }
 
@@ -55,11 +48,7 @@ pub fn per_pixel(samples: &[Sample], x_scale: &Scale, pixels: u32) -> Vec<Sample
         let column = (unit * columns).floor().clamp(-1.0, columns) as i64;
         match out.last_mut() {
             Some((last_column, merged)) if *last_column == column => {
-                *merged = Sample {
-                    min: merged.min.min(sample.min),
-                    max: merged.max.max(sample.max),
-                    ..*sample
-                };
+                *merged = Sample { min: merged.min.min(sample.min), max: merged.max.max(sample.max), ..*sample };
             }
             _ => out.push((column, *sample)),
         }

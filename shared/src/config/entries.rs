@@ -35,8 +35,7 @@ pub(super) fn check(key: &str, value: &Value) -> Result<(), String> {
 pub(super) fn overlay(base: &TrainConfig, entries: Map<String, Value>) -> Result<TrainConfig, Error> {
     let mut map = base.to_json();
     map.extend(entries);
-    serde_json::from_value(Value::Object(map))
-        .map_err(|e| Error::Parse { what: "config".into(), message: e.to_string() })
+    serde_json::from_value(Value::Object(map)).map_err(|e| Error::Parse { what: "config".into(), message: e.to_string() })
 }
 
 /// A value as a YAML user would write it, for error messages.
@@ -124,10 +123,7 @@ mod tests {
         assert_eq!(check("embed_dim", &json!(-3)), Err("expected a whole number, got -3".into()));
         assert_eq!(check("embed_dim", &json!(3.5)), Err("expected a whole number, got 3.5".into()));
         assert_eq!(check("dropout", &Value::Null), Err("expected a number, got None".into()));
-        assert_eq!(
-            check("img_size", &json!([1, 2, 3])),
-            Err("expected a list [H, W] of two whole numbers, got [1,2,3]".into())
-        );
+        assert_eq!(check("img_size", &json!([1, 2, 3])), Err("expected a list [H, W] of two whole numbers, got [1,2,3]".into()));
         assert_eq!(check("amp_mode", &json!("fp32")), Err("expected one of none, fp16, bf16, got \"fp32\"".into()));
         assert_eq!(check("nmu_iters", &json!(1)), Err("unknown key; did you mean `num_iters`?".into()));
     }

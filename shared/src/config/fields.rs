@@ -238,19 +238,9 @@ impl TrainConfig {
             field("parallel_order", Text, CommandLine, "rank order, fastest varying first, e.g. tp-cp-dp"),
             field("local_batch_size", OptionalCount, CommandLine, "per-dp-rank batch; when set, global = dp × local"),
             field("enable_fused", Bool, Edition, "fused Adam (sc23/sc24/sc25 key)"),
-            field(
-                "data_loader_config",
-                Choice(DataLoaderKind::NAMES),
-                Edition,
-                "sc23/sc24/sc25 loader switch; Scalebook has one loader",
-            ),
+            field("data_loader_config", Choice(DataLoaderKind::NAMES), Edition, "sc23/sc24/sc25 loader switch; Scalebook has one loader"),
             field("enable_apex", Bool, Edition, "sc23 key, unused"),
-            field(
-                "model_backend",
-                Choice(ModelBackend::NAMES),
-                Edition,
-                "sc25 model switch; Scalebook has one ViT",
-            ),
+            field("model_backend", Choice(ModelBackend::NAMES), Edition, "sc25 model switch; Scalebook has one ViT"),
         ]
     };
 

@@ -22,8 +22,8 @@ impl ConfigFile {
     /// YAML reader, which follows YAML 1.2, so `5E-4` is a float as in the tutorial's loader.
     /// Keys a config leaves out take `base`'s values from the tutorial.
     pub fn parse(text: &str) -> Result<ConfigFile, Error> {
-        let raw: Option<IndexMap<String, Value>> = serde_saphyr::from_str(text)
-            .map_err(|e| Error::Parse { what: "config file".into(), message: e.to_string() })?;
+        let raw: Option<IndexMap<String, Value>> =
+            serde_saphyr::from_str(text).map_err(|e| Error::Parse { what: "config file".into(), message: e.to_string() })?;
         let raw = raw.unwrap_or_default();
         if raw.is_empty() {
             return Err(Error::Parse { what: "config file".into(), message: "it defines no configs".into() });
@@ -57,10 +57,7 @@ impl ConfigFile {
             return Err(Error::Invalid(problems));
         }
         let base = TrainConfig::default();
-        let configs = configs
-            .into_iter()
-            .map(|(name, body)| Ok((name, entries::overlay(&base, body)?)))
-            .collect::<Result<_, Error>>()?;
+        let configs = configs.into_iter().map(|(name, body)| Ok((name, entries::overlay(&base, body)?))).collect::<Result<_, Error>>()?;
         Ok(ConfigFile { configs })
     }
 
@@ -70,10 +67,10 @@ impl ConfigFile {
     }
 
     pub fn get(&self, name: &str) -> Result<TrainConfig, Error> {
-        self.configs.get(name).cloned().ok_or_else(|| Error::UnknownConfig {
-            name: name.into(),
-            known: self.names().collect::<Vec<_>>().join(", "),
-        })
+        self.configs
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownConfig { name: name.into(), known: self.names().collect::<Vec<_>>().join(", ") })
     }
 }
 

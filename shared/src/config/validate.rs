@@ -104,10 +104,7 @@ impl TrainConfig {
         }
         let heads = self.num_heads;
         if heads > 0 && !heads.is_multiple_of(tp) {
-            problems.push(
-                "tensor_parallel",
-                format!("{tp} does not divide num_heads {heads} (every tp rank owns whole heads)"),
-            );
+            problems.push("tensor_parallel", format!("{tp} does not divide num_heads {heads} (every tp rank owns whole heads)"));
         }
         let mlp = self.embed_dim.saturating_mul(derived::MLP_RATIO);
         if mlp > 0 && !mlp.is_multiple_of(tp) {
@@ -169,10 +166,7 @@ impl TrainConfig {
             problems.push("lr", format!("must be a positive number, got {}", self.lr));
         }
         if self.num_iters > 0 && self.warmup > self.num_iters {
-            problems.push(
-                "warmup",
-                format!("{} is more than num_iters {}: the warm-up would never finish", self.warmup, self.num_iters),
-            );
+            problems.push("warmup", format!("{} is more than num_iters {}: the warm-up would never finish", self.warmup, self.num_iters));
         }
         if self.lr_schedule != "cosine" {
             problems.push(
@@ -236,9 +230,7 @@ impl TrainConfig {
             if per_epoch == 0 {
                 problems.push(
                     blame,
-                    format!(
-                        "{n} training samples over dp {dp} give no full batch of {local} per rank, so an epoch has 0 iterations"
-                    ),
+                    format!("{n} training samples over dp {dp} give no full batch of {local} per rank, so an epoch has 0 iterations"),
                 );
             } else if self.num_iters > 0 && self.num_iters < per_epoch {
                 problems.push(

@@ -188,15 +188,7 @@ pub(super) fn collectives(shape: &Shape, params: &ParamSplit, net: &Network<'_>)
     let sequence = GRAD_BYTES * b * n * d;
     add(Token::CP, AllGather, Forward, "tokens gathered before the head (fp32)", sequence, 1, false);
     add(Token::CP, AllGather, Backward, "embedding gradients (backward of the token scatter)", sequence, 1, false);
-    add(
-        Token::CP,
-        AllReduce,
-        Backward,
-        "block gradients summed over cp (DDP comm hook)",
-        GRAD_BYTES * params.cp_reduced,
-        1,
-        true,
-    );
+    add(Token::CP, AllReduce, Backward, "block gradients summed over cp (DDP comm hook)", GRAD_BYTES * params.cp_reduced, 1, true);
     add(Token::DP, AllReduce, Backward, "gradients averaged over dp (DDP)", GRAD_BYTES * params.per_rank, 1, true);
     add(Token::DP, AllReduce, Step, "training loss averaged for the log", 4, 1, false);
     out

@@ -81,11 +81,7 @@ pub(super) fn saved_tensors(shape: &Shape) -> Vec<SavedTensor> {
     let depth = shape.depth;
     let mut saved = vec![
         ("block input (fp32 residual stream, for LayerNorm 1)", FP32 * local, depth),
-        (
-            "attention input in matmul precision (one copy per q, k, v when not compiled)",
-            input_copies * a * local,
-            depth,
-        ),
+        ("attention input in matmul precision (one copy per q, k, v when not compiled)", input_copies * a * local, depth),
         ("q of this rank's heads", a * local / tp, depth),
         ("k and v of this rank's heads for all tokens (gathered over cp)", 2.0 * a * n * d / tp, depth),
         ("attention output", a * local / tp, depth),
@@ -110,10 +106,7 @@ pub(super) fn saved_tensors(shape: &Shape) -> Vec<SavedTensor> {
         ("head input for all tokens, in matmul precision", a * n * d, 1),
         ("loss: prediction − target (fp32)", FP32 * f(shape.out_pixels), 1),
     ]);
-    saved
-        .into_iter()
-        .map(|(name, bytes_per_sample, count)| SavedTensor { name: name.to_owned(), bytes_per_sample, count })
-        .collect()
+    saved.into_iter().map(|(name, bytes_per_sample, count)| SavedTensor { name: name.to_owned(), bytes_per_sample, count }).collect()
 }
 
 pub(super) struct Memory {
@@ -129,8 +122,7 @@ pub(super) fn memory(shape: &Shape, params: &ParamSplit, factors: &EstimateFacto
     let batch = shape.local_batch as f64;
     let activation_bytes: f64 = saved.iter().map(|t| t.bytes_per_sample * t.count as f64 * batch).sum();
     let activations = gib(activation_bytes);
-    let weight_copies =
-        if shape.precision.is_half() { gib(shape.element_bytes() * params.matmul_weights as f64) } else { 0.0 };
+    let weight_copies = if shape.precision.is_half() { gib(shape.element_bytes() * params.matmul_weights as f64) } else { 0.0 };
     let mut breakdown = MemoryBreakdown {
         total: 0.0,
         weights: gib(FP32 * p),
@@ -165,10 +157,7 @@ impl MemoryBreakdown {
 
 fn zero_what_if(memory: &MemoryBreakdown, stage: u8, dp: u64, limit_gb: f64) -> ZeroWhatIf {
     let shard = |gb: f64, from_stage: u8| if stage >= from_stage { gb / dp as f64 } else { gb };
-    let sharded = shard(memory.optimizer_state, 1)
-        + shard(memory.gradients, 2)
-        + shard(memory.weights, 3)
-        + shard(memory.weight_copies, 3);
+    let sharded = shard(memory.optimizer_state, 1) + shard(memory.gradients, 2) + shard(memory.weights, 3) + shard(memory.weight_copies, 3);
     let unchanged = memory.activations + memory.allocator_cache + memory.runtime + memory.data_loader;
     let total_gb = sharded + unchanged;
     ZeroWhatIf { stage, total_gb, fits: total_gb <= limit_gb, dp_bytes_factor: if stage == 3 { 1.5 } else { 1.0 } }

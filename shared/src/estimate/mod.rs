@@ -138,8 +138,7 @@ pub fn estimate(
     let network = comms::Network { layout, placement, links, factors };
     let collectives = comms::collectives(&shape, &params, &network);
     let rates = step::rates(&shape, gpu, factors);
-    let time =
-        step::step_time(&shape, &flops.rank_step, &rates, params.per_rank, gpu, &collectives, options.overlap_dp);
+    let time = step::step_time(&shape, &flops.rank_step, &rates, params.per_rank, gpu, &collectives, options.overlap_dp);
     let mut estimate = Estimate {
         layout: layout.clone(),
         gpu: gpu.name.clone(),
@@ -171,10 +170,7 @@ pub fn estimate(
 /// The layout must be the one the config describes, so that the estimate and a launch agree.
 fn check_layout(config: &TrainConfig, layout: &Layout, problems: &mut Problems) {
     let Sizes { tp, cp, pp, dp } = layout.sizes();
-    let pairs = [
-        ("tensor_parallel", config.tensor_parallel, tp, "tp"),
-        ("context_parallel", config.context_parallel, cp, "cp"),
-    ];
+    let pairs = [("tensor_parallel", config.tensor_parallel, tp, "tp"), ("context_parallel", config.context_parallel, cp, "cp")];
     for (field, in_config, in_layout, dim) in pairs {
         if in_config != in_layout as usize {
             problems.push(field, format!("is {in_config} in the config but the layout has {dim} {in_layout}"));
@@ -190,20 +186,13 @@ fn check_layout(config: &TrainConfig, layout: &Layout, problems: &mut Problems) 
     {
         problems.push(
             "parallel_order",
-            format!(
-                "is `{}` in the config but the layout's order is `{}`",
-                config.parallel_order,
-                layout.effective_order()
-            ),
+            format!("is `{}` in the config but the layout's order is `{}`", config.parallel_order, layout.effective_order()),
         );
     }
 }
 
 /// The cluster's link speeds, estimate factors and node size, or the problems why it has none.
-fn cluster_inputs<'c>(
-    cluster: &'c Cluster,
-    problems: &mut Problems,
-) -> Option<(Interconnect, &'c EstimateFactors, Placement)> {
+fn cluster_inputs<'c>(cluster: &'c Cluster, problems: &mut Problems) -> Option<(Interconnect, &'c EstimateFactors, Placement)> {
     let placement = Placement::new(cluster.gpus_per_node as u32).ok();
     if placement.is_none() {
         problems.push("cluster", "runs ranks on CPU cores (gpus_per_node 0); estimates model GPU clusters");

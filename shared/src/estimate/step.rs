@@ -58,11 +58,8 @@ pub(super) struct Rates {
 pub(super) fn rates(shape: &Shape, gpu: &GpuKind, factors: &EstimateFactors) -> Rates {
     let precision = shape.precision;
     let matmul = gpu.peak_tflops.get(precision) * factors.compute_efficiency.get(precision) * 1e12;
-    let attention_factor = if precision.is_half() {
-        (shape.head_dim as f64 / factors.attention_full_rate_head_dim as f64).min(1.0)
-    } else {
-        1.0
-    };
+    let attention_factor =
+        if precision.is_half() { (shape.head_dim as f64 / factors.attention_full_rate_head_dim as f64).min(1.0) } else { 1.0 };
     Rates { matmul, attention: matmul * attention_factor, attention_factor }
 }
 
@@ -110,18 +107,13 @@ pub(super) fn step_time(
     let hbm = gpu.hbm_tb_per_s * 1e12;
     let elementwise_forward_s = elementwise_forward_bytes(shape) / hbm;
     let elementwise_s = 3.0 * elementwise_forward_s;
-    let forward_s =
-        flops.matmul_forward / rates.matmul + flops.attention_forward / rates.attention + elementwise_forward_s;
-    let backward_s =
-        flops.matmul_backward / rates.matmul + flops.attention_backward / rates.attention + 2.0 * elementwise_forward_s;
+    let forward_s = flops.matmul_forward / rates.matmul + flops.attention_forward / rates.attention + elementwise_forward_s;
+    let backward_s = flops.matmul_backward / rates.matmul + flops.attention_backward / rates.attention + 2.0 * elementwise_forward_s;
     let scaler = if shape.amp == AmpMode::Fp16 { GRAD_SCALER_BYTES_PER_PARAM } else { 0.0 };
     let optimizer_s = params_per_rank as f64 * (ADAM_BYTES_PER_PARAM + scaler) / hbm;
-    let seconds = |overlapped: bool| {
-        collectives.iter().filter(|c| c.overlapped == overlapped).fold(0.0, |sum, c| sum + c.seconds)
-    };
+    let seconds = |overlapped: bool| collectives.iter().filter(|c| c.overlapped == overlapped).fold(0.0, |sum, c| sum + c.seconds);
     let (blocking_comm_s, overlapped_comm_s) = (seconds(false), seconds(true));
-    let exposed_overlapped_comm_s =
-        if overlap_dp { comms::exposed_overlapped(collectives, backward_s) } else { overlapped_comm_s };
+    let exposed_overlapped_comm_s = if overlap_dp { comms::exposed_overlapped(collectives, backward_s) } else { overlapped_comm_s };
     StepTime {
         forward_s,
         backward_s,

@@ -54,12 +54,7 @@ pub(super) fn inputs(gpu: &GpuKind, links: &Interconnect, factors: &EstimateFact
             "TFLOP/s",
             "dense peak of the GPU for this matmul precision",
         ),
-        hardware(
-            "hbm_tb_per_s",
-            gpu.hbm_tb_per_s,
-            "TB/s",
-            "device memory bandwidth (the optimizer step is bound by it)",
-        ),
+        hardware("hbm_tb_per_s", gpu.hbm_tb_per_s, "TB/s", "device memory bandwidth (the optimizer step is bound by it)"),
         hardware("memory_gb", gpu.memory_gb, "GiB", "device memory: the limit for \"fits\""),
         hardware("nvlink_gb_per_s", links.nvlink_gb_per_s, "GB/s", "NVLink per GPU and direction"),
         hardware("network_gb_per_s", links.network_gb_per_s, "GB/s", "network (NIC) per GPU and direction"),
@@ -92,22 +87,12 @@ pub(super) fn outputs(estimate: &Estimate, rates: &Rates) -> Vec<Term> {
     let f = &estimate.flops;
     let mut terms = vec![
         derived("parameters", p.model.total as f64, "", "whole model"),
-        derived(
-            "parameters_per_rank",
-            p.per_rank as f64,
-            "",
-            "column- and row-parallel parts / tp, plus the replicated ones",
-        ),
+        derived("parameters_per_rank", p.per_rank as f64, "", "column- and row-parallel parts / tp, plus the replicated ones"),
         derived("local_batch_size", estimate.local_batch_size as f64, "samples", "per dp rank"),
         derived("tokens_per_rank", estimate.tokens_per_rank as f64, "tokens", "the largest cp chunk of the sequence"),
         derived("flops_per_sample_forward", f.per_sample_forward / 1e12, "TFLOP", "whole model: matmuls and attention"),
         derived("flops_per_sample_training", f.per_sample_training / 1e12, "TFLOP", "forward + backward (2× forward)"),
-        derived(
-            "flops_per_rank_step",
-            f.rank_step.total() / 1e12,
-            "TFLOP",
-            "one rank, its local batch, forward + backward",
-        ),
+        derived("flops_per_rank_step", f.rank_step.total() / 1e12, "TFLOP", "one rank, its local batch, forward + backward"),
         derived("matmul_rate", rates.matmul / 1e12, "TFLOP/s", "peak × compute_efficiency"),
         derived(
             "attention_rate",
@@ -134,8 +119,7 @@ fn saved_term(t: &SavedTensor) -> Term {
 }
 
 fn memory_terms(memory: &MemoryBreakdown) -> Vec<Term> {
-    let mut terms: Vec<Term> =
-        memory.parts().iter().map(|(part, gb)| derived(&format!("memory.{part}"), *gb, "GiB", "per rank")).collect();
+    let mut terms: Vec<Term> = memory.parts().iter().map(|(part, gb)| derived(&format!("memory.{part}"), *gb, "GiB", "per rank")).collect();
     terms.push(result("memory.total", memory.total, "GiB", "sum of the parts: NVML's figure after the forward pass"));
     terms
 }
@@ -161,12 +145,7 @@ fn time_terms(t: &StepTime) -> [Term; 8] {
         derived("time.optimizer", t.optimizer_s, "s", "Adam's bytes / memory bandwidth"),
         derived("time.blocking_comm", t.blocking_comm_s, "s", "tp and cp collectives"),
         derived("time.overlapped_comm", t.overlapped_comm_s, "s", "gradient all-reduce, full time"),
-        derived(
-            "time.exposed_overlapped_comm",
-            t.exposed_overlapped_comm_s,
-            "s",
-            "the part the backward pass does not hide",
-        ),
+        derived("time.exposed_overlapped_comm", t.exposed_overlapped_comm_s, "s", "the part the backward pass does not hide"),
         result("step_time", t.total_s, "s", "forward + backward + optimizer + blocking + exposed communication"),
     ]
 }

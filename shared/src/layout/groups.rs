@@ -145,15 +145,9 @@ mod tests {
     #[test]
     fn worked_example_groups() {
         let layout = example();
-        assert_eq!(
-            layout.groups(Token::CP).to_vecs(),
-            [[0, 2], [1, 3], [4, 6], [5, 7], [8, 10], [9, 11], [12, 14], [13, 15]]
-        );
+        assert_eq!(layout.groups(Token::CP).to_vecs(), [[0, 2], [1, 3], [4, 6], [5, 7], [8, 10], [9, 11], [12, 14], [13, 15]]);
         assert_eq!(layout.groups(Token::DP).to_vecs(), [[0, 4, 8, 12], [1, 5, 9, 13], [2, 6, 10, 14], [3, 7, 11, 15]]);
-        assert_eq!(
-            layout.groups(Token::DP_CP).to_vecs(),
-            [[0, 2, 4, 6, 8, 10, 12, 14], [1, 3, 5, 7, 9, 11, 13, 15]]
-        );
+        assert_eq!(layout.groups(Token::DP_CP).to_vecs(), [[0, 2, 4, 6, 8, 10, 12, 14], [1, 3, 5, 7, 9, 11, 13, 15]]);
     }
 
     #[test]

@@ -118,9 +118,7 @@ impl Layout {
 
     /// The rank at `coords`, or `None` when a coordinate is not below its size.
     pub fn rank_of(&self, coords: Coords) -> Option<u32> {
-        Dim::ALL.iter().try_fold(0, |rank, &d| {
-            (coords.get(d) < self.sizes.get(d)).then(|| rank + coords.get(d) * self.stride(d))
-        })
+        Dim::ALL.iter().try_fold(0, |rank, &d| (coords.get(d) < self.sizes.get(d)).then(|| rank + coords.get(d) * self.stride(d)))
     }
 
     fn stride(&self, dim: Dim) -> u32 {

@@ -23,9 +23,9 @@ impl Default for Placement {
 
 impl Placement {
     pub fn new(gpus_per_node: u32) -> Result<Placement, Error> {
-        NonZeroU32::new(gpus_per_node).map(|gpus_per_node| Placement { gpus_per_node }).ok_or_else(|| {
-            Error::Invalid(Problems(vec![Problem::new("gpus_per_node", "must be at least 1, got 0")]))
-        })
+        NonZeroU32::new(gpus_per_node)
+            .map(|gpus_per_node| Placement { gpus_per_node })
+            .ok_or_else(|| Error::Invalid(Problems(vec![Problem::new("gpus_per_node", "must be at least 1, got 0")])))
     }
 
     pub fn gpus_per_node(&self) -> u32 {

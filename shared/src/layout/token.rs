@@ -30,17 +30,8 @@ impl Token {
 
     /// The tokens worth showing: first the six the tutorial builds, in its build order, then
     /// the three extra combinations Megatron-LM builds.
-    pub const ALL: [Token; 9] = [
-        Token::DP,
-        Token::TP,
-        Token::CP,
-        Token::PP,
-        Token::TP_CP,
-        Token::DP_CP,
-        Token::TP_PP,
-        Token::TP_DP,
-        Token::TP_DP_CP,
-    ];
+    pub const ALL: [Token; 9] =
+        [Token::DP, Token::TP, Token::CP, Token::PP, Token::TP_CP, Token::DP_CP, Token::TP_PP, Token::TP_DP, Token::TP_DP_CP];
 
     /// Only for the non-empty literal lists above.
     const fn of(dims: &[Dim]) -> Token {

@@ -36,7 +36,8 @@ impl Bucket {
     /// The bucket of `points` (in order), or `None` when there are none.
     pub fn of<P: Borrow<MetricPoint>>(points: &[P]) -> Option<Bucket> {
         let (first, last) = (points.first()?.borrow(), points.last()?.borrow());
-        let (min, max) = points.iter().map(|p| p.borrow().value).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        let (min, max) =
+            points.iter().map(|p| p.borrow().value).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
         Some(Bucket {
             first_step: first.step,
             last_step: last.step,

@@ -29,7 +29,9 @@ pub enum ClientMessage {
     /// Optional first message: the server answers `welcome`, or `error` (`version_mismatch`).
     /// The token is not sent here: the WebSocket upgrade itself must carry it, so an
     /// unauthenticated client never holds a socket open.
-    Hello { version: u32 },
+    Hello {
+        version: u32,
+    },
     /// Start streaming a run. Without `after_seq` the server sends the history first; with
     /// it (the last point sequence number seen), exactly the points after it. `after_log_seq`
     /// does the same for log lines (without it: the last lines of the log).
@@ -40,12 +42,16 @@ pub enum ClientMessage {
         #[serde(default)]
         after_log_seq: Option<u64>,
     },
-    Unsubscribe { run: RunId },
+    Unsubscribe {
+        run: RunId,
+    },
     Launch(LaunchRequest),
     /// Asks for the batch script a Slurm launch would submit, without submitting it: the
     /// server answers `slurm_script`, or `error` (`invalid_launch`) with the problems.
     PreviewSlurm(LaunchRequest),
-    Cancel { run: RunId },
+    Cancel {
+        run: RunId,
+    },
     ListRuns,
     /// Answered by `pong` with the same nonce (a client's own liveness check).
     Ping {
@@ -58,28 +64,53 @@ pub enum ClientMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerMessage {
-    Welcome { version: u32, server: ServerInfo },
+    Welcome {
+        version: u32,
+        server: ServerInfo,
+    },
     /// Every run, oldest first (the answer to `list_runs`).
-    Runs { runs: Vec<RunRecord> },
+    Runs {
+        runs: Vec<RunRecord>,
+    },
     /// A run was created or changed state; sent to every connection.
-    RunUpdate { run: RunRecord },
+    RunUpdate {
+        run: RunRecord,
+    },
     /// The answer to this connection's `launch`: the id of the run it created (whose
     /// `run_update` every connection gets).
-    Launched { run: RunId },
+    Launched {
+        run: RunId,
+    },
     /// A run's points up to `upto_seq`, folded per tag (sent first to a new subscriber, and
     /// again when the trainer rewrote its metrics file on resume: the series restart).
-    History { run: RunId, upto_seq: u64, series: Vec<Series> },
+    History {
+        run: RunId,
+        upto_seq: u64,
+        series: Vec<Series>,
+    },
     /// New points, in sequence order.
-    Points { run: RunId, points: Vec<SeqPoint> },
+    Points {
+        run: RunId,
+        points: Vec<SeqPoint>,
+    },
     /// New log lines, in sequence order.
-    LogLines { run: RunId, lines: Vec<LogLine> },
+    LogLines {
+        run: RunId,
+        lines: Vec<LogLine>,
+    },
     /// The answer to `preview_slurm`: the script as it would be saved and submitted, with
     /// `RUN_ID` where the new run's id will stand.
-    SlurmScript { script: String },
+    SlurmScript {
+        script: String,
+    },
     Error(ErrorReport),
-    Pong { nonce: u64 },
+    Pong {
+        nonce: u64,
+    },
     /// Sent every [`ServerInfo::heartbeat_secs`]: proxies drop sockets idle for 60 s.
-    Heartbeat { time: f64 },
+    Heartbeat {
+        time: f64,
+    },
 }
 
 /// What the browser learns about the server it talks to.

@@ -121,7 +121,10 @@ impl SlurmRequest {
                 let kind = cluster.gpu(name);
                 if kind.is_none() {
                     let known: Vec<&str> = cluster.gpus.iter().map(|g| g.name.as_str()).collect();
-                    problems.push("slurm.gpu", format!("`{}` has no GPU `{}`; it has: {}", self.cluster, name.escape_debug(), known.join(", ")));
+                    problems.push(
+                        "slurm.gpu",
+                        format!("`{}` has no GPU `{}`; it has: {}", self.cluster, name.escape_debug(), known.join(", ")),
+                    );
                 }
                 kind
             }

@@ -125,12 +125,7 @@ fn describe(config: &TrainConfig, d: &Derived) -> String {
         format!("  iters_per_epoch: {}", d.iters_per_epoch),
         format!("  num_epochs: {} (runs {} of num_iters {} steps)", d.num_epochs, d.steps, config.num_iters),
         format!("  final_lr: {}", rate(d.final_lr)),
-        format!(
-            "  lr_sqrt_rule: {} (5e-4 · sqrt({} / 16); this config: {})",
-            rate(d.lr_sqrt_rule),
-            d.global_batch_size,
-            rate(config.lr)
-        ),
+        format!("  lr_sqrt_rule: {} (5e-4 · sqrt({} / 16); this config: {})", rate(d.lr_sqrt_rule), d.global_batch_size, rate(config.lr)),
     ];
     lines.iter().map(|line| format!("# {line}\n")).collect()
 }
@@ -162,8 +157,7 @@ fn list(args: &FileArgs) -> Result<(), Invalid> {
     let width = file.names().map(str::len).max().unwrap_or(0);
     for name in file.names() {
         let diffs = base.diff(&file.get(name)?);
-        let mut shown: Vec<String> =
-            diffs.iter().take(DIFFS_SHOWN).map(|d| format!("{}={}", d.field, yaml_value(&d.right))).collect();
+        let mut shown: Vec<String> = diffs.iter().take(DIFFS_SHOWN).map(|d| format!("{}={}", d.field, yaml_value(&d.right))).collect();
         if diffs.len() > DIFFS_SHOWN {
             shown.push(format!("+{} more", diffs.len() - DIFFS_SHOWN));
         }

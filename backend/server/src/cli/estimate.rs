@@ -109,11 +109,9 @@ fn pick_gpu<'c>(clusters: &'c Clusters, args: &EstimateArgs) -> Result<(&'c Clus
             .gpu(name)
             .map(|gpu| (cluster, gpu))
             .ok_or_else(|| format!("gpu: unknown GPU `{name}` on {}; it has: {}", args.cluster, known())),
-        None => cluster
-            .gpus
-            .first()
-            .map(|gpu| (cluster, gpu))
-            .ok_or_else(|| format!("cluster: {} has no GPUs to estimate for", args.cluster)),
+        None => {
+            cluster.gpus.first().map(|gpu| (cluster, gpu)).ok_or_else(|| format!("cluster: {} has no GPUs to estimate for", args.cluster))
+        }
     }
 }
 
@@ -171,11 +169,8 @@ fn memory_table(e: &Estimate) -> String {
         let _ = writeln!(out, "  {part:<16} {gb:>8.2}");
     }
     let _ = writeln!(out, "  {:<16} {:>8.2}", "total", e.memory_gb.total);
-    let zero: Vec<String> = e
-        .zero_what_if
-        .iter()
-        .map(|z| format!("{} {:.1}{}", z.stage, z.total_gb, if z.fits { "" } else { " (no)" }))
-        .collect();
+    let zero: Vec<String> =
+        e.zero_what_if.iter().map(|z| format!("{} {:.1}{}", z.stage, z.total_gb, if z.fits { "" } else { " (no)" })).collect();
     let _ = writeln!(out, "  ZeRO stage what-if: {}\n", zero.join(", "));
     out
 }

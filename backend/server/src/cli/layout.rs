@@ -40,8 +40,7 @@ pub fn run(args: LayoutArgs) -> anyhow::Result<ExitCode> {
     let (layout, placement) = match (Layout::new(sizes, &args.order), Placement::new(args.gpus_per_node)) {
         (Ok(layout), Ok(placement)) => (layout, placement),
         (layout, placement) => {
-            let problems: Vec<String> =
-                [layout.err(), placement.err()].iter().flatten().flat_map(problem_lines).collect();
+            let problems: Vec<String> = [layout.err(), placement.err()].iter().flatten().flat_map(problem_lines).collect();
             eprintln!("error: invalid layout: {}", problems.join("; "));
             return Ok(ExitCode::from(EXIT_INVALID_INPUT));
         }

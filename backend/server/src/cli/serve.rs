@@ -8,16 +8,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::extract::Request;
 use axum::ServiceExt;
+use axum::extract::Request;
 use scalebook_server::app::{self, AppState, ClustersFile, Configs, WsSettings};
 use scalebook_server::auth::Token;
 use scalebook_server::base_path::BasePath;
 use scalebook_server::executor::TrainerCommand;
 use scalebook_server::executor::local::LocalExecutor;
 use scalebook_server::executor::slurm::{SlurmCommands, SlurmExecutor};
-use scalebook_server::runs::{Executors, RunManager};
 use scalebook_server::runs::store::RunStore;
+use scalebook_server::runs::{Executors, RunManager};
 
 /// Where the token may come from instead of `--token` (ignored on a Unix socket).
 const TOKEN_VARIABLE: &str = "SCALEBOOK_TOKEN";
@@ -96,7 +96,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let executors = Executors {
             local: LocalExecutor { supervisor, command: command.clone() },
             max_local_ranks: args.max_local_runs,
-            slurm: SlurmExecutor::new(command, SlurmCommands::new(args.slurm_bin_dir.as_deref()), Duration::from_secs(args.slurm_poll_secs)),
+            slurm: SlurmExecutor::new(
+                command,
+                SlurmCommands::new(args.slurm_bin_dir.as_deref()),
+                Duration::from_secs(args.slurm_poll_secs),
+            ),
         };
         let runs = RunManager::open(store, executors)?;
         let state = Arc::new(AppState { configs, clusters, runs, ws });

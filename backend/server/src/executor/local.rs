@@ -123,7 +123,8 @@ mod tests {
     use scalebook_shared::protocol::{ExecutorSpec, RunId};
 
     fn executor() -> LocalExecutor {
-        let command = TrainerCommand { trainer: "/bin/scalebook-train".into(), config_file: "/srv/config/ViT.yaml".into(), workdir: "/srv".into() };
+        let command =
+            TrainerCommand { trainer: "/bin/scalebook-train".into(), config_file: "/srv/config/ViT.yaml".into(), workdir: "/srv".into() };
         LocalExecutor { supervisor: "/bin/scalebook".into(), command }
     }
 

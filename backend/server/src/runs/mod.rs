@@ -117,7 +117,11 @@ impl RunManager {
         let Target::Slurm { cluster, job } = &plan.target else {
             return Err(Error::SlurmScript("only a Slurm launch has a batch script".into()));
         };
-        let ranks = if job.nodes == 1 { format!("{} ranks", job.tasks_per_node) } else { format!("{} nodes x {} ranks", job.nodes, job.tasks_per_node) };
+        let ranks = if job.nodes == 1 {
+            format!("{} ranks", job.tasks_per_node)
+        } else {
+            format!("{} nodes x {} ranks", job.nodes, job.tasks_per_node)
+        };
         let title = format!("Scalebook run {id}: config {} on {cluster}, {ranks}", plan.config);
         let spec = TrainSpec { config: &plan.config, overrides: &plan.overrides, seed: plan.seed };
         self.executors.slurm.script(&title, job, spec, &self.store.run_dir(id)).map_err(Error::SlurmScript)

@@ -14,7 +14,8 @@ const EXIT_INVALID_INPUT: i32 = 2;
 
 /// What libtorch and the kernel print when memory runs out (CUDA's allocator, the CPU
 /// allocator, NCCL and cuBLAS failing to allocate).
-const OOM_MARKERS: [&str; 4] = ["out of memory", "DefaultCPUAllocator: can't allocate memory", "CUBLAS_STATUS_ALLOC_FAILED", "std::bad_alloc"];
+const OOM_MARKERS: [&str; 4] =
+    ["out of memory", "DefaultCPUAllocator: can't allocate memory", "CUBLAS_STATUS_ALLOC_FAILED", "std::bad_alloc"];
 
 /// The final state of a run from how its process ended (`None`: it left no status),
 /// whether a cancel was requested, and the end of its log.

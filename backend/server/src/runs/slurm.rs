@@ -93,7 +93,9 @@ impl RunManager {
             // Slurm has forgotten the job (no accounting, and it ended long enough ago): the
             // status the script wrote after srun says how it ended.
             Observation::Gone => match (read_exit(&dir.join(EXIT_FILE)), record.cancel_requested) {
-                (None, false) => Verdict::Ended(RunState::Lost, Some(format!("Slurm no longer knows job {job_id}, and it left no exit status"))),
+                (None, false) => {
+                    Verdict::Ended(RunState::Lost, Some(format!("Slurm no longer knows job {job_id}, and it left no exit status")))
+                }
                 (exit, cancel_requested) => {
                     let (state, reason) = outcome::decide(exit.as_ref(), cancel_requested, &tail());
                     Verdict::Ended(state, reason)

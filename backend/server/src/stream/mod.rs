@@ -58,7 +58,13 @@ impl Hub {
     }
 
     /// Subscribes a viewer to run `id` (whose files are in `run_dir`).
-    pub fn subscribe(self: &Arc<Self>, id: &RunId, run_dir: &Path, after_points: Option<u64>, after_log: Option<u64>) -> io::Result<Subscription> {
+    pub fn subscribe(
+        self: &Arc<Self>,
+        id: &RunId,
+        run_dir: &Path,
+        after_points: Option<u64>,
+        after_log: Option<u64>,
+    ) -> io::Result<Subscription> {
         // Under the hub's lock, so the stream cannot be retired between lookup and subscribe.
         let mut streams = self.lock();
         self.entry(&mut streams, id, run_dir).stream.subscribe(after_points, after_log)

@@ -54,7 +54,9 @@ impl Session {
             return vec![ServerMessage::Error(ErrorReport::new(ErrorCode::TooLarge, message))];
         }
         match serde_json::from_str::<ClientMessage>(text) {
-            Ok(message) => self.handle(message).map_or_else(|report| vec![ServerMessage::Error(report)], |reply| reply.into_iter().collect()),
+            Ok(message) => {
+                self.handle(message).map_or_else(|report| vec![ServerMessage::Error(report)], |reply| reply.into_iter().collect())
+            }
             Err(e) => {
                 let message = format!("not a message of protocol version {PROTOCOL_VERSION}: {e}");
                 vec![ServerMessage::Error(ErrorReport::new(ErrorCode::BadMessage, message))]
@@ -112,9 +114,8 @@ impl Session {
 
     /// Validates a launch against the served configs and clusters.
     fn plan(&self, request: LaunchRequest) -> Result<LaunchPlan, ErrorReport> {
-        launch::plan(&self.state.configs.file, self.state.clusters.clusters.as_ref(), request).map_err(|e| {
-            ErrorReport::new(ErrorCode::InvalidLaunch, format!("the launch was refused: {e}")).with_problems(e.problems())
-        })
+        launch::plan(&self.state.configs.file, self.state.clusters.clusters.as_ref(), request)
+            .map_err(|e| ErrorReport::new(ErrorCode::InvalidLaunch, format!("the launch was refused: {e}")).with_problems(e.problems()))
     }
 
     fn info(&self) -> ServerInfo {

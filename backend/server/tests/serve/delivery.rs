@@ -19,7 +19,11 @@ fn the_module_travels_compressed_and_is_cached_for_good_while_the_page_is_revali
     let path = format!("/{MODULE}");
 
     // The build's copies, by what the browser accepts; brotli first when both are.
-    for (accept, encoding, body) in [("gzip, deflate, br, zstd", Some("br"), "brotli copy"), ("gzip", Some("gzip"), "gzip copy"), ("identity", None, "\0asm plain module")] {
+    for (accept, encoding, body) in [
+        ("gzip, deflate, br, zstd", Some("br"), "brotli copy"),
+        ("gzip", Some("gzip"), "gzip copy"),
+        ("identity", None, "\0asm plain module"),
+    ] {
         let response = http_get(addr, &path, &[("Accept-Encoding", accept)]);
         assert_eq!(response.status, 200, "{accept}");
         assert_eq!(response.header("content-encoding"), encoding, "{accept}");

@@ -216,7 +216,8 @@ pub fn http_over(mut stream: impl Read + Write, path: &str, headers: &[(&str, &s
     let raw = String::from_utf8_lossy(&raw);
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
     let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let headers = head.lines().skip(1).filter_map(|l| l.split_once(':')).map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned())).collect();
+    let headers =
+        head.lines().skip(1).filter_map(|l| l.split_once(':')).map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned())).collect();
     Response { status, headers, body: body.to_owned() }
 }
 

@@ -28,7 +28,8 @@ const CLUSTERS: &str = "testbox:
 fn start_server(name: &str, cluster: &SlurmCluster, extra: &[&str]) -> Server {
     let clusters = cluster.dir.join("clusters.yaml");
     std::fs::write(&clusters, CLUSTERS).unwrap();
-    let mut args = vec!["--clusters", clusters.to_str().unwrap(), "--slurm-bin-dir", cluster.bin.to_str().unwrap(), "--slurm-poll-secs", "1"];
+    let mut args =
+        vec!["--clusters", clusters.to_str().unwrap(), "--slurm-bin-dir", cluster.bin.to_str().unwrap(), "--slurm-poll-secs", "1"];
     args.extend(extra);
     Server::start(name, &args)
 }
@@ -99,7 +100,11 @@ async fn a_two_rank_job_is_followed_across_a_server_restart_and_cancelled() {
     let run_dir = runs.path().join(id.as_str());
     let deadline = Instant::now() + RUN_TIMEOUT;
     while !run_dir.join("metrics.jsonl").is_file() {
-        assert!(Instant::now() < deadline, "the job wrote no point:\n{}", std::fs::read_to_string(run_dir.join("job.log")).unwrap_or_default());
+        assert!(
+            Instant::now() < deadline,
+            "the job wrote no point:\n{}",
+            std::fs::read_to_string(run_dir.join("job.log")).unwrap_or_default()
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     first.kill();
@@ -126,7 +131,9 @@ async fn a_job_past_its_time_limit_ends_as_timeout() {
     let server = start_server("slurm-timeout", &cluster, &[]);
     let mut client = server.connect().await;
     let started = Instant::now();
-    let id = client.launch_json(launch(tiny_overrides(&["num_iters=100000000"]), json!({ "kind": "slurm", "cluster": "testbox", "time": "1" }))).await;
+    let id = client
+        .launch_json(launch(tiny_overrides(&["num_iters=100000000"]), json!({ "kind": "slurm", "cluster": "testbox", "time": "1" })))
+        .await;
     let script = server.get(&format!("/api/runs/{id}/files/job.sbatch")).body;
     assert!(script.contains("#SBATCH --time=1\n"), "{script}");
     let finished = server.wait_for(&id, |r| r.state().is_final().then(|| r.clone())).await;

@@ -31,7 +31,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let device = Device::cuda_if_available();
     println!("config {} on {device:?}, {} threads", args.config.config, tch::get_num_threads());
     let train = bench::training(&c, device, 2, args.steps)?;
-    println!("training:    {train:8.2} samples/s  (batch {}, amp {:?}, fused Adam {})", c.global_batch_size, c.amp_mode, c.enable_jit || c.enable_fused);
+    println!(
+        "training:    {train:8.2} samples/s  (batch {}, amp {:?}, fused Adam {})",
+        c.global_batch_size,
+        c.amp_mode,
+        c.enable_jit || c.enable_fused
+    );
     let stats = Stats::load(Path::new(&c.global_means_path), Path::new(&c.global_stds_path), c.n_in_channels)?;
     let dataset = Arc::new(Era5Dataset::open(Path::new(&c.train_data_path), c.img_size, c.n_in_channels, c.dt, c.limit_nsamples, stats)?);
     for workers in args.workers {

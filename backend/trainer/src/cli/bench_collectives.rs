@@ -44,7 +44,10 @@ pub fn run(args: BenchCollectivesArgs) -> anyhow::Result<ExitCode> {
         let bytes = (elements * 4) as f64;
         let alg = bytes / secs / 1e9;
         let bus = alg * 2.0 * (n as f64 - 1.0) / n as f64;
-        println!("all-reduce of {} MiB over {n} ranks: {:.4} s, algorithm bandwidth {alg:.2} GB/s, bus bandwidth {bus:.2} GB/s", args.mib, secs);
+        println!(
+            "all-reduce of {} MiB over {n} ranks: {:.4} s, algorithm bandwidth {alg:.2} GB/s, bus bandwidth {bus:.2} GB/s",
+            args.mib, secs
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -35,13 +35,8 @@ pub struct DatagenArgs {
 }
 
 pub fn run(args: DatagenArgs) -> anyhow::Result<ExitCode> {
-    let config = SynthConfig {
-        years: args.years,
-        steps_per_year: args.steps_per_year,
-        height: args.height,
-        width: args.width,
-        seed: args.seed,
-    };
+    let config =
+        SynthConfig { years: args.years, steps_per_year: args.steps_per_year, height: args.height, width: args.width, seed: args.seed };
     config.validate()?;
     let total_steps = (config.years + 2) * config.steps_per_year;
     eprintln!(
@@ -57,35 +52,24 @@ pub fn run(args: DatagenArgs) -> anyhow::Result<ExitCode> {
     // A bar on a terminal; plain lines in logs, where a redrawn bar is noise.
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new(total_steps as u64);
-        if let Ok(style) =
-            ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} steps, {eta} left")
-        {
+        if let Ok(style) = ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} steps, {eta} left") {
             bar.set_style(style.progress_chars("=> "));
         }
         bar
     });
-    let files = synth::generate(
-        &args.out,
-        &config,
-        args.force,
-        &mut |event| match (event, &bar) {
-            (Progress::File { path, .. }, Some(bar)) => bar.set_message(short_name(path)),
-            (Progress::File { path, steps }, None) => {
-                eprintln!("writing {} ({steps} steps)", path.display())
-            }
-            (Progress::Step, Some(bar)) => bar.inc(1),
-            (Progress::Step, None) => {}
-        },
-    );
+    let files = synth::generate(&args.out, &config, args.force, &mut |event| match (event, &bar) {
+        (Progress::File { path, .. }, Some(bar)) => bar.set_message(short_name(path)),
+        (Progress::File { path, steps }, None) => {
+            eprintln!("writing {} ({steps} steps)", path.display())
+        }
+        (Progress::Step, Some(bar)) => bar.inc(1),
+        (Progress::Step, None) => {}
+    });
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
     let files = files?;
-    let bytes: u64 = files
-        .iter()
-        .filter_map(|file| std::fs::metadata(file).ok())
-        .map(|meta| meta.len())
-        .sum();
+    let bytes: u64 = files.iter().filter_map(|file| std::fs::metadata(file).ok()).map(|meta| meta.len()).sum();
     println!(
         "wrote {} files ({:.0} MB) to {} in {:.1} s",
         files.len(),
@@ -98,13 +82,6 @@ pub fn run(args: DatagenArgs) -> anyhow::Result<ExitCode> {
 
 /// The split and file name (`train/1990.h5`), which fit beside the bar.
 fn short_name(path: &Path) -> String {
-    let split = path
-        .parent()
-        .and_then(Path::file_name)
-        .map(Path::new)
-        .unwrap_or(Path::new(""));
-    split
-        .join(path.file_name().unwrap_or_default())
-        .display()
-        .to_string()
+    let split = path.parent().and_then(Path::file_name).map(Path::new).unwrap_or(Path::new(""));
+    split.join(path.file_name().unwrap_or_default()).display().to_string()
 }

@@ -3,9 +3,9 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::Duration;
-use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use indicatif::{ProgressBar, ProgressStyle};

@@ -65,37 +65,20 @@ impl Era5Dataset {
         let mut n_per_year = 0;
         for path in paths {
             let (fields, steps) = open_fields(&path, img_size, channels)?;
-            let bad = |message: String| Error::Data {
-                path: path.clone(),
-                message,
-            };
+            let bad = |message: String| Error::Data { path: path.clone(), message };
             if years.is_empty() {
                 if steps <= dt {
-                    return Err(bad(format!(
-                        "has {steps} time steps; dt = {dt} needs at least {}",
-                        dt + 1
-                    )));
+                    return Err(bad(format!("has {steps} time steps; dt = {dt} needs at least {}", dt + 1)));
                 }
                 n_per_year = steps;
             } else if steps < n_per_year {
-                return Err(bad(format!(
-                    "has {steps} time steps, fewer than the {n_per_year} of the first file"
-                )));
+                return Err(bad(format!("has {steps} time steps, fewer than the {n_per_year} of the first file")));
             }
             years.push(YearFile { path, fields });
         }
         let total = years.len() * n_per_year;
         let len = limit.map_or(total, |limit| limit.min(total));
-        Ok(Era5Dataset {
-            dir: dir.to_owned(),
-            years,
-            n_per_year,
-            len,
-            img_size,
-            channels,
-            dt,
-            stats,
-        })
+        Ok(Era5Dataset { dir: dir.to_owned(), years, n_per_year, len, img_size, channels, dt, stats })
     }
 
     /// Number of samples (after the limit).
@@ -147,10 +130,7 @@ impl Era5Dataset {
     /// dt = 1, duplicates the tutorial has too.
     pub fn locate(&self, index: usize) -> Result<(usize, usize), Error> {
         if index >= self.len {
-            return Err(Error::SampleIndex {
-                index,
-                len: self.len,
-            });
+            return Err(Error::SampleIndex { index, len: self.len });
         }
         let year = index / self.n_per_year;
         let mut local = index % self.n_per_year % (self.n_per_year - self.dt);
@@ -161,12 +141,7 @@ impl Era5Dataset {
     }
 
     /// Reads sample `index` into two buffers of [`sample_len`](Self::sample_len) values.
-    pub fn read_into(
-        &self,
-        index: usize,
-        input: &mut [f32],
-        target: &mut [f32],
-    ) -> Result<(), Error> {
+    pub fn read_into(&self, index: usize, input: &mut [f32], target: &mut [f32]) -> Result<(), Error> {
         let (year, local) = self.locate(index)?;
         let file = &self.years[year];
         self.read_step(file, local, input)?;
@@ -174,10 +149,7 @@ impl Era5Dataset {
     }
 
     pub fn get(&self, index: usize) -> Result<Sample, Error> {
-        let mut sample = Sample {
-            input: vec![0.0; self.sample_len()],
-            target: vec![0.0; self.sample_len()],
-        };
+        let mut sample = Sample { input: vec![0.0; self.sample_len()], target: vec![0.0; self.sample_len()] };
         self.read_into(index, &mut sample.input, &mut sample.target)?;
         Ok(sample)
     }
@@ -185,21 +157,14 @@ impl Era5Dataset {
     /// Reads only the crop's hyperslab of one time step and normalises it.
     fn read_step(&self, file: &YearFile, step: usize, out: &mut [f32]) -> Result<(), Error> {
         if out.len() != self.sample_len() {
-            return Err(Error::DataSetting(format!(
-                "a sample buffer holds {} values, a sample has {}",
-                out.len(),
-                self.sample_len()
-            )));
+            return Err(Error::DataSetting(format!("a sample buffer holds {} values, a sample has {}", out.len(), self.sample_len())));
         }
         let [h, w] = self.img_size;
         let unreadable = |err: hdf5::Error| Error::Data {
             path: file.path.clone(),
             message: format!("cannot read time step {step} of `{FIELDS}`: {err}"),
         };
-        let crop = file
-            .fields
-            .read_slice::<f32, _, Ix3>(s![step, .., 0..h, 0..w])
-            .map_err(unreadable)?;
+        let crop = file.fields.read_slice::<f32, _, Ix3>(s![step, .., 0..h, 0..w]).map_err(unreadable)?;
         match crop.as_slice() {
             Some(values) => out.copy_from_slice(values),
             None => out.iter_mut().zip(crop.iter()).for_each(|(o, v)| *o = *v),
@@ -211,24 +176,15 @@ impl Era5Dataset {
 
 /// The `*.h5` files of `dir`, sorted by name like the tutorial's `sorted(glob(...))`.
 fn year_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
-    let bad = |message: String| Error::Data {
-        path: dir.to_owned(),
-        message,
-    };
+    let bad = |message: String| Error::Data { path: dir.to_owned(), message };
     if !dir.is_dir() {
         return Err(bad("the data directory does not exist".into()));
     }
-    let entries = std::fs::read_dir(dir)
-        .map_err(|err| bad(format!("cannot list the data directory: {err}")))?;
+    let entries = std::fs::read_dir(dir).map_err(|err| bad(format!("cannot list the data directory: {err}")))?;
     let mut files = Vec::new();
     for entry in entries {
-        let path = entry
-            .map_err(|err| bad(format!("cannot list the data directory: {err}")))?
-            .path();
-        let visible = path
-            .file_name()
-            .and_then(|name| name.to_str())
-            .is_some_and(|name| !name.starts_with('.'));
+        let path = entry.map_err(|err| bad(format!("cannot list the data directory: {err}")))?.path();
+        let visible = path.file_name().and_then(|name| name.to_str()).is_some_and(|name| !name.starts_with('.'));
         if visible && path.extension().is_some_and(|ext| ext == "h5") && path.is_file() {
             files.push(path);
         }
@@ -242,47 +198,29 @@ fn year_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
 
 /// Opens `fields` in one file, checks it against the crop and channel count, and returns it
 /// with its number of time steps.
-fn open_fields(
-    path: &Path,
-    [h, w]: [usize; 2],
-    channels: usize,
-) -> Result<(hdf5::Dataset, usize), Error> {
-    let bad = |message: String| Error::Data {
-        path: path.to_owned(),
-        message,
-    };
+fn open_fields(path: &Path, [h, w]: [usize; 2], channels: usize) -> Result<(hdf5::Dataset, usize), Error> {
+    let bad = |message: String| Error::Data { path: path.to_owned(), message };
     let file = hdf5::File::open(path).map_err(|err| bad(format!("cannot open as HDF5: {err}")))?;
     let fields = file.dataset(FIELDS).map_err(|_| {
         let found = file.member_names().unwrap_or_default().join(", ");
-        bad(format!(
-            "has no dataset `{FIELDS}` (it holds: {})",
-            if found.is_empty() { "nothing" } else { &found }
-        ))
+        bad(format!("has no dataset `{FIELDS}` (it holds: {})", if found.is_empty() { "nothing" } else { &found }))
     })?;
     let shape = fields.shape();
     let &[steps, file_channels, file_h, file_w] = shape.as_slice() else {
-        return Err(bad(format!(
-            "`{FIELDS}` has shape {shape:?}; expected 4 dimensions (time, channel, lat, lon)"
-        )));
+        return Err(bad(format!("`{FIELDS}` has shape {shape:?}; expected 4 dimensions (time, channel, lat, lon)")));
     };
     match fields.dtype().and_then(|dtype| dtype.to_descriptor()) {
         Ok(TypeDescriptor::Float(_)) => {}
         Ok(other) => {
-            return Err(bad(format!(
-                "`{FIELDS}` holds {other:?} values; expected float32"
-            )));
+            return Err(bad(format!("`{FIELDS}` holds {other:?} values; expected float32")));
         }
         Err(err) => return Err(bad(format!("cannot read the type of `{FIELDS}`: {err}"))),
     }
     if file_channels != channels {
-        return Err(bad(format!(
-            "`{FIELDS}` has {file_channels} channels; the model reads {channels}"
-        )));
+        return Err(bad(format!("`{FIELDS}` has {file_channels} channels; the model reads {channels}")));
     }
     if file_h < h || file_w < w {
-        return Err(bad(format!(
-            "`{FIELDS}` is {file_h} x {file_w}, smaller than the {h} x {w} image the config crops (img_size)"
-        )));
+        return Err(bad(format!("`{FIELDS}` is {file_h} x {file_w}, smaller than the {h} x {w} image the config crops (img_size)")));
     }
     Ok((fields, steps))
 }

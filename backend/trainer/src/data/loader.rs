@@ -36,16 +36,9 @@ pub struct DataLoader {
 }
 
 impl DataLoader {
-    pub fn new(
-        dataset: Arc<Era5Dataset>,
-        sampler: ShardedSampler,
-        batch_size: usize,
-        num_workers: usize,
-    ) -> Result<DataLoader, Error> {
+    pub fn new(dataset: Arc<Era5Dataset>, sampler: ShardedSampler, batch_size: usize, num_workers: usize) -> Result<DataLoader, Error> {
         if batch_size == 0 {
-            return Err(Error::DataSetting(
-                "the local batch size must be at least 1".into(),
-            ));
+            return Err(Error::DataSetting("the local batch size must be at least 1".into()));
         }
         if sampler.len() != dataset.len() {
             return Err(Error::DataSetting(format!(
@@ -54,12 +47,7 @@ impl DataLoader {
                 dataset.len()
             )));
         }
-        Ok(DataLoader {
-            dataset,
-            sampler,
-            batch_size,
-            num_workers,
-        })
+        Ok(DataLoader { dataset, sampler, batch_size, num_workers })
     }
 
     /// Iterations per epoch: `floor(num_samples / batch_size)`.
@@ -104,18 +92,8 @@ impl DataLoader {
             first: start,
         });
         let count = self.len() - start;
-        let source = if self.num_workers == 0 {
-            Source::Inline
-        } else {
-            Source::spawn(&plan, self.num_workers)
-        };
-        Epoch {
-            plan,
-            source,
-            next: 0,
-            count,
-            failed: false,
-        }
+        let source = if self.num_workers == 0 { Source::Inline } else { Source::spawn(&plan, self.num_workers) };
+        Epoch { plan, source, next: 0, count, failed: false }
     }
 }
 
@@ -135,30 +113,18 @@ impl Plan {
         let n = dataset.sample_len();
         let mut input = vec![0.0f32; indices.len() * n];
         let mut target = vec![0.0f32; indices.len() * n];
-        for ((&index, input), target) in indices
-            .iter()
-            .zip(input.chunks_exact_mut(n))
-            .zip(target.chunks_exact_mut(n))
-        {
+        for ((&index, input), target) in indices.iter().zip(input.chunks_exact_mut(n)).zip(target.chunks_exact_mut(n)) {
             dataset.read_into(index, input, target)?;
         }
         let [h, w] = dataset.img_size();
         let shape = [indices.len(), dataset.channels(), h, w].map(|dim| dim as i64);
-        Ok(Batch {
-            input: Tensor::f_from_slice(&input)?.f_view(shape)?,
-            target: Tensor::f_from_slice(&target)?.f_view(shape)?,
-            indices,
-        })
+        Ok(Batch { input: Tensor::f_from_slice(&input)?.f_view(shape)?, target: Tensor::f_from_slice(&target)?.f_view(shape)?, indices })
     }
 }
 
 enum Source {
     Inline,
-    Workers {
-        queues: Vec<Receiver<Result<Batch, Error>>>,
-        handles: Vec<JoinHandle<()>>,
-        stop: Arc<AtomicBool>,
-    },
+    Workers { queues: Vec<Receiver<Result<Batch, Error>>>, handles: Vec<JoinHandle<()>>, stop: Arc<AtomicBool> },
 }
 
 impl Source {
@@ -176,23 +142,13 @@ impl Source {
             .unzip::<_, _, Vec<_>, Vec<_>>();
         // A worker that could not be started shows up as a closed queue when its first batch
         // is due, reported like any worker that stopped early.
-        Source::Workers {
-            queues,
-            handles: handles.into_iter().flatten().collect(),
-            stop,
-        }
+        Source::Workers { queues, handles: handles.into_iter().flatten().collect(), stop }
     }
 }
 
 /// One worker's loop: batches `worker`, `worker + workers`, ... until the epoch ends, the
 /// consumer goes away, or a read fails (the error is its last delivery).
-fn work(
-    plan: &Plan,
-    worker: usize,
-    workers: usize,
-    stop: &AtomicBool,
-    queue: &SyncSender<Result<Batch, Error>>,
-) {
+fn work(plan: &Plan, worker: usize, workers: usize, stop: &AtomicBool, queue: &SyncSender<Result<Batch, Error>>) {
     let batches = plan.order.len() / plan.batch_size;
     for k in (worker..batches).step_by(workers) {
         if stop.load(Ordering::Relaxed) {
@@ -229,10 +185,7 @@ impl Iterator for Epoch {
             Source::Inline => self.plan.read(k),
             Source::Workers { queues, .. } => {
                 let worker = k % queues.len();
-                queues[worker].recv().unwrap_or(Err(Error::LoaderWorker {
-                    worker,
-                    batch: self.plan.first + k,
-                }))
+                queues[worker].recv().unwrap_or(Err(Error::LoaderWorker { worker, batch: self.plan.first + k }))
             }
         };
         self.failed = batch.is_err();
@@ -240,23 +193,14 @@ impl Iterator for Epoch {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let left = if self.failed {
-            0
-        } else {
-            self.count - self.next
-        };
+        let left = if self.failed { 0 } else { self.count - self.next };
         (0, Some(left))
     }
 }
 
 impl Drop for Epoch {
     fn drop(&mut self) {
-        if let Source::Workers {
-            queues,
-            handles,
-            stop,
-        } = &mut self.source
-        {
+        if let Source::Workers { queues, handles, stop } = &mut self.source {
             stop.store(true, Ordering::Relaxed);
             // Closing the queues wakes any worker blocked on a full one.
             queues.clear();

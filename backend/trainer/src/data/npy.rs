@@ -15,36 +15,21 @@ const ALIGN: usize = 64;
 pub fn write_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<(), Error> {
     let count: usize = shape.iter().product();
     if count != data.len() {
-        return Err(Error::DataSetting(format!(
-            "{}: shape {shape:?} holds {count} values, got {}",
-            path.display(),
-            data.len()
-        )));
+        return Err(Error::DataSetting(format!("{}: shape {shape:?} holds {count} values, got {}", path.display(), data.len())));
     }
     let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
     // A 1-tuple needs its trailing comma in Python syntax.
-    let tuple = if dims.len() == 1 {
-        format!("({},)", dims[0])
-    } else {
-        format!("({})", dims.join(", "))
-    };
+    let tuple = if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
     let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {tuple}, }}");
     let unpadded = MAGIC.len() + 4 + header.len() + 1;
-    header.extend(std::iter::repeat_n(
-        ' ',
-        unpadded.next_multiple_of(ALIGN) - unpadded,
-    ));
+    header.extend(std::iter::repeat_n(' ', unpadded.next_multiple_of(ALIGN) - unpadded));
     header.push('\n');
 
     let mut bytes = Vec::with_capacity(MAGIC.len() + 4 + header.len() + 4 * data.len());
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(&[1, 0]);
-    let header_len = u16::try_from(header.len()).map_err(|_| {
-        Error::DataSetting(format!(
-            "{}: shape {shape:?} is too long for .npy 1.0",
-            path.display()
-        ))
-    })?;
+    let header_len = u16::try_from(header.len())
+        .map_err(|_| Error::DataSetting(format!("{}: shape {shape:?} is too long for .npy 1.0", path.display())))?;
     bytes.extend_from_slice(&header_len.to_le_bytes());
     bytes.extend_from_slice(header.as_bytes());
     for value in data {
@@ -55,51 +40,31 @@ pub fn write_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<(), Error
 
 /// Reads a float array and checks that its shape is `expected`; float64 files are narrowed.
 pub fn read_f32(path: &Path, expected: &[usize]) -> Result<Vec<f32>, Error> {
-    let bad = |message: String| Error::Data {
-        path: path.to_owned(),
-        message,
-    };
+    let bad = |message: String| Error::Data { path: path.to_owned(), message };
     let bytes = std::fs::read(path).map_err(|err| bad(format!("cannot read: {err}")))?;
     let (header, body) = split_header(&bytes).ok_or_else(|| bad("not a NumPy .npy file".into()))?;
-    let array =
-        Header::parse(header).ok_or_else(|| bad(format!("unreadable .npy header {header:?}")))?;
+    let array = Header::parse(header).ok_or_else(|| bad(format!("unreadable .npy header {header:?}")))?;
     if array.fortran_order {
-        return Err(bad(
-            "Fortran-ordered arrays are not supported; save it in C order".into(),
-        ));
+        return Err(bad("Fortran-ordered arrays are not supported; save it in C order".into()));
     }
     if array.shape != expected {
-        return Err(bad(format!(
-            "expected an array of shape {expected:?}, found shape {:?}",
-            array.shape
-        )));
+        return Err(bad(format!("expected an array of shape {expected:?}, found shape {:?}", array.shape)));
     }
     let count: usize = array.shape.iter().product();
     let width = match array.descr.as_str() {
         "<f4" => 4,
         "<f8" => 8,
         other => {
-            return Err(bad(format!(
-                "expected little-endian float32 ('<f4'), found dtype '{other}'"
-            )));
+            return Err(bad(format!("expected little-endian float32 ('<f4'), found dtype '{other}'")));
         }
     };
     if body.len() != count * width {
-        return Err(bad(format!(
-            "holds {} data bytes, shape {:?} needs {}",
-            body.len(),
-            array.shape,
-            count * width
-        )));
+        return Err(bad(format!("holds {} data bytes, shape {:?} needs {}", body.len(), array.shape, count * width)));
     }
     Ok(if width == 4 {
-        body.chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect()
+        body.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
     } else {
-        body.chunks_exact(8)
-            .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32)
-            .collect()
+        body.chunks_exact(8).map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32).collect()
     })
 }
 
@@ -133,31 +98,16 @@ struct Header {
 
 impl Header {
     fn parse(text: &str) -> Option<Header> {
-        let descr = value_after(text, "descr")?
-            .strip_prefix('\'')?
-            .split('\'')
-            .next()?
-            .to_owned();
+        let descr = value_after(text, "descr")?.strip_prefix('\'')?.split('\'').next()?.to_owned();
         let fortran_order = match value_after(text, "fortran_order")? {
             v if v.starts_with("True") => true,
             v if v.starts_with("False") => false,
             _ => return None,
         };
-        let tuple = value_after(text, "shape")?
-            .strip_prefix('(')?
-            .split(')')
-            .next()?;
-        let shape = tuple
-            .split(',')
-            .map(str::trim)
-            .filter(|dim| !dim.is_empty())
-            .map(|dim| dim.parse().ok())
-            .collect::<Option<Vec<usize>>>()?;
-        Some(Header {
-            descr,
-            fortran_order,
-            shape,
-        })
+        let tuple = value_after(text, "shape")?.strip_prefix('(')?.split(')').next()?;
+        let shape =
+            tuple.split(',').map(str::trim).filter(|dim| !dim.is_empty()).map(|dim| dim.parse().ok()).collect::<Option<Vec<usize>>>()?;
+        Some(Header { descr, fortran_order, shape })
     }
 }
 
@@ -174,25 +124,10 @@ mod tests {
 
     #[test]
     fn parses_numpys_header_forms() {
-        let header =
-            Header::parse("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }   \n");
-        assert_eq!(
-            header,
-            Some(Header {
-                descr: "<f8".into(),
-                fortran_order: false,
-                shape: vec![3]
-            })
-        );
+        let header = Header::parse("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }   \n");
+        assert_eq!(header, Some(Header { descr: "<f8".into(), fortran_order: false, shape: vec![3] }));
         let scalar = Header::parse("{'descr': '<f4', 'fortran_order': True, 'shape': (), }");
-        assert_eq!(
-            scalar,
-            Some(Header {
-                descr: "<f4".into(),
-                fortran_order: true,
-                shape: vec![]
-            })
-        );
+        assert_eq!(scalar, Some(Header { descr: "<f4".into(), fortran_order: true, shape: vec![] }));
         assert_eq!(Header::parse("{'descr': '<f4', 'shape': (1, 2), }"), None);
     }
 
@@ -212,10 +147,7 @@ mod tests {
         assert_eq!(read_f32(&path, &[1, 20, 2, 1]).unwrap(), data);
 
         let err = read_f32(&path, &[1, 20, 1, 1]).unwrap_err().to_string();
-        assert!(
-            err.contains("a.npy") && err.contains("[1, 20, 1, 1]") && err.contains("[1, 20, 2, 1]"),
-            "{err}"
-        );
+        assert!(err.contains("a.npy") && err.contains("[1, 20, 1, 1]") && err.contains("[1, 20, 2, 1]"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -22,9 +22,7 @@ impl Rng {
     /// The stream named by `seed` and a path of sub-stream keys, e.g. `[year, slot]`. Every
     /// key is mixed in, so neighbouring keys give unrelated streams.
     pub(crate) fn stream(seed: u64, keys: &[u64]) -> Rng {
-        let state = keys.iter().fold(mix(seed ^ GOLDEN_GAMMA), |state, &key| {
-            mix(state ^ mix(key.wrapping_add(GOLDEN_GAMMA)))
-        });
+        let state = keys.iter().fold(mix(seed ^ GOLDEN_GAMMA), |state, &key| mix(state ^ mix(key.wrapping_add(GOLDEN_GAMMA))));
         Rng { state }
     }
 
@@ -91,10 +89,7 @@ mod tests {
         for _ in 0..7000 {
             seen[rng.below(7) as usize] += 1;
         }
-        assert!(
-            seen.iter().all(|&count| (800..1200).contains(&count)),
-            "{seen:?}"
-        );
+        assert!(seen.iter().all(|&count| (800..1200).contains(&count)), "{seen:?}");
     }
 
     #[test]

@@ -22,26 +22,11 @@ impl ShardedSampler {
     /// Pads rather than drops, PyTorch's default. `shuffle` and `seed` as in
     /// `DistributedSampler(shuffle=..., seed=...)`; the tutorial shuffles training data, and
     /// validation data too when not distributed.
-    pub fn new(
-        len: usize,
-        num_shards: usize,
-        shard_id: usize,
-        shuffle: bool,
-        seed: u64,
-    ) -> Result<ShardedSampler, Error> {
+    pub fn new(len: usize, num_shards: usize, shard_id: usize, shuffle: bool, seed: u64) -> Result<ShardedSampler, Error> {
         if num_shards == 0 || shard_id >= num_shards {
-            return Err(Error::DataSetting(format!(
-                "data shard {shard_id} does not exist among {num_shards} shards"
-            )));
+            return Err(Error::DataSetting(format!("data shard {shard_id} does not exist among {num_shards} shards")));
         }
-        Ok(ShardedSampler {
-            len,
-            num_shards,
-            shard_id,
-            shuffle,
-            seed,
-            drop_last: false,
-        })
+        Ok(ShardedSampler { len, num_shards, shard_id, shuffle, seed, drop_last: false })
     }
 
     /// Drop the tail instead of padding, so that no sample is seen twice in an epoch.
@@ -70,11 +55,7 @@ impl ShardedSampler {
     /// Samples this shard gets per epoch: `ceil(len / num_shards)`, or
     /// `floor(len / num_shards)` when dropping the tail.
     pub fn num_samples(&self) -> usize {
-        if self.drop_last {
-            self.len / self.num_shards
-        } else {
-            self.len.div_ceil(self.num_shards)
-        }
+        if self.drop_last { self.len / self.num_shards } else { self.len.div_ceil(self.num_shards) }
     }
 
     /// This shard's sample indices for `epoch`, in reading order.
@@ -90,10 +71,7 @@ impl ShardedSampler {
         // Padding repeats the permutation from its start as often as needed (only when the
         // dataset is smaller than the shard count does it wrap more than once).
         let padded = order.iter().copied().cycle().take(total);
-        padded
-            .skip(self.shard_id)
-            .step_by(self.num_shards)
-            .collect()
+        padded.skip(self.shard_id).step_by(self.num_shards).collect()
     }
 }
 
@@ -103,12 +81,7 @@ mod tests {
 
     #[test]
     fn counts_follow_pytorch() {
-        let count = |len, shards, drop_last| {
-            ShardedSampler::new(len, shards, 0, true, 0)
-                .unwrap()
-                .with_drop_last(drop_last)
-                .num_samples()
-        };
+        let count = |len, shards, drop_last| ShardedSampler::new(len, shards, 0, true, 0).unwrap().with_drop_last(drop_last).num_samples();
         assert_eq!(count(10, 4, false), 3);
         assert_eq!(count(10, 4, true), 2);
         assert_eq!(count(8, 4, false), 2);
@@ -129,19 +102,12 @@ mod tests {
     #[test]
     fn small_datasets_wrap_around_more_than_once() {
         // 2 samples over 5 shards: the padded order is the permutation repeated.
-        let shards: Vec<Vec<usize>> = (0..5)
-            .map(|id| ShardedSampler::new(2, 5, id, false, 0).unwrap().indices(0))
-            .collect();
+        let shards: Vec<Vec<usize>> = (0..5).map(|id| ShardedSampler::new(2, 5, id, false, 0).unwrap().indices(0)).collect();
         assert_eq!(shards, vec![vec![0], vec![1], vec![0], vec![1], vec![0]]);
     }
 
     #[test]
     fn empty_dataset_gives_no_indices() {
-        assert!(
-            ShardedSampler::new(0, 3, 1, true, 0)
-                .unwrap()
-                .indices(4)
-                .is_empty()
-        );
+        assert!(ShardedSampler::new(0, 3, 1, true, 0).unwrap().indices(4).is_empty());
     }
 }

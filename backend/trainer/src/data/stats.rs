@@ -18,15 +18,9 @@ impl Stats {
     /// zero or non-finite deviation would silently turn every sample into inf or NaN.
     pub fn new(means: Vec<f32>, stds: Vec<f32>) -> Result<Stats, Error> {
         if means.len() != stds.len() {
-            return Err(Error::DataSetting(format!(
-                "{} channel means but {} standard deviations",
-                means.len(),
-                stds.len()
-            )));
+            return Err(Error::DataSetting(format!("{} channel means but {} standard deviations", means.len(), stds.len())));
         }
-        check_means(&means)
-            .and_then(|()| check_stds(&stds))
-            .map_err(Error::DataSetting)?;
+        check_means(&means).and_then(|()| check_stds(&stds)).map_err(Error::DataSetting)?;
         Ok(Stats { means, stds })
     }
 
@@ -59,11 +53,7 @@ impl Stats {
     /// `(x − mean_c) / std_c` in place over a (C, H, W) sample, as the tutorial does in numpy.
     pub fn normalise(&self, sample: &mut [f32]) {
         let plane = sample.len() / self.channels().max(1);
-        for ((values, &mean), &std) in sample
-            .chunks_exact_mut(plane)
-            .zip(&self.means)
-            .zip(&self.stds)
-        {
+        for ((values, &mean), &std) in sample.chunks_exact_mut(plane).zip(&self.means).zip(&self.stds) {
             for value in values {
                 *value = (*value - mean) / std;
             }
@@ -80,10 +70,7 @@ fn check_means(means: &[f32]) -> Result<(), String> {
 
 fn check_stds(stds: &[f32]) -> Result<(), String> {
     match stds.iter().position(|s| !(s.is_finite() && *s > 0.0)) {
-        Some(c) => Err(format!(
-            "the standard deviation of channel {c} is {}; it must be positive",
-            stds[c]
-        )),
+        Some(c) => Err(format!("the standard deviation of channel {c} is {}; it must be positive", stds[c])),
         None => Ok(()),
     }
 }
@@ -95,9 +82,7 @@ mod tests {
     #[test]
     fn rejects_mismatched_and_degenerate_statistics() {
         assert!(Stats::new(vec![0.0; 3], vec![1.0; 2]).is_err());
-        let zero = Stats::new(vec![0.0; 3], vec![1.0, 0.0, 1.0])
-            .unwrap_err()
-            .to_string();
+        let zero = Stats::new(vec![0.0; 3], vec![1.0, 0.0, 1.0]).unwrap_err().to_string();
         assert!(zero.contains("channel 1"), "{zero}");
         assert!(Stats::new(vec![f32::NAN], vec![1.0]).is_err());
         assert!(Stats::new(vec![0.0], vec![f32::INFINITY]).is_err());

@@ -34,12 +34,14 @@ impl Comm {
                 env.world
             )));
         }
-        let store = if env.world > 1 { Some(Store::connect(&env.master_addr, env.master_port, env.world, env.rank == 0, timeout)?) } else { None };
+        let store =
+            if env.world > 1 { Some(Store::connect(&env.master_addr, env.master_port, env.world, env.rank == 0, timeout)?) } else { None };
         let gloo_host = env.is_loopback().then_some("127.0.0.1");
         let rank = env.rank as u32;
         let mut groups = HashMap::new();
         for token in BUILT_TOKENS {
-            let index = layout.group_index_of(token, rank).ok_or_else(|| Error::Environment(format!("rank {rank} is in no {token} group")))?;
+            let index =
+                layout.group_index_of(token, rank).ok_or_else(|| Error::Environment(format!("rank {rank} is in no {token} group")))?;
             let size = layout.group_size(token) as usize;
             let member = layout.group_rank(token, rank).unwrap_or(0) as usize;
             let group = ProcessGroup::new(store.as_ref(), &format!("{token}/{index}"), member, size, nccl, timeout, gloo_host)?;

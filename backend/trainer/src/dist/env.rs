@@ -32,7 +32,9 @@ impl RankEnv {
     /// process environment).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<RankEnv, Error> {
         let num = |key: &str| -> Result<Option<usize>, Error> {
-            get(key).map(|v| v.trim().parse().map_err(|_| Error::Environment(format!("{key}={v:?} is not a non-negative integer")))).transpose()
+            get(key)
+                .map(|v| v.trim().parse().map_err(|_| Error::Environment(format!("{key}={v:?} is not a non-negative integer"))))
+                .transpose()
         };
         let (rank, local_rank, world) = match (num("WORLD_SIZE")?, num("SLURM_NTASKS")?) {
             (Some(world), _) => (num("RANK")?.unwrap_or(0), num("LOCAL_RANK")?.unwrap_or(0), world),
@@ -101,13 +103,22 @@ mod tests {
 
     #[test]
     fn launcher_variables_win_over_slurm() {
-        let e = env(&[("RANK", "3"), ("LOCAL_RANK", "1"), ("WORLD_SIZE", "4"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "4000"), ("SLURM_NTASKS", "8")]).unwrap();
+        let e = env(&[
+            ("RANK", "3"),
+            ("LOCAL_RANK", "1"),
+            ("WORLD_SIZE", "4"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "4000"),
+            ("SLURM_NTASKS", "8"),
+        ])
+        .unwrap();
         assert_eq!(e, RankEnv { rank: 3, local_rank: 1, world: 4, master_addr: "127.0.0.1".into(), master_port: 4000 });
     }
 
     #[test]
     fn slurm_alone_is_enough() {
-        let e = env(&[("SLURM_PROCID", "5"), ("SLURM_LOCALID", "1"), ("SLURM_NTASKS", "8"), ("SLURM_JOB_NODELIST", "nid[000100-000101]")]).unwrap();
+        let e = env(&[("SLURM_PROCID", "5"), ("SLURM_LOCALID", "1"), ("SLURM_NTASKS", "8"), ("SLURM_JOB_NODELIST", "nid[000100-000101]")])
+            .unwrap();
         assert_eq!(e, RankEnv { rank: 5, local_rank: 1, world: 8, master_addr: "nid000100".into(), master_port: DEFAULT_MASTER_PORT });
     }
 

@@ -23,7 +23,15 @@ struct SbGroup {
 }
 
 unsafe extern "C" {
-    fn sb_store_connect(host: *const c_char, port: c_int, world: c_int, is_master: c_int, timeout_ms: i64, err: *mut c_char, len: usize) -> *mut SbStore;
+    fn sb_store_connect(
+        host: *const c_char,
+        port: c_int,
+        world: c_int,
+        is_master: c_int,
+        timeout_ms: i64,
+        err: *mut c_char,
+        len: usize,
+    ) -> *mut SbStore;
     fn sb_store_free(store: *mut SbStore);
     fn sb_group_new(
         store: *mut SbStore,
@@ -40,9 +48,37 @@ unsafe extern "C" {
     fn sb_all_reduce(group: *mut SbGroup, t: *mut C_tensor, op: c_int, err: *mut c_char, len: usize) -> c_int;
     fn sb_broadcast(group: *mut SbGroup, t: *mut C_tensor, root: c_int, err: *mut c_char, len: usize) -> c_int;
     fn sb_barrier(group: *mut SbGroup, err: *mut c_char, len: usize) -> c_int;
-    fn sb_all_gather(group: *mut SbGroup, x: *mut C_tensor, dim: i64, sizes: *const i64, n: usize, out: *mut *mut C_tensor, err: *mut c_char, len: usize) -> c_int;
-    fn sb_reduce_scatter(group: *mut SbGroup, x: *mut C_tensor, dim: i64, sizes: *const i64, n: usize, out: *mut *mut C_tensor, err: *mut c_char, len: usize) -> c_int;
-    fn sb_region(group: *mut SbGroup, kind: c_int, x: *mut C_tensor, dim: i64, sizes: *const i64, n: usize, out: *mut *mut C_tensor, err: *mut c_char, len: usize) -> c_int;
+    fn sb_all_gather(
+        group: *mut SbGroup,
+        x: *mut C_tensor,
+        dim: i64,
+        sizes: *const i64,
+        n: usize,
+        out: *mut *mut C_tensor,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
+    fn sb_reduce_scatter(
+        group: *mut SbGroup,
+        x: *mut C_tensor,
+        dim: i64,
+        sizes: *const i64,
+        n: usize,
+        out: *mut *mut C_tensor,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
+    fn sb_region(
+        group: *mut SbGroup,
+        kind: c_int,
+        x: *mut C_tensor,
+        dim: i64,
+        sizes: *const i64,
+        n: usize,
+        out: *mut *mut C_tensor,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
 }
 
 fn millis(d: Duration) -> i64 {
@@ -62,7 +98,17 @@ impl Store {
         let mut buf = [0 as c_char; 1024];
         let world = c_int::try_from(world).unwrap_or(c_int::MAX);
         // SAFETY: valid C string and error buffer for the duration of the call.
-        let ptr = unsafe { sb_store_connect(host_c.as_ptr(), c_int::from(port), world, c_int::from(is_master), millis(timeout), buf.as_mut_ptr(), buf.len()) };
+        let ptr = unsafe {
+            sb_store_connect(
+                host_c.as_ptr(),
+                c_int::from(port),
+                world,
+                c_int::from(is_master),
+                millis(timeout),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
         NonNull::new(ptr).map(Store).ok_or_else(|| Error::Rendezvous { address: format!("{host}:{port}"), message: message(&buf) })
     }
 }
@@ -107,7 +153,15 @@ pub struct ProcessGroup {
 impl ProcessGroup {
     /// Joins group `name` (the same name on every member) as `rank` of `size`. With
     /// `gloo_host`, Gloo binds to that address instead of resolving this machine's hostname.
-    pub fn new(store: Option<&Store>, name: &str, rank: usize, size: usize, nccl: bool, timeout: Duration, gloo_host: Option<&str>) -> Result<ProcessGroup, Error> {
+    pub fn new(
+        store: Option<&Store>,
+        name: &str,
+        rank: usize,
+        size: usize,
+        nccl: bool,
+        timeout: Duration,
+        gloo_host: Option<&str>,
+    ) -> Result<ProcessGroup, Error> {
         let name_c = cstring("process group", name)?;
         let host_c = cstring("process group", gloo_host.unwrap_or(""))?;
         let mut buf = [0 as c_char; 1024];
@@ -115,7 +169,9 @@ impl ProcessGroup {
         let store = store.map_or(std::ptr::null_mut(), |s| s.0.as_ptr());
         // SAFETY: the store is alive (borrowed) or null (allowed for size 1); C strings and
         // buffer valid during the call.
-        let ptr = unsafe { sb_group_new(store, name_c.as_ptr(), r, s, c_int::from(nccl), millis(timeout), host_c.as_ptr(), buf.as_mut_ptr(), buf.len()) };
+        let ptr = unsafe {
+            sb_group_new(store, name_c.as_ptr(), r, s, c_int::from(nccl), millis(timeout), host_c.as_ptr(), buf.as_mut_ptr(), buf.len())
+        };
         let ptr = NonNull::new(ptr).ok_or_else(|| Error::Native { what: format!("process group {name}"), message: message(&buf) })?;
         Ok(ProcessGroup { ptr, rank, size, name: name.to_owned() })
     }
@@ -162,17 +218,32 @@ impl ProcessGroup {
 
     /// Concatenation along `dim` of every member's chunk; chunk i has `sizes[i]` rows there.
     pub fn all_gather(&self, x: &Tensor, dim: i64, sizes: &[i64]) -> Result<Tensor, Error> {
-        self.produce("all-gather", sizes, |x_ptr, s, n, out, err, len| unsafe { sb_all_gather(self.ptr.as_ptr(), x_ptr, dim, s, n, out, err, len) }, x)
+        self.produce(
+            "all-gather",
+            sizes,
+            |x_ptr, s, n, out, err, len| unsafe { sb_all_gather(self.ptr.as_ptr(), x_ptr, dim, s, n, out, err, len) },
+            x,
+        )
     }
 
     /// This member's chunk along `dim` of the sum over the group.
     pub fn reduce_scatter(&self, x: &Tensor, dim: i64, sizes: &[i64]) -> Result<Tensor, Error> {
-        self.produce("reduce-scatter", sizes, |x_ptr, s, n, out, err, len| unsafe { sb_reduce_scatter(self.ptr.as_ptr(), x_ptr, dim, s, n, out, err, len) }, x)
+        self.produce(
+            "reduce-scatter",
+            sizes,
+            |x_ptr, s, n, out, err, len| unsafe { sb_reduce_scatter(self.ptr.as_ptr(), x_ptr, dim, s, n, out, err, len) },
+            x,
+        )
     }
 
     /// A region operation that autograd differentiates through (see [`Region`]).
     pub fn region(&self, kind: Region, x: &Tensor, dim: i64, sizes: &[i64]) -> Result<Tensor, Error> {
-        self.produce("region", sizes, |x_ptr, s, n, out, err, len| unsafe { sb_region(self.ptr.as_ptr(), kind as c_int, x_ptr, dim, s, n, out, err, len) }, x)
+        self.produce(
+            "region",
+            sizes,
+            |x_ptr, s, n, out, err, len| unsafe { sb_region(self.ptr.as_ptr(), kind as c_int, x_ptr, dim, s, n, out, err, len) },
+            x,
+        )
     }
 
     /// Calls a shim function that produces a new tensor, checking `sizes` covers the group.

@@ -38,9 +38,11 @@ pub fn kill_with_parent(cmd: &mut std::process::Command) {
     // SAFETY: the closure runs in the forked child before exec and only calls prctl, which is
     // async-signal-safe.
     unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
-        });
+        cmd.pre_exec(
+            || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+            },
+        );
     }
 }
 

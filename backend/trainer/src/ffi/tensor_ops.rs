@@ -100,7 +100,23 @@ pub fn fused_adam(t: AdamTensors<'_>, h: AdamStep, scale: Option<(&mut Tensor, &
     // SAFETY: five arrays of `n` live tensor pointers borrowed mutably for the call; the
     // optional scale tensors are live or null, which the shim checks.
     call("fused Adam", |err, len| unsafe {
-        sb_fused_adam(p.as_ptr(), g.as_ptr(), m.as_ptr(), v.as_ptr(), s.as_ptr(), n, h.lr, h.beta1, h.beta2, 0.0, h.eps, scale_ptr, inf_ptr, err, len)
+        sb_fused_adam(
+            p.as_ptr(),
+            g.as_ptr(),
+            m.as_ptr(),
+            v.as_ptr(),
+            s.as_ptr(),
+            n,
+            h.lr,
+            h.beta1,
+            h.beta2,
+            0.0,
+            h.eps,
+            scale_ptr,
+            inf_ptr,
+            err,
+            len,
+        )
     })
 }
 

@@ -19,10 +19,6 @@ impl Mlp {
 
 impl nn::ModuleT for Mlp {
     fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
-        x.apply(&self.fc1)
-            .gelu("none")
-            .dropout(self.dropout, train)
-            .apply(&self.fc2)
-            .dropout(self.dropout, train)
+        x.apply(&self.fc1).gelu("none").dropout(self.dropout, train).apply(&self.fc2).dropout(self.dropout, train)
     }
 }

@@ -64,12 +64,7 @@ pub fn unpatchify(tokens: &Tensor, spec: &VitSpec) -> Tensor {
 
 impl nn::ModuleT for VisionTransformer {
     fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
-        let mut x = x
-            .apply(&self.patch_embed)
-            .flatten(2, -1)
-            .transpose(1, 2)
-            .g_add(&self.pos_embed)
-            .dropout(self.spec.dropout, train);
+        let mut x = x.apply(&self.patch_embed).flatten(2, -1).transpose(1, 2).g_add(&self.pos_embed).dropout(self.spec.dropout, train);
         for block in &self.blocks {
             x = block.forward_t(&x, train);
         }

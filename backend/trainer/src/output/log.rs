@@ -71,13 +71,7 @@ pub fn timestamp(t: SystemTime) -> String {
     let secs = since.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02},{:03}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        since.subsec_millis()
-    )
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02},{:03}", rem / 3600, rem % 3600 / 60, rem % 60, since.subsec_millis())
 }
 
 /// Days since 1970-01-01 to a (year, month, day) date in the proleptic Gregorian calendar

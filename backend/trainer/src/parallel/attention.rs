@@ -23,7 +23,14 @@ pub struct ParallelAttention {
 }
 
 impl ParallelAttention {
-    pub fn cut(path: &nn::Path<'_>, vars: &HashMap<String, Tensor>, prefix: &str, par: &Parallel, heads: i64, dropout: f64) -> Result<ParallelAttention, Error> {
+    pub fn cut(
+        path: &nn::Path<'_>,
+        vars: &HashMap<String, Tensor>,
+        prefix: &str,
+        par: &Parallel,
+        heads: i64,
+        dropout: f64,
+    ) -> Result<ParallelAttention, Error> {
         let cut = |name: &str| ColumnLinear::cut(&(path / name), vars, &format!("{prefix}.{name}"), par);
         Ok(ParallelAttention {
             q: cut("q")?,

@@ -15,7 +15,13 @@ pub struct ParallelMlp {
 }
 
 impl ParallelMlp {
-    pub fn cut(path: &nn::Path<'_>, vars: &HashMap<String, Tensor>, prefix: &str, par: &Parallel, dropout: f64) -> Result<ParallelMlp, Error> {
+    pub fn cut(
+        path: &nn::Path<'_>,
+        vars: &HashMap<String, Tensor>,
+        prefix: &str,
+        par: &Parallel,
+        dropout: f64,
+    ) -> Result<ParallelMlp, Error> {
         Ok(ParallelMlp {
             fc1: ColumnLinear::cut(&(path / "fc1"), vars, &format!("{prefix}.fc1"), par)?,
             fc2: RowLinear::cut(&(path / "fc2"), vars, &format!("{prefix}.fc2"), par)?,

@@ -77,7 +77,8 @@ impl GradScaler {
 
     /// After each optimizer step: grow or back off the scale, then clear the overflow flag.
     pub fn update(&mut self) {
-        let _ = self.scale.internal_amp_update_scale_(&self.growth_tracker, &self.found_inf, GROWTH_FACTOR, BACKOFF_FACTOR, GROWTH_INTERVAL);
+        let _ =
+            self.scale.internal_amp_update_scale_(&self.growth_tracker, &self.found_inf, GROWTH_FACTOR, BACKOFF_FACTOR, GROWTH_INTERVAL);
         let _ = self.found_inf.zero_();
     }
 

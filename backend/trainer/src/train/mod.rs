@@ -25,8 +25,8 @@ use crate::Error;
 use crate::data::{DataLoader, Era5Dataset, ShardedSampler, Stats};
 use crate::dist::Comm;
 use crate::model::VitSpec;
-use crate::parallel::Parallel;
 use crate::output::{Logger, py_float};
+use crate::parallel::Parallel;
 use checkpoint::{Checkpoints, Position};
 use report::Reporter;
 
@@ -180,7 +180,8 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     if !opts.resume {
         step_zero(&learner, &loaders, &mut report)?;
     }
-    let mut summary = Summary { steps, epochs: num_epochs, final_train_loss: f64::NAN, final_valid_loss: f64::NAN, final_rmse_u10: f64::NAN };
+    let mut summary =
+        Summary { steps, epochs: num_epochs, final_train_loss: f64::NAN, final_valid_loss: f64::NAN, final_rmse_u10: f64::NAN };
     for epoch in epoch0..last_epoch {
         let e = epoch + 1;
         let start = Instant::now();
@@ -239,7 +240,8 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
         if writes_checkpoint {
             checkpoints.save(&tensors, root.then_some(&position))?;
         }
-        summary = Summary { steps, epochs: num_epochs, final_train_loss: train_loss, final_valid_loss: valid_loss, final_rmse_u10: rmse_u10 };
+        summary =
+            Summary { steps, epochs: num_epochs, final_train_loss: train_loss, final_valid_loss: valid_loss, final_rmse_u10: rmse_u10 };
     }
     if last_epoch < num_epochs {
         log.info(&format!("Stopping after epoch {last_epoch} of {num_epochs}; continue with --resume"));
@@ -251,7 +253,8 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
 /// The tutorial's step-0 logging: one train and one validation batch through the untrained
 /// model, so every curve starts at step 0.
 fn step_zero(learner: &Learner, loaders: &Loaders, report: &mut Reporter) -> Result<(), Error> {
-    let first = |loader: &DataLoader| loader.epoch(0).next().transpose()?.ok_or(Error::Native { what: "data".into(), message: "no batch".into() });
+    let first =
+        |loader: &DataLoader| loader.epoch(0).next().transpose()?.ok_or(Error::Native { what: "data".into(), message: "no batch".into() });
     let (train_loss, _) = learner.evaluate(&first(&loaders.train)?)?;
     let (valid_loss, rmse) = learner.evaluate(&first(&loaders.valid)?)?;
     report.scalar(0, 0, tags::LOSS_TRAIN, learner.dp_mean(train_loss)?)?;

@@ -91,7 +91,9 @@ impl Adam {
     /// Copies saved state back in; `lookup` finds a saved tensor by the name [`Adam::state`] gave it.
     pub fn load_state(&mut self, lookup: impl Fn(&str) -> Option<Tensor>) -> Result<(), String> {
         for (i, (name, _)) in self.params.iter().enumerate() {
-            for (prefix, slot) in [("exp_avg", &mut self.exp_avgs[i]), ("exp_avg_sq", &mut self.exp_avg_sqs[i]), ("step", &mut self.steps[i])] {
+            for (prefix, slot) in
+                [("exp_avg", &mut self.exp_avgs[i]), ("exp_avg_sq", &mut self.exp_avg_sqs[i]), ("step", &mut self.steps[i])]
+            {
                 let key = format!("adam.{prefix}.{name}");
                 let saved = lookup(&key).ok_or_else(|| format!("the checkpoint has no {key}"))?;
                 if saved.size() != slot.size() {

@@ -11,10 +11,10 @@ use crate::data::Batch;
 use crate::ffi::ReduceOp;
 use crate::model::{Forward, VisionTransformer, VitSpec};
 use crate::parallel::{Parallel, ParallelVit};
-use crate::train::sync::GradSync;
 use crate::train::amp::{Autocast, GradScaler};
 use crate::train::loss::{l2_loss, weighted_rmse};
 use crate::train::optim::Adam;
+use crate::train::sync::GradSync;
 
 /// Where one step's time went, in seconds (data wait is measured by the caller).
 #[derive(Debug, Clone, Copy, Default)]

@@ -14,8 +14,7 @@ impl TempDir {
     pub fn new(name: &str) -> TempDir {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("scalebook-data-{}-{n}-{name}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("scalebook-data-{}-{n}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir)
@@ -33,13 +32,7 @@ impl Drop for TempDir {
 }
 
 pub fn small(years: usize, steps: usize, height: usize, width: usize) -> SynthConfig {
-    SynthConfig {
-        years,
-        steps_per_year: steps,
-        height,
-        width,
-        seed: 7,
-    }
+    SynthConfig { years, steps_per_year: steps, height, width, seed: 7 }
 }
 
 pub fn generate(dir: &Path, config: &SynthConfig) -> Vec<PathBuf> {
@@ -51,12 +44,7 @@ pub fn raw_stats(channels: usize) -> Stats {
 }
 
 pub fn file_stats(dir: &Path) -> Stats {
-    Stats::load(
-        &dir.join(synth::GLOBAL_MEANS),
-        &dir.join(synth::GLOBAL_STDS),
-        20,
-    )
-    .unwrap()
+    Stats::load(&dir.join(synth::GLOBAL_MEANS), &dir.join(synth::GLOBAL_STDS), 20).unwrap()
 }
 
 /// All of `fields` of one file, (T, C, H, W) in C order.
@@ -69,20 +57,14 @@ pub fn read_fields(path: &Path) -> (Vec<usize>, Vec<f32>) {
 pub fn write_h5(path: &Path, name: &str, shape: [usize; 4], value: impl Fn([usize; 4]) -> f32) {
     let file = hdf5::File::create(path).unwrap();
     let data = ndarray::Array4::from_shape_fn(shape, |(t, c, y, x)| value([t, c, y, x]));
-    file.new_dataset_builder()
-        .with_data(&data)
-        .create(name)
-        .unwrap();
+    file.new_dataset_builder().with_data(&data).create(name).unwrap();
 }
 
 /// Three years of 10 steps whose values name the year, step and channel: 1000·year + t + c/100.
 pub fn labelled_years(dir: &Path) {
     for year in 0..3 {
-        write_h5(
-            &dir.join(format!("{}.h5", 2000 + year)),
-            "fields",
-            [10, 20, 2, 3],
-            |[t, c, _, _]| 1000.0 * year as f32 + t as f32 + c as f32 / 100.0,
-        );
+        write_h5(&dir.join(format!("{}.h5", 2000 + year)), "fields", [10, 20, 2, 3], |[t, c, _, _]| {
+            1000.0 * year as f32 + t as f32 + c as f32 / 100.0
+        });
     }
 }

@@ -11,11 +11,7 @@ fn steps_of(dataset: &Era5Dataset, index: usize) -> (usize, usize, usize) {
     let sample = dataset.get(index).unwrap();
     let plane = 2 * 3;
     for (c, values) in sample.input.chunks_exact(plane).enumerate() {
-        assert!(
-            values
-                .iter()
-                .all(|v| (v - values[0]).abs() < 1e-3 && ((v * 100.0).round() as usize) % 100 == c)
-        );
+        assert!(values.iter().all(|v| (v - values[0]).abs() < 1e-3 && ((v * 100.0).round() as usize) % 100 == c));
     }
     let label = |v: f32| (v.floor() as usize / 1000, v.floor() as usize % 1000);
     let ((year, input), (target_year, target)) = (label(sample.input[0]), label(sample.target[0]));
@@ -27,8 +23,7 @@ fn steps_of(dataset: &Era5Dataset, index: usize) -> (usize, usize, usize) {
 fn index_rule_matches_the_tutorial_at_the_boundaries() {
     let dir = TempDir::new("index");
     labelled_years(dir.path());
-    let open =
-        |dt, limit| Era5Dataset::open(dir.path(), [2, 3], 20, dt, limit, raw_stats(20)).unwrap();
+    let open = |dt, limit| Era5Dataset::open(dir.path(), [2, 3], 20, dt, limit, raw_stats(20)).unwrap();
 
     let dt1 = open(1, None);
     assert_eq!((dt1.len(), dt1.n_per_year()), (30, 10));
@@ -73,22 +68,14 @@ fn limit_truncates_the_index_space() {
     let limited = open(Some(13));
     assert_eq!(limited.len(), 13);
     assert_eq!(steps_of(&limited, 12), (1, 2, 3));
-    assert!(matches!(
-        limited.get(13),
-        Err(Error::SampleIndex { index: 13, len: 13 })
-    ));
+    assert!(matches!(limited.get(13), Err(Error::SampleIndex { index: 13, len: 13 })));
     assert_eq!(open(Some(500)).len(), 30);
 }
 
 #[test]
 fn reads_the_top_left_crop() {
     let dir = TempDir::new("crop");
-    write_h5(
-        &dir.path().join("1990.h5"),
-        "fields",
-        [3, 20, 12, 20],
-        |[t, c, y, x]| (t * 10_000 + c * 1000 + y * 100 + x) as f32,
-    );
+    write_h5(&dir.path().join("1990.h5"), "fields", [3, 20, 12, 20], |[t, c, y, x]| (t * 10_000 + c * 1000 + y * 100 + x) as f32);
     let dataset = Era5Dataset::open(dir.path(), [8, 16], 20, 1, None, raw_stats(20)).unwrap();
     let sample = dataset.get(0).unwrap();
     assert_eq!(sample.input.len(), 20 * 8 * 16);
@@ -104,15 +91,7 @@ fn normalised_training_data_has_zero_mean_and_unit_deviation() {
     let dir = TempDir::new("normalised");
     let (h, w) = (16, 32);
     generate(dir.path(), &small(2, 16, h, w));
-    let dataset = Era5Dataset::open(
-        &dir.path().join("train"),
-        [h, w],
-        20,
-        1,
-        None,
-        file_stats(dir.path()),
-    )
-    .unwrap();
+    let dataset = Era5Dataset::open(&dir.path().join("train"), [h, w], 20, 1, None, file_stats(dir.path())).unwrap();
     let mut sums = [(0.0f64, 0.0f64); 20];
     for index in 0..dataset.len() {
         let sample = dataset.get(index).unwrap();
@@ -126,9 +105,6 @@ fn normalised_training_data_has_zero_mean_and_unit_deviation() {
     for (c, (sum, square)) in sums.iter().enumerate() {
         let mean = sum / count;
         let std = (square / count - mean * mean).sqrt();
-        assert!(
-            mean.abs() < 0.1 && (std - 1.0).abs() < 0.1,
-            "channel {c}: mean {mean:.3} std {std:.3}"
-        );
+        assert!(mean.abs() < 0.1 && (std - 1.0).abs() < 0.1, "channel {c}: mean {mean:.3} std {std:.3}");
     }
 }

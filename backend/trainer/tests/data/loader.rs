@@ -23,11 +23,7 @@ fn batches(loader: &DataLoader, epoch: u64, start: usize) -> Vec<(Vec<usize>, Ve
     loader
         .epoch_from(epoch, start)
         .map(|batch| {
-            let Batch {
-                input,
-                target,
-                indices,
-            } = batch.unwrap();
+            let Batch { input, target, indices } = batch.unwrap();
             (indices, to_vec(&input), to_vec(&target))
         })
         .collect()
@@ -44,17 +40,8 @@ fn worker_threads() -> usize {
 #[test]
 fn shards_partition_the_padded_permutation() {
     let (len, shards) = (10, 3);
-    let picks: Vec<Vec<usize>> = (0..shards)
-        .map(|id| {
-            ShardedSampler::new(len, shards, id, true, 5)
-                .unwrap()
-                .indices(2)
-        })
-        .collect();
-    assert!(
-        picks.iter().all(|pick| pick.len() == 4),
-        "ceil(10 / 3) each"
-    );
+    let picks: Vec<Vec<usize>> = (0..shards).map(|id| ShardedSampler::new(len, shards, id, true, 5).unwrap().indices(2)).collect();
+    assert!(picks.iter().all(|pick| pick.len() == 4), "ceil(10 / 3) each");
     // Undo the strided pick: padded[k] = shard (k mod 3), position k / 3.
     let padded: Vec<usize> = (0..12).map(|k| picks[k % shards][k / shards]).collect();
     let mut permutation = padded[..len].to_vec();
@@ -74,14 +61,8 @@ fn unshuffled_shards_are_strided() {
 
 #[test]
 fn dropping_the_tail_never_repeats_a_sample() {
-    let mut all: Vec<usize> = (0..3)
-        .flat_map(|id| {
-            ShardedSampler::new(10, 3, id, true, 1)
-                .unwrap()
-                .with_drop_last(true)
-                .indices(0)
-        })
-        .collect();
+    let mut all: Vec<usize> =
+        (0..3).flat_map(|id| ShardedSampler::new(10, 3, id, true, 1).unwrap().with_drop_last(true).indices(0)).collect();
     assert_eq!(all.len(), 9);
     all.sort_unstable();
     all.dedup();
@@ -90,11 +71,7 @@ fn dropping_the_tail_never_repeats_a_sample() {
 
 #[test]
 fn order_depends_on_seed_and_epoch_only() {
-    let order = |seed, epoch| {
-        ShardedSampler::new(100, 2, 1, true, seed)
-            .unwrap()
-            .indices(epoch)
-    };
+    let order = |seed, epoch| ShardedSampler::new(100, 2, 1, true, seed).unwrap().indices(epoch);
     assert_eq!(order(3, 4), order(3, 4));
     assert_ne!(order(3, 4), order(3, 5));
     assert_ne!(order(3, 4), order(4, 4));
@@ -118,10 +95,7 @@ fn workers_deliver_the_same_batches_as_inline_reading() {
     assert_eq!(inline.len(), 4, "floor(ceil(24 / 2) / 3)");
     let expected = batches(&inline, 1, 0);
     assert_eq!(expected.len(), 4);
-    let sampler_order: Vec<usize> = expected
-        .iter()
-        .flat_map(|(indices, _, _)| indices.clone())
-        .collect();
+    let sampler_order: Vec<usize> = expected.iter().flat_map(|(indices, _, _)| indices.clone()).collect();
     assert_eq!(sampler_order, inline.sampler().indices(1)[..12]);
     for (indices, input, target) in &expected {
         let first = dataset.get(indices[0]).unwrap();
@@ -129,17 +103,9 @@ fn workers_deliver_the_same_batches_as_inline_reading() {
         assert_eq!(target[..first.target.len()], first.target[..]);
     }
     for workers in [1, 3] {
-        assert_eq!(
-            batches(&loader(workers), 1, 0),
-            expected,
-            "{workers} workers"
-        );
+        assert_eq!(batches(&loader(workers), 1, 0), expected, "{workers} workers");
     }
-    assert_ne!(
-        batches(&inline, 2, 0),
-        expected,
-        "another epoch, another order"
-    );
+    assert_ne!(batches(&inline, 2, 0), expected, "another epoch, another order");
 
     let batch = inline.epoch(0).next().unwrap().unwrap();
     assert_eq!(batch.input.size(), vec![3, 20, 6, 12]);
@@ -188,16 +154,8 @@ fn dropping_an_epoch_early_stops_its_workers() {
 fn corrupt_year(path: &Path, corrupt: std::ops::Range<usize>) {
     let data = ndarray::Array4::from_shape_fn((40, 20, 8, 8), |(t, ..)| t as f32);
     let file = hdf5::File::create(path).unwrap();
-    let fields = file
-        .new_dataset_builder()
-        .with_data(&data)
-        .chunk((1, 20, 8, 8))
-        .deflate(1)
-        .create("fields")
-        .unwrap();
-    let addresses: Vec<u64> = corrupt
-        .map(|k| fields.chunk_info(k).unwrap().addr)
-        .collect();
+    let fields = file.new_dataset_builder().with_data(&data).chunk((1, 20, 8, 8)).deflate(1).create("fields").unwrap();
+    let addresses: Vec<u64> = corrupt.map(|k| fields.chunk_info(k).unwrap().addr).collect();
     drop(fields);
     file.close().unwrap();
     let mut bytes = std::fs::read(path).unwrap();
@@ -223,17 +181,10 @@ fn a_failed_read_ends_the_epoch_with_its_error() {
         let loader = corrupt_loader(dir.path(), 20..40, workers);
         let results: Vec<_> = loader.epoch(0).collect();
         // Batches 0 to 3 read steps up to 16; batch 4 needs step 20.
-        assert_eq!(
-            results.len(),
-            5,
-            "{workers} workers: the epoch stops at the error"
-        );
+        assert_eq!(results.len(), 5, "{workers} workers: the epoch stops at the error");
         assert!(results[..4].iter().all(Result::is_ok));
         let err = results[4].as_ref().unwrap_err();
-        assert!(
-            err.is_user_input() && err.to_string().contains("1990.h5"),
-            "{err}"
-        );
+        assert!(err.is_user_input() && err.to_string().contains("1990.h5"), "{err}");
     }
 }
 
@@ -255,8 +206,7 @@ fn a_later_start_does_not_read_the_skipped_batches() {
 fn loader_rejects_unusable_settings() {
     let dir = TempDir::new("settings");
     labelled_years(dir.path());
-    let dataset =
-        Arc::new(Era5Dataset::open(dir.path(), [2, 3], 20, 1, None, raw_stats(20)).unwrap());
+    let dataset = Arc::new(Era5Dataset::open(dir.path(), [2, 3], 20, 1, None, raw_stats(20)).unwrap());
     let sampler = ShardedSampler::new(dataset.len(), 1, 0, true, 0).unwrap();
     assert!(DataLoader::new(Arc::clone(&dataset), sampler, 0, 0).is_err());
     let other = ShardedSampler::new(dataset.len() + 1, 1, 0, true, 0).unwrap();

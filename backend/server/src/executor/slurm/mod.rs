@@ -88,7 +88,13 @@ pub struct SlurmCommands {
 impl SlurmCommands {
     pub fn new(bin_dir: Option<&Path>) -> SlurmCommands {
         let path = |name: &str| bin_dir.map_or_else(|| PathBuf::from(name), |dir| dir.join(name));
-        SlurmCommands { sbatch: path("sbatch"), squeue: path("squeue"), sacct: path("sacct"), scontrol: path("scontrol"), scancel: path("scancel") }
+        SlurmCommands {
+            sbatch: path("sbatch"),
+            squeue: path("squeue"),
+            sacct: path("sacct"),
+            scontrol: path("scontrol"),
+            scancel: path("scancel"),
+        }
     }
 }
 

@@ -137,7 +137,11 @@ impl Poller {
         let id = job.job_id.to_string();
         let output = self.query(&self.commands.scontrol, &["show", "job", &id], cluster).await?;
         if !output.success {
-            return if output.stderr.contains("Invalid job id") { Ok(Observation::Gone) } else { Err(format!("scontrol: {}", output.complaint())) };
+            return if output.stderr.contains("Invalid job id") {
+                Ok(Observation::Gone)
+            } else {
+                Err(format!("scontrol: {}", output.complaint()))
+            };
         }
         match states::parse_scontrol(&output.stdout) {
             Some(info) if info.job_id == job.job_id => Ok(recognise(&info, job)),
@@ -172,7 +176,8 @@ mod tests {
     #[test]
     fn a_reused_job_id_is_not_our_job() {
         let job = JobRef { job_id: 5, slurm_cluster: None, script: "/runs/r1/job.sbatch".into() };
-        let ours = JobInfo { job_id: 5, state: "RUNNING".into(), reason: "None".into(), exit: None, command: Some("/runs/r1/job.sbatch".into()) };
+        let ours =
+            JobInfo { job_id: 5, state: "RUNNING".into(), reason: "None".into(), exit: None, command: Some("/runs/r1/job.sbatch".into()) };
         assert_eq!(recognise(&ours, &job), Observation::Seen(ours.clone()));
         let theirs = JobInfo { command: Some("/home/other/train.sh".into()), ..ours.clone() };
         assert_eq!(recognise(&theirs, &job), Observation::Gone);

@@ -71,9 +71,7 @@ pub fn parse_sacct(text: &str) -> Vec<JobInfo> {
 
 /// `scontrol show job ID`: `Key=Value` pairs separated by blanks over several lines.
 pub fn parse_scontrol(text: &str) -> Option<JobInfo> {
-    let value = |key: &str| {
-        text.split_whitespace().find_map(|pair| pair.strip_prefix(key).and_then(|rest| rest.strip_prefix('=')))
-    };
+    let value = |key: &str| text.split_whitespace().find_map(|pair| pair.strip_prefix(key).and_then(|rest| rest.strip_prefix('=')));
     Some(JobInfo {
         job_id: value("JobId")?.parse().ok()?,
         state: value("JobState")?.to_owned(),
@@ -104,7 +102,9 @@ pub fn judge(info: &JobInfo, cancel_requested: bool, log_tail: &str) -> Verdict 
         "PENDING" | "CONFIGURING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "RESV_DEL_HOLD" => {
             Verdict::Live(RunState::Queued, reason.map(|r| format!("pending in Slurm: {r}")))
         }
-        "RUNNING" | "COMPLETING" | "SUSPENDED" | "STOPPED" | "SIGNALING" | "STAGE_OUT" | "RESIZING" => Verdict::Live(RunState::Running, None),
+        "RUNNING" | "COMPLETING" | "SUSPENDED" | "STOPPED" | "SIGNALING" | "STAGE_OUT" | "RESIZING" => {
+            Verdict::Live(RunState::Running, None)
+        }
         "COMPLETED" => Verdict::Ended(RunState::Completed, None),
         "CANCELLED" if cancel_requested => ended(RunState::Cancelled, "cancelled"),
         "CANCELLED" => ended(RunState::Cancelled, "cancelled outside Scalebook (scancel, or an administrator)"),
@@ -192,7 +192,10 @@ mod tests {
 
     #[test]
     fn reasons_say_why_a_job_waits_or_ended() {
-        assert_eq!(judge(&info("PENDING", "Priority"), false, ""), Verdict::Live(RunState::Queued, Some("pending in Slurm: Priority".into())));
+        assert_eq!(
+            judge(&info("PENDING", "Priority"), false, ""),
+            Verdict::Live(RunState::Queued, Some("pending in Slurm: Priority".into()))
+        );
         assert_eq!(judge(&info("PENDING", "None"), false, ""), Verdict::Live(RunState::Queued, None));
         let Verdict::Ended(_, Some(reason)) = judge(&info("CANCELLED", "None"), false, "") else { panic!() };
         assert!(reason.contains("outside Scalebook"), "{reason}");
@@ -205,7 +208,10 @@ mod tests {
     fn a_failed_job_is_explained_by_its_log() {
         let failed = JobInfo { exit: Some(ExitRecord { code: Some(1), signal: None, error: None }), ..info("FAILED", "NonZeroExitCode") };
         let log = "0: error: cannot open /data/train/2016.h5: No such file\nsrun: error: nid001: task 0: Exited with exit code 1\n";
-        assert_eq!(judge(&failed, false, log), Verdict::Ended(RunState::Failed, Some("cannot open /data/train/2016.h5: No such file".into())));
+        assert_eq!(
+            judge(&failed, false, log),
+            Verdict::Ended(RunState::Failed, Some("cannot open /data/train/2016.h5: No such file".into()))
+        );
         let oom = "0: error: CUDA out of memory. Tried to allocate 2.00 GiB\n";
         assert!(matches!(judge(&failed, false, oom), Verdict::Ended(RunState::OutOfMemory, _)));
     }

@@ -38,13 +38,7 @@ pub struct SynthConfig {
 /// Sized for the CPU configs (`cpu_short` crops 90 × 180 and reads 256 training samples).
 impl Default for SynthConfig {
     fn default() -> SynthConfig {
-        SynthConfig {
-            years: 2,
-            steps_per_year: 256,
-            height: 90,
-            width: 180,
-            seed: 0,
-        }
+        SynthConfig { years: 2, steps_per_year: 256, height: 90, width: 180, seed: 0 }
     }
 }
 
@@ -56,21 +50,14 @@ impl SynthConfig {
             problems.push("--years must be at least 1".to_owned());
         }
         if self.steps_per_year < MIN_STEPS {
-            problems.push(format!(
-                "--steps-per-year {} is below the minimum {MIN_STEPS}",
-                self.steps_per_year
-            ));
+            problems.push(format!("--steps-per-year {} is below the minimum {MIN_STEPS}", self.steps_per_year));
         }
         for (flag, side) in [("--height", self.height), ("--width", self.width)] {
             if side < MIN_SIDE {
                 problems.push(format!("{flag} {side} is below the minimum {MIN_SIDE}"));
             }
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::DataSetting(problems.join("; ")))
-        }
+        if problems.is_empty() { Ok(()) } else { Err(Error::DataSetting(problems.join("; "))) }
     }
 
     /// Bytes of field data the generator writes (all four splits' files, without metadata).
@@ -104,18 +91,11 @@ pub enum Progress<'a> {
 /// Writes the whole dataset under `out`. An existing dataset there is an error unless
 /// `replace`, in which case its year files and statistics are removed first (and nothing
 /// else), so no stale year of an earlier, larger run is left behind.
-pub fn generate(
-    out: &Path,
-    config: &SynthConfig,
-    replace: bool,
-    progress: &mut dyn FnMut(Progress<'_>),
-) -> Result<Vec<PathBuf>, Error> {
+pub fn generate(out: &Path, config: &SynthConfig, replace: bool, progress: &mut dyn FnMut(Progress<'_>)) -> Result<Vec<PathBuf>, Error> {
     config.validate()?;
     clear_previous(out, replace)?;
     let [train, valid, test] = split_dirs(out);
-    let mut plan: Vec<(PathBuf, u64)> = (0..config.years as u64)
-        .map(|n| (train.clone(), FIRST_YEAR + n))
-        .collect();
+    let mut plan: Vec<(PathBuf, u64)> = (0..config.years as u64).map(|n| (train.clone(), FIRST_YEAR + n)).collect();
     plan.push((valid, FIRST_YEAR + config.years as u64));
     plan.push((test, FIRST_YEAR + config.years as u64 + 1));
 
@@ -127,14 +107,7 @@ pub fn generate(
         let path = dir.join(format!("{year}.h5"));
         let year = Year::new(config.seed, year, config.steps_per_year);
         let training = dir == train;
-        write_year(
-            &path,
-            &planet,
-            &year,
-            config,
-            training.then_some(&mut accumulator),
-            progress,
-        )?;
+        write_year(&path, &planet, &year, config, training.then_some(&mut accumulator), progress)?;
         written.push(path);
     }
     written.extend(accumulator.write(out, config)?);
@@ -155,12 +128,7 @@ fn clear_previous(out: &Path, replace: bool) -> Result<(), Error> {
             }
         }
     }
-    previous.extend(
-        [GLOBAL_MEANS, GLOBAL_STDS, TIME_MEANS]
-            .map(|file| out.join(file))
-            .into_iter()
-            .filter(|p| p.exists()),
-    );
+    previous.extend([GLOBAL_MEANS, GLOBAL_STDS, TIME_MEANS].map(|file| out.join(file)).into_iter().filter(|p| p.exists()));
     if previous.is_empty() {
         return Ok(());
     }
@@ -174,9 +142,7 @@ fn clear_previous(out: &Path, replace: bool) -> Result<(), Error> {
             ),
         });
     }
-    previous
-        .iter()
-        .try_for_each(|path| std::fs::remove_file(path).map_err(|err| Error::io(path, err)))
+    previous.iter().try_for_each(|path| std::fs::remove_file(path).map_err(|err| Error::io(path, err)))
 }
 
 /// One computed time step and its per-channel sums, for the statistics.
@@ -201,10 +167,7 @@ fn write_year(
     let partial = path.with_extension("h5.partial");
     let failed = |err: hdf5::Error| Error::io(path, std::io::Error::other(err.to_string()));
     // Without modification times the same arguments give byte-identical files.
-    let file = hdf5::File::with_options()
-        .with_fcpl(|p| p.obj_track_times(false))
-        .create(&partial)
-        .map_err(failed)?;
+    let file = hdf5::File::with_options().with_fcpl(|p| p.obj_track_times(false)).create(&partial).map_err(failed)?;
     let fields = file
         .new_dataset::<f32>()
         .chunk((1, CHANNELS, h, w))
@@ -214,10 +177,7 @@ fn write_year(
         .map_err(failed)?;
     progress(Progress::File { path, steps });
 
-    let workers = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .clamp(1, 4)
-        .min(steps);
+    let workers = std::thread::available_parallelism().map_or(1, usize::from).clamp(1, 4).min(steps);
     std::thread::scope(|scope| -> Result<(), Error> {
         let queues: Vec<Receiver<Step>> = (0..workers)
             .map(|worker| {
@@ -233,17 +193,12 @@ fn write_year(
             })
             .collect();
         for t in 0..steps {
-            let step = queues[t % workers].recv().map_err(|_| {
-                Error::io(
-                    path,
-                    std::io::Error::other(format!("generator thread died at step {t}")),
-                )
-            })?;
+            let step = queues[t % workers]
+                .recv()
+                .map_err(|_| Error::io(path, std::io::Error::other(format!("generator thread died at step {t}"))))?;
             let view = ArrayView4::from_shape((1, CHANNELS, h, w), &step.fields)
                 .map_err(|err| Error::io(path, std::io::Error::other(err.to_string())))?;
-            fields
-                .write_slice(view, s![t..t + 1, .., .., ..])
-                .map_err(failed)?;
+            fields.write_slice(view, s![t..t + 1, .., .., ..]).map_err(failed)?;
             if let Some(accumulator) = accumulator.as_deref_mut() {
                 accumulator.add(&step);
             }
@@ -261,9 +216,7 @@ fn compute_step(planet: &Planet, year: &Year, t: usize, plane: usize) -> Step {
     year.step(planet, t, &mut fields);
     let mut sums = [(0.0, 0.0); CHANNELS];
     for (sum, values) in sums.iter_mut().zip(fields.chunks_exact(plane)) {
-        *sum = values.iter().fold((0.0, 0.0), |(s, sq), &v| {
-            (s + f64::from(v), sq + f64::from(v) * f64::from(v))
-        });
+        *sum = values.iter().fold((0.0, 0.0), |(s, sq), &v| (s + f64::from(v), sq + f64::from(v) * f64::from(v)));
     }
     Step { fields, sums }
 }
@@ -279,12 +232,7 @@ struct Accumulator {
 
 impl Accumulator {
     fn new(plane: usize) -> Accumulator {
-        Accumulator {
-            steps: 0,
-            plane,
-            sums: [(0.0, 0.0); CHANNELS],
-            time_sum: vec![0.0; CHANNELS * plane],
-        }
+        Accumulator { steps: 0, plane, sums: [(0.0, 0.0); CHANNELS], time_sum: vec![0.0; CHANNELS * plane] }
     }
 
     fn add(&mut self, step: &Step) {
@@ -302,26 +250,14 @@ impl Accumulator {
     fn write(&self, out: &Path, config: &SynthConfig) -> Result<[PathBuf; 3], Error> {
         let count = (self.steps * self.plane) as f64;
         let means: Vec<f32> = self.sums.iter().map(|(s, _)| (s / count) as f32).collect();
-        let stds: Vec<f32> = self
-            .sums
-            .iter()
-            .map(|(s, sq)| (sq / count - (s / count).powi(2)).max(0.0).sqrt() as f32)
-            .collect();
-        let time_means: Vec<f32> = self
-            .time_sum
-            .iter()
-            .map(|total| (total / self.steps as f64) as f32)
-            .collect();
+        let stds: Vec<f32> = self.sums.iter().map(|(s, sq)| (sq / count - (s / count).powi(2)).max(0.0).sqrt() as f32).collect();
+        let time_means: Vec<f32> = self.time_sum.iter().map(|total| (total / self.steps as f64) as f32).collect();
         let stats_dir = out.join("stats");
         std::fs::create_dir_all(&stats_dir).map_err(|err| Error::io(&stats_dir, err))?;
         let paths = [GLOBAL_MEANS, GLOBAL_STDS, TIME_MEANS].map(|file| out.join(file));
         npy::write_f32(&paths[0], &[1, CHANNELS, 1, 1], &means)?;
         npy::write_f32(&paths[1], &[1, CHANNELS, 1, 1], &stds)?;
-        npy::write_f32(
-            &paths[2],
-            &[1, CHANNELS, config.height, config.width],
-            &time_means,
-        )?;
+        npy::write_f32(&paths[2], &[1, CHANNELS, config.height, config.width], &time_means)?;
         Ok(paths)
     }
 }

@@ -39,15 +39,10 @@ pub(super) struct Planet {
 impl Planet {
     pub(super) fn new(seed: u64, height: usize, width: usize) -> Planet {
         // Cell centres, north to south like ERA5; no row sits exactly on a pole.
-        let lat: Vec<f64> = (0..height)
-            .map(|j| FRAC_PI_2 - (j as f64 + 0.5) * PI / height as f64)
-            .collect();
+        let lat: Vec<f64> = (0..height).map(|j| FRAC_PI_2 - (j as f64 + 0.5) * PI / height as f64).collect();
         let lon: Vec<f64> = (0..width).map(|i| i as f64 * TAU / width as f64).collect();
-        let harmonic = |f: fn(f64) -> f64| -> Vec<f64> {
-            (0..=MAX_WAVENUMBER)
-                .flat_map(|m| lon.iter().map(move |&l| f(m as f64 * l)))
-                .collect()
-        };
+        let harmonic =
+            |f: fn(f64) -> f64| -> Vec<f64> { (0..=MAX_WAVENUMBER).flat_map(|m| lon.iter().map(move |&l| f(m as f64 * l))).collect() };
         let (cos_m, sin_m) = (harmonic(f64::cos), harmonic(f64::sin));
 
         let mut rng = Rng::stream(seed, &[STREAM_OROGRAPHY]);
@@ -74,15 +69,7 @@ impl Planet {
                     .sum();
             }
         }
-        Planet {
-            height,
-            width,
-            lat,
-            lon,
-            cos_m,
-            sin_m,
-            orography,
-        }
+        Planet { height, width, lat, lon, cos_m, sin_m, orography }
     }
 }
 
@@ -94,8 +81,7 @@ pub(super) fn geostrophic_wind(planet: &Planet, z: &[f64], mut write: impl FnMut
     let dy = EARTH_RADIUS * PI / h as f64;
     for (j, &phi) in planet.lat.iter().enumerate() {
         let (sin_phi, cos_phi) = phi.sin_cos();
-        let inv_f =
-            sin_phi / (sin_phi * sin_phi + deg(TROPICS).sin().powi(2)) / (2.0 * EARTH_ROTATION);
+        let inv_f = sin_phi / (sin_phi * sin_phi + deg(TROPICS).sin().powi(2)) / (2.0 * EARTH_ROTATION);
         let dx = EARTH_RADIUS * cos_phi.max(deg(80.0).cos()) * TAU / w as f64;
         let (north, south) = (j.saturating_sub(1), (j + 1).min(h - 1));
         let rows_apart = (south - north) as f64;
@@ -136,11 +122,7 @@ mod tests {
             assert_eq!(u.signum(), phi.signum(), "row {}", k / 36);
             if (40.0..50.0).contains(&phi.to_degrees().abs()) {
                 let textbook = slope / EARTH_RADIUS / (2.0 * EARTH_ROTATION * phi.sin());
-                assert!(
-                    (0.85..1.0).contains(&(u / textbook)),
-                    "{} at {phi}",
-                    u / textbook
-                );
+                assert!((0.85..1.0).contains(&(u / textbook)), "{} at {phi}", u / textbook);
             }
         }
     }
@@ -149,18 +131,12 @@ mod tests {
     #[test]
     fn a_zonal_gradient_gives_meridional_wind() {
         let planet = Planet::new(0, 18, 36);
-        let z: Vec<f64> = (0..18 * 36)
-            .map(|k| 100.0 * planet.lon[k % 36].sin())
-            .collect();
+        let z: Vec<f64> = (0..18 * 36).map(|k| 100.0 * planet.lon[k % 36].sin()).collect();
         for (k, (u, v)) in winds(&planet, &z).into_iter().enumerate() {
             let (phi, lambda) = (planet.lat[k / 36], planet.lon[k % 36]);
             assert_eq!(u, 0.0);
             if lambda.cos().abs() > 1e-9 {
-                assert_eq!(
-                    v.signum(),
-                    (phi.signum() * lambda.cos()).signum(),
-                    "{phi} {lambda}"
-                );
+                assert_eq!(v.signum(), (phi.signum() * lambda.cos()).signum(), "{phi} {lambda}");
             }
         }
     }

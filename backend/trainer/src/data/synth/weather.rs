@@ -88,14 +88,7 @@ impl Wave {
                 rng.range(0.15, 0.35),
             )
         } else {
-            (
-                4 + rng.below(6),
-                rng.range(16.0, 48.0),
-                rng.range(28.0, 62.0),
-                rng.range(7.0, 13.0),
-                rng.range(0.5, 1.1),
-                rng.range(0.8, 1.2),
-            )
+            (4 + rng.below(6), rng.range(16.0, 48.0), rng.range(28.0, 62.0), rng.range(7.0, 13.0), rng.range(0.5, 1.1), rng.range(0.8, 1.2))
         };
         Wave {
             // The first wave of a slot is already part-way through its life at step 0.
@@ -129,25 +122,14 @@ impl Year {
                 let (planetary, north) = (slot >= SYNOPTIC_SLOTS, slot % 2 == 0);
                 let first_fraction = rng.uniform();
                 let mut waves = vec![Wave::draw(&mut rng, planetary, north, Some(first_fraction))];
-                while let Some(last) = waves
-                    .last()
-                    .filter(|wave| wave.birth + wave.life < steps as f64)
-                {
+                while let Some(last) = waves.last().filter(|wave| wave.birth + wave.life < steps as f64) {
                     let birth = last.birth + last.life;
-                    waves.push(Wave {
-                        birth,
-                        ..Wave::draw(&mut rng, planetary, north, None)
-                    });
+                    waves.push(Wave { birth, ..Wave::draw(&mut rng, planetary, north, None) });
                 }
                 waves
             })
             .collect();
-        Year {
-            seed,
-            year,
-            steps,
-            slots,
-        }
+        Year { seed, year, steps, slots }
     }
 
     /// Fills `out` (C × H × W) with step `t`.
@@ -158,25 +140,12 @@ impl Year {
         // -1 in January (northern winter), +1 half a year later.
         let season = -(TAU * time / self.steps as f64).cos();
         let utc_hours = (t % STEPS_PER_DAY) as f64 * 24.0 / STEPS_PER_DAY as f64;
-        let diurnal: Vec<f64> = planet
-            .lon
-            .iter()
-            .map(|&lambda| (TAU * (utc_hours + lambda.to_degrees() / 15.0 - 15.0) / 24.0).cos())
-            .collect();
-        let alive: Vec<&Wave> = self
-            .slots
-            .iter()
-            .filter_map(|waves| {
-                waves
-                    .iter()
-                    .find(|wave| wave.birth <= time && time < wave.birth + wave.life)
-            })
-            .collect();
+        let diurnal: Vec<f64> =
+            planet.lon.iter().map(|&lambda| (TAU * (utc_hours + lambda.to_degrees() / 15.0 - 15.0) / 24.0).cos()).collect();
+        let alive: Vec<&Wave> =
+            self.slots.iter().filter_map(|waves| waves.iter().find(|wave| wave.birth <= time && time < wave.birth + wave.life)).collect();
         let mut noise_rng = Rng::stream(self.seed, &[self.year, STREAM_NOISE, t as u64]);
-        let noise = [
-            Noise::draw(&mut noise_rng, w),
-            Noise::draw(&mut noise_rng, w),
-        ];
+        let noise = [Noise::draw(&mut noise_rng, w), Noise::draw(&mut noise_rng, w)];
 
         let mut heights = [vec![0.0; plane], vec![0.0; plane], vec![0.0; plane]];
         let mut terms = Vec::with_capacity(alive.len());
@@ -198,13 +167,7 @@ impl Year {
                 mu += 0.1 * thermal_noise;
 
                 let k = j * w + i;
-                let drivers = Drivers {
-                    psi,
-                    tau,
-                    mu,
-                    ground: planet.orography[k],
-                    day: climate.cos_phi * hour_angle,
-                };
+                let drivers = Drivers { psi, tau, mu, ground: planet.orography[k], day: climate.cos_phi * hour_angle };
                 let (point, levels) = climate.point(&drivers);
                 for (channel, value) in point {
                     out[channel * plane + k] = value as f32;
@@ -214,14 +177,7 @@ impl Year {
                 }
             }
         }
-        for (level, (u, v)) in [
-            (ch::U1000, ch::V1000),
-            (ch::U850, ch::V850),
-            (ch::U500, ch::V500),
-        ]
-        .into_iter()
-        .enumerate()
-        {
+        for (level, (u, v)) in [(ch::U1000, ch::V1000), (ch::U850, ch::V850), (ch::U500, ch::V500)].into_iter().enumerate() {
             geostrophic_wind(planet, &heights[level], |k, wind_u, wind_v| {
                 out[u * plane + k] = wind_u as f32;
                 out[v * plane + k] = wind_v as f32;
@@ -260,27 +216,14 @@ struct Climate {
 }
 
 /// The channels [`Climate::point`] gives, in this order.
-const POINT_CHANNELS: [usize; 12] = [
-    ch::T2M,
-    ch::SP,
-    ch::MSL,
-    ch::T850,
-    ch::Z1000,
-    ch::Z850,
-    ch::Z500,
-    ch::T500,
-    ch::Z50,
-    ch::R500,
-    ch::R850,
-    ch::TCWV,
-];
+const POINT_CHANNELS: [usize; 12] =
+    [ch::T2M, ch::SP, ch::MSL, ch::T850, ch::Z1000, ch::Z850, ch::Z500, ch::T500, ch::Z50, ch::R500, ch::R850, ch::TCWV];
 
 impl Climate {
     fn new(phi: f64, season: f64) -> Climate {
         let (sin_phi, cos_phi) = phi.sin_cos();
         // Subtropical highs and subpolar lows at the surface; moist tropics, dry subtropics.
-        let z1000 = 600.0 + 900.0 * gauss(phi.abs() - deg(32.0), deg(12.0))
-            - 1100.0 * gauss(phi.abs() - deg(62.0), deg(10.0));
+        let z1000 = 600.0 + 900.0 * gauss(phi.abs() - deg(32.0), deg(12.0)) - 1100.0 * gauss(phi.abs() - deg(62.0), deg(10.0));
         let moisture = 1.2 * gauss(phi, deg(12.0)) - 1.1 * gauss(phi.abs() - deg(25.0), deg(8.0));
         Climate {
             cos_phi,
@@ -310,13 +253,8 @@ impl Climate {
         let r500 = 100.0 * logistic(-0.3 + 1.6 * d.mu + 0.4 * d.tau + self.moisture);
         // Clausius–Clapeyron: saturation vapour grows about 7 % per kelvin.
         let tcwv = r850 / 100.0 * 60.0 * (0.07 * (t850 - 288.0)).exp();
-        let values = [
-            t2m, sp, msl, t850, z1000, z850, z500, t500, z50, r500, r850, tcwv,
-        ];
-        (
-            std::array::from_fn(|n| (POINT_CHANNELS[n], values[n])),
-            [z1000, z850, z500],
-        )
+        let values = [t2m, sp, msl, t850, z1000, z850, z500, t500, z50, r500, r850, tcwv];
+        (std::array::from_fn(|n| (POINT_CHANNELS[n], values[n])), [z1000, z850, z500])
     }
 }
 
@@ -339,27 +277,15 @@ fn wave_terms(alive: &[&Wave], phi: f64, season: f64, time: f64, terms: &mut Vec
             continue;
         }
         let age = time - wave.birth;
-        let envelope = wave.amp
-            * (PI * age / wave.life).sin().powi(2)
-            * gauss(phi - wave.lat0, wave.lat_width);
+        let envelope = wave.amp * (PI * age / wave.life).sin().powi(2) * gauss(phi - wave.lat0, wave.lat_width);
         // cos(mλ − c) travels east as c grows.
         let c = wave.m as f64 * drift_per_step * wave.drift * age + wave.phase;
         let (sin_c, cos_c) = c.sin_cos();
         let in_phase = [envelope * cos_c, envelope * sin_c];
         // cos(mλ − c + π/2): a quarter wave further east.
         let ahead = [envelope * sin_c, -envelope * cos_c];
-        let mix = |a: f64, b: f64, scale: f64| {
-            [
-                scale * (a * in_phase[0] + b * ahead[0]),
-                scale * (a * in_phase[1] + b * ahead[1]),
-            ]
-        };
-        terms.push(Term {
-            m: wave.m,
-            psi: in_phase,
-            tau: mix(0.5, 0.85, wave.thermal),
-            mu: mix(0.3, 0.95, wave.moist),
-        });
+        let mix = |a: f64, b: f64, scale: f64| [scale * (a * in_phase[0] + b * ahead[0]), scale * (a * in_phase[1] + b * ahead[1])];
+        terms.push(Term { m: wave.m, psi: in_phase, tau: mix(0.5, 0.85, wave.thermal), mu: mix(0.3, 0.95, wave.moist) });
     }
 }
 
@@ -375,12 +301,7 @@ struct Noise {
 
 impl Noise {
     fn draw(rng: &mut Rng, width: usize) -> Noise {
-        Noise {
-            values: (0..NOISE_GRID[0] * NOISE_GRID[1])
-                .map(|_| rng.normal())
-                .collect(),
-            width,
-        }
+        Noise { values: (0..NOISE_GRID[0] * NOISE_GRID[1]).map(|_| rng.normal()).collect(), width }
     }
 
     /// Row `j` of `height` interpolated between the coarse rows, still coarse in longitude.
@@ -389,11 +310,7 @@ impl Noise {
         let y = j as f64 * (rows - 1) as f64 / (height.max(2) - 1) as f64;
         let r0 = (y.floor() as usize).min(rows - 2);
         let fy = y - r0 as f64;
-        (0..cols)
-            .map(|c| {
-                (1.0 - fy) * self.values[r0 * cols + c] + fy * self.values[(r0 + 1) * cols + c]
-            })
-            .collect()
+        (0..cols).map(|c| (1.0 - fy) * self.values[r0 * cols + c] + fy * self.values[(r0 + 1) * cols + c]).collect()
     }
 
     fn at(&self, row: &[f64], i: usize) -> f64 {
