@@ -12,7 +12,7 @@ use scalebook_trainer::ffi::{ReduceOp, Region};
 use scalebook_trainer::train::{GradSync, Learner};
 use tch::{Device, Kind, Tensor};
 
-fn ranks(test: &str, sizes: Sizes) -> Option<Comm> {
+fn ranks<F: Fn()>(test: F, sizes: Sizes) -> Option<Comm> {
     support::ranks(test, sizes, "tp-cp-dp")
 }
 
@@ -22,7 +22,7 @@ fn close(a: &Tensor, b: &Tensor) -> f64 {
 
 #[test]
 fn collectives_over_two_ranks() {
-    let Some(comm) = ranks("collectives_over_two_ranks", Sizes { dp: 2, ..Sizes::default() }) else { return };
+    let Some(comm) = ranks(collectives_over_two_ranks, Sizes { dp: 2, ..Sizes::default() }) else { return };
     let g = comm.group(Token::DP);
     let r = g.rank() as f64;
     let mut t = Tensor::from_slice(&[r + 1.0, 10.0 * (r + 1.0)]).to_kind(Kind::Float);
@@ -80,7 +80,7 @@ fn batch(input: Tensor, target: Tensor) -> Batch {
 
 #[test]
 fn one_dp2_step_equals_one_step_at_twice_the_batch() {
-    let Some(comm) = ranks("one_dp2_step_equals_one_step_at_twice_the_batch", Sizes { dp: 2, ..Sizes::default() }) else { return };
+    let Some(comm) = ranks(one_dp2_step_equals_one_step_at_twice_the_batch, Sizes { dp: 2, ..Sizes::default() }) else { return };
     let comm = Rc::new(comm);
     let rank = comm.rank(Token::DP) as i64;
     let config = cpu_tiny();

@@ -57,7 +57,7 @@ fn compare_block(name: &str, par: &Parallel, serial: impl Fn(&Tensor) -> Tensor,
     assert!(out < TOL && grad < TOL, "{name}: output error {out:e}, input-gradient error {grad:e}");
 }
 
-fn check(test: &str, tp: u32, cp: u32, order: &str) {
+fn check<F: Fn()>(test: F, tp: u32, cp: u32, order: &str) {
     let Some(comm) = ranks(test, Sizes { tp, cp, ..Sizes::default() }, order) else { return };
     let par = Parallel::new(Rc::new(comm), TOKENS as usize);
     let spec = spec();
@@ -93,25 +93,25 @@ fn check(test: &str, tp: u32, cp: u32, order: &str) {
 
 #[test]
 fn tensor_parallel_2() {
-    check("tensor_parallel_2", 2, 1, "tp-cp-dp");
+    check(tensor_parallel_2, 2, 1, "tp-cp-dp");
 }
 
 #[test]
 fn context_parallel_2() {
-    check("context_parallel_2", 1, 2, "tp-cp-dp");
+    check(context_parallel_2, 1, 2, "tp-cp-dp");
 }
 
 #[test]
 fn tensor_parallel_4() {
-    check("tensor_parallel_4", 4, 1, "tp-cp-dp");
+    check(tensor_parallel_4, 4, 1, "tp-cp-dp");
 }
 
 #[test]
 fn context_parallel_4_with_uneven_chunks() {
-    check("context_parallel_4_with_uneven_chunks", 1, 4, "cp-tp-dp");
+    check(context_parallel_4_with_uneven_chunks, 1, 4, "cp-tp-dp");
 }
 
 #[test]
 fn tensor_2_by_context_2() {
-    check("tensor_2_by_context_2", 2, 2, "cp-tp-dp");
+    check(tensor_2_by_context_2, 2, 2, "cp-tp-dp");
 }

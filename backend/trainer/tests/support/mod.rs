@@ -11,18 +11,27 @@ use scalebook_trainer::dist::{Comm, RankEnv};
 use tch::Tensor;
 
 /// In a rank: `Some(comm)` for `sizes` in `order`. In the parent: launches the ranks of test
-/// function `test`, asserts they all succeeded, and returns `None`.
-pub fn ranks(test: &str, sizes: Sizes, order: &str) -> Option<Comm> {
+/// function `test` (the function itself, so a wrong name does not compile), asserts they all
+/// succeeded, and returns `None`.
+pub fn ranks<F: Fn()>(test: F, sizes: Sizes, order: &str) -> Option<Comm> {
+    let test = test_name(&test);
     let layout = Layout::new(sizes, order).unwrap();
     if std::env::var_os("RANK").is_some() {
         let env = RankEnv::from_env().unwrap();
         return Some(Comm::init(env, layout, false, Duration::from_secs(120)).unwrap());
     }
     let exe = std::env::current_exe().unwrap();
-    let args: Vec<String> = [test, "--exact", "--nocapture", "--test-threads", "1"].map(String::from).to_vec();
+    let args: Vec<String> = [test.as_str(), "--exact", "--nocapture", "--test-threads", "1"].map(String::from).to_vec();
     let outcome = launch::run(&exe, &args, layout.world() as usize, launch::free_port().unwrap()).unwrap();
     assert_eq!(outcome, Outcome::Success, "a rank of {test} failed (its output is above)");
     None
+}
+
+/// The name libtest knows a test function by: its path without the crate's name (a test at
+/// the top of `tests/dist.rs` is `collectives_over_two_ranks`).
+fn test_name<F>(_: &F) -> String {
+    let path = std::any::type_name::<F>();
+    path.split_once("::").map_or(path, |(_crate, rest)| rest).to_owned()
 }
 
 /// ‖a − b‖ / ‖b‖ over all elements (the tutorial's test metric).
