@@ -206,6 +206,15 @@ cmd_run() {
     exec "$bin/scalebook" serve "${args[@]}"
 }
 
+# The house rules: formatted as rustfmt.toml says, and not one clippy warning, natively and on
+# wasm32 (clippy shares the release and wasm-release build scripts' outputs).
+check_house_rules() {
+    say "checking formatting (cargo fmt --check) and lints (clippy, native and wasm32)"
+    cargo fmt --all --check
+    cargo clippy -q --release --all-targets -- -D warnings
+    cargo clippy -q --profile "$WASM_PROFILE" -p scalebook-frontend --target wasm32-unknown-unknown --all-targets -- -D warnings
+}
+
 cmd_test() {
     setup "${APT_TEST[@]}"
     setup_python_readers
@@ -213,6 +222,7 @@ cmd_test() {
     build_frontend
     build_frontend_with_trunk
     build_native
+    check_house_rules
     say "running every test"
     # One build for the tests and the run command: the tests run the release binaries that
     # `run` starts. Two cores: keep libtorch and the test harness from fighting over them.

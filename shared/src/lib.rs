@@ -10,5 +10,6 @@ pub mod estimate;
 pub mod layout;
 pub mod metrics;
 pub mod protocol;
+pub mod rundir;
 
 pub use error::{Error, Problem, Problems};

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use scalebook_shared::cluster::Clusters;
 use scalebook_shared::protocol::{RunId, RunRecord};
+use scalebook_shared::rundir;
 use serde_json::json;
 
 use crate::app::AppState;
@@ -73,7 +74,7 @@ pub async fn run_file(State(state): State<Arc<AppState>>, Path((id, name)): Path
         return Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_run", format!("no run {id}")));
     }
     let path = state.runs.store().served_file(&id, &name).ok_or_else(|| {
-        let names = crate::runs::store::SERVED_FILES.join(", ");
+        let names = rundir::SERVED.join(", ");
         ApiError::new(
             StatusCode::NOT_FOUND,
             "unknown_file",

@@ -30,7 +30,7 @@ pub struct Configs {
     pub file: ConfigFile,
     /// The raw text of that file, served to the browser's editor unchanged.
     pub yaml: String,
-    /// Where it is (absolute): the trainer reads the same file.
+    /// Where it is (absolute).
     pub path: PathBuf,
 }
 

@@ -10,24 +10,10 @@ pub fn now() -> f64 {
 /// `YYYYMMDD-HHMMSS` in UTC for `secs` since the Unix epoch: run ids sort by creation time and
 /// say when a run was made.
 pub fn compact_utc(secs: u64) -> String {
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!("{y:04}{m:02}{d:02}-{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`, for days on or after the epoch).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    (y, m, d)
+    const COMPACT: &[time::format_description::BorrowedFormatItem<'_>] =
+        time::macros::format_description!("[year][month][day]-[hour][minute][second]");
+    let at = i64::try_from(secs).ok().and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok());
+    at.and_then(|t| t.format(COMPACT).ok()).unwrap_or_else(|| "00000000-000000".to_owned())
 }
 
 #[cfg(test)]

@@ -50,6 +50,13 @@ pub fn plan(configs: &ConfigFile, clusters: Option<&Clusters>, request: LaunchRe
     if !problems.is_empty() {
         return Err(Error::Invalid(problems));
     }
+    // A Slurm run reads the cluster's copy of the data (its `data_root`), not the paths the
+    // config names for the tutorial's container; the launch's own overrides still win.
+    if let (ExecutorSpec::Slurm(slurm), Some(clusters)) = (&request.executor, clusters)
+        && let Ok(cluster) = clusters.get(&slurm.cluster)
+    {
+        effective.set_data_dir(&cluster.data_root);
+    }
     if let Err(e) = effective.apply_overrides(&request.overrides) {
         problems.0.extend(e.problems().0);
     }
@@ -228,6 +235,24 @@ mod tests {
         assert!(fields.contains(&"slurm.account".to_owned()) && fields.len() >= 2, "{fields:?}");
         let err = super::plan(&configs(), None, on_perlmutter(request("cpu_tiny", &[]), SlurmRequest::default())).unwrap_err();
         assert!(err.to_string().contains("no clusters file"), "{err}");
+    }
+
+    #[test]
+    fn a_slurm_run_reads_its_clusters_data_unless_the_launch_says_otherwise() {
+        let root = clusters().get("perlmutter").unwrap().data_root.clone();
+        let planned = plan(&configs(), on_perlmutter(request("short", &[]), SlurmRequest::default())).unwrap();
+        assert_eq!(planned.effective.train_data_path, format!("{root}/train"));
+        assert_eq!(planned.effective.global_stds_path, format!("{root}/stats/global_stds.npy"));
+        let own = plan(&configs(), on_perlmutter(request("short", &["valid_data_path=/mine/valid"]), SlurmRequest::default())).unwrap();
+        assert_eq!(
+            (own.effective.train_data_path.as_str(), own.effective.valid_data_path.as_str()),
+            (format!("{root}/train").as_str(), "/mine/valid")
+        );
+        // A local run keeps the config's paths.
+        assert_eq!(
+            plan(&configs(), request("short", &[])).unwrap().effective.train_data_path,
+            configs().get("short").unwrap().train_data_path
+        );
     }
 
     #[test]

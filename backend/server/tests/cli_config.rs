@@ -85,10 +85,9 @@ fn bad_names_files_and_overrides_exit_2() {
     let stderr = stderr_of_invalid(&config(&["show", "base", "--yaml", "no/such/file.yaml"]));
     assert!(stderr.contains("cannot read no/such/file.yaml"), "{stderr}");
 
-    let bad = std::env::temp_dir().join(format!("scalebook-cli-config-{}.yaml", std::process::id()));
-    std::fs::write(&bad, "base:\n  num_heads: eight\n").unwrap();
-    let stderr = stderr_of_invalid(&config(&["show", "base", "--yaml", bad.to_str().unwrap()]));
-    std::fs::remove_file(&bad).unwrap();
+    let bad = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+    std::fs::write(bad.path(), "base:\n  num_heads: eight\n").unwrap();
+    let stderr = stderr_of_invalid(&config(&["show", "base", "--yaml", bad.path().to_str().unwrap()]));
     assert!(stderr.contains("num_heads: expected a whole number, got \"eight\""), "{stderr}");
 }
 

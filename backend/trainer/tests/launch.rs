@@ -1,7 +1,7 @@
 //! The launcher with the real trainer: a data-parallel run writes the same outputs as a
 //! single-process one, and a rank that dies takes the whole run down at once.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -10,11 +10,9 @@ use scalebook_shared::metrics::{MetricPoint, tags};
 
 const BIN: &str = env!("CARGO_BIN_EXE_scalebook-train");
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sb-launch-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory, removed when the test ends (pass or fail).
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("sb-launch-{name}-")).tempdir().unwrap()
 }
 
 fn generate(dir: &Path) {
@@ -70,7 +68,8 @@ fn points(run_dir: &Path) -> Vec<MetricPoint> {
 
 #[test]
 fn a_data_parallel_run_writes_what_a_single_process_run_writes() {
-    let root = scratch("dp");
+    let scratch_dir = scratch("dp");
+    let root = scratch_dir.path();
     generate(&root.join("data"));
     let out = launch_cmd(2, &root.join("data"), &root.join("run"), &["num_iters=8"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -85,12 +84,12 @@ fn a_data_parallel_run_writes_what_a_single_process_run_writes() {
     let valid: Vec<u64> = pts.iter().filter(|p| p.tag == tags::LOSS_VALID).map(|p| p.step).collect();
     assert_eq!(valid, vec![0, 4, 8]);
     assert!(root.join("run/checkpoints/last.ot").exists() && root.join("run/out.log").exists());
-    std::fs::remove_dir_all(&root).unwrap();
 }
 
 #[test]
 fn a_tensor_and_data_parallel_run_of_the_cpu_config_learns() {
-    let root = scratch("tpdp");
+    let scratch_dir = scratch("tpdp");
+    let root = scratch_dir.path();
     generate_sized(&root.join("data"), 160, [90, 180]);
     let run = root.join("run");
     let out = launch_config("cpu_mp", 4, &root.join("data"), &run, &["tensor_parallel=2"]).output().unwrap();
@@ -104,7 +103,6 @@ fn a_tensor_and_data_parallel_run_of_the_cpu_config_learns() {
     for shard in ["last.mp0.ot", "last.mp1.ot", "last.json"] {
         assert!(run.join("checkpoints").join(shard).exists(), "no {shard}");
     }
-    std::fs::remove_dir_all(&root).unwrap();
 }
 
 fn children_of(pid: u32) -> Vec<u32> {
@@ -123,7 +121,8 @@ fn children_of(pid: u32) -> Vec<u32> {
 
 #[test]
 fn killing_one_rank_ends_the_whole_run_with_a_clear_error() {
-    let root = scratch("kill");
+    let scratch_dir = scratch("kill");
+    let root = scratch_dir.path();
     generate(&root.join("data"));
     let run_dir = root.join("run");
     let mut launcher =
@@ -152,5 +151,4 @@ fn killing_one_rank_ends_the_whole_run_with_a_clear_error() {
     for pid in ranks {
         assert!(!Path::new(&format!("/proc/{pid}")).exists(), "rank process {pid} outlived the launcher");
     }
-    std::fs::remove_dir_all(&root).unwrap();
 }

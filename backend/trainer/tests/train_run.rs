@@ -15,11 +15,9 @@ fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sb-train-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory, removed when the test ends (pass or fail).
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("sb-train-{name}-")).tempdir().unwrap()
 }
 
 /// Synthetic data a bit larger than cpu_tiny's 36x72 crop, so the crop path is exercised.
@@ -56,7 +54,8 @@ fn checkpoint(run_dir: &Path) -> HashMap<String, Tensor> {
 
 #[test]
 fn a_run_writes_the_tutorials_outputs_and_resumes_exactly() {
-    let root = scratch("run");
+    let scratch_dir = scratch("run");
+    let root = scratch_dir.path();
     let data = root.join("data");
     generate(&data);
 
@@ -110,13 +109,12 @@ fn a_run_writes_the_tutorials_outputs_and_resumes_exactly() {
     // The resumed curve continues: the same steps, each once.
     let steps = |d: &Path| series(&points(d), tags::step::LOSS_TRAIN).iter().map(|s| s.0).collect::<Vec<_>>();
     assert_eq!(steps(&split), steps(&full));
-
-    std::fs::remove_dir_all(&root).unwrap();
 }
 
 #[test]
 fn bad_input_is_refused_before_anything_starts() {
-    let root = scratch("bad");
+    let scratch_dir = scratch("bad");
+    let root = scratch_dir.path();
     let run_dir = root.join("run");
     // A config rule: exit status 2, the field named, nothing created.
     let out = Command::new(BIN)
@@ -142,5 +140,4 @@ fn bad_input_is_refused_before_anything_starts() {
     // Resuming a run that has no checkpoint.
     let out = train(&root.join("fresh"), &missing, &["--resume"]);
     assert_eq!(out.status.code(), Some(2));
-    std::fs::remove_dir_all(&root).unwrap();
 }

@@ -9,7 +9,7 @@ use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use leptos::prelude::*;
-use scalebook_shared::protocol::{ClientMessage, ServerMessage};
+use scalebook_shared::protocol::{ClientRequest, ServerReply};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use web_sys::{CloseEvent, MessageEvent, WebSocket};
@@ -64,7 +64,7 @@ struct Inner {
     ws: Option<WebSocket>,
     state: RwSignal<ConnectionState>,
     on_open: Rc<dyn Fn()>,
-    on_message: Rc<dyn Fn(ServerMessage)>,
+    on_message: Rc<dyn Fn(ServerReply)>,
     failures: u32,
     last_heard_ms: f64,
     handlers: Option<Handlers>,
@@ -86,7 +86,7 @@ impl Socket {
         url: String,
         state: RwSignal<ConnectionState>,
         on_open: impl Fn() + 'static,
-        on_message: impl Fn(ServerMessage) + 'static,
+        on_message: impl Fn(ServerReply) + 'static,
     ) -> Socket {
         let socket = Socket(Rc::new(RefCell::new(Inner {
             url,
@@ -106,7 +106,7 @@ impl Socket {
     }
 
     /// Sends `message` if the socket is open; `false` when it is not (the caller says so).
-    pub fn send(&self, message: &ClientMessage) -> bool {
+    pub fn send(&self, message: &ClientRequest) -> bool {
         let inner = self.0.borrow();
         match (&inner.ws, serde_json::to_string(message)) {
             (Some(ws), Ok(text)) if ws.ready_state() == WebSocket::OPEN => ws.send_with_str(&text).is_ok(),
@@ -160,7 +160,7 @@ impl Socket {
             inner.on_message.clone()
         };
         let Some(text) = event.data().as_string() else { return };
-        match serde_json::from_str::<ServerMessage>(&text) {
+        match serde_json::from_str::<ServerReply>(&text) {
             Ok(message) => on_message(message),
             Err(e) => leptos::logging::warn!("ignoring a message this page does not understand ({e}): {text:.200}"),
         }

@@ -5,20 +5,23 @@
 //! The runs charted together ("overlaid") are kept in localStorage, so a reload (or the next
 //! day's session) reopens them.
 
+mod requests;
 mod stream;
 
 pub use stream::{RunStream, start_wall};
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 use leptos::prelude::*;
 use scalebook_shared::protocol::{
-    ClientMessage, ErrorCode, ErrorReport, LaunchRequest, PROTOCOL_VERSION, RunId, RunRecord, ServerInfo, ServerMessage,
+    ClientMessage, ClientRequest, ErrorCode, ErrorReport, LaunchRequest, PROTOCOL_VERSION, RunId, RunRecord, ServerInfo, ServerMessage,
+    ServerReply,
 };
 use send_wrapper::SendWrapper;
 
 use crate::net::urls;
 use crate::net::ws::{ConnectionState, Socket};
+use requests::Requests;
 
 const CHARTED_KEY: &str = "scalebook-charted-runs";
 
@@ -43,10 +46,8 @@ pub struct Runs {
     /// The last error the server reported that no block asked for.
     pub notice: RwSignal<Option<String>>,
     answers: RwSignal<HashMap<u64, Answer>>,
-    /// Tickets of launches and previews waiting for their answer; the server answers each
-    /// in the order they were sent.
-    pending: StoredValue<VecDeque<u64>>,
-    next_ticket: StoredValue<u64>,
+    /// Launches and previews waiting for their answer, matched by request id.
+    requests: StoredValue<Requests>,
     streams: StoredValue<HashMap<RunId, RunStream>>,
     socket: StoredValue<Option<SendWrapper<Socket>>>,
 }
@@ -61,8 +62,7 @@ impl Runs {
             server: RwSignal::new(None),
             notice: RwSignal::new(None),
             answers: RwSignal::new(HashMap::new()),
-            pending: StoredValue::new(VecDeque::new()),
-            next_ticket: StoredValue::new(1),
+            requests: StoredValue::new(Requests::default()),
             streams: StoredValue::new(HashMap::new()),
             socket: StoredValue::new(None),
         };
@@ -74,8 +74,13 @@ impl Runs {
         runs
     }
 
+    /// Sends a message whose answer (if any) nobody waits for.
     fn send(&self, message: &ClientMessage) -> bool {
-        self.socket.with_value(|s| s.as_ref().is_some_and(|s| s.send(message)))
+        self.send_request(&ClientRequest { id: None, message: message.clone() })
+    }
+
+    fn send_request(&self, request: &ClientRequest) -> bool {
+        self.socket.with_value(|s| s.as_ref().is_some_and(|s| s.send(request)))
     }
 
     /// After every (re)connection: introduce ourselves, fetch the run list, and resume every
@@ -89,7 +94,7 @@ impl Runs {
             self.send(&message);
         }
         // A request whose answer the old socket never delivered will not get one.
-        let lost: Vec<u64> = self.pending.try_update_value(std::mem::take).unwrap_or_default().into();
+        let lost = self.requests.try_update_value(|r| r.abandon_all()).unwrap_or_default();
         for ticket in lost {
             let report = ErrorReport::new(ErrorCode::Internal, "the connection dropped before the server answered: check the run list");
             self.answers.update(|a| {
@@ -130,13 +135,13 @@ impl Runs {
     }
 
     fn request(&self, message: &ClientMessage) -> Result<u64, String> {
-        let ticket = self.next_ticket.get_value();
-        self.next_ticket.set_value(ticket + 1);
-        self.pending.update_value(|p| p.push_back(ticket));
-        if self.send(message) {
+        let Some((ticket, id)) = self.requests.try_update_value(|r| r.open()) else {
+            return Err("the page is closing".into());
+        };
+        if self.send_request(&ClientRequest { id: Some(id), message: message.clone() }) {
             Ok(ticket)
         } else {
-            self.pending.update_value(|p| p.retain(|t| *t != ticket));
+            self.requests.update_value(|r| r.forget(ticket));
             Err("not connected to the server: wait for the indicator to say connected".into())
         }
     }
@@ -162,8 +167,17 @@ impl Runs {
         save_charted(&self.charted.get_untracked());
     }
 
-    fn handle(&self, message: ServerMessage) {
-        match message {
+    fn handle(&self, reply: ServerReply) {
+        // The request this answers, if it is one this page waits on.
+        let ticket = reply.id.as_ref().and_then(|id| self.requests.try_update_value(|r| r.settle(id)).flatten());
+        let answer = |answer: Answer| {
+            if let Some(ticket) = ticket {
+                self.answers.update(|a| {
+                    a.insert(ticket, answer);
+                });
+            }
+        };
+        match reply.message {
             ServerMessage::Welcome { server, .. } => self.server.set(Some(server)),
             ServerMessage::Runs { runs } => self.records.set(runs),
             ServerMessage::RunUpdate { run } => self.records.update(|records| match records.iter_mut().find(|r| r.id == run.id) {
@@ -172,11 +186,9 @@ impl Runs {
             }),
             ServerMessage::Launched { run } => {
                 self.set_charted(&run, true);
-                self.answer_next(Answer::Launched(run));
+                answer(Answer::Launched(run));
             }
-            ServerMessage::SlurmScript { script } => {
-                self.answer_next(Answer::Script(script));
-            }
+            ServerMessage::SlurmScript { script } => answer(Answer::Script(script)),
             ServerMessage::History { run, upto_seq, series } => {
                 if let Some(stream) = self.stream(&run) {
                     stream.replace_history(upto_seq, series);
@@ -192,27 +204,14 @@ impl Runs {
                     stream.add_log(lines);
                 }
             }
+            ServerMessage::Error(report) if ticket.is_some() => answer(Answer::Refused(report)),
             ServerMessage::Error(report) => self.error(report),
             ServerMessage::Pong { .. } | ServerMessage::Heartbeat { .. } => {}
         }
     }
 
-    /// Gives the oldest waiting request its answer; `false` when none was waiting.
-    fn answer_next(&self, answer: Answer) -> bool {
-        let Some(ticket) = self.pending.try_update_value(|p| p.pop_front()).flatten() else { return false };
-        self.answers.update(|a| {
-            a.insert(ticket, answer);
-        });
-        true
-    }
-
+    /// An error that answers no waiting request: about a run, or for the page as a whole.
     fn error(&self, report: ErrorReport) {
-        // Errors about a run name it; of the others, only `hello` has its own (version
-        // mismatch), so the rest answer the oldest launch or preview.
-        let about_request = report.run.is_none() && report.code != ErrorCode::VersionMismatch;
-        if about_request && self.answer_next(Answer::Refused(report.clone())) {
-            return;
-        }
         if let (ErrorCode::UnknownRun, Some(run)) = (report.code, &report.run) {
             // A charted run that is gone (its directory was removed): stop asking for it.
             self.streams.update_value(|s| {

@@ -2,36 +2,60 @@
 //! `test/`, `stats/*.npy`, what `scalebook-train datagen` writes and what the ERA5 extract
 //! holds), so callers need not know which six keys name its parts.
 
-/// The six data-path overrides (`key=value`, for [`super::TrainConfig::apply_overrides`] or
-/// the trainer's `--set`) that point a config at the dataset in `dir`.
+use super::TrainConfig;
+
+/// Each data-path key with its place inside a dataset directory.
+const PARTS: [(&str, &str); 6] = [
+    ("train_data_path", "train"),
+    ("valid_data_path", "valid"),
+    ("inf_data_path", "test"),
+    ("global_means_path", "stats/global_means.npy"),
+    ("global_stds_path", "stats/global_stds.npy"),
+    ("time_means_path", "stats/time_means.npy"),
+];
+
+/// The six data-path overrides (`key=value`, for [`TrainConfig::apply_overrides`] or the
+/// trainer's `--set`) that point a config at the dataset in `dir`.
 pub fn data_dir_overrides(dir: &str) -> Vec<String> {
     let dir = dir.trim_end_matches('/');
-    [
-        ("train_data_path", "train"),
-        ("valid_data_path", "valid"),
-        ("inf_data_path", "test"),
-        ("global_means_path", "stats/global_means.npy"),
-        ("global_stds_path", "stats/global_stds.npy"),
-        ("time_means_path", "stats/time_means.npy"),
-    ]
-    .map(|(key, part)| format!("{key}={dir}/{part}"))
-    .into()
+    PARTS.map(|(key, part)| format!("{key}={dir}/{part}")).into()
+}
+
+impl TrainConfig {
+    /// Points every data path at the dataset in `dir` (a cluster's `data_root`), setting the
+    /// fields directly: a directory name is never read as YAML.
+    pub fn set_data_dir(&mut self, dir: &str) {
+        let dir = dir.trim_end_matches('/');
+        for (key, part) in PARTS {
+            let path = format!("{dir}/{part}");
+            match key {
+                "train_data_path" => self.train_data_path = path,
+                "valid_data_path" => self.valid_data_path = path,
+                "inf_data_path" => self.inf_data_path = path,
+                "global_means_path" => self.global_means_path = path,
+                "global_stds_path" => self.global_stds_path = path,
+                _ => self.time_means_path = path,
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::TrainConfig;
 
     #[test]
     fn every_data_path_of_the_config_points_into_the_directory() {
-        let mut config = TrainConfig::default();
-        config.apply_overrides(&data_dir_overrides("/scratch/era5/")).unwrap();
-        assert_eq!(config.train_data_path, "/scratch/era5/train");
-        assert_eq!(config.valid_data_path, "/scratch/era5/valid");
-        assert_eq!(config.inf_data_path, "/scratch/era5/test");
-        assert_eq!(config.global_means_path, "/scratch/era5/stats/global_means.npy");
-        assert_eq!(config.global_stds_path, "/scratch/era5/stats/global_stds.npy");
-        assert_eq!(config.time_means_path, "/scratch/era5/stats/time_means.npy");
+        let mut by_overrides = TrainConfig::default();
+        by_overrides.apply_overrides(&data_dir_overrides("/scratch/era5/")).unwrap();
+        assert_eq!(by_overrides.train_data_path, "/scratch/era5/train");
+        assert_eq!(by_overrides.valid_data_path, "/scratch/era5/valid");
+        assert_eq!(by_overrides.inf_data_path, "/scratch/era5/test");
+        assert_eq!(by_overrides.global_means_path, "/scratch/era5/stats/global_means.npy");
+        assert_eq!(by_overrides.global_stds_path, "/scratch/era5/stats/global_stds.npy");
+        assert_eq!(by_overrides.time_means_path, "/scratch/era5/stats/time_means.npy");
+        let mut direct = TrainConfig::default();
+        direct.set_data_dir("/scratch/era5");
+        assert_eq!(direct, by_overrides);
     }
 }

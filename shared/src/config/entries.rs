@@ -67,7 +67,7 @@ fn hint(key: &str) -> Option<String> {
     let budget = (lower.len() / 4).max(2);
     let closest = names
         .clone()
-        .map(|name| (edit_distance(&lower, name), name))
+        .map(|name| (strsim::levenshtein(&lower, name), name))
         .filter(|&(d, _)| d <= budget)
         .min_by_key(|&(d, _)| d)
         .map(|(_, name)| name);
@@ -75,36 +75,10 @@ fn hint(key: &str) -> Option<String> {
     closest.or_else(containing).map(|name| format!("did you mean `{name}`?"))
 }
 
-/// Levenshtein distance over bytes (keys are ASCII).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, &ca) in a.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let substitute = diagonal + usize::from(ca != cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
-        }
-    }
-    row[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn edit_distance_counts_single_edits() {
-        assert_eq!(edit_distance("embed_dim", "embed_dim"), 0);
-        assert_eq!(edit_distance("embd_dim", "embed_dim"), 1);
-        assert_eq!(edit_distance("lr_scheduler", "lr_schedule"), 1);
-        assert_eq!(edit_distance("num_head", "num_heads"), 1);
-        assert_eq!(edit_distance("abc", "xyz"), 3);
-        assert_eq!(edit_distance("", "dt"), 2);
-    }
 
     #[test]
     fn hints_close_keys_aliases_and_substrings() {

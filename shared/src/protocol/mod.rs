@@ -20,7 +20,92 @@ use crate::Problems;
 use crate::metrics::MetricPoint;
 
 /// Bumped whenever a message changes incompatibly; `hello` and `welcome` carry it.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Version 2: requests carry an optional `id`, echoed by their direct answers.
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// The longest request id accepted.
+pub const MAX_REQUEST_ID_LEN: usize = 64;
+
+/// A client's name for one of its requests (any 1 to 64 printable ASCII characters it
+/// chooses). Every direct answer to the request, an `error` included, carries the same id, so
+/// a client matches answers to requests by id alone, however they interleave.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RequestId(String);
+
+impl RequestId {
+    pub fn parse(text: &str) -> Result<RequestId, String> {
+        let printable = text.bytes().all(|b| b.is_ascii_graphic() || b == b' ');
+        if !text.is_empty() && text.len() <= MAX_REQUEST_ID_LEN && printable {
+            Ok(RequestId(text.to_owned()))
+        } else {
+            Err(format!("a request id is 1 to {MAX_REQUEST_ID_LEN} printable ASCII characters"))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for RequestId {
+    type Error = String;
+    fn try_from(text: String) -> Result<RequestId, String> {
+        RequestId::parse(&text)
+    }
+}
+
+impl From<RequestId> for String {
+    fn from(id: RequestId) -> String {
+        id.0
+    }
+}
+
+/// What the browser sends: a message, and the id its direct answers will carry
+/// (`{"id": "7", "type": "launch", ...}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<RequestId>,
+    #[serde(flatten)]
+    pub message: ClientMessage,
+}
+
+/// What the server sends: a message, with the id of the request it answers when it answers
+/// one (`launched`, `slurm_script`, `runs`, `welcome`, `pong`, `error`). Streamed points, log
+/// lines, run updates and heartbeats answer no request and carry none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerReply {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<RequestId>,
+    #[serde(flatten)]
+    pub message: ServerMessage,
+}
+
+impl ServerReply {
+    /// The direct answer to the request `id`.
+    pub fn answer(id: Option<RequestId>, message: ServerMessage) -> ServerReply {
+        ServerReply { id, message }
+    }
+}
+
+impl From<ServerMessage> for ServerReply {
+    fn from(message: ServerMessage) -> ServerReply {
+        ServerReply { id: None, message }
+    }
+}
+
+/// The id of a request that could not be read as a whole (too large, rate-limited, not a
+/// message of this protocol), when its `id` field can still be read: the error answering it
+/// then carries it too.
+pub fn request_id_of(text: &str) -> Option<RequestId> {
+    #[derive(Deserialize)]
+    struct IdOnly {
+        #[serde(default)]
+        id: Option<RequestId>,
+    }
+    serde_json::from_str::<IdOnly>(text).ok()?.id
+}
 
 /// What the browser sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -278,6 +363,45 @@ mod tests {
         assert_eq!(json, serde_json::json!({"seq": 7, "step": 3, "epoch": 1, "wall": 2.0, "tag": "Loss/train", "value": 0.5}));
         let err = serde_json::to_value(ServerMessage::Error(ErrorReport::new(ErrorCode::TooLarge, "too big"))).unwrap();
         assert_eq!(err, serde_json::json!({"type": "error", "code": "too_large", "message": "too big"}));
+    }
+
+    #[test]
+    fn requests_and_answers_carry_the_clients_id_beside_the_tagged_message() {
+        let request: ClientRequest = serde_json::from_str(r#"{"id": "launch-7", "type": "launch", "config": "cpu_tiny"}"#).unwrap();
+        assert_eq!(request.id, Some(RequestId::parse("launch-7").unwrap()));
+        assert!(matches!(request.message, ClientMessage::Launch(ref l) if l.config == "cpu_tiny"));
+        // Without an id, a request reads as before.
+        let bare: ClientRequest = serde_json::from_str(r#"{"type": "list_runs"}"#).unwrap();
+        assert_eq!(bare, ClientRequest { id: None, message: ClientMessage::ListRuns });
+        // Unknown fields are still refused inside the message.
+        let err = serde_json::from_str::<ClientRequest>(r#"{"id": "1", "type": "launch", "config": "c", "env": {}}"#).unwrap_err();
+        assert!(err.to_string().contains("unknown field `env`"), "{err}");
+        let answer = ServerReply::answer(Some(RequestId::parse("launch-7").unwrap()), ServerMessage::Launched { run: id("r1") });
+        let json = serde_json::to_value(&answer).unwrap();
+        assert_eq!(json, serde_json::json!({"id": "launch-7", "type": "launched", "run": "r1"}));
+        assert_eq!(serde_json::from_value::<ServerReply>(json).unwrap(), answer);
+        let error = ServerReply::answer(
+            Some(RequestId::parse("9").unwrap()),
+            ServerMessage::Error(ErrorReport::new(ErrorCode::RateLimited, "slow down")),
+        );
+        let json = serde_json::to_value(&error).unwrap();
+        assert_eq!(json, serde_json::json!({"id": "9", "type": "error", "code": "rate_limited", "message": "slow down"}));
+        assert_eq!(serde_json::from_value::<ServerReply>(json).unwrap(), error);
+        // A streamed message has no id.
+        assert_eq!(
+            serde_json::to_value(ServerReply::from(ServerMessage::Pong { nonce: 1 })).unwrap(),
+            serde_json::json!({"type": "pong", "nonce": 1})
+        );
+    }
+
+    #[test]
+    fn the_id_of_an_unreadable_request_is_still_found() {
+        assert_eq!(request_id_of(r#"{"id": "x1", "type": "no_such_message"}"#), Some(RequestId::parse("x1").unwrap()));
+        assert_eq!(request_id_of(r#"{"type": "ping"}"#), None);
+        assert_eq!(request_id_of("not json"), None);
+        let long = format!(r#"{{"id": "{}", "type": "ping"}}"#, "x".repeat(MAX_REQUEST_ID_LEN + 1));
+        assert_eq!(request_id_of(&long), None);
+        assert!(RequestId::parse("line\nbreak").is_err() && RequestId::parse("").is_err());
     }
 
     #[test]

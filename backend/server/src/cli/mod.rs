@@ -35,7 +35,7 @@ enum Command {
 }
 
 /// Exit status for input the user must fix (mirrors clap's usage errors).
-pub const EXIT_INVALID_INPUT: u8 = 2;
+pub use scalebook_shared::rundir::exit_code::INVALID_INPUT as EXIT_INVALID_INPUT;
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {

@@ -87,7 +87,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let clusters_path = args.clusters.clone().unwrap_or_else(|| configs.path.with_file_name("clusters.yaml"));
     let clusters = ClustersFile::load(&clusters_path)?;
     let supervisor = std::env::current_exe().context("cannot find this program's own path")?;
-    let command = trainer_command(&args, &configs, &supervisor)?;
+    let command = trainer_command(&args, &supervisor)?;
     let store = RunStore::open(&args.runs_dir).with_context(|| format!("cannot open the runs directory {}", args.runs_dir.display()))?;
     let ws = WsSettings { heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)), ..WsSettings::default() };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -130,12 +130,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The trainer runs are started with: `--trainer`, or `scalebook-train` beside `scalebook`.
-fn trainer_command(args: &ServeArgs, configs: &Configs, scalebook: &Path) -> anyhow::Result<TrainerCommand> {
+fn trainer_command(args: &ServeArgs, scalebook: &Path) -> anyhow::Result<TrainerCommand> {
     let trainer = match &args.trainer {
         Some(path) => std::path::absolute(path)?,
         None => scalebook.with_file_name("scalebook-train"),
     };
-    Ok(TrainerCommand { trainer, config_file: configs.path.clone(), workdir: std::env::current_dir()? })
+    Ok(TrainerCommand { trainer, workdir: std::env::current_dir()? })
 }
 
 enum Listener {

@@ -19,7 +19,7 @@ use nix::sys::signal::Signal;
 use scalebook_shared::protocol::RunRecord;
 
 use super::{TrainSpec, TrainerCommand, process};
-use crate::runs::store::{EXIT_FILE, JOB_LOG};
+use scalebook_shared::rundir;
 
 /// How long a cancelled run gets to exit after SIGTERM before its group gets SIGKILL.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
@@ -42,7 +42,7 @@ impl LocalExecutor {
     /// The trainer's arguments for `record`, writing into `run_dir`: `train ...` for one
     /// rank, `launch --nproc N -- train ...` for more.
     pub fn trainer_args(&self, record: &RunRecord, run_dir: &Path) -> Vec<OsString> {
-        let spec = TrainSpec { config: &record.config, overrides: &record.overrides, seed: record.seed };
+        let spec = TrainSpec { config: &record.config, seed: record.seed };
         let train = self.command.train_args(spec, run_dir);
         match record.layout.world() {
             1 => train,
@@ -61,11 +61,11 @@ impl LocalExecutor {
                 format!("the trainer {} is not built (run `cargo build --bins`)", trainer.display()),
             ));
         }
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(run_dir.join(JOB_LOG))?;
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(run_dir.join(rundir::JOB_LOG))?;
         let child = tokio::process::Command::new(&self.supervisor)
             .arg("supervise")
             .arg("--exit-file")
-            .arg(run_dir.join(EXIT_FILE))
+            .arg(run_dir.join(rundir::EXIT))
             .arg("--")
             .arg(trainer)
             .args(self.trainer_args(record, run_dir))
@@ -123,8 +123,7 @@ mod tests {
     use scalebook_shared::protocol::{ExecutorSpec, RunId};
 
     fn executor() -> LocalExecutor {
-        let command =
-            TrainerCommand { trainer: "/bin/scalebook-train".into(), config_file: "/srv/config/ViT.yaml".into(), workdir: "/srv".into() };
+        let command = TrainerCommand { trainer: "/bin/scalebook-train".into(), workdir: "/srv".into() };
         LocalExecutor { supervisor: "/bin/scalebook".into(), command }
     }
 
@@ -150,23 +149,14 @@ mod tests {
         args.iter().map(|a| a.to_str().unwrap()).collect()
     }
 
-    const TRAIN: [&str; 10] = [
-        "train",
-        "--yaml-config",
-        "/srv/config/ViT.yaml",
-        "--config",
-        "cpu_tiny",
-        "--set=expdir=-rf; ls $HOME",
-        "--run-dir",
-        "/srv/runs/r1",
-        "--seed",
-        "7",
-    ];
+    const TRAIN: [&str; 9] =
+        ["train", "--yaml-config", "/srv/runs/r1/config.yaml", "--config", "cpu_tiny", "--run-dir", "/srv/runs/r1", "--seed", "7"];
 
     #[test]
-    fn browser_input_becomes_single_argv_words() {
+    fn the_trainer_trains_the_runs_recorded_config_and_no_browser_text_reaches_its_arguments() {
         let args = executor().trainer_args(&record(1), Path::new("/srv/runs/r1"));
         assert_eq!(words(&args), TRAIN);
+        assert!(!words(&args).iter().any(|w| w.contains("expdir")), "the overrides live in config.yaml only");
     }
 
     #[test]

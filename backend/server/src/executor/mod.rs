@@ -12,59 +12,41 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 
-use serde::{Deserialize, Serialize};
+use scalebook_shared::rundir::{self, ExitRecord};
 
-/// How a run's trainer ended: `exit.json`, written by the supervisor that waited for it, or,
-/// when the supervisor itself was killed, the supervisor's own status.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExitRecord {
-    /// The exit code, when the process exited.
-    #[serde(default)]
-    pub code: Option<i32>,
-    /// The signal that killed the process, when one did.
-    #[serde(default)]
-    pub signal: Option<i32>,
-    /// Why the trainer could not be started at all.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+/// The exit record of a trainer (or supervisor) process that ended with `status`.
+pub fn exit_record(status: ExitStatus) -> ExitRecord {
+    use std::os::unix::process::ExitStatusExt;
+    ExitRecord { code: status.code(), signal: status.signal(), error: None }
 }
 
-impl ExitRecord {
-    pub fn from_status(status: ExitStatus) -> ExitRecord {
-        use std::os::unix::process::ExitStatusExt;
-        ExitRecord { code: status.code(), signal: status.signal(), error: None }
-    }
-}
-
-/// The trainer as every executor runs it: the same binary, config file and working directory
-/// (relative data paths in the configs resolve from it), and the same `train` arguments,
-/// whether a local launcher or `srun` starts the ranks.
+/// The trainer as every executor runs it: the same binary and working directory (relative
+/// data paths in the configs resolve from it), and the same `train` arguments, whether a local
+/// launcher or `srun` starts the ranks.
 #[derive(Debug, Clone)]
 pub struct TrainerCommand {
     /// The `scalebook-train` binary.
     pub trainer: PathBuf,
-    /// The config file runs are launched from (what the server validated against).
-    pub config_file: PathBuf,
     pub workdir: PathBuf,
 }
 
-/// What a run trains: the parts of a launch that become trainer arguments.
+/// What a run trains, beyond its recorded config.
 #[derive(Debug, Clone, Copy)]
 pub struct TrainSpec<'a> {
+    /// The name of the config the run's `config.yaml` holds.
     pub config: &'a str,
-    pub overrides: &'a [String],
     pub seed: Option<u64>,
 }
 
 impl TrainerCommand {
-    /// The `train` subcommand and its arguments, writing into `run_dir`. The browser's input
-    /// reaches the trainer only as `--config NAME` and `--set=KEY=VALUE` words, both validated
-    /// by `shared` first.
+    /// The `train` subcommand and its arguments for the run in `run_dir`. The trainer trains
+    /// the run's own `config.yaml`, which the server validated and recorded before anything
+    /// started (overrides applied), never the project's config file: what was validated is
+    /// what trains, however late a batch job starts. The browser's input reaches the trainer
+    /// only inside that file and as the config's name, validated by `shared` first.
     pub fn train_args(&self, spec: TrainSpec<'_>, run_dir: &Path) -> Vec<OsString> {
-        let mut args: Vec<OsString> = vec!["train".into(), "--yaml-config".into(), self.config_file.clone().into()];
+        let mut args: Vec<OsString> = vec!["train".into(), "--yaml-config".into(), run_dir.join(rundir::CONFIG).into()];
         args.extend(["--config".into(), spec.config.into()]);
-        // `--set=K=V` as one word: a value starting with `-` can never be read as a flag.
-        args.extend(spec.overrides.iter().map(|o| OsString::from(format!("--set={o}"))));
         args.extend(["--run-dir".into(), run_dir.as_os_str().to_owned()]);
         if let Some(seed) = spec.seed {
             args.extend(["--seed".into(), seed.to_string().into()]);

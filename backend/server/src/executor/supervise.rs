@@ -14,8 +14,8 @@ use std::process::ExitCode;
 
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::ExitRecord;
 use crate::runs::store::write_json_atomic;
+use scalebook_shared::rundir::ExitRecord;
 
 /// Runs `program args` and waits for it, recording its end in `exit_file`.
 ///
@@ -40,7 +40,7 @@ pub async fn supervise(exit_file: &Path, program: &OsString, args: &[OsString]) 
             _ = terminate.recv() => {}
         }
     };
-    let record = ExitRecord::from_status(status);
+    let record = super::exit_record(status);
     write_json_atomic(exit_file, &record)?;
     // The supervisor's own status mirrors the trainer's, as a shell's `$?` would.
     let code = record.code.or(record.signal.map(|s| 128 + s)).unwrap_or(1);
@@ -51,8 +51,11 @@ pub async fn supervise(exit_file: &Path, program: &OsString, args: &[OsString]) 
 mod tests {
     use super::*;
 
-    fn temp_file(name: &str) -> std::path::PathBuf {
-        std::env::temp_dir().join(format!("sb-supervise-{name}-{}.json", std::process::id()))
+    /// A path in a fresh directory that lives as long as the returned guard.
+    fn temp_file(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("{name}.json"));
+        (dir, path)
     }
 
     fn read(path: &Path) -> ExitRecord {
@@ -61,7 +64,7 @@ mod tests {
 
     #[tokio::test]
     async fn records_the_exit_code() {
-        let path = temp_file("code");
+        let (_dir, path) = temp_file("code");
         let args: Vec<OsString> = ["-c", "exit 3"].map(OsString::from).to_vec();
         supervise(&path, &"sh".into(), &args).await.unwrap();
         assert_eq!(read(&path), ExitRecord { code: Some(3), signal: None, error: None });
@@ -70,7 +73,7 @@ mod tests {
 
     #[tokio::test]
     async fn records_the_signal_that_killed_the_program() {
-        let path = temp_file("signal");
+        let (_dir, path) = temp_file("signal");
         let args: Vec<OsString> = ["-c", "kill -KILL $$"].map(OsString::from).to_vec();
         supervise(&path, &"sh".into(), &args).await.unwrap();
         assert_eq!(read(&path), ExitRecord { code: None, signal: Some(9), error: None });
@@ -79,7 +82,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_program_that_cannot_start_leaves_the_reason() {
-        let path = temp_file("missing");
+        let (_dir, path) = temp_file("missing");
         let code = supervise(&path, &"/nonexistent/scalebook-train".into(), &[]).await.unwrap();
         assert_eq!(code, ExitCode::from(127));
         let record = read(&path);

@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use scalebook_shared::protocol::{ExecutorSpec, RunHandle, RunId, RunRecord, RunState};
 
-use super::store::{self, EXIT_FILE, JOB_LOG};
+use super::store;
 use super::{LOG_TAIL_BYTES, RunManager, outcome};
 use crate::clock::now;
-use crate::executor::ExitRecord;
 use crate::executor::local::LocalExecutor;
 use crate::executor::process;
+use scalebook_shared::rundir;
+use scalebook_shared::rundir::ExitRecord;
 
 /// How often a run started by an earlier server is checked for having ended (it is not our
 /// child, so there is no exit to wait for).
@@ -93,7 +94,7 @@ impl RunManager {
                 let (this, id, mut child) = (self.clone(), id.clone(), started.child);
                 tokio::spawn(async move {
                     let status = child.wait().await;
-                    this.end(id, Some(started.pgid), status.ok().map(ExitRecord::from_status)).await;
+                    this.end(id, Some(started.pgid), status.ok().map(crate::executor::exit_record)).await;
                 });
             }
             Err(e) => {
@@ -120,8 +121,8 @@ impl RunManager {
             LocalExecutor::clear_group(pgid).await;
         }
         let dir = self.store.run_dir(&id);
-        let exit = read_exit(&dir.join(EXIT_FILE)).or(fallback);
-        let tail = store::read_tail(&dir.join(JOB_LOG), LOG_TAIL_BYTES).unwrap_or_default();
+        let exit = read_exit(&dir.join(rundir::EXIT)).or(fallback);
+        let tail = store::read_tail(&dir.join(rundir::JOB_LOG), LOG_TAIL_BYTES).unwrap_or_default();
         self.hub.finish(&id);
         self.modify(&id, |r| {
             if !r.state().is_final() {

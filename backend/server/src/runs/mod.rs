@@ -17,7 +17,7 @@ use axum::extract::ws::Utf8Bytes;
 use scalebook_shared::protocol::{ExecutorSpec, RunHandle, RunId, RunRecord, RunState, ServerMessage, StateChange};
 use tokio::sync::broadcast;
 
-use self::store::{RunStore, SCRIPT_FILE};
+use self::store::RunStore;
 use crate::Error;
 use crate::clock::now;
 use crate::executor::TrainSpec;
@@ -25,6 +25,7 @@ use crate::executor::local::LocalExecutor;
 use crate::executor::slurm::SlurmExecutor;
 use crate::launch::{LaunchPlan, Target};
 use crate::stream::{Hub, Subscription, run_stream::encode};
+use scalebook_shared::rundir;
 
 /// How much of the end of `job.log` the state mapping reads.
 const LOG_TAIL_BYTES: u64 = 16 << 10;
@@ -122,8 +123,9 @@ impl RunManager {
         } else {
             format!("{} nodes x {} ranks", job.nodes, job.tasks_per_node)
         };
-        let title = format!("Scalebook run {id}: config {} on {cluster}, {ranks}", plan.config);
-        let spec = TrainSpec { config: &plan.config, overrides: &plan.overrides, seed: plan.seed };
+        let data = plan.effective.train_data_path.trim_end_matches("/train");
+        let title = format!("Scalebook run {id}: config {} on {cluster}, {ranks}, data in {data}", plan.config);
+        let spec = TrainSpec { config: &plan.config, seed: plan.seed };
         self.executors.slurm.script(&title, job, spec, &self.store.run_dir(id)).map_err(Error::SlurmScript)
     }
 
@@ -168,9 +170,9 @@ impl RunManager {
     /// The files a run starts with: its config, its batch script (Slurm runs), its record.
     fn write_new_run(&self, record: &RunRecord, plan: &LaunchPlan) -> Result<(), Error> {
         let dir = self.store.run_dir(&record.id);
-        std::fs::write(dir.join(store::CONFIG_FILE), plan.effective.to_yaml(&plan.config))?;
+        std::fs::write(dir.join(rundir::CONFIG), plan.effective.to_yaml(&plan.config))?;
         if let Target::Slurm { .. } = plan.target {
-            std::fs::write(dir.join(SCRIPT_FILE), self.script(&record.id, plan)?)?;
+            std::fs::write(dir.join(rundir::SCRIPT), self.script(&record.id, plan)?)?;
         }
         Ok(self.store.write_record(record)?)
     }

@@ -4,13 +4,10 @@
 
 use scalebook_shared::protocol::RunState;
 
-use crate::executor::ExitRecord;
+use scalebook_shared::rundir::{ExitRecord, exit_code};
 
 /// The longest reason kept; a reason is one line for a list view, the log has the rest.
 const MAX_REASON_CHARS: usize = 300;
-
-/// The trainer's exit status for input it refuses (an invalid config, missing data).
-const EXIT_INVALID_INPUT: i32 = 2;
 
 /// What libtorch and the kernel print when memory runs out (CUDA's allocator, the CPU
 /// allocator, NCCL and cuBLAS failing to allocate).
@@ -41,7 +38,7 @@ pub fn decide(exit: Option<&ExitRecord>, cancel_requested: bool, log_tail: &str)
     }
     let error_line = error_line(log_tail);
     let reason = match (exit.code, exit.signal) {
-        (Some(EXIT_INVALID_INPUT), _) => format!("invalid input: {}", error_line.unwrap_or("see the log")),
+        (Some(code), _) if code == i32::from(exit_code::INVALID_INPUT) => format!("invalid input: {}", error_line.unwrap_or("see the log")),
         (_, Some(signal)) => {
             let name = nix::sys::signal::Signal::try_from(signal).map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_owned());
             match error_line {

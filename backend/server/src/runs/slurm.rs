@@ -11,11 +11,12 @@ use std::sync::Arc;
 use scalebook_shared::protocol::{RunHandle, RunId, RunRecord, RunState};
 
 use super::local::read_exit;
-use super::store::{self, EXIT_FILE, JOB_LOG, SCRIPT_FILE};
+use super::store;
 use super::{LOG_TAIL_BYTES, RunManager, outcome};
 use crate::clock::now;
 use crate::executor::slurm::poll::{JobRef, Observation};
 use crate::executor::slurm::states::{self, Verdict};
+use scalebook_shared::rundir;
 
 impl RunManager {
     /// Polls a Slurm run an earlier server submitted again. One that was never given a job id
@@ -27,13 +28,13 @@ impl RunManager {
             self.hub.follow(&record.id, &dir);
             return;
         }
-        let reason = format!("the server stopped while submitting this run; check the queue for {}", dir.join(SCRIPT_FILE).display());
+        let reason = format!("the server stopped while submitting this run; check the queue for {}", dir.join(rundir::SCRIPT).display());
         self.modify(&record.id, |r| r.transition(RunState::Lost, now(), Some(reason)));
     }
 
     /// Submits run `id`'s saved script; sbatch's refusal fails the run with sbatch's reason.
     pub(super) async fn submit(self: Arc<Self>, id: RunId) {
-        let script = self.store.run_dir(&id).join(SCRIPT_FILE);
+        let script = self.store.run_dir(&id).join(rundir::SCRIPT);
         match self.executors.slurm.submit(&script).await {
             Ok(submitted) => {
                 let handle = submitted.handle();
@@ -76,7 +77,7 @@ impl RunManager {
     fn job_of(&self, record: &RunRecord) -> Option<(RunId, JobRef)> {
         match &record.handle {
             Some(RunHandle::Slurm { job_id, slurm_cluster }) if !record.state().is_final() => {
-                let script = self.store.run_dir(&record.id).join(SCRIPT_FILE);
+                let script = self.store.run_dir(&record.id).join(rundir::SCRIPT);
                 Some((record.id.clone(), JobRef { job_id: *job_id, slurm_cluster: slurm_cluster.clone(), script }))
             }
             _ => None,
@@ -87,12 +88,12 @@ impl RunManager {
     fn apply(&self, id: &RunId, job_id: u64, observation: Observation) {
         let Some(record) = self.get(id) else { return };
         let dir = self.store.run_dir(id);
-        let tail = || store::read_tail(&dir.join(JOB_LOG), LOG_TAIL_BYTES).unwrap_or_default();
+        let tail = || store::read_tail(&dir.join(rundir::JOB_LOG), LOG_TAIL_BYTES).unwrap_or_default();
         let verdict = match observation {
             Observation::Seen(info) => states::judge(&info, record.cancel_requested, &tail()),
             // Slurm has forgotten the job (no accounting, and it ended long enough ago): the
             // status the script wrote after srun says how it ended.
-            Observation::Gone => match (read_exit(&dir.join(EXIT_FILE)), record.cancel_requested) {
+            Observation::Gone => match (read_exit(&dir.join(rundir::EXIT)), record.cancel_requested) {
                 (None, false) => {
                     Verdict::Ended(RunState::Lost, Some(format!("Slurm no longer knows job {job_id}, and it left no exit status")))
                 }

@@ -6,26 +6,10 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use scalebook_shared::protocol::{RunId, RunRecord};
+use scalebook_shared::rundir;
 use serde::Serialize;
 
 use crate::clock;
-
-/// The record of a run, written by the server.
-pub const RECORD_FILE: &str = "run.json";
-/// The effective config, as a one-entry YAML file.
-pub const CONFIG_FILE: &str = "config.yaml";
-/// The trainer's stdout and stderr.
-pub const JOB_LOG: &str = "job.log";
-/// The trainer's metric points, one JSON object a line.
-pub const METRICS_FILE: &str = "metrics.jsonl";
-/// How the trainer exited, written by the supervisor that waited for it (local runs) or by
-/// the batch script after `srun` (Slurm runs).
-pub const EXIT_FILE: &str = "exit.json";
-/// The batch script a Slurm run was submitted with.
-pub const SCRIPT_FILE: &str = "job.sbatch";
-
-/// The files of a run that the API serves; nothing else in a run directory is reachable.
-pub const SERVED_FILES: [&str; 6] = [METRICS_FILE, "out.log", JOB_LOG, RECORD_FILE, CONFIG_FILE, SCRIPT_FILE];
 
 #[derive(Debug, Clone)]
 pub struct RunStore {
@@ -50,9 +34,9 @@ impl RunStore {
         self.dir.join(id.as_str())
     }
 
-    /// A served file of run `id`, or `None` for a name outside [`SERVED_FILES`].
+    /// A served file of run `id`, or `None` for a name outside [`rundir::SERVED`].
     pub fn served_file(&self, id: &RunId, name: &str) -> Option<PathBuf> {
-        SERVED_FILES.contains(&name).then(|| self.run_dir(id).join(name))
+        rundir::SERVED.contains(&name).then(|| self.run_dir(id).join(name))
     }
 
     /// Creates the directory of a new run and returns its id: the UTC creation time plus a
@@ -71,7 +55,7 @@ impl RunStore {
     }
 
     pub fn write_record(&self, record: &RunRecord) -> io::Result<()> {
-        write_json_atomic(&self.run_dir(&record.id).join(RECORD_FILE), record)
+        write_json_atomic(&self.run_dir(&record.id).join(rundir::RECORD), record)
     }
 
     /// Every run whose directory holds a readable record, oldest first. A directory that is
@@ -86,7 +70,7 @@ impl RunStore {
             if !entry.file_type()?.is_dir() {
                 continue;
             }
-            let path = entry.path().join(RECORD_FILE);
+            let path = entry.path().join(rundir::RECORD);
             match read_record(&path) {
                 Ok(record) if record.id == id => records.push(record),
                 Ok(record) => eprintln!("warning: {} names run {}, not {id}; skipped", path.display(), record.id),
@@ -132,15 +116,16 @@ pub fn read_tail(path: &Path, max_bytes: u64) -> io::Result<String> {
 mod tests {
     use super::*;
 
-    fn temp_store(name: &str) -> RunStore {
-        let dir = std::env::temp_dir().join(format!("sb-store-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        RunStore::open(&dir).unwrap()
+    /// A store in a fresh directory that lives as long as the returned guard.
+    fn temp_store() -> (tempfile::TempDir, RunStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RunStore::open(dir.path()).unwrap();
+        (dir, store)
     }
 
     #[test]
     fn new_runs_get_distinct_time_ordered_ids() {
-        let store = temp_store("ids");
+        let (_dir, store) = temp_store();
         let a = store.create_run_dir(1_700_000_000.0).unwrap();
         let b = store.create_run_dir(1_700_000_000.5).unwrap();
         let c = store.create_run_dir(1_700_000_001.0).unwrap();
@@ -153,7 +138,7 @@ mod tests {
 
     #[test]
     fn only_allow_listed_files_are_served() {
-        let store = temp_store("files");
+        let (_dir, store) = temp_store();
         let id = RunId::parse("r1").unwrap();
         assert_eq!(store.served_file(&id, "metrics.jsonl"), Some(store.dir().join("r1/metrics.jsonl")));
         for name in ["exit.json", "../run.json", "checkpoints", "", "/etc/passwd"] {
@@ -164,7 +149,7 @@ mod tests {
 
     #[test]
     fn the_tail_is_the_end_of_the_file() {
-        let store = temp_store("tail");
+        let (_dir, store) = temp_store();
         let path = store.dir().join("log");
         assert_eq!(read_tail(&path, 10).unwrap(), "");
         std::fs::write(&path, "first line\nsecond line\n").unwrap();

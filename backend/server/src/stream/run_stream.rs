@@ -15,7 +15,7 @@ use scalebook_shared::protocol::{LogLine, RunId, SeqPoint, ServerMessage, series
 use tokio::sync::broadcast;
 
 use super::tail::{Follow, LineFollower};
-use crate::runs::store::{JOB_LOG, METRICS_FILE};
+use scalebook_shared::rundir;
 
 /// Points kept in memory per run; older ones are read again from `metrics.jsonl` when a
 /// viewer needs them.
@@ -72,8 +72,8 @@ struct StreamState {
 impl RunStream {
     pub fn new(id: RunId, run_dir: &Path) -> RunStream {
         let state = StreamState {
-            metrics: LineFollower::new(&run_dir.join(METRICS_FILE)),
-            log: LineFollower::new(&run_dir.join(JOB_LOG)),
+            metrics: LineFollower::new(&run_dir.join(rundir::METRICS)),
+            log: LineFollower::new(&run_dir.join(rundir::JOB_LOG)),
             points: VecDeque::new(),
             complete: true,
             lines: VecDeque::new(),
@@ -196,7 +196,8 @@ fn parse_points(follow: Follow) -> Vec<SeqPoint> {
         .collect()
 }
 
-pub fn encode(message: &ServerMessage) -> Utf8Bytes {
+/// A message (or a reply with its request id) as one WebSocket text frame.
+pub fn encode(message: &impl serde::Serialize) -> Utf8Bytes {
     // Serialising plain data (no maps with non-string keys) cannot fail.
     Utf8Bytes::from(serde_json::to_string(message).unwrap_or_default())
 }
@@ -209,14 +210,13 @@ mod tests {
 
     use super::*;
 
-    struct TempRun(std::path::PathBuf);
+    /// A run directory that lives as long as the value.
+    struct TempRun(std::path::PathBuf, #[allow(dead_code, reason = "removes the directory when dropped")] tempfile::TempDir);
 
     impl TempRun {
-        fn new(name: &str) -> TempRun {
-            let dir = std::env::temp_dir().join(format!("sb-stream-{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            TempRun(dir)
+        fn new() -> TempRun {
+            let dir = tempfile::tempdir().unwrap();
+            TempRun(dir.path().to_owned(), dir)
         }
 
         fn append(&self, file: &str, text: &str) {
@@ -226,14 +226,8 @@ mod tests {
         fn points(&self, steps: std::ops::Range<u64>) {
             for step in steps {
                 let p = MetricPoint { step, epoch: 1, wall: step as f64, tag: "Loss/train".into(), value: 1.0 / (step + 1) as f64 };
-                self.append(METRICS_FILE, &format!("{}\n", serde_json::to_string(&p).unwrap()));
+                self.append(rundir::METRICS, &format!("{}\n", serde_json::to_string(&p).unwrap()));
             }
-        }
-    }
-
-    impl Drop for TempRun {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
         }
     }
 
@@ -258,9 +252,9 @@ mod tests {
 
     #[test]
     fn a_new_viewer_gets_the_history_then_live_points() {
-        let run = TempRun::new("new");
+        let run = TempRun::new();
         run.points(0..3);
-        run.append(JOB_LOG, "starting\n");
+        run.append(rundir::JOB_LOG, "starting\n");
         let stream = RunStream::new(RunId::parse("r1").unwrap(), &run.0);
         stream.poll().unwrap();
         let mut sub = stream.subscribe(None, None).unwrap();
@@ -272,7 +266,7 @@ mod tests {
         assert_eq!(seqs(&decode(&sub.replay[1])), [1]);
 
         run.points(3..5);
-        run.append(JOB_LOG, "step\n");
+        run.append(rundir::JOB_LOG, "step\n");
         stream.poll().unwrap();
         let frame = sub.live.try_recv().unwrap();
         assert_eq!(seqs(&decode(&frame.text)), [4, 5]);
@@ -283,10 +277,10 @@ mod tests {
 
     #[test]
     fn a_returning_viewer_gets_exactly_what_it_missed() {
-        let run = TempRun::new("resume");
+        let run = TempRun::new();
         run.points(0..10);
         // A line damaged by a crash keeps its number but carries no point.
-        run.append(METRICS_FILE, "{\"step\": 10, \"tru\n");
+        run.append(rundir::METRICS, "{\"step\": 10, \"tru\n");
         run.points(11..13);
         let stream = RunStream::new(RunId::parse("r1").unwrap(), &run.0);
         stream.poll().unwrap();
@@ -301,15 +295,16 @@ mod tests {
 
     #[test]
     fn a_rewritten_metrics_file_restarts_every_viewers_series() {
-        let run = TempRun::new("rewrite");
+        let run = TempRun::new();
         run.points(0..6);
         let stream = RunStream::new(RunId::parse("r1").unwrap(), &run.0);
         stream.poll().unwrap();
         let mut sub = stream.subscribe(Some(6), Some(0)).unwrap();
         // The trainer resuming from its step-3 checkpoint keeps points 0..=3 and goes on.
-        let kept: String = std::fs::read_to_string(run.0.join(METRICS_FILE)).unwrap().lines().take(4).map(|l| format!("{l}\n")).collect();
+        let kept: String =
+            std::fs::read_to_string(run.0.join(rundir::METRICS)).unwrap().lines().take(4).map(|l| format!("{l}\n")).collect();
         std::fs::write(run.0.join("tmp"), kept).unwrap();
-        std::fs::rename(run.0.join("tmp"), run.0.join(METRICS_FILE)).unwrap();
+        std::fs::rename(run.0.join("tmp"), run.0.join(rundir::METRICS)).unwrap();
         run.points(4..5);
         stream.poll().unwrap();
         let frame = sub.live.try_recv().unwrap();

@@ -120,10 +120,11 @@ mod tests {
 
     use super::*;
 
-    fn temp_path(name: &str) -> PathBuf {
-        let path = std::env::temp_dir().join(format!("sb-tail-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        path
+    /// A path in a fresh directory that lives as long as the returned guard.
+    fn temp_path() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("followed");
+        (dir, path)
     }
 
     fn append(path: &Path, text: &str) {
@@ -136,7 +137,7 @@ mod tests {
 
     #[test]
     fn numbers_complete_lines_and_waits_for_the_rest_of_a_partial_one() {
-        let path = temp_path("partial");
+        let (_dir, path) = temp_path();
         let mut tail = LineFollower::new(&path);
         assert_eq!(tail.poll().unwrap(), Follow::default());
         append(&path, "a\nb\nhal");
@@ -150,7 +151,7 @@ mod tests {
 
     #[test]
     fn a_replaced_or_shrunk_file_is_read_again_from_the_start() {
-        let path = temp_path("replaced");
+        let (_dir, path) = temp_path();
         let mut tail = LineFollower::new(&path);
         append(&path, "1\n2\n3\n");
         assert_eq!(tail.poll().unwrap().lines.len(), 3);
@@ -172,7 +173,7 @@ mod tests {
 
     #[test]
     fn overlong_lines_are_cut_but_still_count_as_one_line() {
-        let path = temp_path("long");
+        let (_dir, path) = temp_path();
         let mut tail = LineFollower::new(&path);
         append(&path, &"x".repeat(MAX_LINE_BYTES + 10));
         assert!(tail.poll().unwrap().lines.is_empty());

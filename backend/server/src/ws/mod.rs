@@ -10,7 +10,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
-use scalebook_shared::protocol::{ErrorCode, ErrorReport, ServerMessage};
+use scalebook_shared::protocol::ServerMessage;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, interval_at};
 
@@ -41,10 +41,7 @@ async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
         let replies = tokio::select! {
             incoming = socket.recv() => match incoming {
                 Some(Ok(Message::Text(text))) => session.receive(text.as_str()),
-                Some(Ok(Message::Binary(_))) => {
-                    let report = ErrorReport::new(ErrorCode::BadMessage, "binary messages are not part of the protocol: send JSON text");
-                    vec![ServerMessage::Error(report)]
-                }
+                Some(Ok(Message::Binary(_))) => session.receive_binary(),
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => vec![],
                 // Closed by the client, or broken (including a frame over the hard limit).
                 Some(Ok(Message::Close(_)) | Err(_)) | None => break,
@@ -55,7 +52,7 @@ async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
                 }
                 vec![]
             }
-            _ = heartbeat.tick() => vec![ServerMessage::Heartbeat { time: now() }],
+            _ = heartbeat.tick() => vec![ServerMessage::Heartbeat { time: now() }.into()],
         };
         for reply in replies {
             if socket.send(Message::Text(encode(&reply))).await.is_err() {

@@ -9,7 +9,8 @@ use std::time::Instant;
 use axum::extract::ws::Utf8Bytes;
 use scalebook_shared::Problems;
 use scalebook_shared::protocol::{
-    ClientMessage, ErrorCode, ErrorReport, ExecutorSpec, LaunchRequest, PROTOCOL_VERSION, RunId, ServerInfo, ServerMessage,
+    ClientMessage, ClientRequest, ErrorCode, ErrorReport, ExecutorSpec, LaunchRequest, PROTOCOL_VERSION, RequestId, RunId, ServerInfo,
+    ServerMessage, ServerReply, request_id_of,
 };
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::AbortHandle;
@@ -38,30 +39,53 @@ impl Session {
         Session { state, out, subscriptions: HashMap::new(), limiter, limited: false }
     }
 
-    /// The replies to one text message from the client (none for a dropped one).
-    pub fn receive(&mut self, text: &str) -> Vec<ServerMessage> {
-        if !self.limiter.allow(Instant::now()) {
-            if std::mem::replace(&mut self.limited, true) {
-                return vec![];
-            }
-            let report = ErrorReport::new(ErrorCode::RateLimited, "too many messages: they are dropped until you send fewer");
-            return vec![ServerMessage::Error(report)];
-        }
-        self.limited = false;
+    /// The replies to one text message from the client (none for a dropped one). Each direct
+    /// answer carries the request's id, an error too, whenever the id can be read.
+    pub fn receive(&mut self, text: &str) -> Vec<ServerReply> {
         let max = self.state.ws.max_message_bytes;
+        if let Some(refusal) = self.limit() {
+            // A dropped request that names itself is told so (a few bytes each, so a client
+            // never waits forever for an answer); the rest of a flood, once.
+            let id = if text.len() <= max { request_id_of(text) } else { None };
+            let report = match (&id, refusal) {
+                (Some(_), _) => Some(rate_limited()),
+                (None, first) => first,
+            };
+            return report.map(|report| error(id, report)).into_iter().collect();
+        }
         if text.len() > max {
             let message = format!("a message of {} bytes was dropped: the limit is {max} bytes", text.len());
-            return vec![ServerMessage::Error(ErrorReport::new(ErrorCode::TooLarge, message))];
+            return vec![error(None, ErrorReport::new(ErrorCode::TooLarge, message))];
         }
-        match serde_json::from_str::<ClientMessage>(text) {
-            Ok(message) => {
-                self.handle(message).map_or_else(|report| vec![ServerMessage::Error(report)], |reply| reply.into_iter().collect())
-            }
+        match serde_json::from_str::<ClientRequest>(text) {
+            Ok(ClientRequest { id, message }) => match self.handle(message) {
+                Ok(answer) => answer.map(|m| ServerReply::answer(id, m)).into_iter().collect(),
+                Err(report) => vec![error(id, report)],
+            },
             Err(e) => {
                 let message = format!("not a message of protocol version {PROTOCOL_VERSION}: {e}");
-                vec![ServerMessage::Error(ErrorReport::new(ErrorCode::BadMessage, message))]
+                vec![error(request_id_of(text), ErrorReport::new(ErrorCode::BadMessage, message))]
             }
         }
+    }
+
+    /// A binary frame: not part of the protocol, and counted against the rate like any other.
+    pub fn receive_binary(&mut self) -> Vec<ServerReply> {
+        if let Some(refusal) = self.limit() {
+            return refusal.map(|report| error(None, report)).into_iter().collect();
+        }
+        vec![error(None, ErrorReport::new(ErrorCode::BadMessage, "binary messages are not part of the protocol: send JSON text"))]
+    }
+
+    /// `None` when a message may be handled now; else it is dropped, and the first dropped
+    /// message of a flood gets the error (`Some(Some(..))`), the rest nothing.
+    fn limit(&mut self) -> Option<Option<ErrorReport>> {
+        if self.limiter.allow(Instant::now()) {
+            self.limited = false;
+            return None;
+        }
+        let first = !std::mem::replace(&mut self.limited, true);
+        Some(first.then(rate_limited))
     }
 
     fn handle(&mut self, message: ClientMessage) -> Result<Option<ServerMessage>, ErrorReport> {
@@ -135,6 +159,15 @@ impl Drop for Session {
             task.abort();
         }
     }
+}
+
+fn rate_limited() -> ErrorReport {
+    ErrorReport::new(ErrorCode::RateLimited, "too many messages: they are dropped until you send fewer")
+}
+
+/// An error answering request `id`.
+fn error(id: Option<RequestId>, report: ErrorReport) -> ServerReply {
+    ServerReply::answer(id, ServerMessage::Error(report))
 }
 
 fn report(error: &Error, run: Option<&RunId>) -> ErrorReport {

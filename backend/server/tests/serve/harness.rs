@@ -12,7 +12,8 @@ use futures_util::{SinkExt, StreamExt};
 use scalebook_server::executor::process;
 use scalebook_shared::config::data_dir_overrides;
 use scalebook_shared::metrics::MetricPoint;
-use scalebook_shared::protocol::{ClientMessage, RunHandle, RunId, RunRecord, RunState, SeqPoint, ServerMessage};
+use scalebook_shared::protocol::{ClientMessage, RunHandle, RunId, RunRecord, RunState, SeqPoint, ServerMessage, ServerReply};
+use scalebook_shared::rundir;
 use tempfile::TempDir;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -247,8 +248,9 @@ impl Client {
         self.ws.send(Message::binary(bytes)).await.unwrap();
     }
 
-    /// The next protocol message (heartbeats included), or a panic after `timeout`.
-    pub async fn recv(&mut self, timeout: Duration) -> ServerMessage {
+    /// The next frame as a reply with its request id (heartbeats included), or a panic after
+    /// `timeout`.
+    pub async fn recv_reply(&mut self, timeout: Duration) -> ServerReply {
         loop {
             let next = tokio::time::timeout(timeout, self.ws.next()).await.expect("no message in time");
             match next.expect("connection closed").expect("connection failed") {
@@ -257,6 +259,11 @@ impl Client {
                 _ => continue,
             }
         }
+    }
+
+    /// The next protocol message (heartbeats included), or a panic after `timeout`.
+    pub async fn recv(&mut self, timeout: Duration) -> ServerMessage {
+        self.recv_reply(timeout).await.message
     }
 
     /// Skips messages until one `pick` accepts, within `timeout` overall.
@@ -322,35 +329,30 @@ pub fn collect(seen: &mut BTreeMap<u64, MetricPoint>, points: &[SeqPoint]) {
     }
 }
 
-/// What a client saw of a run: its final state, how many points arrived while it was still
-/// going, and the longest time between the trainer measuring a point and the client
-/// receiving it.
+/// What a client saw of a run: its final state, and how many points arrived while it was
+/// still going.
 pub struct Followed {
     pub state: RunState,
     pub live: usize,
-    pub max_delay: f64,
 }
 
 /// Receives points until run `id` has ended and every point of its file has arrived.
 pub async fn follow_to_end(client: &mut Client, id: &RunId, run_dir: &Path, seen: &mut BTreeMap<u64, MetricPoint>) -> Followed {
     let mut state = None;
     let mut live = 0;
-    let mut max_delay: f64 = 0.0;
     let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
     loop {
         if let Some(state) = state
-            && run_dir.join("metrics.jsonl").is_file()
+            && run_dir.join(rundir::METRICS).is_file()
             && seen.len() == points_in_file(run_dir).len()
         {
-            return Followed { state, live, max_delay };
+            return Followed { state, live };
         }
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         match client.recv(left).await {
             ServerMessage::Points { run, points } if &run == id => {
                 if state.is_none() {
                     live += points.len();
-                    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
-                    max_delay = points.iter().map(|p| now - p.point.wall).fold(max_delay, f64::max);
                 }
                 collect(seen, &points);
             }

@@ -30,8 +30,8 @@ async fn a_launched_run_streams_its_points_live_and_completes() {
     let followed = follow_to_end(&mut client, &id, &run_dir, &mut seen).await;
     assert_eq!(followed.state, RunState::Completed);
     assert!(followed.live > 0, "no point arrived while the run was training");
-    // Polled every 0.2 s: on screen within a second, with slack for a busy test machine.
-    assert!(followed.max_delay < 1.5, "a live point took {:.2} s to arrive", followed.max_delay);
+    // How fast they arrive is the load benchmark's business (examples/load_viewers.rs): a
+    // timed assertion here would fail on a busy machine.
     assert_all_points(&seen, &run_dir);
     assert!(seen.values().any(|p| p.tag == "Loss/valid"));
 
@@ -168,4 +168,32 @@ async fn a_data_parallel_run_trains_on_two_local_ranks_and_takes_two_slots() {
     assert_eq!(waited.state(), RunState::Completed, "{:?}", waited.reason());
     let first_ended = server.get(&format!("/api/runs/{id}")).json()["ended_at"].as_f64().unwrap();
     assert!(waited.started_at.unwrap() >= first_ended, "the one-rank run started while both slots were taken");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_trains_the_config_as_launched_even_if_the_served_file_changes_before_it_starts() {
+    let dir = temp_dir("recorded-config");
+    let yaml = dir.path().join("ViT.yaml");
+    std::fs::copy(crate::harness::workspace().join("config/ViT.yaml"), &yaml).unwrap();
+    let clusters = crate::harness::workspace().join("config/clusters.yaml");
+    let args = ["--yaml-config", yaml.to_str().unwrap(), "--clusters", clusters.to_str().unwrap(), "--max-local-runs", "1"];
+    let server = Server::start("recorded-config-server", &args);
+    let mut client = server.connect().await;
+    let long = client.launch("cpu_tiny", tiny_overrides(&["num_iters=100000"])).await;
+    let waiting = client.launch("cpu_tiny", tiny_overrides(&["num_iters=4", "lr=0.003"])).await;
+
+    // While the second run waits, someone edits the served file (a `git pull`, a typo fix).
+    let text = std::fs::read_to_string(&yaml).unwrap();
+    let edited = text.replace("  embed_dim: 48\n  depth: 2\n", "  embed_dim: 64\n  depth: 3\n");
+    assert_ne!(edited, text, "the test edits cpu_tiny's width and depth");
+    std::fs::write(&yaml, edited).unwrap();
+    client.send(&ClientMessage::Cancel { run: long.clone() }).await;
+    assert_eq!(client.recv_until(Duration::from_secs(120), |m| ended(m, &waiting)).await, RunState::Completed);
+
+    // The trainer printed the config it trained: the one validated at launch.
+    let out = std::fs::read_to_string(server.runs_dir.join(waiting.as_str()).join("out.log")).unwrap();
+    for line in ["embed_dim 48", "depth 2", "num_iters 4", "lr 0.003"] {
+        assert!(out.lines().any(|l| l.ends_with(line)), "out.log lacks {line:?}:\n{out}");
+    }
+    assert!(!out.contains("embed_dim 64"), "{out}");
 }

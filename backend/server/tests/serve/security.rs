@@ -1,6 +1,7 @@
 //! The token, the base path, the Unix socket, and bad requests of every kind: each gets a clear
 //! refusal and the server goes on serving.
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
@@ -249,4 +250,40 @@ async fn slurm_fields_are_checked_before_any_script_is_written() {
     assert_eq!((refused.code, refused.problems.0[0].field.as_str()), (ErrorCode::InvalidLaunch, "executor"));
     assert_eq!(server.get("/api/runs").json(), serde_json::json!([]));
     still_serving(&mut client, 5).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_carries_the_id_of_its_request_through_a_flood() {
+    let server = Server::start("request-ids", &["--max-local-runs", "1"]);
+    let mut client = server.connect().await;
+    let launch = |id: &str, iters: &str| {
+        let overrides = crate::harness::tiny_overrides(&[&format!("num_iters={iters}")]);
+        serde_json::json!({ "id": id, "type": "launch", "config": "cpu_tiny", "overrides": overrides }).to_string()
+    };
+    client.send_text(&launch("first", "4")).await;
+    client.send_text(&launch("second", "nonsense")).await;
+    // A burst well past the limit, every message with its own id.
+    for n in 0..120 {
+        client.send_text(&serde_json::json!({ "id": format!("ping-{n}"), "type": "ping", "nonce": n }).to_string()).await;
+    }
+    let mut answers: BTreeMap<String, ServerMessage> = BTreeMap::new();
+    while answers.len() < 122 {
+        let reply = client.recv_reply(WAIT).await;
+        let Some(id) = reply.id else { continue }; // run updates, heartbeats
+        let again = answers.insert(id.as_str().to_owned(), reply.message);
+        assert!(again.is_none(), "{id:?} was answered twice");
+    }
+    assert!(matches!(answers["first"], ServerMessage::Launched { .. }), "{:?}", answers["first"]);
+    let ServerMessage::Error(refused) = &answers["second"] else { panic!("{:?}", answers["second"]) };
+    assert_eq!((refused.code, refused.problems.0[0].field.as_str()), (ErrorCode::InvalidLaunch, "num_iters"));
+    // Each ping got its own pong (same nonce) or its own rate_limited error, never another's.
+    let mut limited = 0;
+    for n in 0..120 {
+        match &answers[&format!("ping-{n}")] {
+            ServerMessage::Pong { nonce } => assert_eq!(*nonce, n),
+            ServerMessage::Error(e) if e.code == ErrorCode::RateLimited => limited += 1,
+            other => panic!("ping-{n}: {other:?}"),
+        }
+    }
+    assert!(limited > 0, "the burst never tripped the limit");
 }

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use scalebook_shared::rundir::exit_code;
 use scalebook_trainer::dist::launch::{self, Outcome};
 
 #[derive(Debug, clap::Args)]
@@ -26,7 +27,9 @@ pub fn run(args: LaunchArgs) -> anyhow::Result<ExitCode> {
     match launch::run(&program, &args.command, usize::from(args.nproc), port)? {
         Outcome::Success => Ok(ExitCode::SUCCESS),
         // An invalid config fails on every rank with 2; keep that meaning.
-        Outcome::RankFailed { code: Some(2), .. } => Ok(ExitCode::from(2)),
+        Outcome::RankFailed { code: Some(code), .. } if code == i32::from(exit_code::INVALID_INPUT) => {
+            Ok(ExitCode::from(exit_code::INVALID_INPUT))
+        }
         Outcome::RankFailed { .. } => Ok(ExitCode::FAILURE),
     }
 }

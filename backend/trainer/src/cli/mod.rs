@@ -12,6 +12,7 @@ mod train;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use scalebook_shared::rundir::exit_code;
 
 pub use config_args::ConfigArgs;
 
@@ -38,9 +39,6 @@ enum Command {
     BenchCollectives(bench_collectives::BenchCollectivesArgs),
 }
 
-/// Exit status for input the user must fix.
-const EXIT_INVALID_INPUT: u8 = 2;
-
 /// Prints an error the way users can act on it: each broken config rule on its own line
 /// (status 2), anything else as one chain of causes (status 1).
 pub fn report(err: &anyhow::Error) -> ExitCode {
@@ -48,11 +46,11 @@ pub fn report(err: &anyhow::Error) -> ExitCode {
         for problem in invalid.problems().0 {
             eprintln!("error: {problem}");
         }
-        return ExitCode::from(EXIT_INVALID_INPUT);
+        return ExitCode::from(exit_code::INVALID_INPUT);
     }
     if let Some(input) = err.downcast_ref::<scalebook_trainer::Error>().filter(|e| e.is_user_input()) {
         eprintln!("error: {input}");
-        return ExitCode::from(EXIT_INVALID_INPUT);
+        return ExitCode::from(exit_code::INVALID_INPUT);
     }
     eprintln!("error: {err:#}");
     ExitCode::FAILURE

@@ -133,9 +133,8 @@ mod tests {
 
     #[test]
     fn written_header_is_aligned_and_readable() {
-        let dir = std::env::temp_dir().join(format!("scalebook-npy-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("a.npy");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.npy");
         let data: Vec<f32> = (0..40).map(|i| i as f32 * 0.5 - 3.0).collect();
         write_f32(&path, &[1, 20, 2, 1], &data).unwrap();
 
@@ -148,14 +147,12 @@ mod tests {
 
         let err = read_f32(&path, &[1, 20, 1, 1]).unwrap_err().to_string();
         assert!(err.contains("a.npy") && err.contains("[1, 20, 1, 1]") && err.contains("[1, 20, 2, 1]"), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn reads_float64_files() {
-        let dir = std::env::temp_dir().join(format!("scalebook-npy64-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("b.npy");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.npy");
         let mut bytes = MAGIC.to_vec();
         let header = "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }\n";
         bytes.extend_from_slice(&[1, 0]);
@@ -166,6 +163,5 @@ mod tests {
         }
         std::fs::write(&path, bytes).unwrap();
         assert_eq!(read_f32(&path, &[2]).unwrap(), vec![1.5, -2.25]);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

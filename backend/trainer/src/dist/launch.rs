@@ -96,7 +96,7 @@ fn supervise(children: &mut [Child]) -> Outcome {
 /// SIGTERM to every rank still running, then SIGKILL to those still there after the grace.
 fn stop(children: &mut [Child]) {
     for child in children.iter() {
-        ffi::signal(child.id(), libc::SIGTERM);
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
     }
     let deadline = Instant::now() + GRACE;
     for child in children.iter_mut() {

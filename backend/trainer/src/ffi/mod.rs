@@ -38,19 +38,8 @@ pub fn kill_with_parent(cmd: &mut std::process::Command) {
     // SAFETY: the closure runs in the forked child before exec and only calls prctl, which is
     // async-signal-safe.
     unsafe {
-        cmd.pre_exec(
-            || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
-            },
-        );
+        cmd.pre_exec(|| nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(std::io::Error::from));
     }
-}
-
-/// Sends `signal` to process `pid`; false if it no longer exists.
-pub fn signal(pid: u32, signal: c_int) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
-    // SAFETY: kill(2) with a plain pid and signal number.
-    unsafe { libc::kill(pid, signal) == 0 }
 }
 
 fn pointers(tensors: &mut [Tensor]) -> Vec<*mut C_tensor> {

@@ -66,9 +66,8 @@ mod tests {
 
     #[test]
     fn points_are_visible_as_soon_as_written_and_resume_drops_the_replayed_tail() {
-        let dir = std::env::temp_dir().join(format!("sb-metrics-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("metrics.jsonl");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metrics.jsonl");
         let mut w = MetricsWriter::open(&path, None).unwrap();
         for step in 0..6 {
             w.write(step, 1, "Loss/train", step as f64).unwrap();
@@ -81,6 +80,5 @@ mod tests {
         w.write(4, 2, "Loss/train", 4.5).unwrap();
         let steps: Vec<_> = points(&path).iter().map(|p| (p.step, p.value)).collect();
         assert_eq!(steps, vec![(0, 0.0), (1, 1.0), (2, 2.0), (3, 3.0), (4, 4.5)]);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -19,6 +19,7 @@ use std::time::Instant;
 use scalebook_shared::config::{TrainConfig, lr_at};
 use scalebook_shared::layout::Token;
 use scalebook_shared::metrics::tags;
+use scalebook_shared::rundir;
 use tch::{Device, nn};
 
 use crate::Error;
@@ -128,7 +129,7 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     let (root, world) = (comm.is_root(), comm.env().world);
     if root {
         check_run_dir(&opts.run_dir)?;
-        log.attach_file(&opts.run_dir.join("out.log"))?;
+        log.attach_file(&opts.run_dir.join(rundir::OUT_LOG))?;
     }
     log_config(log, opts);
     let l = comm.layout().sizes();

@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use scalebook_shared::rundir;
+
 use crate::Error;
 use crate::output::{EventWriter, MetricsWriter};
 
@@ -14,8 +16,8 @@ pub struct Reporter {
 impl Reporter {
     /// `resumed_at` is the step of the checkpoint a resumed run continues from.
     pub fn open(run_dir: &Path, resumed_at: Option<u64>) -> Result<Reporter, Error> {
-        let metrics = MetricsWriter::open(&run_dir.join("metrics.jsonl"), resumed_at)?;
-        let events = EventWriter::create(&run_dir.join("logs"))?;
+        let metrics = MetricsWriter::open(&run_dir.join(rundir::METRICS), resumed_at)?;
+        let events = EventWriter::create(&run_dir.join(rundir::EVENTS_DIR))?;
         Ok(Reporter { writers: Some((metrics, events)) })
     }
 

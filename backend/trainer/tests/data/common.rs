@@ -2,33 +2,13 @@
 //! hand-made HDF5 files.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use scalebook_trainer::data::Stats;
 use scalebook_trainer::data::synth::{self, SynthConfig};
 
-/// A directory removed when the test ends.
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    pub fn new(name: &str) -> TempDir {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("scalebook-data-{}-{n}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A fresh directory, removed when the test ends (pass or fail).
+pub fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("scalebook-data-{name}-")).tempdir().unwrap()
 }
 
 pub fn small(years: usize, steps: usize, height: usize, width: usize) -> SynthConfig {

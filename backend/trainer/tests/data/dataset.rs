@@ -4,7 +4,7 @@
 use scalebook_trainer::Error;
 use scalebook_trainer::data::Era5Dataset;
 
-use crate::common::{TempDir, file_stats, generate, labelled_years, raw_stats, small, write_h5};
+use crate::common::{file_stats, generate, labelled_years, raw_stats, small, temp_dir, write_h5};
 
 /// (year, input step, target step) of sample `index`, read back from the labelled values.
 fn steps_of(dataset: &Era5Dataset, index: usize) -> (usize, usize, usize) {
@@ -21,7 +21,7 @@ fn steps_of(dataset: &Era5Dataset, index: usize) -> (usize, usize, usize) {
 
 #[test]
 fn index_rule_matches_the_tutorial_at_the_boundaries() {
-    let dir = TempDir::new("index");
+    let dir = temp_dir("index");
     labelled_years(dir.path());
     let open = |dt, limit| Era5Dataset::open(dir.path(), [2, 3], 20, dt, limit, raw_stats(20)).unwrap();
 
@@ -62,7 +62,7 @@ fn index_rule_matches_the_tutorial_at_the_boundaries() {
 
 #[test]
 fn limit_truncates_the_index_space() {
-    let dir = TempDir::new("limit");
+    let dir = temp_dir("limit");
     labelled_years(dir.path());
     let open = |limit| Era5Dataset::open(dir.path(), [2, 3], 20, 1, limit, raw_stats(20)).unwrap();
     let limited = open(Some(13));
@@ -74,7 +74,7 @@ fn limit_truncates_the_index_space() {
 
 #[test]
 fn reads_the_top_left_crop() {
-    let dir = TempDir::new("crop");
+    let dir = temp_dir("crop");
     write_h5(&dir.path().join("1990.h5"), "fields", [3, 20, 12, 20], |[t, c, y, x]| (t * 10_000 + c * 1000 + y * 100 + x) as f32);
     let dataset = Era5Dataset::open(dir.path(), [8, 16], 20, 1, None, raw_stats(20)).unwrap();
     let sample = dataset.get(0).unwrap();
@@ -88,7 +88,7 @@ fn reads_the_top_left_crop() {
 
 #[test]
 fn normalised_training_data_has_zero_mean_and_unit_deviation() {
-    let dir = TempDir::new("normalised");
+    let dir = temp_dir("normalised");
     let (h, w) = (16, 32);
     generate(dir.path(), &small(2, 16, h, w));
     let dataset = Era5Dataset::open(&dir.path().join("train"), [h, w], 20, 1, None, file_stats(dir.path())).unwrap();

@@ -5,7 +5,7 @@ use std::path::Path;
 use scalebook_trainer::Error;
 use scalebook_trainer::data::{Era5Dataset, Stats, npy};
 
-use crate::common::{TempDir, labelled_years, raw_stats, write_h5};
+use crate::common::{labelled_years, raw_stats, temp_dir, write_h5};
 
 fn open_error(dir: &Path, img: [usize; 2], dt: usize) -> Error {
     match Era5Dataset::open(dir, img, 20, dt, None, raw_stats(20)) {
@@ -25,7 +25,7 @@ fn assert_names(err: &Error, path: &Path, words: &[&str]) {
 
 #[test]
 fn missing_or_empty_data_directories_are_reported() {
-    let dir = TempDir::new("empty");
+    let dir = temp_dir("empty");
     let missing = dir.path().join("nowhere");
     assert_names(&open_error(&missing, [2, 3], 1), &missing, &["does not exist"]);
     std::fs::write(dir.path().join("notes.txt"), "not data").unwrap();
@@ -36,7 +36,7 @@ fn missing_or_empty_data_directories_are_reported() {
 /// A directory with a good year and then `write`'s file, which must be reported in `words`.
 /// The bad file sorts after the good one: every file is checked, not only the first.
 fn assert_bad_year(name: &str, write: impl Fn(&Path), words: &[&str]) {
-    let dir = TempDir::new(name);
+    let dir = temp_dir(name);
     write_h5(&dir.path().join("1990.h5"), "fields", [4, 20, 8, 9], |_| 1.0);
     let bad = dir.path().join("1991.h5");
     write(&bad);
@@ -62,7 +62,7 @@ fn files_that_are_not_the_tutorials_format_are_reported() {
 
 #[test]
 fn years_too_short_for_dt_are_reported() {
-    let dir = TempDir::new("dt");
+    let dir = temp_dir("dt");
     let year = dir.path().join("1990.h5");
     write_h5(&year, "fields", [2, 20, 2, 3], |_| 0.0);
     assert_names(&open_error(dir.path(), [2, 3], 2), &year, &["2 time steps", "dt = 2"]);
@@ -71,7 +71,7 @@ fn years_too_short_for_dt_are_reported() {
 
 #[test]
 fn a_year_shorter_than_the_first_is_reported() {
-    let dir = TempDir::new("short-year");
+    let dir = temp_dir("short-year");
     write_h5(&dir.path().join("1990.h5"), "fields", [6, 20, 2, 3], |_| 0.0);
     let short = dir.path().join("1991.h5");
     write_h5(&short, "fields", [5, 20, 2, 3], |_| 0.0);
@@ -80,7 +80,7 @@ fn a_year_shorter_than_the_first_is_reported() {
 
 #[test]
 fn unusable_statistics_are_reported() {
-    let dir = TempDir::new("bad-stats");
+    let dir = temp_dir("bad-stats");
     let (means, stds) = (dir.path().join("means.npy"), dir.path().join("stds.npy"));
     npy::write_f32(&means, &[1, 20, 1, 1], &[0.0; 20]).unwrap();
 

@@ -7,11 +7,11 @@ use scalebook_trainer::Error;
 use scalebook_trainer::data::npy;
 use scalebook_trainer::data::synth::{self, SynthConfig};
 
-use crate::common::{TempDir, file_stats, generate, read_fields, small};
+use crate::common::{file_stats, generate, read_fields, small, temp_dir};
 
 #[test]
 fn generator_writes_the_tutorials_layout() {
-    let dir = TempDir::new("layout");
+    let dir = temp_dir("layout");
     let config = small(2, 6, 8, 16);
     let written = generate(dir.path(), &config);
     let expected: Vec<PathBuf> = ["train/1990.h5", "train/1991.h5", "valid/1992.h5", "test/1993.h5"]
@@ -35,7 +35,7 @@ fn generator_writes_the_tutorials_layout() {
 
 #[test]
 fn statistics_are_those_of_the_training_years() {
-    let dir = TempDir::new("stats");
+    let dir = temp_dir("stats");
     let config = small(2, 5, 6, 12);
     generate(dir.path(), &config);
     let years: Vec<Vec<f32>> = ["train/1990.h5", "train/1991.h5"].iter().map(|f| read_fields(&dir.path().join(f)).1).collect();
@@ -60,7 +60,7 @@ fn statistics_are_those_of_the_training_years() {
 
 #[test]
 fn generator_is_deterministic_for_a_seed() {
-    let (a, b, c) = (TempDir::new("det-a"), TempDir::new("det-b"), TempDir::new("det-c"));
+    let (a, b, c) = (temp_dir("det-a"), temp_dir("det-b"), temp_dir("det-c"));
     let config = small(1, 4, 6, 12);
     let files = generate(a.path(), &config);
     generate(b.path(), &config);
@@ -75,7 +75,7 @@ fn generator_is_deterministic_for_a_seed() {
 
 #[test]
 fn years_are_different_realisations() {
-    let dir = TempDir::new("years");
+    let dir = temp_dir("years");
     generate(dir.path(), &small(2, 4, 6, 12));
     let (_, first) = read_fields(&dir.path().join("train/1990.h5"));
     let (_, second) = read_fields(&dir.path().join("train/1991.h5"));
@@ -84,7 +84,7 @@ fn years_are_different_realisations() {
 
 #[test]
 fn generator_keeps_an_existing_dataset_unless_forced() {
-    let dir = TempDir::new("force");
+    let dir = temp_dir("force");
     generate(dir.path(), &small(3, 4, 6, 12));
     let err = synth::generate(dir.path(), &small(1, 4, 6, 12), false, &mut |_| {}).unwrap_err();
     assert!(err.is_user_input());
@@ -99,7 +99,7 @@ fn generator_keeps_an_existing_dataset_unless_forced() {
 
 #[test]
 fn generator_rejects_unusable_sizes() {
-    let dir = TempDir::new("sizes");
+    let dir = temp_dir("sizes");
     for config in [small(0, 4, 6, 12), small(1, 2, 6, 12), small(1, 4, 2, 12), small(1, 4, 6, 3)] {
         let err = synth::generate(dir.path(), &config, false, &mut |_| {}).unwrap_err();
         assert!(matches!(err, Error::DataSetting(_)) && err.is_user_input(), "{config:?}: {err}");
@@ -108,7 +108,7 @@ fn generator_rejects_unusable_sizes() {
 
 #[test]
 fn fields_have_physical_magnitudes() {
-    let dir = TempDir::new("magnitudes");
+    let dir = temp_dir("magnitudes");
     generate(dir.path(), &small(1, 8, 30, 60));
     let stats = file_stats(dir.path());
     let mean = |c: usize| f64::from(stats.means()[c]);
@@ -143,7 +143,7 @@ fn fields_have_physical_magnitudes() {
 /// shifted east better than unshifted or shifted west.
 #[test]
 fn weather_systems_travel_east() {
-    let dir = TempDir::new("travel");
+    let dir = temp_dir("travel");
     let (h, w, lag) = (36, 72, 4);
     generate(dir.path(), &small(1, 24, h, w));
     let (_, values) = read_fields(&dir.path().join("train/1990.h5"));
@@ -169,7 +169,7 @@ fn weather_systems_travel_east() {
 /// (both differences alike) and on years that repeat each other (no difference at all).
 #[test]
 fn steps_are_predictable_and_years_are_not() {
-    let dir = TempDir::new("learnable");
+    let dir = temp_dir("learnable");
     // A year long enough that the seasonal cycle, which persistence cannot follow, changes
     // slowly from one step to the next, as it does in real data.
     let (steps, h, w) = (128, 24, 48);

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use scalebook_trainer::data::{Batch, DataLoader, Era5Dataset, ShardedSampler};
 
-use crate::common::{TempDir, file_stats, generate, labelled_years, raw_stats, small};
+use crate::common::{file_stats, generate, labelled_years, raw_stats, small, temp_dir};
 
 /// Tests that start loader workers run one at a time, so that counting worker threads sees
 /// only their own.
@@ -85,7 +85,7 @@ fn synthetic_train(dir: &Path) -> Arc<Era5Dataset> {
 #[test]
 fn workers_deliver_the_same_batches_as_inline_reading() {
     let _serial = serial();
-    let dir = TempDir::new("workers");
+    let dir = temp_dir("workers");
     let dataset = synthetic_train(dir.path());
     let loader = |workers| {
         let sampler = ShardedSampler::new(dataset.len(), 2, 1, true, 9).unwrap();
@@ -116,7 +116,7 @@ fn workers_deliver_the_same_batches_as_inline_reading() {
 #[test]
 fn an_epoch_can_start_at_a_later_batch() {
     let _serial = serial();
-    let dir = TempDir::new("offset");
+    let dir = temp_dir("offset");
     let dataset = synthetic_train(dir.path());
     for workers in [0, 2] {
         let sampler = ShardedSampler::new(dataset.len(), 1, 0, true, 3).unwrap();
@@ -132,7 +132,7 @@ fn an_epoch_can_start_at_a_later_batch() {
 #[test]
 fn dropping_an_epoch_early_stops_its_workers() {
     let _serial = serial();
-    let dir = TempDir::new("drop");
+    let dir = temp_dir("drop");
     let dataset = synthetic_train(dir.path());
     let sampler = ShardedSampler::new(dataset.len(), 1, 0, true, 0).unwrap();
     let loader = DataLoader::new(dataset, sampler, 1, 3).unwrap();
@@ -177,7 +177,7 @@ fn corrupt_loader(dir: &Path, corrupt: std::ops::Range<usize>, workers: usize) -
 fn a_failed_read_ends_the_epoch_with_its_error() {
     let _serial = serial();
     for workers in [0, 2] {
-        let dir = TempDir::new("corrupt-end");
+        let dir = temp_dir("corrupt-end");
         let loader = corrupt_loader(dir.path(), 20..40, workers);
         let results: Vec<_> = loader.epoch(0).collect();
         // Batches 0 to 3 read steps up to 16; batch 4 needs step 20.
@@ -192,7 +192,7 @@ fn a_failed_read_ends_the_epoch_with_its_error() {
 fn a_later_start_does_not_read_the_skipped_batches() {
     let _serial = serial();
     for workers in [0, 2] {
-        let dir = TempDir::new("corrupt-start");
+        let dir = temp_dir("corrupt-start");
         // Batches 0 to 4 touch steps 1 to 20, batches 5 to 8 only steps 20 to 36.
         let loader = corrupt_loader(dir.path(), 0..20, workers);
         assert!(loader.epoch(0).next().unwrap().is_err());
@@ -204,7 +204,7 @@ fn a_later_start_does_not_read_the_skipped_batches() {
 
 #[test]
 fn loader_rejects_unusable_settings() {
-    let dir = TempDir::new("settings");
+    let dir = temp_dir("settings");
     labelled_years(dir.path());
     let dataset = Arc::new(Era5Dataset::open(dir.path(), [2, 3], 20, 1, None, raw_stats(20)).unwrap());
     let sampler = ShardedSampler::new(dataset.len(), 1, 0, true, 0).unwrap();

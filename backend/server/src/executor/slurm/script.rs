@@ -13,7 +13,7 @@ use std::path::Path;
 
 use scalebook_shared::protocol::SlurmJob;
 
-use crate::runs::store::{EXIT_FILE, JOB_LOG};
+use scalebook_shared::rundir::{self, ExitRecord};
 
 /// The first port of the per-job rendezvous range (the tutorial's `MASTER_PORT`).
 const BASE_PORT: u32 = 29500;
@@ -34,7 +34,7 @@ pub struct ScriptInput<'a> {
 /// The script, or why it cannot be written (a server path that no `#SBATCH` line can carry).
 pub fn render(input: &ScriptInput<'_>) -> Result<String, String> {
     let job = input.job;
-    let log = slurm_path(&input.run_dir.join(JOB_LOG))?;
+    let log = slurm_path(&input.run_dir.join(rundir::JOB_LOG))?;
     let mut out = String::from("#!/bin/bash\n");
     let _ = writeln!(out, "# {}", input.title.replace('\n', " "));
     out.push_str("# Rendered by `scalebook serve`, submitted with `sbatch --parsable`.\n");
@@ -86,7 +86,9 @@ pub fn render(input: &ScriptInput<'_>) -> Result<String, String> {
     let _ = writeln!(body, "{}", command.join(" "));
     body.push_str("status=$?\nset +x\n");
     body.push_str("# How the ranks ended, for a server that finds the job gone from Slurm's memory.\n");
-    let _ = writeln!(body, "echo \"{{\\\"code\\\": $status}}\" > {}", quote(&utf8(&input.run_dir.join(EXIT_FILE))?));
+    // The exit record's own shape, with the shell's `$status` for the code.
+    let record = ExitRecord::template_with_code("$status").replace('"', "\\\"");
+    let _ = writeln!(body, "echo \"{record}\" > {}", quote(&utf8(&input.run_dir.join(rundir::EXIT))?));
     body.push_str("exit $status\n");
     Ok(out + &body)
 }
@@ -192,7 +194,7 @@ mod tests {
             "export MASTER_ADDR=$(hostname)",
             "export MASTER_PORT=$(( 29500 + SLURM_JOB_ID % 1000 ))",
             "srun --label shifter /home/me/bin/scalebook-train train --config bs64_opt --run-dir /scratch/runs/r1",
-            "echo \"{\\\"code\\\": $status}\" > /scratch/runs/r1/exit.json",
+            "echo \"{\\\"code\\\":$status,\\\"signal\\\":null}\" > /scratch/runs/r1/exit.json",
         ] {
             assert!(script.lines().any(|l| l == line), "no line {line:?} in:\n{script}");
         }

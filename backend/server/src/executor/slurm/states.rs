@@ -3,8 +3,8 @@
 
 use scalebook_shared::protocol::RunState;
 
-use crate::executor::ExitRecord;
 use crate::runs::outcome;
+use scalebook_shared::rundir::ExitRecord;
 
 /// `squeue --format` fields, `|`-separated, the command (the script path) last so nothing in
 /// it can shift the other fields.
