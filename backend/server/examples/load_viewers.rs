@@ -146,11 +146,11 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 fn main() {
     let args = Args::parse();
     let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
-    let scratch = std::env::temp_dir().join(format!("scalebook-load-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch).unwrap();
-    let mut overrides = tiny_data(&scratch);
+    let scratch_dir = tempfile::Builder::new().prefix("scalebook-load-").tempdir().unwrap();
+    let scratch = scratch_dir.path();
+    let mut overrides = tiny_data(scratch);
     overrides.push(format!("num_iters={}", args.iters));
-    let (mut server, addr, token) = start_server(&scratch, &workspace);
+    let (mut server, addr, token) = start_server(scratch, &workspace);
     let pid = server.id();
     let url = format!("ws://{addr}/api/ws?token={token}");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
@@ -193,7 +193,10 @@ fn main() {
             points.push(seen.points);
         }
         sampler.abort();
-        let in_file = std::fs::read_to_string(scratch.join("runs").join(id.as_str()).join("metrics.jsonl")).unwrap().lines().count();
+        let in_file = std::fs::read_to_string(scratch.join("runs").join(id.as_str()).join(scalebook_shared::rundir::METRICS))
+            .unwrap()
+            .lines()
+            .count();
         delays.sort_by(f64::total_cmp);
         let complete = points.iter().filter(|&&p| p == in_file).count();
         println!("viewers: {} (all connected and subscribed in {:.2} s)", args.viewers, connect_time.as_secs_f64());
@@ -208,5 +211,4 @@ fn main() {
     });
     let _ = server.kill();
     let _ = server.wait();
-    let _ = std::fs::remove_dir_all(&scratch);
 }

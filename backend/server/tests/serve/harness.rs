@@ -104,7 +104,10 @@ impl Server {
             None => dir.path().join("runs"),
         };
         let mut command = Command::new(env!("CARGO_BIN_EXE_scalebook"));
-        command.arg("serve").arg("--static-dir").arg(&static_dir).arg("--yaml-config").arg(workspace().join("config/ViT.yaml"));
+        command.arg("serve").arg("--static-dir").arg(&static_dir);
+        if !args.contains(&"--yaml-config") {
+            command.arg("--yaml-config").arg(workspace().join("config/ViT.yaml"));
+        }
         if !args.contains(&"--runs-dir") {
             command.arg("--runs-dir").arg(&runs_dir);
         }
