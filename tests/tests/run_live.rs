@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use scalebook_e2e::notebook::{STEP_LOSS, launch_tiny_run, series_css, watch_growth};
 use scalebook_e2e::{Browser, PrefixProxy, Server, WAIT, with_tiny_data};
+use scalebook_shared::rundir;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_launched_run_draws_a_growing_curve_through_a_dropped_connection() -> anyhow::Result<()> {
@@ -16,8 +17,9 @@ async fn a_launched_run_draws_a_growing_curve_through_a_dropped_connection() -> 
     browser.client.goto(&proxy.url(&format!("/?token={}#/single-gpu", server.token))).await?;
     browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
 
-    // Work on cpu_tiny (its data is in the server's working directory), long enough to watch.
-    let run = launch_tiny_run(&browser, 240).await?;
+    // Work on cpu_tiny (its data is in the server's working directory), long enough to watch
+    // it grow (a few milliseconds a step: 2000 steps are many seconds even on an idle machine).
+    let run = launch_tiny_run(&browser, 2000).await?;
     let series = series_css(STEP_LOSS, &run);
     // The curve grows while the run trains.
     let seen = watch_growth(&browser, &series, 2, Duration::from_secs(240)).await?;
@@ -29,7 +31,7 @@ async fn a_launched_run_draws_a_growing_curve_through_a_dropped_connection() -> 
 
     // When the run has finished, the page holds exactly the points the trainer wrote.
     browser.wait_attr_for(".run-block .run-state", "data-state", |s| s == "completed", Duration::from_secs(600)).await?;
-    let metrics = std::fs::read_to_string(workdir.path().join("runs").join(&run).join("metrics.jsonl"))?;
+    let metrics = std::fs::read_to_string(workdir.path().join("runs").join(&run).join(rundir::METRICS))?;
     let written = metrics.lines().filter(|l| l.contains(&format!("\"tag\":\"{STEP_LOSS}\""))).count();
     assert!(written > seen[2], "the run wrote {written} points");
     browser.wait_attr_for(&series, "data-points", |p| p == written.to_string(), WAIT).await?;
