@@ -36,6 +36,8 @@ impl Server {
         let root = workspace_root().canonicalize()?;
         let mut child = Command::new(workspace_binary("scalebook")?)
             .args(["serve", "--port", "0"])
+            // Warnings only: a line per request would drown the test output.
+            .env("RUST_LOG", "warn")
             .arg("--static-dir")
             .arg(root.join("static"))
             .arg("--yaml-config")

@@ -70,6 +70,8 @@ fn start_server(scratch: &Path, workspace: &Path) -> (Child, String, String) {
     std::fs::create_dir_all(stat.join("dist")).unwrap();
     std::fs::write(stat.join(scalebook_server::static_files::PAGE), "<!doctype html>").unwrap();
     let mut child = Command::new(binary("scalebook"))
+        // Warnings only: 500 viewers' connections would fill the terminal.
+        .env("RUST_LOG", "warn")
         .args(["serve", "--port", "0", "--static-dir"])
         .arg(&stat)
         .arg("--runs-dir")

@@ -17,6 +17,7 @@ use scalebook_shared::cluster::Clusters;
 use scalebook_shared::config::ConfigFile;
 use tower::ServiceExt as _;
 use tower::util::MapRequest;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
 use crate::auth::{self, Token};
 use crate::base_path::BasePath;
@@ -107,7 +108,14 @@ pub fn router(state: Arc<AppState>, static_dir: PathBuf, token: Option<Token>) -
         .route("/runs/{id}/files/{name}", get(api::run_file))
         .route("/ws", get(ws::upgrade))
         .layer(from_fn_with_state(token.map(Arc::new), auth::require_token));
-    Router::new().nest("/api", api).merge(static_files::router(static_dir)).with_state(state)
+    // One line per request: method, path, status and latency. The span holds the path only,
+    // never the query or the headers, so neither the token (`?token=`, `Authorization`) nor a
+    // cookie reaches the log.
+    let request_log = TraceLayer::new_for_http()
+        .make_span_with(|request: &Request| tracing::info_span!("http", method = %request.method(), path = %request.uri().path()))
+        .on_request(())
+        .on_response(DefaultOnResponse::new().level(tracing::Level::INFO));
+    Router::new().nest("/api", api).merge(static_files::router(static_dir)).layer(request_log).with_state(state)
 }
 
 /// The app as served: under `base` when there is one (and at the root too, see

@@ -74,7 +74,18 @@ pub struct ServeArgs {
     heartbeat_secs: u64,
 }
 
+/// Diagnostics go to stderr through `tracing`: warnings, and one line per HTTP request and per
+/// WebSocket connection, at `info` unless RUST_LOG says otherwise (`RUST_LOG=warn`,
+/// `RUST_LOG=debug`). The ready line stays on stdout, where wrappers read it.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only on a terminal: logs written to a file (a Slurm log, a test) stay plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).try_init();
+}
+
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    init_logging();
     scalebook_server::static_files::check(&args.static_dir)?;
     let configs = Configs::load(&args.yaml_config)?;
     let base = BasePath::parse(&args.base_path)?;

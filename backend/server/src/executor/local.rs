@@ -107,7 +107,7 @@ impl LocalExecutor {
             return;
         }
         if let Err(e) = process::signal_group(pgid, Signal::SIGKILL) {
-            eprintln!("warning: cannot stop the rest of process group {pgid}: {e}");
+            tracing::warn!("cannot stop the rest of process group {pgid}: {e}");
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
         while process::group_exists(pgid) && tokio::time::Instant::now() < deadline {

@@ -137,5 +137,5 @@ impl RunManager {
 /// `exit.json`, as the supervisor or a batch script wrote it.
 pub(super) fn read_exit(path: &Path) -> Option<ExitRecord> {
     let text = std::fs::read_to_string(path).ok()?;
-    serde_json::from_str(&text).map_err(|e| eprintln!("warning: {}: {e}", path.display())).ok()
+    serde_json::from_str(&text).map_err(|e| tracing::warn!("{}: {e}", path.display())).ok()
 }

@@ -210,7 +210,7 @@ impl RunManager {
                 RunHandle::Slurm { job_id, slurm_cluster } => this.executors.slurm.cancel(*job_id, slurm_cluster.as_deref()).await,
             };
             if let Err(e) = stopped {
-                eprintln!("warning: cannot stop run {id} ({handle:?}): {e}");
+                tracing::warn!("cannot stop run {id} ({handle:?}): {e}");
             }
         });
     }
@@ -231,7 +231,7 @@ impl RunManager {
 
     fn save(&self, record: &RunRecord) {
         if let Err(e) = self.store.write_record(record) {
-            eprintln!("warning: cannot record run {}: {e}", record.id);
+            tracing::warn!("cannot record run {}: {e}", record.id);
         }
     }
 

@@ -59,7 +59,7 @@ impl RunStore {
     }
 
     /// Every run whose directory holds a readable record, oldest first. A directory that is
-    /// not a run (a stray file, a half-deleted run) is reported on stderr and skipped, so one
+    /// not a run (a stray file, a half-deleted run) is logged as a warning and skipped, so one
     /// damaged run never hides the others.
     pub fn load_all(&self) -> io::Result<Vec<RunRecord>> {
         let mut records = Vec::new();
@@ -73,8 +73,8 @@ impl RunStore {
             let path = entry.path().join(rundir::RECORD);
             match read_record(&path) {
                 Ok(record) if record.id == id => records.push(record),
-                Ok(record) => eprintln!("warning: {} names run {}, not {id}; skipped", path.display(), record.id),
-                Err(e) => eprintln!("warning: skipping run {id}: {e}"),
+                Ok(record) => tracing::warn!("{} names run {}, not {id}; skipped", path.display(), record.id),
+                Err(e) => tracing::warn!("skipping run {id}: {e}"),
             }
         }
         records.sort_by(|a, b| a.id.cmp(&b.id));

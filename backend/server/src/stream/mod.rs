@@ -52,7 +52,7 @@ impl Hub {
         if let Some(entry) = entry {
             entry.active.store(false, Ordering::SeqCst);
             if let Err(e) = entry.stream.poll() {
-                eprintln!("warning: run {id}: cannot read its files: {e}");
+                tracing::warn!("run {id}: cannot read its files: {e}");
             }
         }
     }
@@ -77,7 +77,7 @@ impl Hub {
         }
         let entry = Arc::new(Entry { stream: RunStream::new(id.clone(), run_dir), active: AtomicBool::new(false) });
         if let Err(e) = entry.stream.poll() {
-            eprintln!("warning: run {id}: cannot read its files: {e}");
+            tracing::warn!("run {id}: cannot read its files: {e}");
         }
         streams.insert(id.clone(), entry.clone());
         tokio::spawn(follow(Arc::downgrade(self), id.clone(), entry.clone()));
@@ -95,7 +95,7 @@ async fn follow(hub: std::sync::Weak<Hub>, id: RunId, entry: Arc<Entry>) {
         let Some(hub) = hub.upgrade() else { return };
         if entry.active.load(Ordering::SeqCst) {
             if let Err(e) = entry.stream.poll() {
-                eprintln!("warning: run {id}: cannot read its files: {e}");
+                tracing::warn!("run {id}: cannot read its files: {e}");
             }
             continue;
         }

@@ -37,11 +37,20 @@ async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
     let period = state.ws.heartbeat;
     let mut heartbeat = interval_at(Instant::now() + period, period);
     let mut session = Session::new(state, out);
+    let opened = Instant::now();
+    let mut received = 0u64;
+    tracing::info!("websocket opened");
     'connection: loop {
         let replies = tokio::select! {
             incoming = socket.recv() => match incoming {
-                Some(Ok(Message::Text(text))) => session.receive(text.as_str()),
-                Some(Ok(Message::Binary(_))) => session.receive_binary(),
+                Some(Ok(Message::Text(text))) => {
+                    received += 1;
+                    session.receive(text.as_str())
+                }
+                Some(Ok(Message::Binary(_))) => {
+                    received += 1;
+                    session.receive_binary()
+                }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => vec![],
                 // Closed by the client, or broken (including a frame over the hard limit).
                 Some(Ok(Message::Close(_)) | Err(_)) | None => break,
@@ -61,4 +70,5 @@ async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
         }
     }
     updates.abort();
+    tracing::info!(received, seconds = opened.elapsed().as_secs(), "websocket closed");
 }

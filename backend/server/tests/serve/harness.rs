@@ -80,6 +80,8 @@ pub struct Server {
     pub runs_dir: PathBuf,
     /// What the server serves as static files (a stub page; tests may add files).
     pub static_dir: PathBuf,
+    /// Its stderr: warnings and the request log.
+    pub log: PathBuf,
     /// Stop the runs still training when the server is dropped (a failed test leaves no
     /// trainer behind); off when the test kills the server to let its runs go on.
     stop_runs: bool,
@@ -116,7 +118,11 @@ impl Server {
         }
         // From the project root, as users run it; also the trainers' working directory, which
         // must outlive a server a test kills.
-        let mut child = command.args(args).envs(env.iter().copied()).current_dir(workspace()).stdout(Stdio::piped()).spawn().unwrap();
+        // The server's log (stderr) goes to a file a test can read; a failing test prints it.
+        let log = dir.path().join("server.log");
+        let stderr = std::fs::File::create(&log).unwrap();
+        let mut child =
+            command.args(args).envs(env.iter().copied()).current_dir(workspace()).stdout(Stdio::piped()).stderr(stderr).spawn().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -129,7 +135,7 @@ impl Server {
         let url = rx.recv_timeout(Duration::from_secs(120)).expect("the server did not announce its URL");
         let token = url.split_once("?token=").map(|(_, t)| t.to_owned()).unwrap_or_default();
         let origin = url.strip_prefix("http://").map(|rest| format!("http://{}", rest.split('/').next().unwrap())).unwrap_or_default();
-        Server { child, url, origin, token, runs_dir, static_dir, stop_runs: true, _dir: dir }
+        Server { child, url, origin, token, runs_dir, static_dir, log, stop_runs: true, _dir: dir }
     }
 
     /// `host:port`.
@@ -175,6 +181,9 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- the server's log:\n{}", std::fs::read_to_string(&self.log).unwrap_or_default());
+        }
         if !self.stop_runs {
             return;
         }

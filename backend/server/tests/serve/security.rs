@@ -287,3 +287,27 @@ async fn every_answer_carries_the_id_of_its_request_through_a_flood() {
     }
     assert!(limited > 0, "the burst never tripped the limit");
 }
+
+#[tokio::test]
+async fn the_request_log_names_methods_and_paths_but_never_the_token_or_a_cookie() {
+    let server = Server::start_with_env("log", &[], &[("RUST_LOG", "info")]);
+    let token = server.token.clone();
+    let addr = server.addr();
+    assert_eq!(http_get(addr, &format!("/api/runs?token={token}"), &[("Cookie", "jupyterhub-session=cookie-secret")]).status, 200);
+    assert_eq!(server.get("/api/health").status, 200);
+    let mut client = server.connect().await;
+    still_serving(&mut client, 1).await;
+    drop(client);
+    let deadline = std::time::Instant::now() + WAIT;
+    let log = loop {
+        let log = std::fs::read_to_string(&server.log).unwrap();
+        if log.contains("websocket closed") || std::time::Instant::now() > deadline {
+            break log;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    for expected in ["path=/api/runs", "path=/api/health", "status=200", "websocket opened", "websocket closed"] {
+        assert!(log.contains(expected), "no {expected:?} in the log:\n{log}");
+    }
+    assert!(!log.contains(&token) && !log.contains("cookie-secret"), "a secret reached the log:\n{log}");
+}

@@ -70,7 +70,7 @@ impl Poller {
             let queue = match self.squeue(&ids(jobs, &members), cluster_arg.as_deref()).await {
                 Ok(queue) => queue,
                 Err(e) => {
-                    eprintln!("warning: cannot poll Slurm: {e}");
+                    tracing::warn!("cannot poll Slurm: {e}");
                     continue;
                 }
             };
@@ -92,11 +92,11 @@ impl Poller {
                         None => true,
                     }),
                     Ok(None) => {}
-                    Err(e) => eprintln!("warning: {e}"),
+                    Err(e) => tracing::warn!("{e}"),
                 }
             }
             for i in left {
-                seen[i] = self.scontrol(&jobs[i], cluster_arg.as_deref()).await.map_err(|e| eprintln!("warning: {e}")).ok();
+                seen[i] = self.scontrol(&jobs[i], cluster_arg.as_deref()).await.map_err(|e| tracing::warn!("{e}")).ok();
             }
         }
         seen
@@ -127,7 +127,7 @@ impl Poller {
         }
         if format!("{}{}", output.stdout, output.stderr).contains("accounting storage is disabled") {
             self.set_accounting(false);
-            eprintln!("note: this Slurm keeps no accounting: jobs that left the queue are looked up with scontrol");
+            tracing::info!("this Slurm keeps no accounting: jobs that left the queue are looked up with scontrol");
             return Ok(None);
         }
         Err(format!("sacct: {}", output.complaint()))
