@@ -8,7 +8,7 @@ pub mod base_path;
 pub mod clock;
 pub mod error;
 pub mod executor;
-pub mod launch;
+pub mod plan;
 pub mod runs;
 pub mod static_files;
 pub mod stream;

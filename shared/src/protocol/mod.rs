@@ -210,7 +210,7 @@ pub struct ServerInfo {
     pub heartbeat_secs: u64,
     /// How many local rank processes run at once: a run of N ranks counts N, one larger
     /// than the limit runs alone; the rest wait as `queued`.
-    pub max_local_runs: usize,
+    pub max_local_ranks: usize,
 }
 
 /// A metric point with its sequence number (its line in `metrics.jsonl`).
@@ -330,7 +330,7 @@ mod tests {
             configs: vec!["cpu_tiny".into()],
             max_message_bytes: 65536,
             heartbeat_secs: 20,
-            max_local_runs: 1,
+            max_local_ranks: 1,
         };
         round_trip_server(ServerMessage::Welcome { version: PROTOCOL_VERSION, server: info });
         round_trip_server(ServerMessage::Runs { runs: vec![] });

@@ -54,8 +54,9 @@ pub struct ServeArgs {
     token: Option<String>,
     /// How many local rank processes train at once: a run of N ranks counts N (one larger
     /// than this runs alone); later runs wait, queued.
-    #[arg(long, default_value_t = 1)]
-    max_local_runs: usize,
+    /// (`--max-local-runs` is its old name, still accepted.)
+    #[arg(long, default_value_t = 1, alias = "max-local-runs")]
+    max_local_ranks: usize,
     /// The trainer binary (default: `scalebook-train` beside this program).
     #[arg(long)]
     trainer: Option<PathBuf>,
@@ -106,7 +107,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let listener = Listener::bind(&args).await?;
         let executors = Executors {
             local: LocalExecutor { supervisor, command: command.clone() },
-            max_local_ranks: args.max_local_runs,
+            max_local_ranks: args.max_local_ranks,
             slurm: SlurmExecutor::new(
                 command,
                 SlurmCommands::new(args.slurm_bin_dir.as_deref()),

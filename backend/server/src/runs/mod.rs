@@ -23,7 +23,7 @@ use crate::clock::now;
 use crate::executor::TrainSpec;
 use crate::executor::local::LocalExecutor;
 use crate::executor::slurm::SlurmExecutor;
-use crate::launch::{LaunchPlan, Target};
+use crate::plan::{LaunchPlan, Target};
 use crate::stream::{Hub, Subscription, run_stream::encode};
 use scalebook_shared::rundir;
 

@@ -18,7 +18,7 @@ use tokio::task::AbortHandle;
 use super::limits::RateLimiter;
 use crate::Error;
 use crate::app::AppState;
-use crate::launch::{self, LaunchPlan};
+use crate::plan::{self, LaunchPlan};
 use crate::runs::RunManager;
 use crate::stream::Subscription;
 use crate::stream::run_stream::encode;
@@ -138,7 +138,7 @@ impl Session {
 
     /// Validates a launch against the served configs and clusters.
     fn plan(&self, request: LaunchRequest) -> Result<LaunchPlan, ErrorReport> {
-        launch::plan(&self.state.configs.file, self.state.clusters.clusters.as_ref(), request)
+        plan::plan(&self.state.configs.file, self.state.clusters.clusters.as_ref(), request)
             .map_err(|e| ErrorReport::new(ErrorCode::InvalidLaunch, format!("the launch was refused: {e}")).with_problems(e.problems()))
     }
 
@@ -148,7 +148,7 @@ impl Session {
             configs: self.state.configs.file.names().map(str::to_owned).collect(),
             max_message_bytes: self.state.ws.max_message_bytes,
             heartbeat_secs: self.state.ws.heartbeat.as_secs(),
-            max_local_runs: self.state.runs.max_local_ranks(),
+            max_local_ranks: self.state.runs.max_local_ranks(),
         }
     }
 }

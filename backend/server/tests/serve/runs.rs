@@ -46,7 +46,7 @@ async fn a_launched_run_streams_its_points_live_and_completes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_stops_every_process_of_a_run_and_queued_runs_wait_their_turn() {
-    let server = Server::start("cancel", &["--max-local-runs", "1"]);
+    let server = Server::start("cancel", &["--max-local-ranks", "1"]);
     let mut client = server.connect().await;
     let long = client.launch("cpu_tiny", tiny_overrides(&["num_iters=100000"])).await;
     let waiting = client.launch("cpu_tiny", tiny_overrides(&[])).await;
@@ -142,7 +142,7 @@ async fn runs_that_ended_while_no_server_watched_get_their_real_final_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_data_parallel_run_trains_on_two_local_ranks_and_takes_two_slots() {
-    let server = Server::start("dp2", &["--max-local-runs", "2"]);
+    let server = Server::start("dp2", &["--max-local-ranks", "2"]);
     let mut client = server.connect().await;
     let request = serde_json::json!({
         "type": "launch",
@@ -176,7 +176,7 @@ async fn a_run_trains_the_config_as_launched_even_if_the_served_file_changes_bef
     let yaml = dir.path().join("ViT.yaml");
     std::fs::copy(crate::harness::workspace().join("config/ViT.yaml"), &yaml).unwrap();
     let clusters = crate::harness::workspace().join("config/clusters.yaml");
-    let args = ["--yaml-config", yaml.to_str().unwrap(), "--clusters", clusters.to_str().unwrap(), "--max-local-runs", "1"];
+    let args = ["--yaml-config", yaml.to_str().unwrap(), "--clusters", clusters.to_str().unwrap(), "--max-local-ranks", "1"];
     let server = Server::start("recorded-config-server", &args);
     let mut client = server.connect().await;
     let long = client.launch("cpu_tiny", tiny_overrides(&["num_iters=100000"])).await;

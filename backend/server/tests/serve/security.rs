@@ -72,7 +72,7 @@ fn the_api_and_the_websocket_need_the_token_and_the_page_does_not() {
         let ServerMessage::Welcome { version, server: info } = welcome else { panic!("{welcome:?}") };
         assert_eq!(version, PROTOCOL_VERSION);
         assert!(info.configs.iter().any(|c| c == "cpu_tiny"));
-        assert_eq!((info.max_message_bytes, info.max_local_runs), (65536, 1));
+        assert_eq!((info.max_message_bytes, info.max_local_ranks), (65536, 1));
         client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION + 1 }).await;
         assert_eq!(error(&mut client).await.code, ErrorCode::VersionMismatch);
     });
@@ -254,7 +254,7 @@ async fn slurm_fields_are_checked_before_any_script_is_written() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_answer_carries_the_id_of_its_request_through_a_flood() {
-    let server = Server::start("request-ids", &["--max-local-runs", "1"]);
+    let server = Server::start("request-ids", &["--max-local-ranks", "1"]);
     let mut client = server.connect().await;
     let launch = |id: &str, iters: &str| {
         let overrides = crate::harness::tiny_overrides(&[&format!("num_iters={iters}")]);
