@@ -6,7 +6,7 @@
 //! A rank needs nothing but its run directory: the server records the effective config
 //! ([`CONFIG`]) before anything starts, and the trainer trains exactly that file.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -48,10 +48,6 @@ pub struct RunDir(PathBuf);
 impl RunDir {
     pub fn new(dir: impl Into<PathBuf>) -> RunDir {
         RunDir(dir.into())
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
     }
 
     /// `name` inside the run directory (one of this module's constants).
@@ -101,6 +97,8 @@ impl ExitRecord {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]

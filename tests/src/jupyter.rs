@@ -2,7 +2,6 @@
 //! environment) at a JupyterHub-like base URL, started from a directory of its own, as on a
 //! hub where Jupyter runs in the user's home directory.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -10,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use tempfile::TempDir;
+
+use crate::watch_lines;
 
 /// The base URL JupyterHub gives a user's server.
 pub const BASE_URL: &str = "/user/learner/";
@@ -49,17 +50,12 @@ impl Jupyter {
             .spawn()
             .context("cannot start jupyter_server from the tests' Python (run ./scalebook.sh test)")?;
         let stderr = child.stderr.take().context("no stderr")?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            // Jupyter logs its URL once it listens; keep draining so it never blocks on a pipe.
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(at) = line.find("http://127.0.0.1:") {
-                    let _ = tx.send(line[at..].split_whitespace().next().unwrap_or_default().to_owned());
-                }
-                if std::env::var_os("SCALEBOOK_TEST_VERBOSE").is_some() {
-                    eprintln!("[jupyter] {line}");
-                }
+        // Jupyter logs its URL once it listens.
+        let rx = watch_lines(stderr, |line| {
+            if std::env::var_os("SCALEBOOK_TEST_VERBOSE").is_some() {
+                eprintln!("[jupyter] {line}");
             }
+            line.find("http://127.0.0.1:").map(|at| line[at..].split_whitespace().next().unwrap_or_default().to_owned())
         });
         let mut jupyter = Jupyter { child, url: String::new(), home };
         let deadline = Instant::now() + Duration::from_secs(120);

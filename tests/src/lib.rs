@@ -17,6 +17,24 @@ pub use server::Server;
 
 use std::path::PathBuf;
 
+/// Reads `output` line by line on a thread of its own (so the child never blocks on a full
+/// pipe) and sends what `pick` finds in a line; `pick` may also echo lines.
+fn watch_lines(
+    output: impl std::io::Read + Send + 'static,
+    pick: impl Fn(&str) -> Option<String> + Send + 'static,
+) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(output).lines().map_while(Result::ok) {
+            if let Some(found) = pick(&line) {
+                let _ = tx.send(found);
+            }
+        }
+    });
+    rx
+}
+
 /// The workspace root: the server is started from here so it finds `static/` and `config/`.
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

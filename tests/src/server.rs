@@ -1,7 +1,6 @@
 //! A `scalebook serve` process on a free port, started in the workspace or in a scratch
 //! working directory of its own (with its own runs and data).
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -9,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use crate::{workspace_binary, workspace_root};
+use crate::{watch_lines, workspace_binary, workspace_root};
 
 pub struct Server {
     child: Child,
@@ -49,14 +48,7 @@ impl Server {
             .spawn()
             .context("cannot start scalebook serve")?;
         let stdout = child.stdout.take().context("no stdout")?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("Scalebook is ready: ") {
-                    let _ = tx.send(url.trim().to_owned());
-                }
-            }
-        });
+        let rx = watch_lines(stdout, |line| line.strip_prefix("Scalebook is ready: ").map(|url| url.trim().to_owned()));
         let Ok(url) = rx.recv_timeout(Duration::from_secs(120)) else {
             let _ = child.kill();
             bail!("scalebook serve did not announce its URL within 120 s");

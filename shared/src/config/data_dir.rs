@@ -4,21 +4,22 @@
 
 use super::TrainConfig;
 
-/// Each data-path key with its place inside a dataset directory.
-const PARTS: [(&str, &str); 6] = [
-    ("train_data_path", "train"),
-    ("valid_data_path", "valid"),
-    ("inf_data_path", "test"),
-    ("global_means_path", "stats/global_means.npy"),
-    ("global_stds_path", "stats/global_stds.npy"),
-    ("time_means_path", "stats/time_means.npy"),
+/// Each data-path key, its place inside a dataset directory, and its field.
+#[allow(clippy::type_complexity)]
+const PARTS: [(&str, &str, fn(&mut TrainConfig) -> &mut String); 6] = [
+    ("train_data_path", "train", |c| &mut c.train_data_path),
+    ("valid_data_path", "valid", |c| &mut c.valid_data_path),
+    ("inf_data_path", "test", |c| &mut c.inf_data_path),
+    ("global_means_path", "stats/global_means.npy", |c| &mut c.global_means_path),
+    ("global_stds_path", "stats/global_stds.npy", |c| &mut c.global_stds_path),
+    ("time_means_path", "stats/time_means.npy", |c| &mut c.time_means_path),
 ];
 
 /// The six data-path overrides (`key=value`, for [`TrainConfig::apply_overrides`] or the
 /// trainer's `--set`) that point a config at the dataset in `dir`.
 pub fn data_dir_overrides(dir: &str) -> Vec<String> {
     let dir = dir.trim_end_matches('/');
-    PARTS.map(|(key, part)| format!("{key}={dir}/{part}")).into()
+    PARTS.map(|(key, part, _)| format!("{key}={dir}/{part}")).into()
 }
 
 impl TrainConfig {
@@ -26,16 +27,8 @@ impl TrainConfig {
     /// fields directly: a directory name is never read as YAML.
     pub fn set_data_dir(&mut self, dir: &str) {
         let dir = dir.trim_end_matches('/');
-        for (key, part) in PARTS {
-            let path = format!("{dir}/{part}");
-            match key {
-                "train_data_path" => self.train_data_path = path,
-                "valid_data_path" => self.valid_data_path = path,
-                "inf_data_path" => self.inf_data_path = path,
-                "global_means_path" => self.global_means_path = path,
-                "global_stds_path" => self.global_stds_path = path,
-                _ => self.time_means_path = path,
-            }
+        for (_, part, field) in PARTS {
+            *field(self) = format!("{dir}/{part}");
         }
     }
 }
