@@ -96,18 +96,18 @@ fn all_problems_are_reported_at_once() {
 #[test]
 fn dataset_size_rules_use_the_known_dataset() {
     // Without a limit, a dataset smaller than one batch gives empty epochs.
-    let problems = problems_of(config("base").validate_for_dataset(1, 8));
+    let problems = problems_of(config("base").derived(1, Some(8)).map(drop));
     assert_has(&problems, "global_batch_size", "8 training samples over dp 1 give no full batch of 16");
     // The tutorial's dataset: base runs 12 epochs of 2372 iterations.
-    assert!(config("base").validate_for_dataset(1, 37_960).is_ok());
+    assert!(config("base").derived(1, Some(37_960)).map(drop).is_ok());
     // A limit above the dataset size is capped by it, and the batch is to blame.
-    let problems = problems_of(config("short").validate_for_dataset(1, 8));
+    let problems = problems_of(config("short").derived(1, Some(8)).map(drop));
     assert_has(&problems, "global_batch_size", "8 training samples");
     // With the dataset known, too few iterations for one epoch are caught without a limit.
     let mut base = config("base");
     base.apply_overrides(&["num_iters=1000"]).unwrap();
     assert!(base.validate(1).is_ok());
-    assert_has(&problems_of(base.validate_for_dataset(1, 37_960)), "num_iters", "1000 is less than one epoch (2372 iterations)");
+    assert_has(&problems_of(base.derived(1, Some(37_960)).map(drop)), "num_iters", "1000 is less than one epoch (2372 iterations)");
 }
 
 #[test]

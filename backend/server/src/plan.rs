@@ -4,7 +4,7 @@
 
 use scalebook_shared::cluster::Clusters;
 use scalebook_shared::config::{ConfigFile, TrainConfig};
-use scalebook_shared::layout::{Dim, Layout, LayoutSpec, Sizes};
+use scalebook_shared::layout::{Layout, Sizes};
 use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, SlurmJob};
 use scalebook_shared::{Error, Problems};
 
@@ -60,25 +60,29 @@ pub fn plan(configs: &ConfigFile, clusters: Option<&Clusters>, request: LaunchRe
     if let Err(e) = effective.apply_overrides(&request.overrides) {
         problems.0.extend(e.problems().0);
     }
-    let spec = request.layout.unwrap_or_else(|| LayoutSpec {
-        sizes: Sizes { tp: to_u32(effective.tensor_parallel), cp: to_u32(effective.context_parallel), dp: 1, pp: 1 },
-        order: effective.parallel_order.clone(),
-    });
-    let layout = match Layout::new(spec.sizes, &spec.order) {
+    // The config fixes tp, cp and the order; the launch adds only dp. The config's rules for
+    // that world are the ones the browser and the trainer check; the job settings are checked
+    // too whenever the sizes make a layout, so every problem is reported at once.
+    let size = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let sizes = Sizes { tp: size(effective.tensor_parallel), cp: size(effective.context_parallel), dp: request.dp, pp: 1 };
+    let world = effective.tensor_parallel.saturating_mul(effective.context_parallel).saturating_mul(request.dp as usize);
+    let known = problems.0.len();
+    if request.dp == 0 {
+        problems.push("dp", "must be at least 1");
+    } else if let Err(e) = effective.validate(world) {
+        problems.0.extend(e.problems().0);
+    }
+    let layout = match Layout::new(sizes, &effective.parallel_order) {
         Ok(layout) => Some(layout),
+        // Named by `validate` already, unless the launch's own dp is what breaks it.
         Err(e) => {
-            problems.0.extend(e.problems().0);
+            if problems.0.len() == known {
+                problems.0.extend(e.problems().0);
+            }
             None
         }
     };
-    let mut target = None;
-    if let Some(layout) = &layout {
-        check_agreement(&effective, layout, &mut problems);
-        if let Err(e) = effective.validate(layout.world() as usize) {
-            problems.0.extend(e.problems().0);
-        }
-        target = check_executor(&request.executor, clusters, layout, &mut problems);
-    }
+    let target = layout.as_ref().and_then(|layout| check_executor(&request.executor, clusters, layout, &mut problems));
     match (layout, target) {
         (Some(layout), Some(target)) if problems.is_empty() => Ok(LaunchPlan {
             config: request.config,
@@ -90,35 +94,6 @@ pub fn plan(configs: &ConfigFile, clusters: Option<&Clusters>, request: LaunchRe
             seed: request.seed,
         }),
         _ => Err(Error::Invalid(problems)),
-    }
-}
-
-/// The layout and the config's parallel settings must describe the same run.
-fn check_agreement(config: &TrainConfig, layout: &Layout, problems: &mut Problems) {
-    let sizes = layout.sizes();
-    for (dim, key, configured) in
-        [(Dim::Tp, "tensor_parallel", config.tensor_parallel), (Dim::Cp, "context_parallel", config.context_parallel)]
-    {
-        let size = sizes.get(dim);
-        if configured != size as usize {
-            problems
-                .push(dim.name(), format!("the layout has {} {size} but the config's {key} is {configured}; set {key}={size}", dim.name()));
-        }
-    }
-    if sizes.pp != 1 {
-        problems.push("pp", format!("the trainer has no pipeline parallelism: pp must be 1, got {}", sizes.pp));
-    }
-    if let Ok(configured) = Layout::new(sizes, &config.parallel_order)
-        && configured.order() != layout.order()
-    {
-        problems.push(
-            "order",
-            format!(
-                "the layout's order {} differs from the config's parallel_order {}",
-                layout.effective_order(),
-                configured.effective_order()
-            ),
-        );
     }
 }
 
@@ -143,10 +118,6 @@ fn check_executor(executor: &ExecutorSpec, clusters: Option<&Clusters>, layout: 
     }
 }
 
-fn to_u32(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,7 +140,7 @@ mod tests {
         LaunchRequest {
             config: config.into(),
             overrides: overrides.iter().map(|o| o.to_string()).collect(),
-            layout: None,
+            dp: 1,
             executor: ExecutorSpec::Local,
             seed: None,
         }
@@ -197,27 +168,43 @@ mod tests {
 
     #[test]
     fn every_problem_is_reported_against_its_field() {
-        let mut req = request("cpu_tiny", &["num_heads=7", "nonsense", "no_such_key=1"]);
-        req.layout = Some(LayoutSpec { sizes: Sizes { tp: 2, pp: 2, ..Sizes::default() }, order: "tp-cp-dp-pp".into() });
-        let req = on_perlmutter(req, SlurmRequest { time: Some("1h".into()), ..SlurmRequest::default() });
-        let err = plan(&configs(), req).unwrap_err();
-        let fields = fields(err);
-        for field in ["overrides", "no_such_key", "tp", "pp", "slurm.time"] {
-            assert!(fields.iter().any(|f| f == field), "no problem for {field} in {fields:?}");
+        let slurm = || SlurmRequest { time: Some("1h".into()), ..SlurmRequest::default() };
+        let cases: [(&[&str], &[&str]); 3] = [
+            // Overrides that do not parse leave the config as it was; the job is still checked.
+            (&["nonsense", "no_such_key=1"], &["overrides", "no_such_key", "slurm.time"]),
+            (&["num_heads=7"], &["embed_dim", "slurm.time"]),
+            (&["parallel_order=tp-xx"], &["parallel_order"]),
+        ];
+        for (overrides, expected) in cases {
+            let fields = fields(plan(&configs(), on_perlmutter(request("cpu_tiny", overrides), slurm())).unwrap_err());
+            for field in expected {
+                assert!(fields.iter().any(|f| f == field), "no problem for {field} in {fields:?}");
+            }
         }
     }
 
     #[test]
     fn local_runs_of_several_ranks_are_planned_up_to_a_limit() {
         let mut req = request("cpu_tiny", &[]);
-        req.layout = Some(LayoutSpec { sizes: Sizes { dp: 2, ..Sizes::default() }, order: "tp-cp-dp".into() });
+        req.dp = 2;
         let planned = plan(&configs(), req.clone()).unwrap();
         assert_eq!(planned.layout.world(), 2);
         assert!(matches!(planned.target, Target::Local));
-        req.layout = Some(LayoutSpec { sizes: Sizes { dp: MAX_LOCAL_RANKS * 2, ..Sizes::default() }, order: "tp-cp-dp".into() });
+        req.dp = MAX_LOCAL_RANKS * 2;
         req.overrides = vec![format!("global_batch_size={}", MAX_LOCAL_RANKS * 2)];
         let err = plan(&configs(), req).unwrap_err();
         assert!(err.to_string().contains("at most 32 ranks"), "{err}");
+    }
+
+    #[test]
+    fn the_layout_is_the_configs_with_the_launchs_dp() {
+        let mut req = request("cpu_tiny", &["tensor_parallel=2", "parallel_order=cp-tp-dp"]);
+        req.dp = 2;
+        let planned = plan(&configs(), req.clone()).unwrap();
+        assert_eq!(planned.layout.sizes(), Sizes { tp: 2, cp: 1, dp: 2, pp: 1 });
+        assert_eq!(planned.layout.effective_order(), "cp-tp-dp-pp");
+        req.dp = 0;
+        assert_eq!(fields(plan(&configs(), req).unwrap_err()), ["dp"]);
     }
 
     fn on_perlmutter(mut req: LaunchRequest, slurm: SlurmRequest) -> LaunchRequest {

@@ -7,7 +7,6 @@ use leptos::prelude::*;
 use scalebook_shared::Problems;
 use scalebook_shared::cluster::ExecutorKind;
 use scalebook_shared::config::TrainConfig;
-use scalebook_shared::layout::{Layout, LayoutSpec, Sizes};
 use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, RunId, SlurmRequest};
 
 use super::run_status::{CurrentRun, RunList, remember, remembered};
@@ -77,25 +76,23 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
         config.apply_overrides(&working.overrides.get()).ok()?;
         Some(config)
     };
+    // The layout the server will derive: the config's tp, cp and order with the chosen dp.
     let layout = move || {
-        effective().map(|c| LayoutSpec {
-            sizes: Sizes { tp: c.tensor_parallel as u32, cp: c.context_parallel as u32, dp: working.dp.get(), pp: 1 },
-            order: c.parallel_order,
-        })
+        let config = effective()?;
+        config.layout(config.tensor_parallel * config.context_parallel * working.dp.get() as usize).ok()
     };
     let request = move || -> Option<LaunchRequest> {
         let executor = match slurm_cluster.get() {
             Some(_) => ExecutorSpec::Slurm(Box::new(SlurmRequest { cluster: target.get(), ..slurm.get() })),
             None => ExecutorSpec::Local,
         };
-        Some(LaunchRequest { config: working.name.get()?, overrides: working.overrides.get(), layout: layout(), executor, seed: None })
+        Some(LaunchRequest { config: working.name.get()?, overrides: working.overrides.get(), dp: working.dp.get(), executor, seed: None })
     };
     // The Slurm settings checked as the server will check them.
     let slurm_problems = Signal::derive(move || {
-        let (Some(_), Some(clusters), Some(spec)) = (slurm_cluster.get(), library.clusters.get().ready(), layout()) else {
+        let (Some(_), Some(clusters), Some(layout)) = (slurm_cluster.get(), library.clusters.get().ready(), layout()) else {
             return Problems::default();
         };
-        let Ok(layout) = Layout::new(spec.sizes, &spec.order) else { return Problems::default() };
         let request = SlurmRequest { cluster: target.get(), ..slurm.get() };
         request.resolve(&clusters, &layout).err().map(|e| e.problems()).unwrap_or_default()
     });

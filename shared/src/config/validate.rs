@@ -22,12 +22,6 @@ impl TrainConfig {
         self.problems(world, None).into_result(())
     }
 
-    /// As [`validate`](Self::validate), also checking the epoch rules against a training set
-    /// of `train_samples` samples (before `limit_nsamples`).
-    pub fn validate_for_dataset(&self, world: usize, train_samples: usize) -> Result<(), Error> {
-        self.problems(world, Some(train_samples)).into_result(())
-    }
-
     pub(super) fn problems(&self, world: usize, train_samples: Option<usize>) -> Problems {
         let mut problems = Problems::default();
         self.check_positive(world, &mut problems);

@@ -281,7 +281,6 @@ impl ErrorReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::{LayoutSpec, Sizes};
 
     fn round_trip_client(msg: ClientMessage) {
         let text = serde_json::to_string(&msg).unwrap();
@@ -305,7 +304,7 @@ mod tests {
         round_trip_client(ClientMessage::Launch(LaunchRequest {
             config: "cpu_tiny".into(),
             overrides: vec!["num_iters=8".into()],
-            layout: Some(LayoutSpec { sizes: Sizes { dp: 2, ..Sizes::default() }, order: "tp-cp-dp".into() }),
+            dp: 2,
             executor: ExecutorSpec::Local,
             seed: Some(3),
         }));
@@ -313,7 +312,7 @@ mod tests {
         round_trip_client(ClientMessage::PreviewSlurm(LaunchRequest {
             config: "bs64_opt".into(),
             overrides: vec![],
-            layout: None,
+            dp: 1,
             executor: ExecutorSpec::Slurm(Box::new(slurm)),
             seed: None,
         }));

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::SlurmRequest;
-use crate::layout::{Layout, LayoutSpec};
+use crate::layout::Layout;
 use crate::{Error, Problems};
 
 /// The longest run id the server accepts; generated ids are about 20 characters.
@@ -173,13 +173,19 @@ pub struct LaunchRequest {
     /// `key=value` overrides, applied in order.
     #[serde(default)]
     pub overrides: Vec<String>,
-    /// The parallel layout; when absent, tp and cp come from the config and dp is 1.
-    #[serde(default)]
-    pub layout: Option<LayoutSpec>,
+    /// Data-parallel replicas (default 1): the one size of the layout the config does not
+    /// fix. Everything else (tp, cp, the order, batch sizes, epochs) follows from the config
+    /// through `shared`, in the browser, the server and the trainer alike.
+    #[serde(default = "one")]
+    pub dp: u32,
     #[serde(default)]
     pub executor: ExecutorSpec,
     #[serde(default)]
     pub seed: Option<u64>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Everything known about one run; `run.json` on disk and `run_update` on the wire.
@@ -277,7 +283,7 @@ mod tests {
     fn a_launch_request_needs_only_a_config_name_and_rejects_unknown_fields() {
         let req: LaunchRequest = serde_json::from_str(r#"{"config": "cpu_tiny"}"#).unwrap();
         assert_eq!(req.executor, ExecutorSpec::Local);
-        assert!(req.overrides.is_empty() && req.layout.is_none() && req.seed.is_none());
+        assert!(req.overrides.is_empty() && req.dp == 1 && req.seed.is_none());
         let err = serde_json::from_str::<LaunchRequest>(r#"{"config": "cpu_tiny", "command": "rm -rf /"}"#).unwrap_err();
         assert!(err.to_string().contains("unknown field `command`"), "{err}");
         let err = serde_json::from_str::<ExecutorSpec>(r#"{"kind": "ssh"}"#).unwrap_err();

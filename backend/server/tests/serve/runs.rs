@@ -148,7 +148,7 @@ async fn a_data_parallel_run_trains_on_two_local_ranks_and_takes_two_slots() {
         "type": "launch",
         "config": "cpu_tiny",
         "overrides": tiny_overrides(&["num_iters=200"]),
-        "layout": {"sizes": {"tp": 1, "cp": 1, "dp": 2, "pp": 1}, "order": "tp-cp-dp"},
+        "dp": 2,
         "seed": 1,
     });
     let id = client.launch_json(request).await;

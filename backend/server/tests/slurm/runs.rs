@@ -94,7 +94,7 @@ async fn a_two_rank_job_is_followed_across_a_server_restart_and_cancelled() {
     let first = start_server("slurm-cancel-a", &cluster, &["--runs-dir", runs_dir]);
     let mut client = first.connect().await;
     let mut request = launch(tiny_overrides(&["num_iters=1000000"]), json!({ "kind": "slurm", "cluster": "testbox" }));
-    request["layout"] = json!({ "sizes": { "tp": 1, "cp": 1, "dp": 2, "pp": 1 }, "order": "tp-cp-dp" });
+    request["dp"] = json!(2);
     let id = client.launch_json(request).await;
     let job_id = first.wait_for(&id, |r| (r.state() == RunState::Running).then(|| slurm_job_id(&r.handle)).flatten()).await;
     let run_dir = runs.path().join(id.as_str());

@@ -91,6 +91,20 @@ mod tests {
         assert_eq!(count(0, 2, false), 0);
     }
 
+    /// The trainer takes its epoch length from `shared` (what the browser shows); the loader
+    /// must step exactly that many batches.
+    #[test]
+    fn batches_per_epoch_are_what_shared_derives() {
+        for (len, shards, batch) in [(37_960, 1, 16), (37_960, 4, 16), (10, 4, 2), (7, 3, 1), (1_000, 8, 64), (5, 8, 1)] {
+            let batches = ShardedSampler::new(len, shards, shards - 1, true, 0).unwrap().num_samples() / batch;
+            assert_eq!(
+                batches,
+                scalebook_shared::config::iters_per_epoch(len, shards, batch),
+                "{len} samples, {shards} shards, batch {batch}"
+            );
+        }
+    }
+
     #[test]
     fn rejects_shards_that_do_not_exist() {
         assert!(ShardedSampler::new(10, 0, 0, true, 0).is_err());

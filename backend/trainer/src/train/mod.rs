@@ -16,7 +16,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use scalebook_shared::config::{TrainConfig, lr_at};
+use scalebook_shared::config::{Derived, TrainConfig, lr_at};
 use scalebook_shared::layout::Token;
 use scalebook_shared::metrics::tags;
 use scalebook_shared::rundir;
@@ -72,8 +72,10 @@ struct Loaders {
     valid: DataLoader,
 }
 
-/// The loaders of this rank: its dp shard of each set, at the local batch size.
-fn open_loaders(c: &TrainConfig, seed: u64, log: &Logger, comm: &Comm) -> Result<Loaders, Error> {
+/// The loaders of this rank (its dp shard of each set, at the local batch size), and the run's
+/// batch sizes, epochs and steps as `shared` derives them for this world and this training set:
+/// the same numbers the browser showed and the server checked, from the same code.
+fn open_loaders(c: &TrainConfig, seed: u64, log: &Logger, comm: &Comm) -> Result<(Loaders, Derived), Error> {
     let rank = comm.env().rank;
     log.info(&format!("rank {rank}, begin data loader init"));
     let stats = Stats::load(Path::new(&c.global_means_path), Path::new(&c.global_stds_path), c.n_in_channels)?;
@@ -81,8 +83,9 @@ fn open_loaders(c: &TrainConfig, seed: u64, log: &Logger, comm: &Comm) -> Result
     let open = |dir: &str, limit| Era5Dataset::open(Path::new(dir), img, c.n_in_channels, c.dt, limit, stats.clone());
     let train = Arc::new(open(&c.train_data_path, c.limit_nsamples)?);
     let valid = Arc::new(open(&c.valid_data_path, c.limit_nsamples_val)?);
+    let derived = c.derived(comm.env().world, Some(train.len()))?;
     let (dp, dp_rank) = (comm.size(Token::DP), comm.rank(Token::DP));
-    let batch = local_batch_size(c, dp);
+    let batch = derived.local_batch_size;
     // Both sets are shuffled, as the tutorial's single-GPU loaders (`shuffle=True`) and its
     // DistributedSampler for training do; every rank of a tp-cp group reads the same shard.
     let loader = |ds: &Arc<Era5Dataset>| -> Result<DataLoader, Error> {
@@ -90,7 +93,7 @@ fn open_loaders(c: &TrainConfig, seed: u64, log: &Logger, comm: &Comm) -> Result
     };
     let (train, valid) = (loader(&train)?, loader(&valid)?);
     log.info(&format!("rank {rank}, data loader initialized"));
-    Ok(Loaders { train, valid })
+    Ok((Loaders { train, valid }, derived))
 }
 
 fn check_run_dir(dir: &Path) -> Result<(), Error> {
@@ -116,12 +119,6 @@ fn log_config(log: &Logger, opts: &RunOptions) {
     log.info("---------------------------------------------------");
 }
 
-/// Samples per rank per step: `local_batch_size` when the config sets it (the tutorial's
-/// `--local_batch_size`), else the global batch split over dp.
-pub fn local_batch_size(c: &TrainConfig, dp: usize) -> usize {
-    c.local_batch_size.unwrap_or(c.global_batch_size / dp.max(1))
-}
-
 /// Runs (or resumes) training as configured, as one rank of `comm`'s layout. `log` carries
 /// the progress bar, if any; rank 0 writes the run's outputs.
 pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary, Error> {
@@ -145,11 +142,9 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     // A resumed run keeps its original data order whatever --seed says now.
     let seed = resumed.as_ref().map_or(opts.seed, |(p, _)| p.seed);
     tch::manual_seed(seed as i64);
-    let loaders = open_loaders(c, seed, log, &comm)?;
-    let iters_per_epoch = loaders.train.len() as u64;
-    c.validate_for_dataset(world, loaders.train.dataset().len())?;
-    let num_epochs = c.num_iters as u64 / iters_per_epoch;
-    let global_batch = (local_batch_size(c, comm.size(Token::DP)) * comm.size(Token::DP)) as f64;
+    let (loaders, derived) = open_loaders(c, seed, log, &comm)?;
+    let (iters_per_epoch, num_epochs) = (derived.iters_per_epoch as u64, derived.num_epochs as u64);
+    let global_batch = derived.global_batch_size as f64;
 
     let parallel = model_parallel.then(|| Parallel::new(comm.clone(), VitSpec::from(c).num_tokens() as usize));
     let (vs, mut learner) = Learner::build(c, opts.device, parallel)?;
