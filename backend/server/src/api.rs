@@ -12,7 +12,7 @@ use scalebook_shared::protocol::{RunId, RunRecord};
 use scalebook_shared::rundir;
 use serde_json::json;
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// An API failure as JSON: `{"code": ..., "message": ...}` with a fitting status.
 pub struct ApiError {

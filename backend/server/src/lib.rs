@@ -2,16 +2,19 @@
 //! launches and watches, and the live stream of their metrics to every browser.
 
 pub mod api;
-pub mod app;
 pub mod auth;
 pub mod base_path;
 pub mod clock;
 pub mod error;
 pub mod executor;
 pub mod plan;
+pub mod routes;
 pub mod runs;
+pub mod state;
 pub mod static_files;
+pub mod store;
 pub mod stream;
+pub mod wire;
 pub mod ws;
 
 pub use error::Error;

@@ -10,14 +10,15 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::ServiceExt;
 use axum::extract::Request;
-use scalebook_server::app::{self, AppState, ClustersFile, Configs, WsSettings};
 use scalebook_server::auth::Token;
 use scalebook_server::base_path::BasePath;
 use scalebook_server::executor::TrainerCommand;
 use scalebook_server::executor::local::LocalExecutor;
 use scalebook_server::executor::slurm::{SlurmCommands, SlurmExecutor};
-use scalebook_server::runs::store::RunStore;
+use scalebook_server::routes;
 use scalebook_server::runs::{Executors, RunManager};
+use scalebook_server::state::{AppState, ClustersFile, Configs, WsSettings};
+use scalebook_server::store::RunStore;
 
 /// Where the token may come from instead of `--token` (ignored on a Unix socket).
 const TOKEN_VARIABLE: &str = "SCALEBOOK_TOKEN";
@@ -116,8 +117,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         };
         let runs = RunManager::open(store, executors)?;
         let state = Arc::new(AppState { configs, clusters, runs, ws });
-        let router = app::router(state, args.static_dir.clone(), token.clone());
-        let service = app::service(router, base.clone());
+        let router = routes::router(state, args.static_dir.clone(), token.clone());
+        let service = routes::service(router, base.clone());
         let prefix = base.as_ref().map_or("", BasePath::as_str);
         // Tests and wrappers read this line to learn the URL; keep its shape stable.
         match (&listener, &token) {

@@ -4,6 +4,7 @@
 //! care which one ran a run.
 
 pub mod local;
+pub mod outcome;
 pub mod process;
 pub mod slurm;
 pub mod supervise;

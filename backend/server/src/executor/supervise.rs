@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::runs::store::write_json_atomic;
+use crate::store::write_json_atomic;
 use scalebook_shared::rundir::ExitRecord;
 
 /// Runs `program args` and waits for it, recording its end in `exit_file`.

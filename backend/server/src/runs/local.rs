@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use scalebook_shared::protocol::{ExecutorSpec, RunHandle, RunId, RunRecord, RunState};
 
-use super::store;
-use super::{LOG_TAIL_BYTES, RunManager, outcome};
+use super::{LOG_TAIL_BYTES, RunManager};
 use crate::clock::now;
 use crate::executor::local::LocalExecutor;
+use crate::executor::outcome;
 use crate::executor::process;
+use crate::store;
 use scalebook_shared::rundir;
 use scalebook_shared::rundir::ExitRecord;
 

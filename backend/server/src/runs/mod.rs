@@ -6,9 +6,7 @@
 //! browser saw is always what a restarted server will find.
 
 mod local;
-pub mod outcome;
 mod slurm;
-pub mod store;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,14 +15,15 @@ use axum::extract::ws::Utf8Bytes;
 use scalebook_shared::protocol::{ExecutorSpec, RunHandle, RunId, RunRecord, RunState, ServerMessage, StateChange};
 use tokio::sync::broadcast;
 
-use self::store::RunStore;
 use crate::Error;
 use crate::clock::now;
 use crate::executor::TrainSpec;
 use crate::executor::local::LocalExecutor;
 use crate::executor::slurm::SlurmExecutor;
 use crate::plan::{LaunchPlan, Target};
-use crate::stream::{Hub, Subscription, run_stream::encode};
+use crate::store::RunStore;
+use crate::stream::{Hub, Subscription};
+use crate::wire::encode;
 use scalebook_shared::rundir;
 
 /// How much of the end of `job.log` the state mapping reads.

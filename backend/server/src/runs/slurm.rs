@@ -11,11 +11,12 @@ use std::sync::Arc;
 use scalebook_shared::protocol::{RunHandle, RunId, RunRecord, RunState};
 
 use super::local::read_exit;
-use super::store;
-use super::{LOG_TAIL_BYTES, RunManager, outcome};
+use super::{LOG_TAIL_BYTES, RunManager};
 use crate::clock::now;
+use crate::executor::outcome;
 use crate::executor::slurm::poll::{JobRef, Observation};
 use crate::executor::slurm::states::{self, Verdict};
+use crate::store;
 use scalebook_shared::rundir;
 
 impl RunManager {

@@ -6,7 +6,7 @@
 //! viewer has left. Polling rather than inotify: it works the same on the shared filesystems
 //! Slurm jobs write to, where inotify sees nothing.
 
-pub mod run_stream;
+pub mod feed;
 pub mod tail;
 
 use std::collections::HashMap;
@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use scalebook_shared::protocol::RunId;
 
-pub use run_stream::{Cursor, Frame, RunStream, Subscription};
+pub use feed::{Cursor, Frame, RunFeed, Subscription};
 
 /// How often an active run's files are read.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
@@ -29,7 +29,7 @@ pub struct Hub {
 }
 
 struct Entry {
-    stream: RunStream,
+    feed: RunFeed,
     /// The run may still write: keep polling.
     active: AtomicBool,
 }
@@ -51,7 +51,7 @@ impl Hub {
         let entry = self.lock().get(id).cloned();
         if let Some(entry) = entry {
             entry.active.store(false, Ordering::SeqCst);
-            if let Err(e) = entry.stream.poll() {
+            if let Err(e) = entry.feed.poll() {
                 tracing::warn!("run {id}: cannot read its files: {e}");
             }
         }
@@ -67,7 +67,7 @@ impl Hub {
     ) -> io::Result<Subscription> {
         // Under the hub's lock, so the stream cannot be retired between lookup and subscribe.
         let mut streams = self.lock();
-        self.entry(&mut streams, id, run_dir).stream.subscribe(after_points, after_log)
+        self.entry(&mut streams, id, run_dir).feed.subscribe(after_points, after_log)
     }
 
     /// The stream of run `id`, created (and read up to now) if there is none.
@@ -75,8 +75,8 @@ impl Hub {
         if let Some(entry) = streams.get(id) {
             return entry.clone();
         }
-        let entry = Arc::new(Entry { stream: RunStream::new(id.clone(), run_dir), active: AtomicBool::new(false) });
-        if let Err(e) = entry.stream.poll() {
+        let entry = Arc::new(Entry { feed: RunFeed::new(id.clone(), run_dir), active: AtomicBool::new(false) });
+        if let Err(e) = entry.feed.poll() {
             tracing::warn!("run {id}: cannot read its files: {e}");
         }
         streams.insert(id.clone(), entry.clone());
@@ -94,7 +94,7 @@ async fn follow(hub: std::sync::Weak<Hub>, id: RunId, entry: Arc<Entry>) {
         tick.tick().await;
         let Some(hub) = hub.upgrade() else { return };
         if entry.active.load(Ordering::SeqCst) {
-            if let Err(e) = entry.stream.poll() {
+            if let Err(e) = entry.feed.poll() {
                 tracing::warn!("run {id}: cannot read its files: {e}");
             }
             continue;
@@ -102,7 +102,7 @@ async fn follow(hub: std::sync::Weak<Hub>, id: RunId, entry: Arc<Entry>) {
         // Checked under the hub's lock: a viewer subscribing now either got this stream
         // before it is removed (and keeps it alive) or will create a fresh one.
         let mut streams = hub.lock();
-        if entry.stream.viewers() == 0 && !entry.active.load(Ordering::SeqCst) {
+        if entry.feed.viewers() == 0 && !entry.active.load(Ordering::SeqCst) {
             streams.remove(&id);
             return;
         }

@@ -15,9 +15,9 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, interval_at};
 
 use self::session::{Session, forward_updates};
-use crate::app::AppState;
 use crate::clock::now;
-use crate::stream::run_stream::encode;
+use crate::state::AppState;
+use crate::wire::encode;
 
 /// Messages queued for one connection; a connection this far behind slows its subscriptions
 /// down until they resynchronise from the run's files.

@@ -17,11 +17,11 @@ use tokio::task::AbortHandle;
 
 use super::limits::RateLimiter;
 use crate::Error;
-use crate::app::AppState;
 use crate::plan::{self, LaunchPlan};
 use crate::runs::RunManager;
+use crate::state::AppState;
 use crate::stream::Subscription;
-use crate::stream::run_stream::encode;
+use crate::wire::encode;
 
 pub struct Session {
     state: Arc<AppState>,

@@ -3,7 +3,7 @@
 
 use scalebook_shared::protocol::RunState;
 
-use crate::runs::outcome;
+use crate::executor::outcome;
 use scalebook_shared::rundir::ExitRecord;
 
 /// `squeue --format` fields, `|`-separated, the command (the script path) last so nothing in

@@ -15,6 +15,7 @@ use scalebook_shared::protocol::{LogLine, RunId, SeqPoint, ServerMessage, series
 use tokio::sync::broadcast;
 
 use super::tail::{Follow, LineFollower};
+use crate::wire::encode;
 use scalebook_shared::rundir;
 
 /// Points kept in memory per run; older ones are read again from `metrics.jsonl` when a
@@ -54,7 +55,9 @@ pub struct Subscription {
     pub live: broadcast::Receiver<Frame>,
 }
 
-pub struct RunStream {
+/// One run's live feed: it follows the run's metrics and log files, keeps what a late viewer
+/// missed, and sends every new frame to all of its viewers at once.
+pub struct RunFeed {
     id: RunId,
     state: Mutex<StreamState>,
     tx: broadcast::Sender<Frame>,
@@ -69,8 +72,8 @@ struct StreamState {
     lines: VecDeque<LogLine>,
 }
 
-impl RunStream {
-    pub fn new(id: RunId, run_dir: &Path) -> RunStream {
+impl RunFeed {
+    pub fn new(id: RunId, run_dir: &Path) -> RunFeed {
         let state = StreamState {
             metrics: LineFollower::new(&run_dir.join(rundir::METRICS)),
             log: LineFollower::new(&run_dir.join(rundir::JOB_LOG)),
@@ -78,7 +81,7 @@ impl RunStream {
             complete: true,
             lines: VecDeque::new(),
         };
-        RunStream { id, state: Mutex::new(state), tx: broadcast::channel(CHANNEL_CAPACITY).0 }
+        RunFeed { id, state: Mutex::new(state), tx: broadcast::channel(CHANNEL_CAPACITY).0 }
     }
 
     pub fn viewers(&self) -> usize {
@@ -196,12 +199,6 @@ fn parse_points(follow: Follow) -> Vec<SeqPoint> {
         .collect()
 }
 
-/// A message (or a reply with its request id) as one WebSocket text frame.
-pub fn encode(message: &impl serde::Serialize) -> Utf8Bytes {
-    // Serialising plain data (no maps with non-string keys) cannot fail.
-    Utf8Bytes::from(serde_json::to_string(message).unwrap_or_default())
-}
-
 #[cfg(test)]
 mod tests {
     use std::io::Write;
@@ -255,7 +252,7 @@ mod tests {
         let run = TempRun::new();
         run.points(0..3);
         run.append(rundir::JOB_LOG, "starting\n");
-        let stream = RunStream::new(RunId::parse("r1").unwrap(), &run.0);
+        let stream = RunFeed::new(RunId::parse("r1").unwrap(), &run.0);
         stream.poll().unwrap();
         let mut sub = stream.subscribe(None, None).unwrap();
         assert_eq!(sub.cursor, Cursor { points: 3, log: 1 });
@@ -282,7 +279,7 @@ mod tests {
         // A line damaged by a crash keeps its number but carries no point.
         run.append(rundir::METRICS, "{\"step\": 10, \"tru\n");
         run.points(11..13);
-        let stream = RunStream::new(RunId::parse("r1").unwrap(), &run.0);
+        let stream = RunFeed::new(RunId::parse("r1").unwrap(), &run.0);
         stream.poll().unwrap();
         let sub = stream.subscribe(Some(7), Some(0)).unwrap();
         let replayed: Vec<u64> = sub.replay.iter().flat_map(|t| seqs(&decode(t))).collect();
@@ -297,7 +294,7 @@ mod tests {
     fn a_rewritten_metrics_file_restarts_every_viewers_series() {
         let run = TempRun::new();
         run.points(0..6);
-        let stream = RunStream::new(RunId::parse("r1").unwrap(), &run.0);
+        let stream = RunFeed::new(RunId::parse("r1").unwrap(), &run.0);
         stream.poll().unwrap();
         let mut sub = stream.subscribe(Some(6), Some(0)).unwrap();
         // The trainer resuming from its step-3 checkpoint keeps points 0..=3 and goes on.

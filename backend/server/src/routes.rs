@@ -1,0 +1,54 @@
+//! The routes: the page, the built front-end and chapter files ([`static_files`]), the JSON API and the
+//! WebSocket under `/api`, the token check in front of the API, and the optional base path in
+//! front of everything.
+//!
+//! Every URL the page uses is relative, so the same router works at `/` and behind
+//! jupyter-server-proxy, which strips its `{base}/proxy/PORT` prefix before forwarding.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::Request;
+use axum::middleware::from_fn_with_state;
+use axum::routing::get;
+use tower::ServiceExt as _;
+use tower::util::MapRequest;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+
+use crate::auth::{self, Token};
+use crate::base_path::BasePath;
+use crate::state::AppState;
+use crate::{api, static_files, ws};
+
+/// The app at the root. `token: None` serves the API to anyone who can connect (only for a
+/// private Unix socket).
+pub fn router(state: Arc<AppState>, static_dir: PathBuf, token: Option<Token>) -> Router {
+    let api = Router::new()
+        .route("/health", get(api::health))
+        .route("/configs", get(api::configs))
+        .route("/configs.yaml", get(api::configs_yaml))
+        .route("/clusters.json", get(api::clusters))
+        .route("/runs", get(api::list_runs))
+        .route("/runs/{id}", get(api::get_run))
+        .route("/runs/{id}/files/{name}", get(api::run_file))
+        .route("/ws", get(ws::upgrade))
+        .layer(from_fn_with_state(token.map(Arc::new), auth::require_token));
+    // One line per request: method, path, status and latency. The span holds the path only,
+    // never the query or the headers, so neither the token (`?token=`, `Authorization`) nor a
+    // cookie reaches the log.
+    let request_log = TraceLayer::new_for_http()
+        .make_span_with(|request: &Request| tracing::info_span!("http", method = %request.method(), path = %request.uri().path()))
+        .on_request(())
+        .on_response(DefaultOnResponse::new().level(tracing::Level::INFO));
+    Router::new().nest("/api", api).merge(static_files::router(static_dir)).layer(request_log).with_state(state)
+}
+
+/// The app as served: under `base` when there is one (and at the root too, see
+/// [`crate::base_path`]).
+pub fn service(router: Router, base: Option<BasePath>) -> MapRequest<Router, impl FnMut(Request) -> Request + Clone + Send + 'static> {
+    router.map_request(move |request| match &base {
+        Some(base) => base.rewrite(request),
+        None => request,
+    })
+}
