@@ -11,6 +11,10 @@ pub enum Error {
     /// A call into the C++ shim failed; `message` is libtorch's own.
     #[error("{what}: {message}")]
     Native { what: String, message: String },
+    /// A broken invariant of this crate (a parameter without a gradient, a state of the wrong
+    /// length): a bug to report, not bad input.
+    #[error("{what}: {message}")]
+    Internal { what: String, message: String },
     /// The ranks could not meet at the rendezvous store (a peer never came, a wrong address).
     #[error("rendezvous at {address} failed: {message}")]
     Rendezvous { address: String, message: String },

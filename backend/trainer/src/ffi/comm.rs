@@ -86,7 +86,7 @@ fn millis(d: Duration) -> i64 {
 }
 
 fn cstring(what: &str, s: &str) -> Result<CString, Error> {
-    CString::new(s).map_err(|_| Error::Native { what: what.into(), message: format!("`{s}` contains a NUL byte") })
+    CString::new(s).map_err(|_| Error::Internal { what: what.into(), message: format!("`{s}` contains a NUL byte") })
 }
 
 /// The TCPStore every rank meets at (`MASTER_ADDR:MASTER_PORT`); rank 0 serves it.
@@ -255,7 +255,7 @@ impl ProcessGroup {
         x: &Tensor,
     ) -> Result<Tensor, Error> {
         if !sizes.is_empty() && sizes.len() != self.size {
-            return Err(Error::Native { what: self.what(op), message: format!("{} chunk sizes for {} ranks", sizes.len(), self.size) });
+            return Err(Error::Internal { what: self.what(op), message: format!("{} chunk sizes for {} ranks", sizes.len(), self.size) });
         }
         let mut x = x.shallow_clone();
         let x_ptr = x.as_mut_ptr();

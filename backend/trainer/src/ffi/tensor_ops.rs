@@ -90,7 +90,7 @@ pub fn fused_adam(t: AdamTensors<'_>, h: AdamStep, scale: Option<(&mut Tensor, &
     let n = t.params.len();
     let lens = [t.grads.len(), t.exp_avgs.len(), t.exp_avg_sqs.len(), t.steps.len()];
     if lens.iter().any(|&l| l != n) {
-        return Err(Error::Native { what: "fused Adam".into(), message: format!("{n} parameters but state lengths {lens:?}") });
+        return Err(Error::Internal { what: "fused Adam".into(), message: format!("{n} parameters but state lengths {lens:?}") });
     }
     let (p, g, m, v, s) = (pointers(t.params), pointers(t.grads), pointers(t.exp_avgs), pointers(t.exp_avg_sqs), pointers(t.steps));
     let (scale_ptr, inf_ptr) = match scale {

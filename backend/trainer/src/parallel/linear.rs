@@ -14,7 +14,7 @@ use crate::ffi::Region;
 
 /// The serial parameter `name`, which the parallel model is cut from.
 pub(crate) fn serial<'a>(vars: &'a HashMap<String, Tensor>, name: &str) -> Result<&'a Tensor, Error> {
-    vars.get(name).ok_or_else(|| Error::Native { what: "parallel model".into(), message: format!("the serial model has no {name}") })
+    vars.get(name).ok_or_else(|| Error::Internal { what: "parallel model".into(), message: format!("the serial model has no {name}") })
 }
 
 pub struct ColumnLinear {

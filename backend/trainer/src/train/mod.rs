@@ -249,8 +249,15 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
 /// The tutorial's step-0 logging: one train and one validation batch through the untrained
 /// model, so every curve starts at step 0.
 fn step_zero(learner: &Learner, loaders: &Loaders, report: &mut Reporter) -> Result<(), Error> {
-    let first =
-        |loader: &DataLoader| loader.epoch(0).next().transpose()?.ok_or(Error::Native { what: "data".into(), message: "no batch".into() });
+    // Training has a full batch (the config's rules ensure it); a validation set smaller
+    // than one batch is the user's to fix.
+    let first = |loader: &DataLoader| {
+        loader
+            .epoch(0)
+            .next()
+            .transpose()?
+            .ok_or_else(|| Error::DataSetting(format!("{} samples give no full batch", loader.dataset().len())))
+    };
     let (train_loss, _) = learner.evaluate(&first(&loaders.train)?)?;
     let (valid_loss, rmse) = learner.evaluate(&first(&loaders.valid)?)?;
     report.scalar(0, 0, tags::LOSS_TRAIN, learner.dp_mean(train_loss)?)?;

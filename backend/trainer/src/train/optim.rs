@@ -46,7 +46,7 @@ impl Adam {
         let mut params: Vec<Tensor> = self.params.iter().map(|(_, p)| p.shallow_clone()).collect();
         let mut grads: Vec<Tensor> = self.params.iter().map(|(_, p)| p.grad()).collect();
         if grads.iter().any(|g| !g.defined()) {
-            return Err(Error::Native { what: "Adam".into(), message: "a parameter has no gradient; was backward() run?".into() });
+            return Err(Error::Internal { what: "Adam".into(), message: "a parameter has no gradient; was backward() run?".into() });
         }
         if self.fused {
             let tensors = AdamTensors {
