@@ -59,18 +59,18 @@ pub async fn clusters(State(state): State<Arc<AppState>>) -> Result<Response, Ap
 }
 
 pub async fn list_runs(State(state): State<Arc<AppState>>) -> Json<Vec<RunRecord>> {
-    Json(state.runs.list())
+    Json(state.runs.list().await)
 }
 
 pub async fn get_run(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<RunRecord>, ApiError> {
     let id = run_id(&id)?;
-    state.runs.get(&id).map(Json).ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_run", format!("no run {id}")))
+    state.runs.record(&id).await.map(Json).ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_run", format!("no run {id}")))
 }
 
 /// One of a run's files, from a fixed list (the log, the metrics, the record, the config).
 pub async fn run_file(State(state): State<Arc<AppState>>, Path((id, name)): Path<(String, String)>) -> Result<Response, ApiError> {
     let id = run_id(&id)?;
-    if state.runs.get(&id).is_none() {
+    if state.runs.record(&id).await.is_none() {
         return Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_run", format!("no run {id}")));
     }
     let path = state.runs.store().served_file(&id, &name).ok_or_else(|| {

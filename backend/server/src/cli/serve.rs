@@ -116,7 +116,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             ),
         };
         let runs = RunManager::open(store, executors)?;
-        let state = Arc::new(AppState { configs, clusters, runs, ws });
+        let state = Arc::new(AppState { configs, clusters, runs: runs.clone(), ws });
         let router = routes::router(state, args.static_dir.clone(), token.clone());
         let service = routes::service(router, base.clone());
         let prefix = base.as_ref().map_or("", BasePath::as_str);
@@ -138,6 +138,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 let _ = std::fs::remove_file(path);
             }
         }
+        // Every change a browser was told of is on disk before the process ends.
+        runs.flush().await;
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -1,19 +1,16 @@
 //! Local runs: starting queued ones in order while there is room, waiting for each to end,
 //! and picking up the ones an earlier server started.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use scalebook_shared::protocol::{ExecutorSpec, RunHandle, RunId, RunRecord, RunState};
 
-use super::{LOG_TAIL_BYTES, RunManager};
+use super::{LastWords, RunManager};
 use crate::clock::now;
 use crate::executor::local::LocalExecutor;
 use crate::executor::outcome;
 use crate::executor::process;
-use crate::store;
-use scalebook_shared::rundir;
 use scalebook_shared::rundir::ExitRecord;
 
 /// How often a run started by an earlier server is checked for having ended (it is not our
@@ -74,9 +71,6 @@ impl RunManager {
             queued
         };
         for id in to_start {
-            if let Some(record) = self.get(&id) {
-                self.publish(&record);
-            }
             self.start(&id);
         }
     }
@@ -121,22 +115,15 @@ impl RunManager {
         if let Some(pgid) = pgid {
             LocalExecutor::clear_group(pgid).await;
         }
-        let dir = self.store.run_dir(&id);
-        let exit = read_exit(&dir.join(rundir::EXIT)).or(fallback);
-        let tail = store::read_tail(&dir.join(rundir::JOB_LOG), LOG_TAIL_BYTES).unwrap_or_default();
-        self.hub.finish(&id);
+        let words = LastWords::read(self.store.run_dir(&id)).await;
+        let exit = words.exit.or(fallback);
+        self.hub.finish(&id).await;
         self.modify(&id, |r| {
             if !r.state().is_final() {
-                let (state, reason) = outcome::decide(exit.as_ref(), r.cancel_requested, &tail);
+                let (state, reason) = outcome::decide(exit.as_ref(), r.cancel_requested, &words.log_tail);
                 r.transition(state, now(), reason);
             }
         });
         self.schedule();
     }
-}
-
-/// `exit.json`, as the supervisor or a batch script wrote it.
-pub(super) fn read_exit(path: &Path) -> Option<ExitRecord> {
-    let text = std::fs::read_to_string(path).ok()?;
-    serde_json::from_str(&text).map_err(|e| tracing::warn!("{}: {e}", path.display())).ok()
 }

@@ -3,16 +3,19 @@
 //! them, and finding them all again when the server restarts.
 //!
 //! Every change is written to the run's `run.json` before anyone is told about it, so what a
-//! browser saw is always what a restarted server will find.
+//! browser saw is always what a restarted server will find ([`records`]); the run directory
+//! is read and written on blocking threads, never on the async workers.
 
 mod local;
+mod records;
 mod slurm;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::extract::ws::Utf8Bytes;
-use scalebook_shared::protocol::{ExecutorSpec, RunHandle, RunId, RunRecord, RunState, ServerMessage, StateChange};
+use scalebook_shared::protocol::{ExecutorSpec, RunHandle, RunId, RunRecord, RunState, StateChange};
 use tokio::sync::broadcast;
 
 use crate::Error;
@@ -21,13 +24,35 @@ use crate::executor::TrainSpec;
 use crate::executor::local::LocalExecutor;
 use crate::executor::slurm::SlurmExecutor;
 use crate::plan::{LaunchPlan, Target};
-use crate::store::RunStore;
+use crate::store::{self, RunStore};
 use crate::stream::{Hub, Subscription};
-use crate::wire::encode;
-use scalebook_shared::rundir;
+use scalebook_shared::rundir::{self, ExitRecord};
+
+use self::records::RecordWriter;
 
 /// How much of the end of `job.log` the state mapping reads.
 const LOG_TAIL_BYTES: u64 = 16 << 10;
+
+/// What a run's files say about how it ended: the exit status its supervisor or batch script
+/// recorded (`exit.json`), and the end of its job log.
+struct LastWords {
+    exit: Option<ExitRecord>,
+    log_tail: String,
+}
+
+impl LastWords {
+    /// Reads them on a blocking thread; missing or unreadable files say nothing.
+    async fn read(dir: PathBuf) -> LastWords {
+        let read = move || {
+            let exit = std::fs::read_to_string(dir.join(rundir::EXIT))
+                .ok()
+                .and_then(|text| serde_json::from_str(&text).map_err(|e| tracing::warn!("{}: {e}", dir.join(rundir::EXIT).display())).ok());
+            let log_tail = store::read_tail(&dir.join(rundir::JOB_LOG), LOG_TAIL_BYTES).unwrap_or_default();
+            LastWords { exit, log_tail }
+        };
+        tokio::task::spawn_blocking(read).await.unwrap_or(LastWords { exit: None, log_tail: String::new() })
+    }
+}
 
 /// Where runs execute, and the local limit.
 pub struct Executors {
@@ -43,7 +68,8 @@ pub struct RunManager {
     executors: Executors,
     hub: Arc<Hub>,
     records: Mutex<BTreeMap<RunId, RunRecord>>,
-    /// `run_update` messages, for every connection.
+    writer: RecordWriter,
+    /// `run_update` messages, for every connection (sent by the writer).
     updates: broadcast::Sender<Utf8Bytes>,
 }
 
@@ -55,12 +81,14 @@ impl RunManager {
     pub fn open(store: RunStore, mut executors: Executors) -> Result<Arc<RunManager>, Error> {
         executors.max_local_ranks = executors.max_local_ranks.max(1);
         let records = store.load_all()?;
+        let updates = broadcast::channel(256).0;
         let manager = Arc::new(RunManager {
+            writer: RecordWriter::start(store.clone(), updates.clone())?,
             store,
             executors,
             hub: Arc::default(),
             records: Mutex::new(records.iter().map(|r| (r.id.clone(), r.clone())).collect()),
-            updates: broadcast::channel(256).0,
+            updates,
         });
         for record in records.iter().filter(|r| !r.state().is_final()) {
             match record.executor {
@@ -85,12 +113,24 @@ impl RunManager {
         self.records.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Every run, oldest first.
-    pub fn list(&self) -> Vec<RunRecord> {
-        self.lock().values().cloned().collect()
+    /// Every run, oldest first, as written: what a client is shown is what a restarted
+    /// server will find.
+    pub async fn list(&self) -> Vec<RunRecord> {
+        let records = self.lock().values().cloned().collect();
+        // Every change in the snapshot was queued for writing under the lock: wait for those.
+        self.writer.flush().await;
+        records
     }
 
-    pub fn get(&self, id: &RunId) -> Option<RunRecord> {
+    /// Run `id`'s record, as written (see [`list`](Self::list)).
+    pub async fn record(&self, id: &RunId) -> Option<RunRecord> {
+        let record = self.get(id);
+        self.writer.flush().await;
+        record
+    }
+
+    /// The record as it stands, perhaps a change ahead of the disk.
+    fn get(&self, id: &RunId) -> Option<RunRecord> {
         self.lock().get(id).cloned()
     }
 
@@ -100,11 +140,16 @@ impl RunManager {
     }
 
     /// Subscribes a viewer to a run's points and log lines.
-    pub fn subscribe(&self, id: &RunId, after_points: Option<u64>, after_log: Option<u64>) -> Result<Subscription, Error> {
+    pub async fn subscribe(&self, id: &RunId, after_points: Option<u64>, after_log: Option<u64>) -> Result<Subscription, Error> {
         if self.get(id).is_none() {
             return Err(Error::UnknownRun { id: id.clone() });
         }
-        Ok(self.hub.subscribe(id, &self.store.run_dir(id), after_points, after_log)?)
+        Ok(self.hub.subscribe(id, &self.store.run_dir(id), after_points, after_log).await?)
+    }
+
+    /// Waits until every change made so far is written to its run's record.
+    pub async fn flush(&self) {
+        self.writer.flush().await;
     }
 
     /// The batch script a Slurm launch would submit, with `RUN_ID` for the id it would get.
@@ -130,7 +175,31 @@ impl RunManager {
 
     /// Creates the run directory and record of a validated launch, queued. A local run starts
     /// as soon as there is room; a Slurm run's script is saved and submitted at once.
-    pub fn launch(self: &Arc<Self>, plan: LaunchPlan) -> Result<RunRecord, Error> {
+    pub async fn launch(self: &Arc<Self>, plan: LaunchPlan) -> Result<RunRecord, Error> {
+        let this = self.clone();
+        let created = tokio::task::spawn_blocking(move || -> Result<_, Error> { Ok((this.create_run(&plan)?, plan)) });
+        let (record, plan) = created.await.map_err(std::io::Error::other)??;
+        let id = record.id.clone();
+        {
+            // Queued under the lock, so no later change of the run can reach the disk first.
+            let mut records = self.lock();
+            records.insert(id.clone(), record.clone());
+            self.save(&record);
+        }
+        match plan.target {
+            Target::Local => self.schedule(),
+            Target::Slurm { .. } => {
+                self.hub.follow(&id, &self.store.run_dir(&id));
+                tokio::spawn(self.clone().submit(id.clone()));
+            }
+        }
+        Ok(self.get(&id).unwrap_or(record))
+    }
+
+    /// The directory of a new run and the files it starts with: its config, its batch script
+    /// (Slurm runs), its record. Either all of them are written, or nothing is left behind for
+    /// the next server to trip over.
+    fn create_run(&self, plan: &LaunchPlan) -> Result<RunRecord, Error> {
         let created_at = now();
         let id = self.store.create_run_dir(created_at)?;
         let dir = self.store.run_dir(&id);
@@ -149,53 +218,50 @@ impl RunManager {
             handle: None,
             cancel_requested: false,
         };
-        if let Err(e) = self.write_new_run(&record, &plan) {
-            // Leave no half-made run behind for the next server to trip over.
+        let written = (|| -> Result<(), Error> {
+            std::fs::write(dir.join(rundir::CONFIG), plan.effective.to_yaml(&plan.config))?;
+            if let Target::Slurm { .. } = plan.target {
+                std::fs::write(dir.join(rundir::SCRIPT), self.script(&id, plan)?)?;
+            }
+            Ok(self.store.write_record(&record)?)
+        })();
+        if let Err(e) = written {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(e);
         }
-        self.lock().insert(id.clone(), record.clone());
-        self.publish(&record);
-        match plan.target {
-            Target::Local => self.schedule(),
-            Target::Slurm { .. } => {
-                self.hub.follow(&id, &dir);
-                tokio::spawn(self.clone().submit(id.clone()));
-            }
-        }
-        Ok(self.get(&id).unwrap_or(record))
-    }
-
-    /// The files a run starts with: its config, its batch script (Slurm runs), its record.
-    fn write_new_run(&self, record: &RunRecord, plan: &LaunchPlan) -> Result<(), Error> {
-        let dir = self.store.run_dir(&record.id);
-        std::fs::write(dir.join(rundir::CONFIG), plan.effective.to_yaml(&plan.config))?;
-        if let Target::Slurm { .. } = plan.target {
-            std::fs::write(dir.join(rundir::SCRIPT), self.script(&record.id, plan)?)?;
-        }
-        Ok(self.store.write_record(record)?)
+        Ok(record)
     }
 
     /// Cancels a run: one that has not started (or not been submitted yet) at once; a running
     /// local one by signalling its process group, a Slurm job with `scancel` (its end is then
-    /// recorded as `cancelled` by whoever sees it end).
-    pub fn cancel(self: &Arc<Self>, id: &RunId) -> Result<(), Error> {
-        let record = self.get(id).ok_or_else(|| Error::UnknownRun { id: id.clone() })?;
-        match (record.state(), &record.handle) {
-            (state, _) if state.is_final() => return Err(Error::NotCancellable { id: id.clone(), state }),
-            (RunState::Queued, None) => {
-                // A Slurm run being submitted is followed already; its job, if sbatch still
-                // makes one, is cancelled as soon as its id is known.
-                self.hub.finish(id);
-                self.modify(id, |r| r.transition(RunState::Cancelled, now(), Some("cancelled before it started".into())));
+    /// recorded as `cancelled` by whoever sees it end). Decided under the lock, so a run that
+    /// starts meanwhile is stopped rather than marked cancelled while it trains.
+    pub async fn cancel(self: &Arc<Self>, id: &RunId) -> Result<(), Error> {
+        let state = self.get(id).ok_or_else(|| Error::UnknownRun { id: id.clone() })?.state();
+        if state.is_final() {
+            return Err(Error::NotCancellable { id: id.clone(), state });
+        }
+        let mut refused = None;
+        let record = self
+            .modify(id, |r| match (r.state(), &r.handle) {
+                (state, _) if state.is_final() => refused = Some(state),
+                (RunState::Queued, None) => r.transition(RunState::Cancelled, now(), Some("cancelled before it started".into())),
+                _ => r.cancel_requested = true,
+            })
+            .ok_or_else(|| Error::UnknownRun { id: id.clone() })?;
+        if let Some(state) = refused {
+            return Err(Error::NotCancellable { id: id.clone(), state });
+        }
+        match record.handle {
+            Some(handle) => self.stop(id, handle),
+            // A Slurm run being submitted is followed already; its job, if sbatch still makes
+            // one, is cancelled as soon as its id is known.
+            None if record.state() == RunState::Cancelled => {
+                self.hub.finish(id).await;
                 self.schedule();
             }
-            (_, handle) => {
-                self.modify(id, |r| r.cancel_requested = true);
-                if let Some(handle) = handle.clone() {
-                    self.stop(id, handle);
-                }
-            }
+            // Started but not yet running a process: it is stopped as soon as it has one.
+            None => {}
         }
         Ok(())
     }
@@ -214,27 +280,18 @@ impl RunManager {
         });
     }
 
-    /// Changes a run's record, writes it, and tells every connection. The file is written
+    /// Changes a run's record, has it written, and every connection told. It is queued
     /// under the lock, so concurrent changes reach the disk in the order they were made.
     fn modify(&self, id: &RunId, change: impl FnOnce(&mut RunRecord)) -> Option<RunRecord> {
-        let record = {
-            let mut records = self.lock();
-            let record = records.get_mut(id)?;
-            change(record);
-            self.save(record);
-            record.clone()
-        };
-        self.publish(&record);
-        Some(record)
+        let mut records = self.lock();
+        let record = records.get_mut(id)?;
+        change(record);
+        self.save(record);
+        Some(record.clone())
     }
 
+    /// Queues `record`'s write; the connections hear of it once it is on disk.
     fn save(&self, record: &RunRecord) {
-        if let Err(e) = self.store.write_record(record) {
-            tracing::warn!("cannot record run {}: {e}", record.id);
-        }
-    }
-
-    fn publish(&self, record: &RunRecord) {
-        let _ = self.updates.send(encode(&ServerMessage::RunUpdate { run: record.clone() }));
+        self.writer.save(record.clone());
     }
 }

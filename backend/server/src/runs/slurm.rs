@@ -10,13 +10,11 @@ use std::sync::Arc;
 
 use scalebook_shared::protocol::{RunHandle, RunId, RunRecord, RunState};
 
-use super::local::read_exit;
-use super::{LOG_TAIL_BYTES, RunManager};
+use super::{LastWords, RunManager};
 use crate::clock::now;
 use crate::executor::outcome;
 use crate::executor::slurm::poll::{JobRef, Observation};
 use crate::executor::slurm::states::{self, Verdict};
-use crate::store;
 use scalebook_shared::rundir;
 
 impl RunManager {
@@ -46,7 +44,7 @@ impl RunManager {
                 }
             }
             Err(reason) => {
-                self.hub.finish(&id);
+                self.hub.finish(&id).await;
                 self.modify(&id, |r| {
                     if !r.state().is_final() {
                         r.transition(RunState::Failed, now(), Some(reason));
@@ -68,7 +66,7 @@ impl RunManager {
             let observations = self.executors.slurm.poller.observe(&jobs).await;
             for ((id, job), observation) in watched.into_iter().zip(observations) {
                 if let Some(observation) = observation {
-                    self.apply(&id, job.job_id, observation);
+                    self.apply(&id, job.job_id, observation).await;
                 }
             }
         }
@@ -86,20 +84,19 @@ impl RunManager {
     }
 
     /// Records what a cycle learnt about run `id`'s job.
-    fn apply(&self, id: &RunId, job_id: u64, observation: Observation) {
+    async fn apply(&self, id: &RunId, job_id: u64, observation: Observation) {
         let Some(record) = self.get(id) else { return };
-        let dir = self.store.run_dir(id);
-        let tail = || store::read_tail(&dir.join(rundir::JOB_LOG), LOG_TAIL_BYTES).unwrap_or_default();
+        let words = LastWords::read(self.store.run_dir(id)).await;
         let verdict = match observation {
-            Observation::Seen(info) => states::judge(&info, record.cancel_requested, &tail()),
+            Observation::Seen(info) => states::judge(&info, record.cancel_requested, &words.log_tail),
             // Slurm has forgotten the job (no accounting, and it ended long enough ago): the
             // status the script wrote after srun says how it ended.
-            Observation::Gone => match (read_exit(&dir.join(rundir::EXIT)), record.cancel_requested) {
+            Observation::Gone => match (words.exit, record.cancel_requested) {
                 (None, false) => {
                     Verdict::Ended(RunState::Lost, Some(format!("Slurm no longer knows job {job_id}, and it left no exit status")))
                 }
                 (exit, cancel_requested) => {
-                    let (state, reason) = outcome::decide(exit.as_ref(), cancel_requested, &tail());
+                    let (state, reason) = outcome::decide(exit.as_ref(), cancel_requested, &words.log_tail);
                     Verdict::Ended(state, reason)
                 }
             },
@@ -120,7 +117,7 @@ impl RunManager {
             Verdict::Live(..) => {}
             Verdict::Ended(state, reason) => {
                 // The last points first: viewers learn the final state after every point.
-                self.hub.finish(id);
+                self.hub.finish(id).await;
                 self.modify(id, |r| {
                     if !r.state().is_final() {
                         r.transition(state, now(), reason);

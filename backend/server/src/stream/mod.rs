@@ -47,41 +47,58 @@ impl Hub {
 
     /// The run ended: reads its files one last time, so viewers get every point before they
     /// learn the final state, then stops polling.
-    pub fn finish(&self, id: &RunId) {
+    pub async fn finish(&self, id: &RunId) {
         let entry = self.lock().get(id).cloned();
         if let Some(entry) = entry {
             entry.active.store(false, Ordering::SeqCst);
-            if let Err(e) = entry.feed.poll() {
-                tracing::warn!("run {id}: cannot read its files: {e}");
-            }
+            read(entry, id).await;
         }
     }
 
-    /// Subscribes a viewer to run `id` (whose files are in `run_dir`).
-    pub fn subscribe(
+    /// Subscribes a viewer to run `id` (whose files are in `run_dir`), once the stream has
+    /// read the files up to now.
+    pub async fn subscribe(
         self: &Arc<Self>,
         id: &RunId,
         run_dir: &Path,
         after_points: Option<u64>,
         after_log: Option<u64>,
     ) -> io::Result<Subscription> {
-        // Under the hub's lock, so the stream cannot be retired between lookup and subscribe.
-        let mut streams = self.lock();
-        self.entry(&mut streams, id, run_dir).feed.subscribe(after_points, after_log)
+        // Holding the entry keeps the stream from being retired before the viewer is in
+        // (see `follow`); the files are read on a blocking thread, not under the hub's lock.
+        let entry = {
+            let mut streams = self.lock();
+            self.entry(&mut streams, id, run_dir)
+        };
+        let id = id.clone();
+        let subscribed = tokio::task::spawn_blocking(move || {
+            if let Err(e) = entry.feed.poll() {
+                tracing::warn!("run {id}: cannot read its files: {e}");
+            }
+            entry.feed.subscribe(after_points, after_log)
+        });
+        subscribed.await.map_err(io::Error::other)?
     }
 
-    /// The stream of run `id`, created (and read up to now) if there is none.
+    /// The stream of run `id`, created if there is none (its task reads the files at once).
     fn entry(self: &Arc<Self>, streams: &mut HashMap<RunId, Arc<Entry>>, id: &RunId, run_dir: &Path) -> Arc<Entry> {
         if let Some(entry) = streams.get(id) {
             return entry.clone();
         }
         let entry = Arc::new(Entry { feed: RunFeed::new(id.clone(), run_dir), active: AtomicBool::new(false) });
-        if let Err(e) = entry.feed.poll() {
-            tracing::warn!("run {id}: cannot read its files: {e}");
-        }
         streams.insert(id.clone(), entry.clone());
         tokio::spawn(follow(Arc::downgrade(self), id.clone(), entry.clone()));
         entry
+    }
+}
+
+/// Reads a stream's files up to now, on a blocking thread: a slow filesystem (a cluster's
+/// shared one) must not hold up the async workers.
+async fn read(entry: Arc<Entry>, id: &RunId) {
+    match tokio::task::spawn_blocking(move || entry.feed.poll()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!("run {id}: cannot read its files: {e}"),
+        Err(e) => tracing::warn!("run {id}: the reader stopped: {e}"),
     }
 }
 
@@ -94,15 +111,15 @@ async fn follow(hub: std::sync::Weak<Hub>, id: RunId, entry: Arc<Entry>) {
         tick.tick().await;
         let Some(hub) = hub.upgrade() else { return };
         if entry.active.load(Ordering::SeqCst) {
-            if let Err(e) = entry.feed.poll() {
-                tracing::warn!("run {id}: cannot read its files: {e}");
-            }
+            read(entry.clone(), &id).await;
             continue;
         }
-        // Checked under the hub's lock: a viewer subscribing now either got this stream
-        // before it is removed (and keeps it alive) or will create a fresh one.
+        // Checked under the hub's lock: a viewer subscribing now either holds this entry
+        // (it has more owners than the hub and this task) and keeps it alive, or will create
+        // a fresh one.
         let mut streams = hub.lock();
-        if entry.feed.viewers() == 0 && !entry.active.load(Ordering::SeqCst) {
+        let held = Arc::strong_count(&entry) > 2;
+        if entry.feed.viewers() == 0 && !held && !entry.active.load(Ordering::SeqCst) {
             streams.remove(&id);
             return;
         }

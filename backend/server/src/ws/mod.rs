@@ -45,7 +45,7 @@ async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
             incoming = socket.recv() => match incoming {
                 Some(Ok(Message::Text(text))) => {
                     received += 1;
-                    session.receive(text.as_str())
+                    session.receive(text.as_str()).await
                 }
                 Some(Ok(Message::Binary(_))) => {
                     received += 1;

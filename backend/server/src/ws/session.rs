@@ -41,7 +41,7 @@ impl Session {
 
     /// The replies to one text message from the client (none for a dropped one). Each direct
     /// answer carries the request's id, an error too, whenever the id can be read.
-    pub fn receive(&mut self, text: &str) -> Vec<ServerReply> {
+    pub async fn receive(&mut self, text: &str) -> Vec<ServerReply> {
         let max = self.state.ws.max_message_bytes;
         if let Some(refusal) = self.limit() {
             // A dropped request that names itself is told so (a few bytes each, so a client
@@ -58,7 +58,7 @@ impl Session {
             return vec![error(None, ErrorReport::new(ErrorCode::TooLarge, message))];
         }
         match serde_json::from_str::<ClientRequest>(text) {
-            Ok(ClientRequest { id, message }) => match self.handle(message) {
+            Ok(ClientRequest { id, message }) => match self.handle(message).await {
                 Ok(answer) => answer.map(|m| ServerReply::answer(id, m)).into_iter().collect(),
                 Err(report) => vec![error(id, report)],
             },
@@ -88,7 +88,7 @@ impl Session {
         Some(first.then(rate_limited))
     }
 
-    fn handle(&mut self, message: ClientMessage) -> Result<Option<ServerMessage>, ErrorReport> {
+    async fn handle(&mut self, message: ClientMessage) -> Result<Option<ServerMessage>, ErrorReport> {
         let runs = &self.state.runs;
         match message {
             ClientMessage::Hello { version } if version == PROTOCOL_VERSION => {
@@ -98,10 +98,10 @@ impl Session {
                 ErrorCode::VersionMismatch,
                 format!("this server speaks protocol version {PROTOCOL_VERSION}, the page {version}: reload the page"),
             )),
-            ClientMessage::ListRuns => Ok(Some(ServerMessage::Runs { runs: runs.list() })),
+            ClientMessage::ListRuns => Ok(Some(ServerMessage::Runs { runs: runs.list().await })),
             ClientMessage::Launch(request) => {
                 let plan = self.plan(request)?;
-                let record = runs.launch(plan).map_err(|e| report(&e, None))?;
+                let record = runs.launch(plan).await.map_err(|e| report(&e, None))?;
                 Ok(Some(ServerMessage::Launched { run: record.id }))
             }
             ClientMessage::PreviewSlurm(request) => {
@@ -115,11 +115,11 @@ impl Session {
                 Ok(Some(ServerMessage::SlurmScript { script }))
             }
             ClientMessage::Cancel { run } => {
-                runs.cancel(&run).map_err(|e| report(&e, Some(&run)))?;
+                runs.cancel(&run).await.map_err(|e| report(&e, Some(&run)))?;
                 Ok(None)
             }
             ClientMessage::Subscribe { run, after_seq, after_log_seq } => {
-                let subscription = runs.subscribe(&run, after_seq, after_log_seq).map_err(|e| report(&e, Some(&run)))?;
+                let subscription = runs.subscribe(&run, after_seq, after_log_seq).await.map_err(|e| report(&e, Some(&run)))?;
                 let task = tokio::spawn(forward(runs.clone(), run.clone(), subscription, self.out.clone()));
                 if let Some(previous) = self.subscriptions.insert(run, task.abort_handle()) {
                     previous.abort();
@@ -202,7 +202,7 @@ async fn forward(runs: Arc<RunManager>, id: RunId, subscription: Subscription, o
                 }
             }
             Err(broadcast::error::RecvError::Lagged(_)) => {
-                let Ok(again) = runs.subscribe(&id, Some(cursor.points), Some(cursor.log)) else { return };
+                let Ok(again) = runs.subscribe(&id, Some(cursor.points), Some(cursor.log)).await else { return };
                 for text in again.replay {
                     if out.send(text).await.is_err() {
                         return;
@@ -221,7 +221,7 @@ pub async fn forward_updates(runs: Arc<RunManager>, out: mpsc::Sender<Utf8Bytes>
     loop {
         let text = match updates.recv().await {
             Ok(text) => text,
-            Err(broadcast::error::RecvError::Lagged(_)) => encode(&ServerMessage::Runs { runs: runs.list() }),
+            Err(broadcast::error::RecvError::Lagged(_)) => encode(&ServerMessage::Runs { runs: runs.list().await }),
             Err(broadcast::error::RecvError::Closed) => return,
         };
         if out.send(text).await.is_err() {
