@@ -55,7 +55,18 @@ pub struct Runs {
 impl Runs {
     /// Creates the store and opens the connection.
     pub fn start() -> Runs {
-        let runs = Runs {
+        let runs = Runs::unconnected();
+        for id in runs.charted.get_untracked() {
+            runs.watch(&id);
+        }
+        let socket = Socket::start(urls::websocket(), runs.connection, move || runs.connected(), move |m| runs.handle(m));
+        runs.socket.set_value(Some(SendWrapper::new(socket)));
+        runs
+    }
+
+    /// The store before its connection opens.
+    fn unconnected() -> Runs {
+        Runs {
             records: RwSignal::new(Vec::new()),
             charted: RwSignal::new(load_charted()),
             connection: RwSignal::new(ConnectionState::Connecting),
@@ -65,13 +76,7 @@ impl Runs {
             requests: StoredValue::new(Requests::default()),
             streams: StoredValue::new(HashMap::new()),
             socket: StoredValue::new(None),
-        };
-        for id in runs.charted.get_untracked() {
-            runs.watch(&id);
         }
-        let socket = Socket::start(urls::websocket(), runs.connection, move || runs.connected(), move |m| runs.handle(m));
-        runs.socket.set_value(Some(SendWrapper::new(socket)));
-        runs
     }
 
     /// Sends a message whose answer (if any) nobody waits for.
@@ -238,5 +243,48 @@ fn load_charted() -> Vec<RunId> {
 fn save_charted(ids: &[RunId]) {
     if let (Some(storage), Ok(text)) = (local_storage(), serde_json::to_string(ids)) {
         let _ = storage.set_item(CHARTED_KEY, &text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use scalebook_shared::Problems;
+    use scalebook_shared::protocol::RequestId;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    use super::*;
+
+    fn reply(id: Option<&str>, message: ServerMessage) -> ServerReply {
+        ServerReply::answer(id.map(|id| RequestId::parse(id).unwrap()), message)
+    }
+
+    /// What the server sends for two launches in flight and a burst that trips its rate
+    /// limit (the same exchange `serve/security.rs` runs against a real server): every answer
+    /// lands on its own request, and the flood's errors on none.
+    #[wasm_bindgen_test]
+    fn two_launches_and_a_rate_limited_burst_each_answer_their_own_request() {
+        let runs = Runs::unconnected();
+        let (first, first_id) = runs.requests.try_update_value(Requests::open).unwrap();
+        let (second, second_id) = runs.requests.try_update_value(Requests::open).unwrap();
+        let limited = || ServerMessage::Error(ErrorReport::new(ErrorCode::RateLimited, "too many messages"));
+        let mut problems = Problems::default();
+        problems.push("num_iters", "expected a whole number");
+        let refusal = ErrorReport::new(ErrorCode::InvalidLaunch, "the launch was refused").with_problems(problems);
+        let run = RunId::parse("20261122-100000-1").unwrap();
+        for answer in [
+            reply(None, limited()),
+            reply(Some("ping-7"), limited()),
+            reply(Some(second_id.as_str()), ServerMessage::Error(refusal.clone())),
+            reply(Some("ping-8"), limited()),
+            reply(Some(first_id.as_str()), ServerMessage::Launched { run: run.clone() }),
+            reply(Some("ping-9"), ServerMessage::Pong { nonce: 9 }),
+        ] {
+            runs.handle(answer);
+        }
+        assert_eq!(runs.answer(first), Some(Answer::Launched(run)));
+        assert_eq!(runs.answer(second), Some(Answer::Refused(refusal)));
+        // The flood is the page's notice, never a launch's refusal.
+        assert_eq!(runs.notice.get_untracked().as_deref(), Some("too many messages"));
+        assert_eq!(runs.answers.with_untracked(HashMap::len), 2);
     }
 }
