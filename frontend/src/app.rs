@@ -1,13 +1,15 @@
 //! The page frame: header with the connection indicator, the table of contents, the current
 //! chapter (from the URL's `#/slug`), previous/next links, and keyboard navigation.
 
+use std::sync::Arc;
+
 use leptos::ev;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 
 use crate::chapters::{self, ChapterIndex, ChapterPage, Pager, TableOfContents};
-use crate::library::{Library, Loaded, when_ready};
-use crate::net::{fetch, urls};
+use crate::library::{Library, Ready, load, when_loaded};
+use crate::net::urls;
 use crate::runs::Runs;
 
 #[component]
@@ -16,15 +18,8 @@ pub fn App() -> impl IntoView {
     let runs = Runs::start();
     provide_context(runs);
 
-    let index: RwSignal<Loaded<ChapterIndex>> = RwSignal::new(Loaded::Loading);
-    leptos::task::spawn_local(async move {
-        let loaded = fetch::text(&urls::resolve("chapters/index.json"))
-            .await
-            .and_then(|text| serde_json::from_str::<ChapterIndex>(&text).map_err(|e| format!("chapters/index.json: {e}")));
-        index.set(match loaded {
-            Ok(i) => Loaded::Ready(i),
-            Err(e) => Loaded::Failed(e),
-        });
+    let index = load("table of contents", urls::resolve("chapters/index.json"), |text| {
+        serde_json::from_str::<ChapterIndex>(text).map_err(|e| format!("chapters/index.json: {e}"))
     });
 
     let hash_slug = RwSignal::new(chapters::slug_from_hash(&window().location().hash().unwrap_or_default()));
@@ -33,7 +28,7 @@ pub fn App() -> impl IntoView {
     });
     // Without a hash, the first chapter (the address stays as the user typed it).
     let current = Signal::derive(move || {
-        hash_slug.get().or_else(|| index.with(|i| i.ready().and_then(|i| i.chapters.first().map(|c| c.slug.clone())))).unwrap_or_default()
+        hash_slug.get().or_else(|| index.ready().and_then(|i| i.chapters.first().map(|c| c.slug.clone()))).unwrap_or_default()
     });
     let _ = window_event_listener(ev::keydown, move |ev| {
         let step = match ev.key().as_str() {
@@ -44,7 +39,7 @@ pub fn App() -> impl IntoView {
         if ev.default_prevented() || ev.alt_key() || ev.ctrl_key() || ev.meta_key() || ev.shift_key() || typing_in(&ev) {
             return;
         }
-        let target = index.with_untracked(|i| i.ready().and_then(|i| current.with_untracked(|c| i.neighbour(c, step).cloned())));
+        let target = untrack(|| index.ready()).and_then(|i| current.with_untracked(|c| i.neighbour(c, step).cloned()));
         if let Some(chapter) = target {
             chapters::navigate(&chapter.slug);
         }
@@ -58,7 +53,8 @@ pub fn App() -> impl IntoView {
             <ConnectionBadge runs />
         </header>
         <Notice runs />
-        {move || when_ready("table of contents", index.get(), move |index: ChapterIndex| {
+        {when_loaded("table of contents", move || index.into_future(), move |index: Arc<ChapterIndex>| {
+            let index = ChapterIndex::clone(&index);
             let page_index = index.clone();
             view! {
                 <div class="frame">

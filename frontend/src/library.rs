@@ -1,7 +1,9 @@
 //! What the page reads once from the server: the training configs (`config/ViT.yaml`, the
 //! same file the launcher uses), the clusters file for estimates, and the tutorial's baseline
-//! curve. Provided as context by the app; blocks show "loading" until their part is here.
+//! curve. Each is a [`LocalResource`] provided as context by the app; blocks show "loading"
+//! (a `Suspense`) until their part is here, and the reason (an `ErrorBoundary`) if it fails.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use leptos::prelude::*;
@@ -12,69 +14,86 @@ use scalebook_shared::protocol::Series;
 
 use crate::net::{fetch, urls};
 
-/// A file being loaded, loaded and parsed, or failed (with the reason to show).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Loaded<T> {
-    Loading,
-    Ready(T),
-    Failed(String),
+/// Why a file the page needs did not load: the server's message, or why it does not parse.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("Cannot load the {what}: {message}")]
+pub struct LoadError {
+    what: &'static str,
+    message: String,
 }
 
-impl<T: Clone> Loaded<T> {
-    pub fn ready(&self) -> Option<T> {
-        match self {
-            Loaded::Ready(value) => Some(value.clone()),
-            _ => None,
+/// A file being fetched and parsed once, shared by every block that reads it.
+pub type Loading<T> = LocalResource<Result<Arc<T>, LoadError>>;
+
+/// Fetches `url` (the `what` of the messages) and parses it.
+pub fn load<T: 'static>(what: &'static str, url: String, parse: fn(&str) -> Result<T, String>) -> Loading<T> {
+    LocalResource::new(move || {
+        let url = url.clone();
+        async move {
+            let text = fetch::text(&url).await.map_err(|message| LoadError { what, message })?;
+            parse(&text).map(Arc::new).map_err(|message| LoadError { what, message })
         }
+    })
+}
+
+/// The value of a [`Loading`] once it is here (a tracked read).
+pub trait Ready<T> {
+    fn ready(&self) -> Option<Arc<T>>;
+}
+
+impl<T: 'static> Ready<T> for Loading<T> {
+    fn ready(&self) -> Option<Arc<T>> {
+        self.get().and_then(Result::ok)
     }
 }
 
 #[derive(Clone, Copy)]
 pub struct Library {
-    pub configs: RwSignal<Loaded<Arc<ConfigFile>>>,
-    pub clusters: RwSignal<Loaded<Arc<Clusters>>>,
-    pub baseline: RwSignal<Loaded<Arc<Vec<Series>>>>,
+    pub configs: Loading<ConfigFile>,
+    pub clusters: Loading<Clusters>,
+    pub baseline: Loading<Vec<Series>>,
 }
 
 impl Library {
     /// Starts loading all three files.
     pub fn load() -> Library {
-        let library = Library {
-            configs: RwSignal::new(Loaded::Loading),
-            clusters: RwSignal::new(Loaded::Loading),
-            baseline: RwSignal::new(Loaded::Loading),
-        };
-        fetch_into(urls::api("configs.yaml"), library.configs, |text| ConfigFile::parse(text).map_err(|e| e.to_string()));
-        fetch_into(urls::api("clusters.json"), library.clusters, |text| serde_json::from_str::<Clusters>(text).map_err(|e| e.to_string()));
-        fetch_into(urls::resolve("reference/baseline-base-1gpu.csv"), library.baseline, |text| {
-            parse_baseline(text).map_err(|e| e.to_string())
-        });
-        library
+        Library {
+            configs: load("training configs", urls::api("configs.yaml"), |text| ConfigFile::parse(text).map_err(|e| e.to_string())),
+            clusters: load("clusters", urls::api("clusters.json"), |text| serde_json::from_str(text).map_err(|e| e.to_string())),
+            baseline: load("baseline", urls::resolve("reference/baseline-base-1gpu.csv"), |text| {
+                parse_baseline(text).map_err(|e| e.to_string())
+            }),
+        }
     }
 }
 
-fn fetch_into<T: Send + Sync + 'static>(
-    url: String,
-    target: RwSignal<Loaded<Arc<T>>>,
-    parse: impl FnOnce(&str) -> Result<T, String> + 'static,
-) {
-    leptos::task::spawn_local(async move {
-        let loaded = match fetch::text(&url).await.and_then(|text| parse(&text)) {
-            Ok(value) => Loaded::Ready(Arc::new(value)),
-            Err(message) => Loaded::Failed(message),
-        };
-        target.set(loaded);
-    });
-}
-
-/// Shows `children` with the loaded value, or a line saying what is missing.
-pub fn when_ready<T, V>(what: &'static str, loaded: Loaded<T>, children: impl FnOnce(T) -> V) -> AnyView
+/// Shows `children` with what `loaded` yields: "Loading the …" until it is here, and the
+/// reason if it cannot be loaded.
+pub fn when_loaded<T, F, V>(
+    what: &'static str,
+    loaded: impl Fn() -> F + Send + Sync + 'static,
+    children: impl Fn(T) -> V + Send + Sync + 'static,
+) -> impl IntoView
 where
+    F: Future<Output = Result<T, LoadError>> + Send + 'static,
+    T: Send + 'static,
     V: IntoView + 'static,
 {
-    match loaded {
-        Loaded::Loading => view! { <p class="muted">"Loading the " {what} "…"</p> }.into_any(),
-        Loaded::Failed(message) => view! { <p class="error" role="alert">"Cannot load the " {what} ": " {message}</p> }.into_any(),
-        Loaded::Ready(value) => children(value).into_view().into_any(),
+    let children = Arc::new(children);
+    let show = move || {
+        let future = loaded();
+        let children = children.clone();
+        Suspend::new(async move { future.await.map(|value| children(value).into_view().into_any()) })
+    };
+    view! {
+        <Suspense fallback=move || view! { <p class="muted">"Loading the " {what} "…"</p> }>
+            <ErrorBoundary fallback=|errors| {
+                view! {
+                    <p class="error" role="alert">
+                        {move || errors.get().into_iter().map(|(_, e)| e.to_string()).collect::<Vec<_>>().join(" ")}
+                    </p>
+                }
+            }>{show}</ErrorBoundary>
+        </Suspense>
     }
 }

@@ -12,7 +12,7 @@ use super::ChartSpec;
 use super::chart_drawing::{BOTTOM, Drawing, HEIGHT, LEFT, RIGHT, Settings, Source, TOP, WIDTH, plot_width};
 use super::unique_id;
 use crate::download;
-use crate::library::Library;
+use crate::library::{Library, Ready};
 use crate::runs::{Runs, start_wall};
 
 /// Run colours, in charting order: Okabe and Ito's colour-blind-safe set, strongest first.
@@ -52,7 +52,7 @@ pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
             })
             .collect();
         if baseline.get()
-            && let Some(series) = library.baseline.get().ready()
+            && let Some(series) = library.baseline.ready()
         {
             out.push(Source {
                 key: BASELINE_KEY.into(),

@@ -13,19 +13,24 @@ use scalebook_shared::config::{ConfigFile, FieldInfo, FieldKind, FieldOrigin, Tr
 use super::config_model::{Checked, Draft, launch_overrides};
 use super::derived_values::DerivedValues;
 use super::unique_id;
-use crate::library::{Library, when_ready};
+use crate::library::{Library, when_loaded};
 use crate::working::WorkingConfig;
 
 #[component]
 pub fn ConfigEditor(config: String, dp: u32) -> impl IntoView {
     let library = expect_context::<Library>();
     let working = WorkingConfig::claim(&config, dp);
-    move || {
-        when_ready("training configs", library.configs.get(), |file| {
-            let name = working.name.get().unwrap_or_else(|| config.clone());
-            view! { <Editor file name working /> }
-        })
-    }
+    when_loaded(
+        "training configs",
+        move || library.configs.into_future(),
+        move |file| {
+            let config = config.clone();
+            move || {
+                let name = working.name.get().unwrap_or_else(|| config.clone());
+                view! { <Editor file=file.clone() name working /> }
+            }
+        },
+    )
 }
 
 #[component]
@@ -228,7 +233,6 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
-    use crate::library::Loaded;
     use crate::testing::{mount, settle};
 
     const CONFIGS: &str = include_str!("../../../config/ViT.yaml");
@@ -243,11 +247,11 @@ mod tests {
         let slot = Rc::new(Cell::new(None::<WorkingConfig>));
         let out = slot.clone();
         let editor = mount(move || {
-            let file = ConfigFile::parse(CONFIGS).unwrap();
+            let file = Arc::new(ConfigFile::parse(CONFIGS).unwrap());
             provide_context(Library {
-                configs: RwSignal::new(Loaded::Ready(Arc::new(file))),
-                clusters: RwSignal::new(Loaded::Loading),
-                baseline: RwSignal::new(Loaded::Loading),
+                configs: LocalResource::new(move || std::future::ready(Ok(file.clone()))),
+                clusters: LocalResource::new(std::future::pending),
+                baseline: LocalResource::new(std::future::pending),
             });
             let working = WorkingConfig::new();
             provide_context(working);

@@ -16,7 +16,7 @@ use super::estimate_view::EstimateView;
 use super::layout_state::{LayoutControls, LayoutState};
 use super::rank_grid::RankGrid;
 use super::unique_id;
-use crate::library::{Library, Loaded, when_ready};
+use crate::library::{Library, when_loaded};
 
 #[component]
 pub fn EstimateBlock(config: String, grid: GridSpec, cluster: Option<String>, gpu: Option<String>) -> impl IntoView {
@@ -24,24 +24,16 @@ pub fn EstimateBlock(config: String, grid: GridSpec, cluster: Option<String>, gp
     let state = LayoutState::new(&grid);
     let config_name = RwSignal::new(config);
     let gpu_name = RwSignal::new(gpu);
-    let inputs = move || match (library.configs.get(), library.clusters.get()) {
-        (Loaded::Ready(configs), Loaded::Ready(clusters)) => Loaded::Ready((configs, clusters)),
-        (Loaded::Failed(e), _) | (_, Loaded::Failed(e)) => Loaded::Failed(e),
-        _ => Loaded::Loading,
-    };
-    let cluster = cluster.clone();
+    let inputs = move || async move { Ok((library.configs.await?, library.clusters.await?)) };
     view! {
         <section class="block estimate-block" aria-label="Estimate of one training step">
             <LayoutControls state />
-            {move || {
-                let cluster = cluster.clone();
-                when_ready("configs and clusters", inputs(), move |(configs, clusters): (Arc<ConfigFile>, Arc<Clusters>)| {
-                    match pick_cluster(&clusters, cluster.as_deref()) {
-                        Ok(cluster) => view! { <EstimateFor configs cluster state config_name gpu_name /> }.into_any(),
-                        Err(e) => view! { <p class="error">{e.to_string()}</p> }.into_any(),
-                    }
-                })
-            }}
+            {when_loaded("configs and clusters", inputs, move |(configs, clusters): (Arc<ConfigFile>, Arc<Clusters>)| {
+                match pick_cluster(&clusters, cluster.as_deref()) {
+                    Ok(cluster) => view! { <EstimateFor configs cluster state config_name gpu_name /> }.into_any(),
+                    Err(e) => view! { <p class="error">{e.to_string()}</p> }.into_any(),
+                }
+            })}
         </section>
     }
 }

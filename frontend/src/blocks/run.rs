@@ -12,7 +12,7 @@ use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, RunId, SlurmReques
 use super::run_status::{CurrentRun, RunList, remember, remembered};
 use super::slurm_fields::SlurmFields;
 use super::unique_id;
-use crate::library::Library;
+use crate::library::{Library, Ready};
 use crate::net::ws::ConnectionState;
 use crate::runs::{Answer, Runs};
 use crate::working::WorkingConfig;
@@ -65,13 +65,13 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
     });
 
     let slurm_cluster = Memo::new(move |_| {
-        let clusters = library.clusters.get().ready()?;
+        let clusters = library.clusters.ready()?;
         let cluster = clusters.get(&target.get()).ok()?;
         (cluster.executor == ExecutorKind::Slurm).then(|| cluster.clone())
     });
     // The config as it will run: the named one with the working changes, on its layout.
     let effective = move || -> Option<TrainConfig> {
-        let file = library.configs.get().ready()?;
+        let file = library.configs.ready()?;
         let mut config = file.get(&working.name.get()?).ok()?;
         config.apply_overrides(&working.overrides.get()).ok()?;
         Some(config)
@@ -90,7 +90,7 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
     };
     // The Slurm settings checked as the server will check them.
     let slurm_problems = Signal::derive(move || {
-        let (Some(_), Some(clusters), Some(layout)) = (slurm_cluster.get(), library.clusters.get().ready(), layout()) else {
+        let (Some(_), Some(clusters), Some(layout)) = (slurm_cluster.get(), library.clusters.ready(), layout()) else {
             return Problems::default();
         };
         let request = SlurmRequest { cluster: target.get(), ..slurm.get() };
@@ -130,7 +130,7 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
             <div class="toolbar">
                 <label for=config_id.clone()>"config"</label>
                 <select id=config_id class="run-config" on:change=move |ev| working.switch(event_target_value(&ev))>
-                    {move || library.configs.get().ready().map(|file| file.names().map(|n| {
+                    {move || library.configs.ready().map(|file| file.names().map(|n| {
                         let selected = working.name.get().as_deref() == Some(n);
                         view! { <option value=n.to_owned() selected=selected>{n.to_owned()}</option> }
                     }).collect_view())}
@@ -141,7 +141,7 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
                 <label for=target_id.clone()>"where"</label>
                 <select id=target_id class="run-target" on:change=move |ev| { target.set(event_target_value(&ev)); previewed.set(None); }>
                     <option value=LOCAL selected=true>"this machine"</option>
-                    {move || library.clusters.get().ready().map(|clusters| clusters.names()
+                    {move || library.clusters.ready().map(|clusters| clusters.names()
                         .filter(|n| clusters.get(n).is_ok_and(|c| c.executor == ExecutorKind::Slurm))
                         .map(|n| view! { <option value=n.to_owned()>{format!("{n} (Slurm)")}</option> })
                         .collect_view())}

@@ -5,28 +5,20 @@ use leptos::prelude::*;
 
 use super::markdown::{Segment, segments};
 use crate::blocks::Block;
-use crate::library::{Loaded, when_ready};
-use crate::net::{fetch, urls};
+use crate::library::{load, when_loaded};
+use crate::net::urls;
 use crate::working::WorkingConfig;
 
 const FIRST_RENDER_MARK: &str = "scalebook-first-chapter";
 
 #[component]
 pub fn ChapterPage(slug: String, title: String) -> impl IntoView {
-    let content: RwSignal<Loaded<Vec<Segment>>> = RwSignal::new(Loaded::Loading);
-    let url = urls::resolve(&format!("chapters/{slug}.md"));
-    leptos::task::spawn_local(async move {
-        let loaded = match fetch::text(&url).await {
-            Ok(text) => Loaded::Ready(segments(&text)),
-            Err(message) => Loaded::Failed(message),
-        };
-        content.set(loaded);
-    });
+    let content = load("chapter", urls::resolve(&format!("chapters/{slug}.md")), |text| Ok(segments(text)));
     provide_context(WorkingConfig::new());
 
     let article = NodeRef::<leptos::html::Article>::new();
     Effect::new(move |_| {
-        if content.with(|c| matches!(c, Loaded::Ready(_))) {
+        if content.get().is_some_and(|c| c.is_ok()) {
             // Moving to another chapter starts at its top, with the keyboard focus in it; the
             // first page of a visit keeps the focus where the browser put it.
             if !mark_first_render() {
@@ -40,7 +32,7 @@ pub fn ChapterPage(slug: String, title: String) -> impl IntoView {
 
     view! {
         <article class="chapter" node_ref=article tabindex="-1" aria-label=title data-chapter=slug>
-            {move || when_ready("chapter", content.get(), |segments| segments.into_iter().map(segment_view).collect_view())}
+            {when_loaded("chapter", move || content.into_future(), |segments| segments.iter().cloned().map(segment_view).collect_view())}
         </article>
     }
 }
