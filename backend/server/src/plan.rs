@@ -8,6 +8,8 @@ use scalebook_shared::layout::{Layout, Sizes};
 use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, SlurmJob};
 use scalebook_shared::{Error, Problems};
 
+use crate::limits::LaunchLimits;
+
 /// Overrides one launch may carry; a real one has a handful.
 pub const MAX_OVERRIDES: usize = 64;
 /// The longest override text (`key=value`) accepted.
@@ -38,7 +40,7 @@ pub enum Target {
 /// Checks `request` against `configs` (and, for Slurm, `clusters`), reporting every problem
 /// at once: the overrides, the layout, the config's rules for the layout's world, and what
 /// the executor can run.
-pub fn plan(configs: &ConfigFile, clusters: Option<&Clusters>, request: LaunchRequest) -> Result<LaunchPlan, Error> {
+pub fn plan(configs: &ConfigFile, clusters: Option<&Clusters>, limits: &LaunchLimits, request: LaunchRequest) -> Result<LaunchPlan, Error> {
     let mut effective = configs.get(&request.config)?;
     let mut problems = Problems::default();
     if request.overrides.len() > MAX_OVERRIDES {
@@ -83,6 +85,16 @@ pub fn plan(configs: &ConfigFile, clusters: Option<&Clusters>, request: LaunchRe
         }
     };
     let target = layout.as_ref().and_then(|layout| check_executor(&request.executor, clusters, layout, &mut problems));
+    // The machine's and the data directories' bounds.
+    match (&target, &layout) {
+        (Some(Target::Local), Some(layout)) => limits.check_local(&effective, layout.world(), &mut problems),
+        (Some(Target::Slurm { cluster, .. }), _) => {
+            if let Some(cluster) = clusters.and_then(|c| c.get(cluster).ok()) {
+                limits.check_slurm(&effective, &cluster.data_root, &mut problems);
+            }
+        }
+        _ => {}
+    }
     match (layout, target) {
         (Some(layout), Some(target)) if problems.is_empty() => Ok(LaunchPlan {
             config: request.config,
@@ -132,8 +144,17 @@ mod tests {
         Clusters::parse(include_str!("../../../config/clusters.yaml")).unwrap()
     }
 
+    /// This machine's limits, reading data from the project's `data/` and the tutorial
+    /// container's `/data`.
+    fn limits() -> LaunchLimits {
+        let workspace = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+        let mut limits = LaunchLimits::of_this_machine(&workspace, &[]).unwrap();
+        limits.data_roots.push("/data".into());
+        limits
+    }
+
     fn plan(configs: &ConfigFile, request: LaunchRequest) -> Result<LaunchPlan, Error> {
-        super::plan(configs, Some(&clusters()), request)
+        super::plan(configs, Some(&clusters()), &limits(), request)
     }
 
     fn request(config: &str, overrides: &[&str]) -> LaunchRequest {
@@ -220,7 +241,7 @@ mod tests {
         let hostile = SlurmRequest { account: Some("a;b".into()), ..SlurmRequest::default() };
         let fields = fields(plan(&configs(), on_perlmutter(request("cpu_tiny", &["num_heads=7"]), hostile)).unwrap_err());
         assert!(fields.contains(&"slurm.account".to_owned()) && fields.len() >= 2, "{fields:?}");
-        let err = super::plan(&configs(), None, on_perlmutter(request("cpu_tiny", &[]), SlurmRequest::default())).unwrap_err();
+        let err = super::plan(&configs(), None, &limits(), on_perlmutter(request("cpu_tiny", &[]), SlurmRequest::default())).unwrap_err();
         assert!(err.to_string().contains("no clusters file"), "{err}");
     }
 
@@ -230,11 +251,15 @@ mod tests {
         let planned = plan(&configs(), on_perlmutter(request("short", &[]), SlurmRequest::default())).unwrap();
         assert_eq!(planned.effective.train_data_path, format!("{root}/train"));
         assert_eq!(planned.effective.global_stds_path, format!("{root}/stats/global_stds.npy"));
-        let own = plan(&configs(), on_perlmutter(request("short", &["valid_data_path=/mine/valid"]), SlurmRequest::default())).unwrap();
+        let mine = format!("valid_data_path={root}/mine/valid");
+        let own = plan(&configs(), on_perlmutter(request("short", &[&mine]), SlurmRequest::default())).unwrap();
         assert_eq!(
             (own.effective.train_data_path.as_str(), own.effective.valid_data_path.as_str()),
-            (format!("{root}/train").as_str(), "/mine/valid")
+            (format!("{root}/train").as_str(), format!("{root}/mine/valid").as_str())
         );
+        // ...inside the cluster's data: anywhere else is refused by name.
+        let elsewhere = on_perlmutter(request("short", &["valid_data_path=/mine/valid"]), SlurmRequest::default());
+        assert_eq!(fields(plan(&configs(), elsewhere).unwrap_err()), ["valid_data_path"]);
         // A local run keeps the config's paths.
         assert_eq!(
             plan(&configs(), request("short", &[])).unwrap().effective.train_data_path,

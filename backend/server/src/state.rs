@@ -9,6 +9,7 @@ use scalebook_shared::cluster::Clusters;
 use scalebook_shared::config::ConfigFile;
 
 use crate::Error;
+use crate::limits::LaunchLimits;
 use crate::runs::RunManager;
 
 /// The training configs the notebook offers and launches run from.
@@ -78,6 +79,8 @@ impl Default for WsSettings {
 pub struct AppState {
     pub configs: Configs,
     pub clusters: ClustersFile,
+    /// What one launch may ask of this machine and its files.
+    pub limits: LaunchLimits,
     pub runs: Arc<RunManager>,
     pub ws: WsSettings,
 }

@@ -17,7 +17,7 @@ mod schedule;
 mod validate;
 mod write;
 
-pub use data_dir::data_dir_overrides;
+pub use data_dir::{DataPathKind, MAX_STATS_FILE_BYTES, data_dir_overrides};
 pub use derived::{Derived, ERA5_TRAIN_SAMPLES, MLP_RATIO, ParamCount, compute_split_shapes, iters_per_epoch, tokens_per_sample};
 pub use fields::{AmpMode, DataLoaderKind, FieldDiff, FieldInfo, FieldKind, FieldOrigin, ModelBackend, TrainConfig};
 pub use load::ConfigFile;

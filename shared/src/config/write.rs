@@ -34,10 +34,16 @@ pub fn yaml_value(value: &Value) -> String {
     }
 }
 
-/// A string written plain when it reads back as the same string (`env`, `/data/train`), and
-/// single-quoted otherwise (`'true'`, `'1e-3'`, `'a: b'`, `''`). The string `None` cannot be
-/// kept: like the tutorial's loader, ours reads it as null however it is quoted.
+/// A string written plain when it reads back as the same string (`env`, `/data/train`),
+/// single-quoted otherwise (`'true'`, `'1e-3'`, `'a: b'`, `''`), and double-quoted with escapes
+/// when it holds a control character (a newline would fold into a space inside single quotes,
+/// so the file would not read back). The string `None` cannot be kept: like the tutorial's
+/// loader, ours reads it as null however it is quoted.
 fn scalar_text(s: &str) -> String {
+    if s.contains(char::is_control) {
+        // JSON's string escapes (`\n`, `\"`, `\u0000`) are YAML's double-quoted ones.
+        return serde_json::to_string(s).unwrap_or_default();
+    }
     let plain_reads_back = !s.contains(['\'', '"', '#', ':', '[', ']', '{', '}', ',', '\n'])
         && serde_saphyr::from_str::<Value>(s).is_ok_and(|v| v.as_str() == Some(s));
     if plain_reads_back { s.to_owned() } else { format!("'{}'", s.replace('\'', "''")) }
@@ -55,6 +61,15 @@ mod tests {
         assert_eq!(scalar_text("5E-4"), "'5E-4'");
         assert_eq!(scalar_text(""), "''");
         assert_eq!(scalar_text("it's: odd"), "'it''s: odd'");
+    }
+
+    #[test]
+    fn every_string_reads_back_as_written() {
+        for s in ["a\nb", "tab\there", "nul\u{0}", "quote \" and \\ back", "#SBATCH\n--uid=0", "x: y", "*alias", "&anchor", "- item"] {
+            let config = TrainConfig { expdir: s.to_owned(), ..TrainConfig::default() };
+            let file = super::super::ConfigFile::parse(&config.to_yaml("run")).unwrap();
+            assert_eq!(file.get("run").unwrap().expdir, s, "{}", config.to_yaml("run"));
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ use scalebook_server::base_path::BasePath;
 use scalebook_server::executor::TrainerCommand;
 use scalebook_server::executor::local::LocalExecutor;
 use scalebook_server::executor::slurm::{SlurmCommands, SlurmExecutor};
+use scalebook_server::limits::LaunchLimits;
 use scalebook_server::routes;
 use scalebook_server::runs::{Executors, RunManager};
 use scalebook_server::state::{AppState, ClustersFile, Configs, WsSettings};
@@ -58,6 +59,10 @@ pub struct ServeArgs {
     /// (`--max-local-runs` is its old name, still accepted.)
     #[arg(long, default_value_t = 1, alias = "max-local-runs")]
     max_local_ranks: usize,
+    /// A directory runs may read data from, besides the project's `data/` (repeatable). A
+    /// launch naming data anywhere else is refused.
+    #[arg(long = "data-root", value_name = "DIR")]
+    data_roots: Vec<PathBuf>,
     /// The trainer binary (default: `scalebook-train` beside this program).
     #[arg(long)]
     trainer: Option<PathBuf>,
@@ -101,6 +106,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let clusters = ClustersFile::load(&clusters_path)?;
     let supervisor = std::env::current_exe().context("cannot find this program's own path")?;
     let command = trainer_command(&args, &supervisor)?;
+    let limits = LaunchLimits::of_this_machine(&command.workdir, &args.data_roots)?;
     let store = RunStore::open(&args.runs_dir).with_context(|| format!("cannot open the runs directory {}", args.runs_dir.display()))?;
     let ws = WsSettings { heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)), ..WsSettings::default() };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -116,7 +122,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             ),
         };
         let runs = RunManager::open(store, executors)?;
-        let state = Arc::new(AppState { configs, clusters, runs: runs.clone(), ws });
+        let state = Arc::new(AppState { configs, clusters, limits, runs: runs.clone(), ws });
         let router = routes::router(state, args.static_dir.clone(), token.clone());
         let service = routes::service(router, base.clone());
         let prefix = base.as_ref().map_or("", BasePath::as_str);

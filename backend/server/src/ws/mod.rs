@@ -3,15 +3,15 @@
 //! every 20 s so proxies (which drop sockets idle for 60 s) keep the connection.
 
 mod limits;
+mod outbox;
 mod session;
 
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::response::Response;
 use scalebook_shared::protocol::ServerMessage;
-use tokio::sync::mpsc;
 use tokio::time::{Instant, interval_at};
 
 use self::session::{Session, forward_updates};
@@ -22,6 +22,9 @@ use crate::wire::encode;
 /// Messages queued for one connection; a connection this far behind slows its subscriptions
 /// down until they resynchronise from the run's files.
 const OUT_QUEUE: usize = 1024;
+/// Bytes queued for one connection before it is dropped as too slow (its page reconnects and
+/// resumes from its cursors): a classroom's worth of slow readers stays within memory.
+const OUT_QUEUE_BYTES: usize = 4 << 20;
 /// How many times the protocol limit a frame may be before the socket layer itself refuses it
 /// (closing the connection); below that, an oversize message gets an error and is dropped.
 const HARD_LIMIT_FACTOR: usize = 16;
@@ -32,7 +35,8 @@ pub async fn upgrade(State(state): State<Arc<AppState>>, upgrade: WebSocketUpgra
 }
 
 async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
-    let (out, mut outgoing) = mpsc::channel::<Utf8Bytes>(OUT_QUEUE);
+    let (out, mut outgoing) = outbox::outbox(OUT_QUEUE, OUT_QUEUE_BYTES);
+    let watchdog = out.clone();
     let updates = tokio::spawn(forward_updates(state.runs.clone(), out.clone()));
     let period = state.ws.heartbeat;
     let mut heartbeat = interval_at(Instant::now() + period, period);
@@ -52,9 +56,18 @@ async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
                     session.receive_binary()
                 }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => vec![],
-                // Closed by the client, or broken (including a frame over the hard limit).
-                Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                Some(Ok(Message::Close(_))) | None => break,
+                // Broken, or a frame over the hard limit: say so in a close frame.
+                Some(Err(e)) => {
+                    close(&mut socket, close_code::PROTOCOL, &e.to_string()).await;
+                    break;
+                }
             },
+            () = watchdog.overflowed() => {
+                tracing::info!("websocket too slow: dropped");
+                close(&mut socket, close_code::AGAIN, "too slow for what it subscribed to: reconnect to resume").await;
+                break;
+            }
             Some(text) = outgoing.recv() => {
                 if socket.send(Message::Text(text)).await.is_err() {
                     break;
@@ -71,4 +84,10 @@ async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
     }
     updates.abort();
     tracing::info!(received, seconds = opened.elapsed().as_secs(), "websocket closed");
+}
+
+/// Ends the connection with a close frame saying why (its reason cut to what a frame holds).
+async fn close(socket: &mut WebSocket, code: u16, reason: &str) {
+    let reason: String = reason.chars().take(100).collect();
+    let _ = socket.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
 }

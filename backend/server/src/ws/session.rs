@@ -6,16 +6,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::ws::Utf8Bytes;
 use scalebook_shared::Problems;
 use scalebook_shared::protocol::{
     ClientMessage, ClientRequest, ErrorCode, ErrorReport, ExecutorSpec, LaunchRequest, PROTOCOL_VERSION, RequestId, RunId, ServerInfo,
     ServerMessage, ServerReply, request_id_of,
 };
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 use tokio::task::AbortHandle;
 
 use super::limits::RateLimiter;
+use super::outbox::Outbox;
 use crate::Error;
 use crate::plan::{self, LaunchPlan};
 use crate::runs::RunManager;
@@ -26,7 +26,7 @@ use crate::wire::encode;
 pub struct Session {
     state: Arc<AppState>,
     /// Messages for this connection from the tasks that follow its subscriptions.
-    out: mpsc::Sender<Utf8Bytes>,
+    out: Outbox,
     subscriptions: HashMap<RunId, AbortHandle>,
     limiter: RateLimiter,
     /// Messages are being dropped for rate; the client has been told once.
@@ -34,7 +34,7 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(state: Arc<AppState>, out: mpsc::Sender<Utf8Bytes>) -> Session {
+    pub fn new(state: Arc<AppState>, out: Outbox) -> Session {
         let limiter = RateLimiter::new(state.ws.messages_per_sec, state.ws.burst, Instant::now());
         Session { state, out, subscriptions: HashMap::new(), limiter, limited: false }
     }
@@ -138,7 +138,7 @@ impl Session {
 
     /// Validates a launch against the served configs and clusters.
     fn plan(&self, request: LaunchRequest) -> Result<LaunchPlan, ErrorReport> {
-        plan::plan(&self.state.configs.file, self.state.clusters.clusters.as_ref(), request)
+        plan::plan(&self.state.configs.file, self.state.clusters.clusters.as_ref(), &self.state.limits, request)
             .map_err(|e| ErrorReport::new(ErrorCode::InvalidLaunch, format!("the launch was refused: {e}")).with_problems(e.problems()))
     }
 
@@ -165,8 +165,25 @@ fn rate_limited() -> ErrorReport {
     ErrorReport::new(ErrorCode::RateLimited, "too many messages: they are dropped until you send fewer")
 }
 
-/// An error answering request `id`.
-fn error(id: Option<RequestId>, report: ErrorReport) -> ServerReply {
+/// The most problems an error answer lists, and the most characters of each text in it: a
+/// short request must never produce a long answer, whatever it held.
+const MAX_PROBLEMS: usize = 32;
+const MAX_TEXT_CHARS: usize = 500;
+
+/// An error answering request `id`, cut to its bounds.
+fn error(id: Option<RequestId>, mut report: ErrorReport) -> ServerReply {
+    let cut = |text: &mut String| {
+        if let Some((at, _)) = text.char_indices().nth(MAX_TEXT_CHARS) {
+            text.truncate(at);
+            text.push('…');
+        }
+    };
+    cut(&mut report.message);
+    report.problems.0.truncate(MAX_PROBLEMS);
+    for problem in &mut report.problems.0 {
+        cut(&mut problem.field);
+        cut(&mut problem.message);
+    }
     ServerReply::answer(id, ServerMessage::Error(report))
 }
 
@@ -186,7 +203,7 @@ fn report(error: &Error, run: Option<&RunId>) -> ErrorReport {
 /// Sends a subscriber what it missed, then every live message. A viewer too slow for the
 /// broadcast (it fell more than the channel's capacity behind) is resubscribed from where it
 /// got to, so it skips nothing and repeats nothing.
-async fn forward(runs: Arc<RunManager>, id: RunId, subscription: Subscription, out: mpsc::Sender<Utf8Bytes>) {
+async fn forward(runs: Arc<RunManager>, id: RunId, subscription: Subscription, out: Outbox) {
     let Subscription { replay, mut cursor, mut live } = subscription;
     for text in replay {
         if out.send(text).await.is_err() {
@@ -216,7 +233,7 @@ async fn forward(runs: Arc<RunManager>, id: RunId, subscription: Subscription, o
 }
 
 /// Forwards every run's changes to one connection; one that fell behind gets the whole list.
-pub async fn forward_updates(runs: Arc<RunManager>, out: mpsc::Sender<Utf8Bytes>) {
+pub async fn forward_updates(runs: Arc<RunManager>, out: Outbox) {
     let mut updates = runs.updates();
     loop {
         let text = match updates.recv().await {

@@ -113,6 +113,8 @@ impl Server {
         if !args.contains(&"--runs-dir") {
             command.arg("--runs-dir").arg(&runs_dir);
         }
+        // Where the tests' datasets live (see `tiny_data`): a directory runs may read.
+        command.arg("--data-root").arg(env!("CARGO_TARGET_TMPDIR"));
         if !args.contains(&"--unix-socket") {
             command.args(["--port", "0"]);
         }

@@ -311,3 +311,57 @@ async fn the_request_log_names_methods_and_paths_but_never_the_token_or_a_cookie
     }
     assert!(!log.contains(&token) && !log.contains("cookie-secret"), "a secret reached the log:\n{log}");
 }
+
+/// The answer to request `id`, skipping everything else.
+async fn answer_to(client: &mut Client, id: &str) -> ServerMessage {
+    loop {
+        let reply = client.recv_reply(WAIT).await;
+        if reply.id.as_ref().is_some_and(|r| r.as_str() == id) {
+            return reply.message;
+        }
+    }
+}
+
+/// The problems of a refused launch of `cpu_tiny` with `overrides`, and the answer's size.
+async fn refused(client: &mut Client, id: &str, overrides: &[&str]) -> (Vec<(String, String)>, usize) {
+    let launch = serde_json::json!({ "id": id, "type": "launch", "config": "cpu_tiny", "overrides": overrides });
+    client.send_text(&launch.to_string()).await;
+    let answer = answer_to(client, id).await;
+    let size = serde_json::to_string(&answer).unwrap().len();
+    let ServerMessage::Error(report) = answer else { panic!("{id} was not refused: {answer:?}") };
+    (report.problems.0.into_iter().map(|p| (p.field, p.message)).collect(), size)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_launches_get_short_refusals_by_field_while_everyone_else_is_served() {
+    let server = Server::start("hostile-launches", &[]);
+    let mut attacker = server.connect().await;
+    let mut learner = server.connect().await;
+    // An alias bomb: 9 levels of 9 references each, a few hundred bytes that a YAML reader
+    // without a budget expands into hundreds of millions of nodes.
+    let mut bomb = String::from("img_size=[&a0 [x,x,x,x,x,x,x,x,x]");
+    for level in 1..9 {
+        bomb += &format!(", &a{level} [{}]", vec![format!("*a{}", level - 1); 9].join(","));
+    }
+    bomb.push(']');
+    let (problems, size) = refused(&mut attacker, "bomb", &[&bomb]).await;
+    assert_eq!(problems[0].0, "img_size", "{problems:?}");
+    assert!(size < 2_000, "a {size}-byte answer to a {}-byte override", bomb.len());
+    still_serving(&mut learner, 1).await;
+
+    let (problems, _) = refused(&mut attacker, "newline", &["expdir=runs\n#SBATCH --uid=0"]).await;
+    assert_eq!(problems[0].0, "expdir");
+    assert!(problems[0].1.contains("control character"), "{problems:?}");
+
+    let (problems, _) = refused(&mut attacker, "zero", &["global_means_path=/dev/zero"]).await;
+    assert_eq!(problems[0].0, "global_means_path");
+    assert!(problems[0].1.contains("outside the data directories"), "{problems:?}");
+
+    let greedy = ["num_data_workers=1000000", "depth=1000000", "num_iters=18446744073709551615"];
+    let (problems, _) = refused(&mut attacker, "greedy", &greedy).await;
+    let fields: Vec<&str> = problems.iter().map(|(field, _)| field.as_str()).collect();
+    for field in ["num_data_workers", "depth", "num_iters"] {
+        assert!(fields.contains(&field), "{field} not refused: {problems:?}");
+    }
+    still_serving(&mut learner, 2).await;
+}

@@ -3,6 +3,7 @@
 //! version 1.0 (`<f4`, C order) so that `np.load` reads them; the reader also takes what
 //! NumPy writes for float64 arrays and for large headers (versions 2 and 3).
 
+use std::io::Read as _;
 use std::path::Path;
 
 use crate::Error;
@@ -41,7 +42,7 @@ pub fn write_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<(), Error
 /// Reads a float array and checks that its shape is `expected`; float64 files are narrowed.
 pub fn read_f32(path: &Path, expected: &[usize]) -> Result<Vec<f32>, Error> {
     let bad = |message: String| Error::Data { path: path.to_owned(), message };
-    let bytes = std::fs::read(path).map_err(|err| bad(format!("cannot read: {err}")))?;
+    let bytes = read_bounded(path).map_err(bad)?;
     let (header, body) = split_header(&bytes).ok_or_else(|| bad("not a NumPy .npy file".into()))?;
     let array = Header::parse(header).ok_or_else(|| bad(format!("unreadable .npy header {header:?}")))?;
     if array.fortran_order {
@@ -66,6 +67,25 @@ pub fn read_f32(path: &Path, expected: &[usize]) -> Result<Vec<f32>, Error> {
     } else {
         body.chunks_exact(8).map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32).collect()
     })
+}
+
+/// The most bytes a `.npy` file read here may have: the tutorial's statistics hold a few
+/// numbers per channel. A larger file, or a device that never ends (`/dev/zero`), is refused
+/// before it is read, so a config cannot make a rank read gigabytes.
+const MAX_NPY_BYTES: u64 = scalebook_shared::config::MAX_STATS_FILE_BYTES;
+
+fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
+    let file = std::fs::File::open(path).map_err(|err| format!("cannot read: {err}"))?;
+    let meta = file.metadata().map_err(|err| format!("cannot read: {err}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > MAX_NPY_BYTES {
+        return Err(format!("{} bytes, more than the {MAX_NPY_BYTES} a statistics file may have", meta.len()));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_NPY_BYTES + 1).read_to_end(&mut bytes).map_err(|err| format!("cannot read: {err}"))?;
+    Ok(bytes)
 }
 
 /// The header text and the data bytes after it, for format versions 1 to 3.
@@ -147,6 +167,17 @@ mod tests {
 
         let err = read_f32(&path, &[1, 20, 1, 1]).unwrap_err().to_string();
         assert!(err.contains("a.npy") && err.contains("[1, 20, 1, 1]") && err.contains("[1, 20, 2, 1]"), "{err}");
+    }
+
+    #[test]
+    fn devices_and_oversize_files_are_refused_unread() {
+        let err = read_f32(Path::new("/dev/zero"), &[1]).unwrap_err().to_string();
+        assert!(err.contains("/dev/zero") && err.contains("not a regular file"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.npy");
+        std::fs::File::create(&big).unwrap().set_len(MAX_NPY_BYTES + 1).unwrap();
+        let err = read_f32(&big, &[1]).unwrap_err().to_string();
+        assert!(err.contains("more than the 1048576"), "{err}");
     }
 
     #[test]
