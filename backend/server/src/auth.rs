@@ -11,13 +11,14 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::Error;
+use crate::gate::Connection;
 
 /// A secret shared by the server and the page it prints the URL of.
 #[derive(Clone)]
@@ -67,7 +68,13 @@ fn presented(request: &Request) -> Option<&str> {
 pub async fn require_token(State(token): State<Option<Arc<Token>>>, request: Request, next: Next) -> Response {
     let Some(token) = token else { return next.run(request).await };
     let message = match presented(&request) {
-        Some(given) if token.matches(given) => return next.run(request).await,
+        Some(given) if token.matches(given) => {
+            // The connection is no longer a stranger's (see `gate`).
+            if let Some(ConnectInfo(connection)) = request.extensions().get::<ConnectInfo<Connection>>() {
+                connection.authenticated();
+            }
+            return next.run(request).await;
+        }
         Some(_) => "wrong token: open the URL `scalebook serve` printed, which ends in ?token=...",
         None => "missing token: open the URL `scalebook serve` printed (it ends in ?token=...), or send `Authorization: Bearer TOKEN`",
     };

@@ -7,6 +7,7 @@ pub mod base_path;
 pub mod clock;
 pub mod error;
 pub mod executor;
+pub mod gate;
 pub mod limits;
 pub mod plan;
 pub mod routes;

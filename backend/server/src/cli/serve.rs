@@ -15,6 +15,7 @@ use scalebook_server::base_path::BasePath;
 use scalebook_server::executor::TrainerCommand;
 use scalebook_server::executor::local::LocalExecutor;
 use scalebook_server::executor::slurm::{SlurmCommands, SlurmExecutor};
+use scalebook_server::gate::{Connection, GateLimits, GatedListener};
 use scalebook_server::limits::LaunchLimits;
 use scalebook_server::routes;
 use scalebook_server::runs::{Executors, RunManager};
@@ -109,6 +110,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let limits = LaunchLimits::of_this_machine(&command.workdir, &args.data_roots)?;
     let store = RunStore::open(&args.runs_dir).with_context(|| format!("cannot open the runs directory {}", args.runs_dir.display()))?;
     let ws = WsSettings { heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)), ..WsSettings::default() };
+    let ws_heartbeat = ws.heartbeat;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let listener = Listener::bind(&args).await?;
@@ -133,13 +135,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             (Listener::Unix(_, path), _) => println!("Scalebook is ready: unix:{} (no token: only you can open it)", path.display()),
         }
         std::io::stdout().flush()?;
-        let make = ServiceExt::<Request>::into_make_service(service);
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;
         };
         match listener {
-            Listener::Tcp(l) => axum::serve(l, make).with_graceful_shutdown(shutdown).await?,
+            Listener::Tcp(l) => {
+                // Quiet WebSockets live on their heartbeats: the idle timeout leaves room for two.
+                let idle_timeout = GateLimits::default().idle_timeout.max(ws_heartbeat * 3);
+                let gated = GatedListener::new(l, GateLimits { idle_timeout, ..GateLimits::default() });
+                let make = ServiceExt::<Request>::into_make_service_with_connect_info::<Connection>(service);
+                axum::serve(gated, make).with_graceful_shutdown(shutdown).await?;
+            }
             Listener::Unix(l, path) => {
+                let make = ServiceExt::<Request>::into_make_service(service);
                 axum::serve(l, make).with_graceful_shutdown(shutdown).await?;
                 let _ = std::fs::remove_file(path);
             }

@@ -365,3 +365,40 @@ async fn hostile_launches_get_short_refusals_by_field_while_everyone_else_is_ser
     }
     still_serving(&mut learner, 2).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_silent_or_half_sent_connections_never_lock_the_owner_out() {
+    use tokio::io::AsyncWriteExt;
+
+    let server = Server::start("strangers", &[]);
+    let mut strangers = Vec::new();
+    for n in 0..1000 {
+        let mut stranger = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+        if n % 2 == 1 {
+            // Headers begun, never finished.
+            stranger.write_all(b"GET /api/health HTTP/1.1\r\nHost: scalebook\r\n").await.unwrap();
+        }
+        strangers.push(stranger);
+    }
+    // The owner's requests, on new connections, are answered.
+    assert_eq!(server.get("/api/health").status, 200);
+    let mut owner = server.connect().await;
+    still_serving(&mut owner, 1).await;
+    // The server kept only its share of strangers (256): the rest were closed, oldest first.
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let closed = strangers
+            .iter()
+            .filter(|s| match s.try_read(&mut [0u8; 64]) {
+                Ok(n) => n == 0,
+                Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+            })
+            .count();
+        if closed >= 1000 - 256 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "only {closed} of 1000 strangers were closed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    still_serving(&mut owner, 2).await;
+}

@@ -1,0 +1,318 @@
+//! The door every TCP connection passes before the HTTP server sees it. The token is checked
+//! per request ([`crate::auth`]), so until a connection has shown it, it is a stranger's:
+//! strangers get a short deadline and a small share of the server, and when a new one needs
+//! room the oldest is closed; a connection that has shown the token is limited only by the
+//! global cap and an idle timeout. So no number of silent or half-sent connections can lock the
+//! owner out (their own new connection always gets in, at the cost of the oldest stranger), and
+//! none lingers.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::extract::connect_info::Connected;
+use axum::serve::{IncomingStream, Listener};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::{Instant, Sleep};
+
+/// How many connections the server holds, and for how long.
+#[derive(Debug, Clone, Copy)]
+pub struct GateLimits {
+    /// All connections at once; beyond it, new ones are closed at once.
+    pub max_connections: usize,
+    /// Connections that have not shown the token; beyond it, the oldest is closed.
+    pub max_strangers: usize,
+    /// How long a stranger has to show the token (its request headers included).
+    pub stranger_deadline: Duration,
+    /// How long a connection that showed the token may stay silent both ways (WebSockets get
+    /// a heartbeat well within it).
+    pub idle_timeout: Duration,
+}
+
+impl Default for GateLimits {
+    fn default() -> Self {
+        GateLimits {
+            max_connections: 2048,
+            max_strangers: 256,
+            stranger_deadline: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// A TCP listener whose connections pass the gate.
+pub struct GatedListener {
+    listener: TcpListener,
+    gate: Arc<Gate>,
+}
+
+impl GatedListener {
+    pub fn new(listener: TcpListener, limits: GateLimits) -> GatedListener {
+        GatedListener { listener, gate: Arc::new(Gate { limits, state: Mutex::default(), next_id: AtomicU64::new(0) }) }
+    }
+}
+
+struct Gate {
+    limits: GateLimits,
+    state: Mutex<GateState>,
+    next_id: AtomicU64,
+}
+
+#[derive(Default)]
+struct GateState {
+    open: usize,
+    /// Strangers, oldest first: their id and socket.
+    strangers: VecDeque<(u64, RawFd)>,
+}
+
+impl Gate {
+    fn lock(&self) -> MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Lets `stream` in as a stranger, closing the oldest stranger if there is no room; `None`
+    /// when the server holds all the connections it may.
+    fn admit(self: &Arc<Self>, stream: &TcpStream) -> Option<Arc<Visitor>> {
+        let mut state = self.lock();
+        if state.open >= self.limits.max_connections {
+            return None;
+        }
+        if state.strangers.len() >= self.limits.max_strangers
+            && let Some((_, fd)) = state.strangers.pop_front()
+        {
+            // Wakes its reader with an end of file; its stream then drops and leaves. Done under
+            // the lock, which every stream takes before its socket closes: the descriptor is
+            // still this connection's.
+            let _ = nix::sys::socket::shutdown(fd, nix::sys::socket::Shutdown::Both);
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        state.open += 1;
+        state.strangers.push_back((id, stream.as_raw_fd()));
+        Some(Arc::new(Visitor { id, gate: self.clone(), authenticated: AtomicBool::new(false) }))
+    }
+
+    fn forget_stranger(state: &mut GateState, id: u64) {
+        state.strangers.retain(|(stranger, _)| *stranger != id);
+    }
+}
+
+/// One connection as the gate knows it; what a request handler gets as its `ConnectInfo`.
+pub struct Visitor {
+    id: u64,
+    gate: Arc<Gate>,
+    authenticated: AtomicBool,
+}
+
+/// The connection a request came on (axum's `ConnectInfo` of the gated listener).
+#[derive(Clone)]
+pub struct Connection(Arc<Visitor>);
+
+impl Connection {
+    /// The connection showed the token: it is no longer a stranger.
+    pub fn authenticated(&self) {
+        if !self.0.authenticated.swap(true, Ordering::SeqCst) {
+            Gate::forget_stranger(&mut self.0.gate.lock(), self.0.id);
+        }
+    }
+}
+
+impl Connected<IncomingStream<'_, GatedListener>> for Connection {
+    fn connect_info(stream: IncomingStream<'_, GatedListener>) -> Connection {
+        Connection(stream.io().visitor.clone())
+    }
+}
+
+impl Listener for GatedListener {
+    type Io = GatedStream;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (GatedStream, std::net::SocketAddr) {
+        loop {
+            let (stream, addr) = match self.listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors, most often: wait for some to be freed.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Some(visitor) = self.gate.admit(&stream) else {
+                tracing::warn!("{addr}: refused, the server holds {} connections", self.gate.limits.max_connections);
+                continue;
+            };
+            let accepted = Instant::now();
+            let deadline = Box::pin(tokio::time::sleep_until(accepted + self.gate.limits.stranger_deadline));
+            return (GatedStream { stream, visitor, accepted, last_activity: accepted, deadline }, addr);
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.listener.local_addr()
+    }
+}
+
+/// A connection past the gate: a TCP stream that ends itself when its deadline passes.
+pub struct GatedStream {
+    stream: TcpStream,
+    visitor: Arc<Visitor>,
+    accepted: Instant,
+    last_activity: Instant,
+    deadline: Pin<Box<Sleep>>,
+}
+
+impl GatedStream {
+    /// Whether the connection's time is up (registering to be woken when it will be).
+    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        let limits = self.visitor.gate.limits;
+        loop {
+            if self.deadline.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            let due = match self.visitor.authenticated.load(Ordering::SeqCst) {
+                true => self.last_activity + limits.idle_timeout,
+                false => self.accepted + limits.stranger_deadline,
+            };
+            if due <= Instant::now() {
+                return true;
+            }
+            self.deadline.as_mut().reset(due);
+        }
+    }
+
+    fn timed_out() -> io::Error {
+        io::Error::new(io::ErrorKind::TimedOut, "the connection's time is up")
+    }
+}
+
+impl Drop for GatedStream {
+    fn drop(&mut self) {
+        // Before the socket closes (fields drop after this), so an eviction never shuts down
+        // a descriptor that has been reused.
+        let mut state = self.visitor.gate.lock();
+        state.open -= 1;
+        Gate::forget_stranger(&mut state, self.visitor.id);
+    }
+}
+
+impl AsyncRead for GatedStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.expired(cx) {
+            return Poll::Ready(Err(GatedStream::timed_out()));
+        }
+        let before = buf.filled().len();
+        let read = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if matches!(read, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            this.last_activity = Instant::now();
+        }
+        read
+    }
+}
+
+impl AsyncWrite for GatedStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.expired(cx) {
+            return Poll::Ready(Err(GatedStream::timed_out()));
+        }
+        let written = Pin::new(&mut this.stream).poll_write(cx, data);
+        if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
+            this.last_activity = Instant::now();
+        }
+        written
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    fn limits() -> GateLimits {
+        GateLimits {
+            max_connections: 4,
+            max_strangers: 2,
+            stranger_deadline: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+
+    async fn gated(limits: GateLimits) -> (GatedListener, std::net::SocketAddr) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        (GatedListener::new(listener, limits), addr)
+    }
+
+    #[tokio::test]
+    async fn a_new_stranger_closes_the_oldest_and_the_token_lifts_a_connection_out() {
+        let (mut gate, addr) = gated(limits()).await;
+        let mut first = TcpStream::connect(addr).await.unwrap();
+        let (mut a, _) = gate.accept().await;
+        let _second = TcpStream::connect(addr).await.unwrap();
+        let (b, _) = gate.accept().await;
+        Connection(b.visitor.clone()).authenticated();
+        let _third = TcpStream::connect(addr).await.unwrap();
+        let (_c, _) = gate.accept().await;
+        let _fourth = TcpStream::connect(addr).await.unwrap();
+        let (_d, _) = gate.accept().await;
+        // Strangers a, c, then d: a, the oldest, was closed for d; b showed the token.
+        let mut buf = [0u8; 1];
+        assert_eq!(a.read(&mut buf).await.unwrap(), 0, "the oldest stranger was not closed");
+        let mut byte = [0u8; 1];
+        assert_eq!(first.read(&mut byte).await.unwrap(), 0, "its peer sees the end");
+        assert_eq!(gate.gate.lock().strangers.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn the_global_cap_refuses_new_connections_until_one_leaves() {
+        let (mut gate, addr) = gated(GateLimits { max_connections: 1, ..limits() }).await;
+        let _first = TcpStream::connect(addr).await.unwrap();
+        let (held, _) = gate.accept().await;
+        let accepting = tokio::spawn(async move { gate.accept().await });
+        let mut refused = TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 1];
+        assert_eq!(refused.read(&mut buf).await.unwrap(), 0, "over the cap: closed at once");
+        drop(held);
+        let _late = TcpStream::connect(addr).await.unwrap();
+        let (_late_in, _) = tokio::time::timeout(Duration::from_secs(60), accepting).await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn strangers_get_a_deadline_and_known_connections_an_idle_timeout() {
+        let limits = GateLimits { stranger_deadline: Duration::from_secs(10), idle_timeout: Duration::from_secs(100), ..limits() };
+        let (mut gate, addr) = gated(limits).await;
+        let _silent = TcpStream::connect(addr).await.unwrap();
+        let (mut stranger, _) = gate.accept().await;
+        let mut peer = TcpStream::connect(addr).await.unwrap();
+        let (mut known, _) = gate.accept().await;
+        Connection(known.visitor.clone()).authenticated();
+        let mut buf = [0u8; 8];
+        let err = stranger.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        // Traffic keeps a known connection open past the strangers' deadline...
+        for _ in 0..3 {
+            tokio::time::sleep(Duration::from_secs(50)).await;
+            peer.write_all(b"x").await.unwrap();
+            assert_eq!(known.read(&mut buf).await.unwrap(), 1);
+        }
+        // ...and silence ends it.
+        let err = known.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+    }
+}
