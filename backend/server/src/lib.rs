@@ -8,6 +8,7 @@ pub mod clock;
 pub mod error;
 pub mod executor;
 pub mod gate;
+pub mod headers;
 pub mod limits;
 pub mod plan;
 pub mod routes;

@@ -19,11 +19,12 @@ use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use crate::auth::{self, Token};
 use crate::base_path::BasePath;
 use crate::state::AppState;
-use crate::{api, static_files, ws};
+use crate::{Error, api, headers, static_files, ws};
 
 /// The app at the root. `token: None` serves the API to anyone who can connect (only for a
-/// private Unix socket).
-pub fn router(state: Arc<AppState>, static_dir: PathBuf, token: Option<Token>) -> Router {
+/// private Unix socket). Every response carries the security headers of [`headers`].
+pub fn router(state: Arc<AppState>, static_dir: PathBuf, token: Option<Token>) -> Result<Router, Error> {
+    let security = Arc::new(headers::for_page(&static_dir)?);
     let api = Router::new()
         .route("/health", get(api::health))
         .route("/configs", get(api::configs))
@@ -41,7 +42,12 @@ pub fn router(state: Arc<AppState>, static_dir: PathBuf, token: Option<Token>) -
         .make_span_with(|request: &Request| tracing::info_span!("http", method = %request.method(), path = %request.uri().path()))
         .on_request(())
         .on_response(DefaultOnResponse::new().level(tracing::Level::INFO));
-    Router::new().nest("/api", api).merge(static_files::router(static_dir)).layer(request_log).with_state(state)
+    Ok(Router::new()
+        .nest("/api", api)
+        .merge(static_files::router(static_dir))
+        .layer(from_fn_with_state(security, headers::add))
+        .layer(request_log)
+        .with_state(state))
 }
 
 /// The app as served: under `base` when there is one (and at the root too, see

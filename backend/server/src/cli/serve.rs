@@ -125,7 +125,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         };
         let runs = RunManager::open(store, executors)?;
         let state = Arc::new(AppState { configs, clusters, limits, runs: runs.clone(), ws });
-        let router = routes::router(state, args.static_dir.clone(), token.clone());
+        let router = routes::router(state, args.static_dir.clone(), token.clone())?;
         let service = routes::service(router, base.clone());
         let prefix = base.as_ref().map_or("", BasePath::as_str);
         // Tests and wrappers read this line to learn the URL; keep its shape stable.

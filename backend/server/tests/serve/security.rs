@@ -57,7 +57,16 @@ fn the_api_and_the_websocket_need_the_token_and_the_page_does_not() {
 
     assert_eq!(http_get(addr, &format!("/api/runs?token={token}"), &[]).status, 200);
     assert_eq!(http_get(addr, "/api/configs", &[("Authorization", &format!("Bearer {token}"))]).status, 200);
-    assert_eq!(http_get(addr, "/", &[]).status, 200);
+    let page = http_get(addr, "/", &[]);
+    assert_eq!(page.status, 200);
+    // Every response, the page's and a refusal alike, carries the security headers.
+    for response in [&page, &missing] {
+        let header = |name: &str| response.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
+        let csp = header("content-security-policy").expect("no Content-Security-Policy");
+        assert!(csp.contains("frame-ancestors 'self'") && csp.contains("'wasm-unsafe-eval'"), "{csp}");
+        assert_eq!(header("referrer-policy").as_deref(), Some("no-referrer"));
+        assert_eq!(header("x-content-type-options").as_deref(), Some("nosniff"));
+    }
     assert_eq!(http_get(addr, &format!("/?token={token}"), &[]).status, 200);
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
