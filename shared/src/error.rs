@@ -65,6 +65,25 @@ impl fmt::Display for Problems {
     }
 }
 
+/// The most characters of an input quoted back in a message: enough to recognise it, never
+/// enough to make a short request produce a long answer.
+const EXCERPT_CHARS: usize = 60;
+
+/// `text` as quoted in a message: its start, with `…` when cut, control characters escaped.
+pub fn excerpt(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars().take(EXCERPT_CHARS) {
+        match c.is_control() {
+            true => out.extend(c.escape_default()),
+            false => out.push(c),
+        }
+    }
+    if text.chars().nth(EXCERPT_CHARS).is_some() {
+        out.push('…');
+    }
+    out
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Error {
     /// A YAML document (a config file, an override value) is not well-formed.

@@ -12,4 +12,4 @@ pub mod metrics;
 pub mod protocol;
 pub mod rundir;
 
-pub use error::{Error, Problem, Problems};
+pub use error::{Error, Problem, Problems, excerpt};

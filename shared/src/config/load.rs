@@ -70,7 +70,7 @@ impl ConfigFile {
         self.configs
             .get(name)
             .cloned()
-            .ok_or_else(|| Error::UnknownConfig { name: name.into(), known: self.names().collect::<Vec<_>>().join(", ") })
+            .ok_or_else(|| Error::UnknownConfig { name: crate::excerpt(name), known: self.names().collect::<Vec<_>>().join(", ") })
     }
 }
 

@@ -4,13 +4,10 @@
 use serde_json::{Map, Value};
 
 use super::{TrainConfig, entries};
-use crate::{Error, Problems};
+use crate::{Error, Problems, excerpt};
 
 /// The field problems about a malformed override are reported against.
 const OVERRIDES_FIELD: &str = "overrides";
-/// The most characters of an override quoted back in a message: enough to recognise it,
-/// never enough to make a short request produce a long answer.
-const EXCERPT_CHARS: usize = 60;
 /// The most characters of the YAML reader's own reason kept.
 const REASON_CHARS: usize = 200;
 
@@ -31,21 +28,6 @@ fn budget() -> serde_saphyr::Options {
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget);
     options
-}
-
-/// `text` as quoted in a message: its start, with `…` when cut, control characters escaped.
-pub(crate) fn excerpt(text: &str) -> String {
-    let mut out = String::new();
-    for c in text.chars().take(EXCERPT_CHARS) {
-        match c.is_control() {
-            true => out.extend(c.escape_default()),
-            false => out.push(c),
-        }
-    }
-    if text.chars().nth(EXCERPT_CHARS).is_some() {
-        out.push('…');
-    }
-    out
 }
 
 impl TrainConfig {

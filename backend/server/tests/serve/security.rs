@@ -152,35 +152,53 @@ async fn bad_requests_get_clear_errors_and_the_server_keeps_serving() {
     }
     assert_eq!(server.get("/api/runs/19990101-000000-1").status, 404);
 
-    // Flooding: a burst of 40 passes (plus what refills at 20 a second meanwhile), the rest
-    // is dropped with a rate_limited error. The bounds follow from the time the flood took,
-    // so a slow, busy machine cannot break them.
+    // Flooding: limited, and felt by the flooder alone.
     let mut flooder = server.connect().await;
     let started = std::time::Instant::now();
     for nonce in 0..300 {
         flooder.send(&ClientMessage::Ping { nonce }).await;
     }
+    assert_flood_was_limited(&mut flooder, started, 300).await;
+    // Other connections were never affected.
+    still_serving(&mut client, 8).await;
+}
+
+/// Reads the answers to a flood of `sent` messages sent since `started` (each answered by a
+/// pong or an error of its own while under the limit): a burst of 40 passes, plus what refills
+/// at 20 a second meanwhile, and the rest is dropped with one `rate_limited` error per flood.
+/// The bounds follow from the time the flood took, so a slow, busy machine cannot break them.
+async fn assert_flood_was_limited(flooder: &mut Client, started: std::time::Instant, sent: u64) {
     // A sentinel, sent until one passes the limiter: its pong comes after every answer to
     // the flood.
-    let (mut pongs, mut limited) = (0u64, 0u64);
+    let (mut answered, mut limited) = (0u64, 0u64);
     let mut resend = tokio::time::interval(Duration::from_millis(250));
     'flood: loop {
         tokio::select! {
-            _ = resend.tick() => flooder.send(&ClientMessage::Ping { nonce: 1_000 }).await,
+            _ = resend.tick() => flooder.send(&ClientMessage::Ping { nonce: 1_000_000 }).await,
             message = flooder.recv(WAIT) => match message {
-                ServerMessage::Pong { nonce: 1_000 } => break 'flood,
-                ServerMessage::Pong { .. } => pongs += 1,
+                ServerMessage::Pong { nonce: 1_000_000 } => break 'flood,
                 ServerMessage::Error(e) if e.code == ErrorCode::RateLimited => limited += 1,
+                ServerMessage::Pong { .. } | ServerMessage::Error(_) => answered += 1,
                 _ => {}
             },
         }
     }
     let refilled = (20.0 * started.elapsed().as_secs_f64()).ceil() as u64;
-    assert!((40..=40 + refilled).contains(&pongs) && pongs < 300, "{pongs} pongs in {:?}", started.elapsed());
+    assert!((40..=40 + refilled).contains(&answered) && answered < sent, "{answered} answers in {:?}", started.elapsed());
     // Told once per flood: again only after a refilled token let a message through.
-    assert!((1..=1 + pongs - 40).contains(&limited), "{limited} rate_limited errors for {pongs} pongs");
-    // Other connections were never affected.
-    still_serving(&mut client, 8).await;
+    assert!((1..=1 + answered - 40).contains(&limited), "{limited} rate_limited errors for {answered} answers");
+}
+
+#[tokio::test]
+async fn binary_floods_are_limited_like_text() {
+    let server = Server::start("binary-flood", &[]);
+    let mut flooder = server.connect().await;
+    let started = std::time::Instant::now();
+    for _ in 0..2_000 {
+        flooder.send_binary(vec![0; 64]).await;
+    }
+    assert_flood_was_limited(&mut flooder, started, 2_000).await;
+    still_serving(&mut server.connect().await, 1).await;
 }
 
 #[tokio::test]
