@@ -313,7 +313,7 @@ fn positive(field: &str, value: f64, problems: &mut Problems) {
 
 /// Characters Slurm names, constraints (`gpu&hbm80g`), images (`nersc/pytorch:24.08.01`) and
 /// module names need; no spaces, quotes, `$`, `;` or newlines.
-pub(crate) fn token(field: &str, value: &str, problems: &mut Problems) {
+fn token(field: &str, value: &str, problems: &mut Problems) {
     let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.,:&|/+=@".contains(c);
     if value.is_empty() || !value.chars().all(allowed) {
         problems.push(field, format!("`{value}` must be one non-empty word of letters, digits and -_.,:&|/+=@"));

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{Cluster, Clusters, ExecutorKind, SlurmDefaults, is_slurm_time, token};
+use crate::cluster::{Cluster, Clusters, ExecutorKind, SlurmDefaults, is_slurm_time};
 use crate::layout::Layout;
 use crate::{Error, Problem, Problems};
 
@@ -75,7 +75,9 @@ impl SlurmRequest {
             }
         };
         let mut problems = Problems::default();
-        for (key, value) in [("account", &self.account), ("qos", &self.qos), ("reservation", &self.reservation)] {
+        for (key, value) in
+            [("account", &self.account), ("qos", &self.qos), ("reservation", &self.reservation), ("job_name", &self.job_name)]
+        {
             if let Some(value) = value {
                 word(key, value, &mut problems);
             }
@@ -85,9 +87,6 @@ impl SlurmRequest {
         {
             let message = format!("`{}` is not a Slurm time (minutes, MM:SS, HH:MM:SS or D-HH:MM:SS, not zero)", time.escape_debug());
             problems.push("slurm.time", message);
-        }
-        if let Some(name) = &self.job_name {
-            job_name(name, &mut problems);
         }
         let constraint = self.constraint(cluster, &mut problems);
         let (nodes, tasks_per_node) = placement(cluster, self.nodes, layout.world(), &mut problems);
@@ -176,22 +175,14 @@ fn default_job_name(layout: &Layout) -> String {
     }
 }
 
-/// A browser-chosen word for an `#SBATCH` line: the cluster file's rule, and short.
+/// A browser-chosen word for an `#SBATCH` line (account, QOS, reservation, job name, which
+/// also names output files as `%x`): letters, digits, `-`, `_` and `.`, as real names are. The
+/// cluster file may use Slurm's wider syntax (`gpu&hbm80g`); a browser may not.
 fn word(key: &str, value: &str, problems: &mut Problems) {
-    let field = format!("slurm.{key}");
-    if value.len() > MAX_FIELD_LEN {
-        problems.push(field, format!("{} characters, at most {MAX_FIELD_LEN} are accepted", value.len()));
-    } else {
-        token(&field, value, problems);
-    }
-}
-
-/// Job names also name output files (`%x`): letters, digits, `-`, `_` and `.` only.
-fn job_name(name: &str, problems: &mut Problems) {
     let ok = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
-    if name.is_empty() || name.len() > MAX_FIELD_LEN || !name.chars().all(ok) {
-        let message = format!("`{}` must be 1 to {MAX_FIELD_LEN} letters, digits, `-`, `_` or `.`", name.escape_debug());
-        problems.push("slurm.job_name", message);
+    if value.is_empty() || value.len() > MAX_FIELD_LEN || !value.chars().all(ok) {
+        let message = format!("`{}` must be 1 to {MAX_FIELD_LEN} letters, digits, `-`, `_` or `.`", crate::excerpt(value));
+        problems.push(format!("slurm.{key}"), message);
     }
 }
 
@@ -303,7 +294,7 @@ cpubox:
         fields.sort();
         assert_eq!(fields, ["slurm.account", "slurm.gpu", "slurm.job_name", "slurm.qos", "slurm.reservation", "slurm.time"]);
         let long = SlurmRequest { account: Some("a".repeat(MAX_FIELD_LEN + 1)), ..request("perlmutter") };
-        assert!(long.resolve(&clusters(), &layout(1, 1)).unwrap_err().to_string().contains("at most 64"));
+        assert!(long.resolve(&clusters(), &layout(1, 1)).unwrap_err().to_string().contains("must be 1 to 64"));
     }
 
     #[test]
