@@ -78,6 +78,8 @@ fn start_server(scratch: &Path, workspace: &Path) -> (Child, String, String) {
         .arg(scratch.join("runs"))
         .arg("--yaml-config")
         .arg(workspace.join("config/ViT.yaml"))
+        .arg("--data-root")
+        .arg(scratch.join("data"))
         .current_dir(workspace)
         .stdout(Stdio::piped())
         .spawn()
