@@ -67,11 +67,20 @@ pub struct WsSettings {
     pub messages_per_sec: f64,
     /// ...and in a burst.
     pub burst: f64,
+    /// Bytes queued for one connection before it is dropped as too slow (its page reconnects
+    /// and resumes from its cursors): a classroom's worth of slow readers stays within memory.
+    pub max_queued_bytes: usize,
 }
 
 impl Default for WsSettings {
     fn default() -> Self {
-        WsSettings { max_message_bytes: 64 << 10, heartbeat: Duration::from_secs(20), messages_per_sec: 20.0, burst: 40.0 }
+        WsSettings {
+            max_message_bytes: 64 << 10,
+            heartbeat: Duration::from_secs(20),
+            messages_per_sec: 20.0,
+            burst: 40.0,
+            max_queued_bytes: 4 << 20,
+        }
     }
 }
 

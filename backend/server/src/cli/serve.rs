@@ -80,6 +80,9 @@ pub struct ServeArgs {
     /// Seconds between WebSocket heartbeats.
     #[arg(long, default_value_t = 20, hide = true)]
     heartbeat_secs: u64,
+    /// KiB queued for one WebSocket before it is dropped as too slow.
+    #[arg(long, default_value_t = 4096, hide = true)]
+    max_queued_kib: usize,
 }
 
 /// Diagnostics go to stderr through `tracing`: warnings, and one line per HTTP request and per
@@ -109,7 +112,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let command = trainer_command(&args, &supervisor)?;
     let limits = LaunchLimits::of_this_machine(&command.workdir, &args.data_roots)?;
     let store = RunStore::open(&args.runs_dir).with_context(|| format!("cannot open the runs directory {}", args.runs_dir.display()))?;
-    let ws = WsSettings { heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)), ..WsSettings::default() };
+    let ws = WsSettings {
+        heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)),
+        max_queued_bytes: args.max_queued_kib.max(64) << 10,
+        ..WsSettings::default()
+    };
     let ws_heartbeat = ws.heartbeat;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {

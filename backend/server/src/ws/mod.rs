@@ -7,6 +7,7 @@ mod outbox;
 mod session;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
@@ -22,9 +23,8 @@ use crate::wire::encode;
 /// Messages queued for one connection; a connection this far behind slows its subscriptions
 /// down until they resynchronise from the run's files.
 const OUT_QUEUE: usize = 1024;
-/// Bytes queued for one connection before it is dropped as too slow (its page reconnects and
-/// resumes from its cursors): a classroom's worth of slow readers stays within memory.
-const OUT_QUEUE_BYTES: usize = 4 << 20;
+/// How long a close frame may take to leave: a peer that reads nothing gets none.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How many times the protocol limit a frame may be before the socket layer itself refuses it
 /// (closing the connection); below that, an oversize message gets an error and is dropped.
 const HARD_LIMIT_FACTOR: usize = 16;
@@ -35,7 +35,7 @@ pub async fn upgrade(State(state): State<Arc<AppState>>, upgrade: WebSocketUpgra
 }
 
 async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
-    let (out, mut outgoing) = outbox::outbox(OUT_QUEUE, OUT_QUEUE_BYTES);
+    let (out, mut outgoing) = outbox::outbox(OUT_QUEUE, state.ws.max_queued_bytes);
     let watchdog = out.clone();
     let updates = tokio::spawn(forward_updates(state.runs.clone(), out.clone()));
     let period = state.ws.heartbeat;
@@ -64,13 +64,18 @@ async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
                 }
             },
             () = watchdog.overflowed() => {
-                tracing::info!("websocket too slow: dropped");
-                close(&mut socket, close_code::AGAIN, "too slow for what it subscribed to: reconnect to resume").await;
+                too_slow(&mut socket).await;
                 break;
             }
             Some(text) = outgoing.recv() => {
-                if socket.send(Message::Text(text)).await.is_err() {
-                    break;
+                // A peer that stopped reading blocks this send; its backlog passing the bound
+                // ends the wait (the frame half sent is of no use to a dropped connection).
+                tokio::select! {
+                    sent = socket.send(Message::Text(text)) => if sent.is_err() { break },
+                    () = watchdog.overflowed() => {
+                        log_too_slow();
+                        break;
+                    }
                 }
                 vec![]
             }
@@ -86,8 +91,20 @@ async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
     tracing::info!(received, seconds = opened.elapsed().as_secs(), "websocket closed");
 }
 
-/// Ends the connection with a close frame saying why (its reason cut to what a frame holds).
+/// Drops a connection whose backlog passed its bound, telling it to come back.
+async fn too_slow(socket: &mut WebSocket) {
+    log_too_slow();
+    close(socket, close_code::AGAIN, "too slow for what it subscribed to: reconnect to resume").await;
+}
+
+fn log_too_slow() {
+    tracing::warn!("websocket too slow for its subscriptions: dropped");
+}
+
+/// Ends the connection with a close frame saying why (its reason cut to what a frame holds),
+/// unless the peer does not even read that.
 async fn close(socket: &mut WebSocket, code: u16, reason: &str) {
     let reason: String = reason.chars().take(100).collect();
-    let _ = socket.send(Message::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
+    let frame = Message::Close(Some(CloseFrame { code, reason: reason.into() }));
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, socket.send(frame)).await;
 }

@@ -100,7 +100,7 @@ impl Session {
             )),
             ClientMessage::ListRuns => Ok(Some(ServerMessage::Runs { runs: runs.list().await })),
             ClientMessage::Launch(request) => {
-                let plan = self.plan(request)?;
+                let plan = self.plan(request).await?;
                 let record = runs.launch(plan).await.map_err(|e| report(&e, None))?;
                 Ok(Some(ServerMessage::Launched { run: record.id }))
             }
@@ -110,7 +110,7 @@ impl Session {
                     problems.push("executor", "only a Slurm launch has a batch script: choose a slurm cluster");
                     return Err(ErrorReport::new(ErrorCode::InvalidLaunch, "nothing to preview").with_problems(problems));
                 }
-                let plan = self.plan(request)?;
+                let plan = self.plan(request).await?;
                 let script = runs.preview_script(&plan).map_err(|e| report(&e, None))?;
                 Ok(Some(ServerMessage::SlurmScript { script }))
             }
@@ -136,10 +136,16 @@ impl Session {
         }
     }
 
-    /// Validates a launch against the served configs and clusters.
-    fn plan(&self, request: LaunchRequest) -> Result<LaunchPlan, ErrorReport> {
-        plan::plan(&self.state.configs.file, self.state.clusters.clusters.as_ref(), &self.state.limits, request)
-            .map_err(|e| ErrorReport::new(ErrorCode::InvalidLaunch, format!("the launch was refused: {e}")).with_problems(e.problems()))
+    /// Validates a launch against the served configs, clusters and limits, on a blocking
+    /// thread: it looks at the data paths on disk (a shared filesystem may be slow), and the
+    /// async workers stay free for every other connection meanwhile.
+    async fn plan(&self, request: LaunchRequest) -> Result<LaunchPlan, ErrorReport> {
+        let state = self.state.clone();
+        let planned =
+            tokio::task::spawn_blocking(move || plan::plan(&state.configs.file, state.clusters.clusters.as_ref(), &state.limits, request))
+                .await
+                .map_err(|e| ErrorReport::new(ErrorCode::Internal, format!("the launch could not be checked: {e}")))?;
+        planned.map_err(|e| ErrorReport::new(ErrorCode::InvalidLaunch, format!("the launch was refused: {e}")).with_problems(e.problems()))
     }
 
     fn info(&self) -> ServerInfo {

@@ -197,3 +197,24 @@ async fn a_run_trains_the_config_as_launched_even_if_the_served_file_changes_bef
     }
     assert!(!out.contains("embed_dim 64"), "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_that_stops_reading_is_dropped_once_its_backlog_passes_the_bound() {
+    let server = Server::start_with_env("slow-reader", &["--max-queued-kib", "64"], &[("RUST_LOG", "warn")]);
+    let mut slow = server.connect().await;
+    let id = slow.launch("cpu_tiny", tiny_overrides(&["num_iters=100000"])).await;
+    slow.send(&ClientMessage::Subscribe { run: id.clone(), after_seq: Some(0), after_log_seq: Some(0) }).await;
+    // ...and never reads again: the run's points pile up for it (past the socket's buffers)
+    // until its queue passes 64 KiB and the server drops it.
+    let deadline = std::time::Instant::now() + RUN_TIMEOUT;
+    while !std::fs::read_to_string(&server.log).unwrap().contains("too slow for its subscriptions") {
+        assert!(std::time::Instant::now() < deadline, "the slow viewer was never dropped");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Everyone else is served, and the run goes on.
+    let mut other = server.connect().await;
+    other.send(&ClientMessage::Cancel { run: id.clone() }).await;
+    let cancelled = server.wait_for(&id, |r| r.state().is_final().then(|| r.state())).await;
+    assert_eq!(cancelled, RunState::Cancelled);
+    drop(slow);
+}
