@@ -25,6 +25,9 @@ async fn the_app_works_under_a_proxy_prefix() -> anyhow::Result<()> {
     browser.wait_attr("article.chapter", "data-chapter", |c| c == "rank-groups").await?;
     browser.wait_attr(".rank-grid-block .group-table tr[data-token='dp']", "data-count", |c| c == "4").await?;
     browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
+    // Its code block shows this project's source, fetched below the prefix as the file is now.
+    browser.wait_text(".block.code pre", |t| t.contains("pub fn groups(&self, token: Token) -> Groups")).await?;
+    browser.wait_text(".block.code figcaption", |t| t.contains("shared/src/layout/groups.rs")).await?;
 
     browser.close().await
 }

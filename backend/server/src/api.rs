@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use scalebook_shared::cluster::Clusters;
@@ -12,6 +12,8 @@ use scalebook_shared::protocol::{RunId, RunRecord};
 use scalebook_shared::rundir;
 use serde_json::json;
 
+use crate::Error;
+use crate::code::{self, Snippet};
 use crate::state::AppState;
 
 /// An API failure as JSON: `{"code": ..., "message": ...}` with a fitting status.
@@ -95,6 +97,26 @@ pub async fn run_file(State(state): State<Arc<AppState>>, Path((id, name)): Path
         _ => "text/plain; charset=utf-8",
     };
     Ok((StatusCode::OK, [("content-type", content_type)], bytes).into_response())
+}
+
+/// Which item of which file a code block shows.
+#[derive(Debug, serde::Deserialize)]
+pub struct CodeQuery {
+    path: String,
+    item: String,
+}
+
+/// One item of this project's sources, as the file on disk has it now (read off the async
+/// workers).
+pub async fn code(State(state): State<Arc<AppState>>, Query(query): Query<CodeQuery>) -> Result<Json<Snippet>, ApiError> {
+    let root = state.source_root.clone();
+    let found = tokio::task::spawn_blocking(move || code::snippet(&root, &query.path, &query.item))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    found.map(Json).map_err(|e| match e {
+        Error::NotSource(_) => ApiError::new(StatusCode::BAD_REQUEST, "not_source", e.to_string()),
+        _ => ApiError::new(StatusCode::NOT_FOUND, "no_item", e.to_string()),
+    })
 }
 
 fn run_id(text: &str) -> Result<RunId, ApiError> {

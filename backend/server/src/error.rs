@@ -26,6 +26,14 @@ pub enum Error {
     /// can carry).
     #[error("cannot write the batch script: {0}")]
     SlurmScript(String),
+    /// A chapter's code block names a file outside the project's Rust sources.
+    #[error("`{0}` is not a Rust file of this project's sources ({dirs})", dirs = crate::code::SOURCE_DIRS.join(", "))]
+    NotSource(String),
+    #[error("{path}: {message}")]
+    SourceUnreadable { path: String, message: String },
+    /// A chapter's code block names an item its file does not have.
+    #[error("{path} has no item `{item}`")]
+    NoItem { path: String, item: String },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

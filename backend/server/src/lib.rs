@@ -5,6 +5,7 @@ pub mod api;
 pub mod auth;
 pub mod base_path;
 pub mod clock;
+pub mod code;
 pub mod error;
 pub mod executor;
 pub mod gate;

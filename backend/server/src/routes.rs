@@ -33,6 +33,7 @@ pub fn router(state: Arc<AppState>, static_dir: PathBuf, token: Option<Token>) -
         .route("/runs", get(api::list_runs))
         .route("/runs/{id}", get(api::get_run))
         .route("/runs/{id}/files/{name}", get(api::run_file))
+        .route("/code", get(api::code))
         .route("/ws", get(ws::upgrade))
         .layer(from_fn_with_state(token.map(Arc::new), auth::require_token));
     // One line per request: method, path, status and latency. The span holds the path only,

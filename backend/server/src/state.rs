@@ -24,6 +24,11 @@ pub struct Configs {
 }
 
 impl Configs {
+    /// The project the config file belongs to (`<project>/config/ViT.yaml`).
+    pub fn project_root(&self) -> PathBuf {
+        self.path.parent().and_then(Path::parent).map_or_else(|| self.path.clone(), Path::to_path_buf)
+    }
+
     /// Loads the config file once at start-up, so a typo in it stops the server with a clear
     /// message instead of failing later in the middle of a demo.
     pub fn load(config_path: &Path) -> Result<Configs, Error> {
@@ -90,6 +95,8 @@ pub struct AppState {
     pub clusters: ClustersFile,
     /// What one launch may ask of this machine and its files.
     pub limits: LaunchLimits,
+    /// The project's checkout, whose sources the chapters' code blocks show.
+    pub source_root: PathBuf,
     pub runs: Arc<RunManager>,
     pub ws: WsSettings,
 }

@@ -2,6 +2,7 @@
 
 mod chart_drawing;
 mod charts;
+mod code;
 mod config_editor;
 mod config_model;
 mod derived_values;
@@ -24,6 +25,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use leptos::prelude::*;
 
 use self::charts::ChartsBlock;
+use self::code::CodeBlock;
 use self::config_editor::ConfigEditor;
 use self::estimate::EstimateBlock;
 use self::quiz::Quiz;
@@ -40,6 +42,7 @@ pub fn Block(spec: BlockSpec) -> impl IntoView {
         BlockSpec::Estimate { config, grid, cluster, gpu } => view! { <EstimateBlock config grid cluster gpu /> }.into_any(),
         BlockSpec::Run { config, dp } => view! { <RunBlock config dp /> }.into_any(),
         BlockSpec::Chart(spec) => view! { <ChartsBlock spec /> }.into_any(),
+        BlockSpec::Code { path, item, caption } => view! { <CodeBlock path item caption /> }.into_any(),
     }
 }
 

@@ -29,6 +29,13 @@ pub enum BlockSpec {
         dp: u32,
     },
     Chart(ChartSpec),
+    /// One item of this project's source (`path`, from the project root; `item`, a name or
+    /// `Type::method`), as the file has it now, with the block's text as its caption.
+    Code {
+        path: String,
+        item: String,
+        caption: String,
+    },
     /// A question (Markdown) and its answer, shown on demand.
     Quiz {
         question: String,
@@ -74,11 +81,18 @@ impl BlockSpec {
             },
             "run" => BlockSpec::Run { config: settings.config(), dp: settings.count("dp", 1)? },
             "chart" => BlockSpec::Chart(settings.chart()?),
+            "code" => BlockSpec::Code {
+                path: settings.take("path").ok_or("a code block needs path=FILE (from the project root)")?,
+                item: settings.take("item").ok_or("a code block needs item=NAME (or item=Type::method)")?,
+                caption: body.trim().to_owned(),
+            },
             "quiz" => {
                 let (question, answer) = split_quiz(body)?;
                 BlockSpec::Quiz { question, answer }
             }
-            other => return Err(format!("unknown block kind `{other}`; the kinds are config, rank-grid, estimate, run, chart and quiz")),
+            other => {
+                return Err(format!("unknown block kind `{other}`; the kinds are config, rank-grid, estimate, run, chart, code and quiz"));
+            }
         };
         settings.finish(kind)?;
         Ok(spec)
@@ -242,6 +256,20 @@ mod tests {
         let quiz = BlockSpec::parse("quiz", "Why?\n\nThink.\n---\nBecause.\n").unwrap();
         assert_eq!(quiz, BlockSpec::Quiz { question: "Why?\n\nThink.\n".into(), answer: "Because.\n".into() });
         assert!(BlockSpec::parse("quiz", "No answer here\n").unwrap_err().contains("`---`"));
+    }
+
+    #[wasm_bindgen_test]
+    fn code_blocks_name_a_file_and_an_item() {
+        let code =
+            BlockSpec::parse("code path=backend/trainer/src/data/sampler.rs item=ShardedSampler::indices", "Note the stride.\n").unwrap();
+        let expected = BlockSpec::Code {
+            path: "backend/trainer/src/data/sampler.rs".into(),
+            item: "ShardedSampler::indices".into(),
+            caption: "Note the stride.".into(),
+        };
+        assert_eq!(code, expected);
+        assert!(BlockSpec::parse("code item=x", "").unwrap_err().contains("path=FILE"));
+        assert!(BlockSpec::parse("code path=a.rs", "").unwrap_err().contains("item=NAME"));
     }
 
     #[wasm_bindgen_test]

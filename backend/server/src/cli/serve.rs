@@ -131,7 +131,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             ),
         };
         let runs = RunManager::open(store, executors)?;
-        let state = Arc::new(AppState { configs, clusters, limits, runs: runs.clone(), ws });
+        let state = Arc::new(AppState { source_root: configs.project_root(), configs, clusters, limits, runs: runs.clone(), ws });
         let router = routes::router(state, args.static_dir.clone(), token.clone())?;
         let service = routes::service(router, base.clone());
         let prefix = base.as_ref().map_or("", BasePath::as_str);
