@@ -4,7 +4,7 @@
 
 use scalebook_shared::cluster::Clusters;
 use scalebook_shared::config::{ConfigFile, TrainConfig};
-use scalebook_shared::layout::{Layout, Sizes};
+use scalebook_shared::layout::Layout;
 use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, SlurmJob};
 use scalebook_shared::{Error, Problems};
 
@@ -65,8 +65,7 @@ pub fn plan(configs: &ConfigFile, clusters: Option<&Clusters>, limits: &LaunchLi
     // The config fixes tp, cp and the order; the launch adds only dp. The config's rules for
     // that world are the ones the browser and the trainer check; the job settings are checked
     // too whenever the sizes make a layout, so every problem is reported at once.
-    let size = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-    let sizes = Sizes { tp: size(effective.tensor_parallel), cp: size(effective.context_parallel), dp: request.dp, pp: 1 };
+    let sizes = effective.sizes(request.dp as usize);
     let world = effective.tensor_parallel.saturating_mul(effective.context_parallel).saturating_mul(request.dp as usize);
     let known = problems.0.len();
     if request.dp == 0 {
@@ -133,6 +132,7 @@ fn check_executor(executor: &ExecutorSpec, clusters: Option<&Clusters>, layout: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use scalebook_shared::layout::Sizes;
     use scalebook_shared::protocol::SlurmRequest;
 
     fn configs() -> ConfigFile {

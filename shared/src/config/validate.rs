@@ -133,16 +133,19 @@ impl TrainConfig {
     /// in the config's `parallel_order`. Every problem of the config is reported first.
     pub fn layout(&self, world: usize) -> Result<Layout, Error> {
         self.validate(world)?;
-        let size = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
         let dp = world / (self.tensor_parallel * self.context_parallel);
-        let sizes = Sizes { tp: size(self.tensor_parallel), cp: size(self.context_parallel), dp: size(dp), pp: 1 };
-        Layout::new(sizes, &self.parallel_order)
+        Layout::new(self.sizes(dp), &self.parallel_order)
+    }
+
+    /// The layout's sizes with `dp` replicas: the config's tp and cp, no pipeline stages.
+    /// Sizes beyond `u32` become `u32::MAX`, which `Layout::new` refuses by name.
+    pub fn sizes(&self, dp: usize) -> Sizes {
+        let size = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+        Sizes { tp: size(self.tensor_parallel), cp: size(self.context_parallel), dp: size(dp), pp: 1 }
     }
 
     fn check_order(&self, dp: usize, problems: &mut Problems) {
-        let sizes = [self.tensor_parallel, self.context_parallel, dp].map(|s| u32::try_from(s).unwrap_or(u32::MAX));
-        let sizes = Sizes { tp: sizes[0], cp: sizes[1], dp: sizes[2], pp: 1 };
-        if let Err(err) = Layout::new(sizes, &self.parallel_order) {
+        if let Err(err) = Layout::new(self.sizes(dp), &self.parallel_order) {
             for problem in err.problems().0 {
                 let field = match problem.field.as_str() {
                     "tp" => "tensor_parallel",
