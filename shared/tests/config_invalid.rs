@@ -43,7 +43,7 @@ const BAD_CONFIGS: &[(&str, &[&str], usize, &str, &str)] = &[
     ("base", &["lr=-1e-3"], 1, "lr", "must be a positive number"),
     ("base", &["warmup=200", "num_iters=100"], 1, "warmup", "200 is more than num_iters 100"),
     ("base", &["lr_schedule=step"], 1, "lr_schedule", "handles only `cosine`"),
-    ("base", &["optimizer=SGD"], 1, "optimizer", "always trains with Adam"),
+    ("base", &["bucket_cap_mb=0"], 1, "bucket_cap_mb", "must be a positive number of MB, got 0"),
     ("base", &["depth=0"], 1, "depth", "must be at least 1, got 0"),
     ("base", &["num_iters=0"], 1, "num_iters", "must be at least 1"),
     ("base", &["global_batch_size=0"], 1, "global_batch_size", "must be at least 1"),

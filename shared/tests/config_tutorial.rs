@@ -1,7 +1,7 @@
 //! The shipped `config/ViT.yaml` holds the tutorial's configs with the tutorial's exact values
 //! (reference §2.2–2.3), and files from the other tutorial editions load too.
 
-use scalebook_shared::config::{AmpMode, ConfigFile, DEFAULT_CONFIG, DataLoaderKind, ModelBackend, TrainConfig};
+use scalebook_shared::config::{AmpMode, BenchyTrial, ConfigFile, DEFAULT_CONFIG, DataLoaderKind, ModelBackend, Optimizer, TrainConfig};
 
 const SHIPPED: &str = include_str!("../../config/ViT.yaml");
 
@@ -27,7 +27,7 @@ fn tutorial_base() -> TrainConfig {
         lr_schedule: "cosine".into(),
         lr: 5e-4,
         warmup: 0,
-        optimizer: "Adam".into(),
+        optimizer: Optimizer::Adam,
         num_data_workers: 0,
         n_in_channels: 20,
         n_out_channels: 20,
@@ -49,6 +49,10 @@ fn tutorial_base() -> TrainConfig {
         data_loader_config: DataLoaderKind::Pytorch,
         enable_apex: false,
         model_backend: ModelBackend::Pytorch,
+        bucket_cap_mb: 25.0,
+        disable_broadcast_buffers: false,
+        noddp: false,
+        benchy_trial: BenchyTrial::Full,
     }
 }
 

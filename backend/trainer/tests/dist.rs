@@ -9,7 +9,7 @@ use scalebook_shared::layout::{Sizes, Token};
 use scalebook_trainer::data::Batch;
 use scalebook_trainer::dist::Comm;
 use scalebook_trainer::ffi::{ReduceOp, Region};
-use scalebook_trainer::train::{GradSync, Learner};
+use scalebook_trainer::train::{DdpKnobs, GradSync, Learner};
 use tch::{Device, Kind, Tensor};
 
 fn ranks<F: Fn()>(test: F, sizes: Sizes) -> Option<Comm> {
@@ -89,7 +89,7 @@ fn one_dp2_step_equals_one_step_at_twice_the_batch() {
     // A different seed on each rank: the broadcast from dp-rank 0 must make them equal.
     tch::manual_seed(100 + rank);
     let (vs, mut parallel) = Learner::build(&config, Device::Cpu, None).unwrap();
-    let sync = GradSync::new(comm.clone(), &vs);
+    let sync = GradSync::new(comm.clone(), &vs, DdpKnobs::new(&config));
     if rank == 0 {
         tch::no_grad(|| {
             for (name, mut p) in vs.variables() {
@@ -127,4 +127,41 @@ fn one_dp2_step_equals_one_step_at_twice_the_batch() {
         g.broadcast(&mut rank0, 0).unwrap();
         assert_eq!(close(&mine, &rank0), 0.0, "replicas diverged");
     }
+}
+
+#[test]
+fn the_ddp_knobs_change_the_all_reduces_and_noddp_skips_them() {
+    let Some(comm) = ranks(the_ddp_knobs_change_the_all_reduces_and_noddp_skips_them, Sizes { dp: 2, ..Sizes::default() }) else {
+        return;
+    };
+    let comm = Rc::new(comm);
+    let rank = comm.rank(Token::DP) as i64;
+    let mut config = cpu_tiny();
+    tch::manual_seed(5);
+    let (vs, mut learner) = Learner::build(&config, Device::Cpu, None).unwrap();
+    let mut calls = |mb: f64| {
+        config.bucket_cap_mb = mb;
+        GradSync::new(comm.clone(), &vs, DdpKnobs::new(&config)).dp_all_reduces()
+    };
+    let (small, default, large) = (calls(0.01), calls(25.0), calls(100.0));
+    assert!(small > default && default >= large && large >= 1, "{small} {default} {large} all-reduces");
+    config.noddp = true;
+    config.disable_broadcast_buffers = true;
+    let sync = GradSync::new(comm.clone(), &vs, DdpKnobs::new(&config));
+    assert_eq!(sync.dp_all_reduces(), 0);
+    sync.broadcast_parameters().unwrap();
+    learner.sync = Some(sync);
+    // Different data on each rank and no gradient averaging: the replicas drift apart.
+    tch::manual_seed(1000 + rank);
+    let b = batch(Tensor::randn([2, 20, 36, 72], (Kind::Float, Device::Cpu)), Tensor::randn([2, 20, 36, 72], (Kind::Float, Device::Cpu)));
+    learner.train_step(&b, 1e-3).unwrap();
+    let g = comm.group(Token::DP);
+    let drift = vs.trainable_variables().iter().fold(0.0, |worst: f64, p| {
+        let mine = p.detach().contiguous().copy();
+        let mut rank0 = mine.copy();
+        g.broadcast(&mut rank0, 0).unwrap();
+        worst.max(close(&mine, &rank0))
+    });
+    let expected_drift = if rank == 0 { 0.0 } else { 1e-6 };
+    assert!(if rank == 0 { drift == expected_drift } else { drift > expected_drift }, "rank {rank}: drift {drift}");
 }

@@ -1,7 +1,9 @@
-//! Adam: the fused kernel and the tensor-by-tensor update agree, and both follow the formula.
+//! The optimizers: Adam's fused kernel and its tensor-by-tensor update agree and follow the
+//! formula; AdamW decays before the Adam update; SGD keeps a momentum buffer.
 
+use scalebook_shared::config::Optimizer as Choice;
 use scalebook_trainer::train::amp::GradScaler;
-use scalebook_trainer::train::optim::{Adam, BETA1, BETA2, EPS};
+use scalebook_trainer::train::optim::{ADAMW_WEIGHT_DECAY, BETA1, BETA2, EPS, Optimizer, SGD_MOMENTUM};
 use tch::{Device, Kind, Tensor};
 
 /// Irregular starting values from a formula, not from libtorch's one global generator: the
@@ -15,10 +17,14 @@ fn params() -> Vec<(String, Tensor)> {
     vec![("a".to_owned(), irregular(&[3, 4], 0.3)), ("b".to_owned(), irregular(&[5], 1.1))]
 }
 
-/// Three steps of Adam on loss = Σ (p · k)² with a fixed k, returning the parameters.
-fn run(fused: bool, scaled: bool) -> Vec<Tensor> {
+fn optimizer(choice: Choice, ps: &[(String, Tensor)], fused: bool) -> Optimizer {
+    Optimizer::new(choice, ps.iter().map(|(n, p)| (n.clone(), p.shallow_clone())).collect(), fused)
+}
+
+/// Three steps on loss = Σ (p · k)² with a fixed k, returning the parameters.
+fn run_with(choice: Choice, fused: bool, scaled: bool) -> Vec<Tensor> {
     let ps = params();
-    let mut adam = Adam::new(ps.iter().map(|(n, p)| (n.clone(), p.shallow_clone())).collect(), fused);
+    let mut adam = optimizer(choice, &ps, fused);
     let mut scaler = scaled.then(|| GradScaler::new(Device::Cpu));
     for step in 0..3 {
         adam.zero_grad();
@@ -33,6 +39,10 @@ fn run(fused: bool, scaled: bool) -> Vec<Tensor> {
         }
     }
     ps.into_iter().map(|(_, p)| p.detach()).collect()
+}
+
+fn run(fused: bool, scaled: bool) -> Vec<Tensor> {
+    run_with(Choice::Adam, fused, scaled)
 }
 
 fn max_diff(a: &[Tensor], b: &[Tensor]) -> f64 {
@@ -60,7 +70,7 @@ fn first_step_moves_each_parameter_by_about_the_learning_rate() {
     // Adam's first bias-corrected step is lr · g / (|g| + eps) = ±lr for every element.
     let ps = params();
     let before: Vec<Tensor> = ps.iter().map(|(_, p)| p.detach().copy()).collect();
-    let mut adam = Adam::new(ps.iter().map(|(n, p)| (n.clone(), p.shallow_clone())).collect(), false);
+    let mut adam = optimizer(Choice::Adam, &ps, false);
     adam.zero_grad();
     ps.iter().map(|(_, p)| p.square().sum(Kind::Float)).fold(Tensor::from(0.0f32), |a, b| a + b).backward();
     adam.step(1e-2, None).unwrap();
@@ -70,4 +80,50 @@ fn first_step_moves_each_parameter_by_about_the_learning_rate() {
         assert!((lo - 1e-2).abs() < 1e-4 && (hi - 1e-2).abs() < 1e-4, "{lo} {hi}");
     }
     assert_eq!((BETA1, BETA2, EPS), (0.9, 0.95, 1e-8), "the tutorial's Adam settings");
+}
+
+#[test]
+fn adamw_is_adam_after_a_decoupled_decay() {
+    let adamw = run_with(Choice::AdamW, false, false);
+    assert!(max_diff(&adamw, &run_with(Choice::AdamW, true, false)) < 1e-6, "fused AdamW agrees");
+    assert!(max_diff(&adamw, &run_with(Choice::AdamW, true, true)) < 1e-6, "AdamW with a loss scaler agrees");
+    // One step from the same start: AdamW = Adam's step applied to p · (1 − lr·wd).
+    let (lr, ps, qs) = (1e-2, params(), params());
+    let (mut w, mut a) = (optimizer(Choice::AdamW, &ps, false), optimizer(Choice::Adam, &qs, false));
+    for (opt, set) in [(&mut w, &ps), (&mut a, &qs)] {
+        opt.zero_grad();
+        set.iter().map(|(_, p)| p.square().sum(Kind::Float)).fold(Tensor::from(0.0f32), |x, y| x + y).backward();
+    }
+    let start: Vec<Tensor> = params().into_iter().map(|(_, p)| p.detach()).collect();
+    w.step(lr, None).unwrap();
+    a.step(lr, None).unwrap();
+    let expected: Vec<Tensor> = qs.iter().zip(&start).map(|((_, q), s)| q.detach() - s * (lr * ADAMW_WEIGHT_DECAY)).collect();
+    let got: Vec<Tensor> = ps.iter().map(|(_, p)| p.detach()).collect();
+    assert!(max_diff(&got, &expected) < 1e-6, "{}", max_diff(&got, &expected));
+}
+
+#[test]
+fn sgd_follows_the_momentum_formula() {
+    // loss = Σ p², so g = 2p: two steps by hand.
+    let (lr, ps) = (0.1, params());
+    let p0: Vec<Tensor> = ps.iter().map(|(_, p)| p.detach().copy()).collect();
+    let mut sgd = optimizer(Choice::Sgd, &ps, false);
+    for _ in 0..2 {
+        sgd.zero_grad();
+        ps.iter().map(|(_, p)| p.square().sum(Kind::Float)).fold(Tensor::from(0.0f32), |x, y| x + y).backward();
+        sgd.step(lr, None).unwrap();
+    }
+    let expected: Vec<Tensor> = p0
+        .iter()
+        .map(|p| {
+            let buf1 = p * 2.0;
+            let p1 = p - &buf1 * lr;
+            let buf2 = buf1 * SGD_MOMENTUM + &p1 * 2.0;
+            p1 - buf2 * lr
+        })
+        .collect();
+    let got: Vec<Tensor> = ps.iter().map(|(_, p)| p.detach()).collect();
+    assert!(max_diff(&got, &expected) < 1e-6, "{}", max_diff(&got, &expected));
+    let names: Vec<String> = sgd.state().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["sgd.momentum.a", "sgd.momentum.b"]);
 }

@@ -141,3 +141,25 @@ fn bad_input_is_refused_before_anything_starts() {
     let out = train(&root.join("fresh"), &missing, &["--resume"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// SC22's benchy trials: `io` only reads (no losses, no checkpoint), `synthetic` trains on one
+/// batch; both report the throughput the bottleneck block compares.
+#[test]
+fn benchy_trials_time_loading_alone_and_steps_alone() {
+    let scratch_dir = scratch("benchy");
+    let root = scratch_dir.path();
+    let data = root.join("data");
+    generate(&data);
+    for (trial, trains) in [("io", false), ("synthetic", true)] {
+        let run_dir = root.join(trial);
+        let out = train(&run_dir, &data, &["--set", &format!("benchy_trial={trial}"), "--set", "optimizer=SGD"]);
+        assert!(out.status.success(), "{trial}: {}", String::from_utf8_lossy(&out.stderr));
+        let points = points(&run_dir);
+        let throughput = series(&points, tags::SAMPLES_PER_SEC);
+        assert_eq!(throughput.len(), 2, "{trial}: one throughput per epoch");
+        assert!(throughput.iter().all(|(_, v)| v.is_finite() && *v > 0.0), "{trial}: {throughput:?}");
+        let train_losses = series(&points, tags::step::LOSS_TRAIN);
+        assert_eq!(train_losses.len(), if trains { 8 } else { 0 }, "{trial}: step losses");
+        assert_eq!(run_dir.join("checkpoints/last.ot").exists(), trains, "{trial}: checkpoint");
+    }
+}

@@ -87,6 +87,7 @@ fn Editor(file: Arc<ConfigFile>, name: String, working: WorkingConfig) -> impl I
                 <form class="fields" on:submit=|ev| ev.prevent_default()>
                     <FieldGroup title="The tutorial's keys" origin=FieldOrigin::Yaml draft checked edit=edit_field open=true />
                     <FieldGroup title="Parallel layout (train_mp.py flags)" origin=FieldOrigin::CommandLine draft checked edit=edit_field open=true />
+                    <FieldGroup title="Tuning and benchmark knobs (SC22 flags)" origin=FieldOrigin::Tuning draft checked edit=edit_field open=false />
                     <FieldGroup title="Keys of other editions" origin=FieldOrigin::Edition draft checked edit=edit_field open=false />
                 </form>
                 <div class="yaml">

@@ -50,6 +50,42 @@ impl ModelBackend {
     pub const NAMES: &'static [&'static str] = &["pytorch", "transformer-engine"];
 }
 
+/// The optimizer. The tutorial trains with Adam; SC22's "putting it all together" challenge
+/// invites others, so AdamW and SGD with momentum are there to try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Optimizer {
+    /// betas 0.9/0.95, eps 1e-8, no weight decay.
+    #[default]
+    Adam,
+    /// Adam with decoupled weight decay 0.01 (PyTorch's default).
+    AdamW,
+    /// SGD with momentum 0.9.
+    #[serde(rename = "SGD")]
+    Sgd,
+}
+
+impl Optimizer {
+    pub const NAMES: &'static [&'static str] = &["Adam", "AdamW", "SGD"];
+}
+
+/// SC22's benchy trials: time the data loading alone, the training step alone on one cached
+/// batch, or both as in a real run, to see which one bounds the throughput.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BenchyTrial {
+    /// A real run.
+    #[default]
+    Full,
+    /// Only the loader: batches are read and dropped, no step, no validation.
+    Io,
+    /// Only the steps, all on the first batch, which is read once.
+    Synthetic,
+}
+
+impl BenchyTrial {
+    pub const NAMES: &'static [&'static str] = &["full", "io", "synthetic"];
+}
+
 /// One training config. Field names are the tutorial's keys, so a `config/ViT.yaml` from the
 /// tutorial loads unchanged and the names users read in the tutorial are the names they edit.
 ///
@@ -74,7 +110,7 @@ pub struct TrainConfig {
     pub lr_schedule: String,
     pub lr: f64,
     pub warmup: usize,
-    pub optimizer: String,
+    pub optimizer: Optimizer,
     pub num_data_workers: usize,
     pub n_in_channels: usize,
     pub n_out_channels: usize,
@@ -98,6 +134,13 @@ pub struct TrainConfig {
     pub data_loader_config: DataLoaderKind,
     pub enable_apex: bool,
     pub model_backend: ModelBackend,
+    /// DDP's gradient bucket size, in MB (SC22's `--bucket_cap_mb`).
+    pub bucket_cap_mb: f64,
+    /// SC22's `--disable_broadcast_buffers`.
+    pub disable_broadcast_buffers: bool,
+    /// SC22's `--noddp`: no gradient all-reduce, to measure what it costs.
+    pub noddp: bool,
+    pub benchy_trial: BenchyTrial,
 }
 
 impl Default for TrainConfig {
@@ -119,7 +162,7 @@ impl Default for TrainConfig {
             lr_schedule: "cosine".into(),
             lr: 5e-4,
             warmup: 0,
-            optimizer: "Adam".into(),
+            optimizer: Optimizer::Adam,
             num_data_workers: 0,
             n_in_channels: 20,
             n_out_channels: 20,
@@ -141,6 +184,10 @@ impl Default for TrainConfig {
             data_loader_config: DataLoaderKind::Pytorch,
             enable_apex: false,
             model_backend: ModelBackend::Pytorch,
+            bucket_cap_mb: 25.0,
+            disable_broadcast_buffers: false,
+            noddp: false,
+            benchy_trial: BenchyTrial::Full,
         }
     }
 }
@@ -183,6 +230,8 @@ pub enum FieldOrigin {
     CommandLine,
     /// A key only the sc23/sc24/sc25 editions have; accepted so their files load.
     Edition,
+    /// A knob of SC22's trainer (DDP tuning, benchy) that the chapters experiment with.
+    Tuning,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -219,7 +268,7 @@ impl TrainConfig {
             field("lr_schedule", Text, Yaml, "learning-rate schedule; the tutorial handles only cosine"),
             field("lr", Number, Yaml, "Adam base learning rate"),
             field("warmup", Count, Yaml, "linear warm-up steps (0: plain cosine)"),
-            field("optimizer", Text, Yaml, "informational: the trainer always uses Adam"),
+            field("optimizer", Choice(Optimizer::NAMES), Yaml, "Adam (the tutorial's), AdamW or SGD with momentum"),
             field("num_data_workers", Count, Yaml, "data-loading workers per rank"),
             field("n_in_channels", Count, Yaml, "model input channels (20 ERA5 variables)"),
             field("n_out_channels", Count, Yaml, "model output channels"),
@@ -241,6 +290,10 @@ impl TrainConfig {
             field("data_loader_config", Choice(DataLoaderKind::NAMES), Edition, "sc23/sc24/sc25 loader switch; Scalebook has one loader"),
             field("enable_apex", Bool, Edition, "sc23 key, unused"),
             field("model_backend", Choice(ModelBackend::NAMES), Edition, "sc25 model switch; Scalebook has one ViT"),
+            field("bucket_cap_mb", Number, Tuning, "DDP gradient bucket size in MB: fewer, larger all-reduces when bigger"),
+            field("disable_broadcast_buffers", Bool, Tuning, "skip DDP's per-step broadcast of buffers (none in the ViT)"),
+            field("noddp", Bool, Tuning, "skip the gradient all-reduce, to measure its cost (replicas drift apart)"),
+            field("benchy_trial", Choice(BenchyTrial::NAMES), Tuning, "full run, io (loading only) or synthetic (steps on one batch)"),
         ]
     };
 

@@ -19,7 +19,9 @@ mod write;
 
 pub use data_dir::{DataPathKind, MAX_STATS_FILE_BYTES, data_dir_overrides};
 pub use derived::{Derived, ERA5_TRAIN_SAMPLES, MLP_RATIO, ParamCount, compute_split_shapes, iters_per_epoch, tokens_per_sample};
-pub use fields::{AmpMode, DataLoaderKind, FieldDiff, FieldInfo, FieldKind, FieldOrigin, ModelBackend, TrainConfig};
+pub use fields::{
+    AmpMode, BenchyTrial, DataLoaderKind, FieldDiff, FieldInfo, FieldKind, FieldOrigin, ModelBackend, Optimizer, TrainConfig,
+};
 pub use load::ConfigFile;
 pub use schedule::{lr_at, round_significant, sqrt_rule_lr};
 pub use write::yaml_value;

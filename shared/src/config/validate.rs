@@ -174,11 +174,8 @@ impl TrainConfig {
                 ),
             );
         }
-        if !self.optimizer.eq_ignore_ascii_case("adam") {
-            problems.push(
-                "optimizer",
-                format!("`{}` is not available: the tutorial always trains with Adam (betas 0.9, 0.95)", self.optimizer),
-            );
+        if !(self.bucket_cap_mb.is_finite() && self.bucket_cap_mb > 0.0) {
+            problems.push("bucket_cap_mb", format!("must be a positive number of MB, got {}", self.bucket_cap_mb));
         }
     }
 

@@ -28,6 +28,13 @@ pub struct Batch {
     pub indices: Vec<usize>,
 }
 
+impl Batch {
+    /// The same batch again, sharing the tensors' storage.
+    pub fn shallow_clone(&self) -> Batch {
+        Batch { input: self.input.shallow_clone(), target: self.target.shallow_clone(), indices: self.indices.clone() }
+    }
+}
+
 pub struct DataLoader {
     dataset: Arc<Era5Dataset>,
     sampler: ShardedSampler,

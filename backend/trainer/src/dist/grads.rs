@@ -8,10 +8,8 @@ use tch::{Kind, Tensor};
 use crate::Error;
 use crate::ffi::{ProcessGroup, ReduceOp};
 
-pub const BUCKET_BYTES: usize = 25 * 1024 * 1024;
-
 pub struct GradReducer {
-    /// Groups of parameter indices, each at most [`BUCKET_BYTES`] of float32 gradients.
+    /// Groups of parameter indices, each at most the bucket size in float32 gradients.
     buckets: Vec<Vec<usize>>,
 }
 

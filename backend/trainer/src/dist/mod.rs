@@ -9,4 +9,4 @@ pub mod launch;
 
 pub use comm::Comm;
 pub use env::{DEFAULT_MASTER_PORT, RankEnv, first_host};
-pub use grads::{BUCKET_BYTES, GradReducer};
+pub use grads::GradReducer;

@@ -16,14 +16,14 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use scalebook_shared::config::{Derived, TrainConfig, lr_at};
+use scalebook_shared::config::{BenchyTrial, Derived, TrainConfig, lr_at};
 use scalebook_shared::layout::Token;
 use scalebook_shared::metrics::tags;
 use scalebook_shared::rundir;
 use tch::{Device, nn};
 
 use crate::Error;
-use crate::data::{DataLoader, Era5Dataset, ShardedSampler, Stats};
+use crate::data::{Batch, DataLoader, Era5Dataset, ShardedSampler, Stats};
 use crate::dist::Comm;
 use crate::model::VitSpec;
 use crate::output::{Logger, py_float};
@@ -32,7 +32,7 @@ use checkpoint::{Checkpoints, Position};
 use report::Reporter;
 
 pub use step::{Learner, StepTimes};
-pub use sync::GradSync;
+pub use sync::{DdpKnobs, GradSync};
 
 /// The tutorial's "GB" in its memory lines is 1024³ bytes.
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -149,7 +149,7 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     let parallel = model_parallel.then(|| Parallel::new(comm.clone(), VitSpec::from(c).num_tokens() as usize));
     let (vs, mut learner) = Learner::build(c, opts.device, parallel)?;
     if world > 1 {
-        let sync = GradSync::new(comm.clone(), &vs);
+        let sync = GradSync::new(comm.clone(), &vs, DdpKnobs::new(c));
         sync.broadcast_parameters()?;
         learner.sync = Some(sync);
     }
@@ -178,14 +178,37 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     }
     let mut summary =
         Summary { steps, epochs: num_epochs, final_train_loss: f64::NAN, final_valid_loss: f64::NAN, final_rmse_u10: f64::NAN };
+    // SC22's benchy: `io` reads batches and drops them; `synthetic` steps on one cached batch.
+    let trial = c.benchy_trial;
+    let cached = match trial {
+        BenchyTrial::Synthetic => Some(first_batch(&loaders.train)?),
+        BenchyTrial::Full | BenchyTrial::Io => None,
+    };
+    if trial != BenchyTrial::Full {
+        log.info(&format!("benchy: timing {}", trial_scope(trial)));
+    }
     for epoch in epoch0..last_epoch {
         let e = epoch + 1;
         let start = Instant::now();
         let mut losses = Vec::with_capacity(iters_per_epoch as usize);
         let mut wait_start = Instant::now();
-        for (i, batch) in loaders.train.epoch(epoch).enumerate() {
+        let batches: Box<dyn Iterator<Item = Result<Batch, Error>>> = match &cached {
+            Some(batch) => Box::new((0..iters_per_epoch).map(|_| Ok(batch.shallow_clone()))),
+            None => Box::new(loaders.train.epoch(epoch)),
+        };
+        for (i, batch) in batches.enumerate() {
             let batch = batch?;
             let data_wait = wait_start.elapsed().as_secs_f64();
+            if trial == BenchyTrial::Io {
+                steps += 1;
+                report.scalar(steps, e, tags::step::DATA_WAIT, data_wait)?;
+                report.scalar(steps, e, tags::step::SAMPLES_PER_SEC, global_batch / data_wait.max(f64::MIN_POSITIVE))?;
+                if let Some(bar) = log.progress() {
+                    bar.inc(1);
+                }
+                wait_start = Instant::now();
+                continue;
+            }
             let lr = lr_at(c, steps as usize);
             let step_start = Instant::now();
             // The tutorial reads the GPU's memory after the forward pass of each epoch's second step.
@@ -211,6 +234,14 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
             wait_start = Instant::now();
         }
         let elapsed = start.elapsed().as_secs_f64();
+        if trial == BenchyTrial::Io {
+            let iters_per_sec = iters_per_epoch as f64 / elapsed;
+            log.info(&format!("Time taken for epoch {e} is {elapsed:.6} sec, avg {:.6} samples/sec", iters_per_sec * global_batch));
+            report.scalar(steps, e, tags::ITERS_PER_SEC, iters_per_sec)?;
+            report.scalar(steps, e, tags::SAMPLES_PER_SEC, iters_per_sec * global_batch)?;
+            report.flush()?;
+            continue;
+        }
         let iters_per_sec = losses.len() as f64 / elapsed;
         let samples_per_sec = iters_per_sec * global_batch;
         let train_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
@@ -246,20 +277,25 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     Ok(summary)
 }
 
+fn trial_scope(trial: BenchyTrial) -> &'static str {
+    match trial {
+        BenchyTrial::Full => "loading and steps",
+        BenchyTrial::Io => "the data loading only (no steps, no validation, no checkpoints)",
+        BenchyTrial::Synthetic => "the steps only, on the first batch over and over",
+    }
+}
+
+/// The first batch of the loader's first epoch. Training has a full batch (the config's rules
+/// ensure it); a validation set smaller than one batch is the user's to fix.
+fn first_batch(loader: &DataLoader) -> Result<Batch, Error> {
+    loader.epoch(0).next().transpose()?.ok_or_else(|| Error::DataSetting(format!("{} samples give no full batch", loader.dataset().len())))
+}
+
 /// The tutorial's step-0 logging: one train and one validation batch through the untrained
 /// model, so every curve starts at step 0.
 fn step_zero(learner: &Learner, loaders: &Loaders, report: &mut Reporter) -> Result<(), Error> {
-    // Training has a full batch (the config's rules ensure it); a validation set smaller
-    // than one batch is the user's to fix.
-    let first = |loader: &DataLoader| {
-        loader
-            .epoch(0)
-            .next()
-            .transpose()?
-            .ok_or_else(|| Error::DataSetting(format!("{} samples give no full batch", loader.dataset().len())))
-    };
-    let (train_loss, _) = learner.evaluate(&first(&loaders.train)?)?;
-    let (valid_loss, rmse) = learner.evaluate(&first(&loaders.valid)?)?;
+    let (train_loss, _) = learner.evaluate(&first_batch(&loaders.train)?)?;
+    let (valid_loss, rmse) = learner.evaluate(&first_batch(&loaders.valid)?)?;
     report.scalar(0, 0, tags::LOSS_TRAIN, learner.dp_mean(train_loss)?)?;
     report.scalar(0, 0, tags::LOSS_VALID, learner.dp_mean(valid_loss)?)?;
     report.scalar(0, 0, tags::RMSE_U10M_VALID, learner.dp_mean(rmse.get(0))?)?;

@@ -1,9 +1,11 @@
-//! Adam as the tutorial configures it (betas 0.9/0.95, eps 1e-8, no weight decay), with its
-//! state held here rather than inside libtorch's C++ optimizer, so that it can be saved in a
-//! checkpoint and restored. `fused` runs libtorch's multi-tensor kernel
-//! (`torch.optim.Adam(fused=True)`); otherwise the same update runs tensor by tensor.
+//! The optimizers, with their state held here rather than inside libtorch's C++ optimizers, so
+//! that it can be saved in a checkpoint and restored. Adam is the tutorial's (betas 0.9/0.95,
+//! eps 1e-8, no weight decay); `fused` runs libtorch's multi-tensor kernel
+//! (`torch.optim.Adam(fused=True)`), otherwise the same update runs tensor by tensor. AdamW
+//! and SGD with momentum are there for SC22's "put it all together" challenge.
 
-use tch::{Device, Kind, Tensor};
+use scalebook_shared::config::Optimizer as Choice;
+use tch::{Kind, Tensor};
 
 use crate::Error;
 use crate::ffi::{self, AdamStep, AdamTensors};
@@ -12,6 +14,98 @@ use crate::train::amp::GradScaler;
 pub const BETA1: f64 = 0.9;
 pub const BETA2: f64 = 0.95;
 pub const EPS: f64 = 1e-8;
+/// PyTorch's default for AdamW.
+pub const ADAMW_WEIGHT_DECAY: f64 = 0.01;
+pub const SGD_MOMENTUM: f64 = 0.9;
+
+/// The configured optimizer over one rank's parameters.
+pub enum Optimizer {
+    Adam(Adam),
+    Sgd(Sgd),
+}
+
+impl Optimizer {
+    pub fn new(choice: Choice, params: Vec<(String, Tensor)>, fused: bool) -> Optimizer {
+        match choice {
+            Choice::Adam => Optimizer::Adam(Adam::new(params, fused, 0.0)),
+            Choice::AdamW => Optimizer::Adam(Adam::new(params, fused, ADAMW_WEIGHT_DECAY)),
+            Choice::Sgd => Optimizer::Sgd(Sgd::new(params)),
+        }
+    }
+
+    fn params(&mut self) -> &mut [(String, Tensor)] {
+        match self {
+            Optimizer::Adam(adam) => &mut adam.params,
+            Optimizer::Sgd(sgd) => &mut sgd.params,
+        }
+    }
+
+    pub fn zero_grad(&mut self) {
+        for (_, p) in self.params() {
+            p.zero_grad();
+        }
+    }
+
+    /// One update at learning rate `lr`. With a scaler (fp16), gradients are unscaled first
+    /// and the whole step is skipped when any of them overflowed, as GradScaler.step does.
+    pub fn step(&mut self, lr: f64, scaler: Option<&mut GradScaler>) -> Result<(), Error> {
+        match self {
+            Optimizer::Adam(adam) => adam.step(lr, scaler),
+            Optimizer::Sgd(sgd) => sgd.step(lr, scaler),
+        }
+    }
+
+    /// Every state tensor with a stable name, for checkpoints.
+    pub fn state(&self) -> Vec<(String, Tensor)> {
+        match self {
+            Optimizer::Adam(adam) => adam.state(),
+            Optimizer::Sgd(sgd) => sgd.state(),
+        }
+    }
+
+    /// Copies saved state back in; `lookup` finds a saved tensor by the name [`Optimizer::state`] gave it.
+    pub fn load_state(&mut self, lookup: impl Fn(&str) -> Option<Tensor>) -> Result<(), String> {
+        match self {
+            Optimizer::Adam(adam) => load_slots(
+                &adam.params,
+                "adam",
+                lookup,
+                [("exp_avg", &mut adam.exp_avgs), ("exp_avg_sq", &mut adam.exp_avg_sqs), ("step", &mut adam.steps)],
+            ),
+            Optimizer::Sgd(sgd) => load_slots(&sgd.params, "sgd", lookup, [("momentum", &mut sgd.momentum)]),
+        }
+    }
+}
+
+/// The gradients of `params`, which backward must have produced.
+fn grads(params: &[(String, Tensor)], what: &str) -> Result<Vec<Tensor>, Error> {
+    let grads: Vec<Tensor> = params.iter().map(|(_, p)| p.grad()).collect();
+    if grads.iter().any(|g| !g.defined()) {
+        return Err(Error::Internal { what: what.into(), message: "a parameter has no gradient; was backward() run?".into() });
+    }
+    Ok(grads)
+}
+
+/// Copies each saved `{prefix}.{slot}.{name}` into its state slot (one tensor per parameter
+/// in each slot vector), checking shapes.
+fn load_slots<const N: usize>(
+    params: &[(String, Tensor)],
+    prefix: &str,
+    lookup: impl Fn(&str) -> Option<Tensor>,
+    slots: [(&str, &mut Vec<Tensor>); N],
+) -> Result<(), String> {
+    for (slot_name, tensors) in slots {
+        for ((name, _), slot) in params.iter().zip(tensors.iter_mut()) {
+            let key = format!("{prefix}.{slot_name}.{name}");
+            let saved = lookup(&key).ok_or_else(|| format!("the checkpoint has no {key}"))?;
+            if saved.size() != slot.size() {
+                return Err(format!("{key} has shape {:?}, the model needs {:?}", saved.size(), slot.size()));
+            }
+            tch::no_grad(|| slot.copy_(&saved));
+        }
+    }
+    Ok(())
+}
 
 pub struct Adam {
     /// (name, parameter), sorted by name so state lines up across runs and checkpoints.
@@ -21,34 +115,29 @@ pub struct Adam {
     /// One float32 step counter per parameter, as the fused kernel wants them.
     steps: Vec<Tensor>,
     fused: bool,
+    /// Decoupled (AdamW) weight decay; 0 for Adam.
+    weight_decay: f64,
 }
 
 impl Adam {
-    pub fn new(mut params: Vec<(String, Tensor)>, fused: bool) -> Adam {
+    pub fn new(mut params: Vec<(String, Tensor)>, fused: bool, weight_decay: f64) -> Adam {
         params.sort_by(|a, b| a.0.cmp(&b.0));
         let zeros = |p: &Tensor| p.zeros_like().detach();
         let exp_avgs = params.iter().map(|(_, p)| zeros(p)).collect();
         let exp_avg_sqs = params.iter().map(|(_, p)| zeros(p)).collect();
         let steps = params.iter().map(|(_, p)| Tensor::zeros([], (Kind::Float, p.device()))).collect();
-        Adam { params, exp_avgs, exp_avg_sqs, steps, fused }
+        Adam { params, exp_avgs, exp_avg_sqs, steps, fused, weight_decay }
     }
 
-    pub fn zero_grad(&mut self) {
-        for (_, p) in &mut self.params {
-            p.zero_grad();
-        }
-    }
-
-    /// One update at learning rate `lr`. With a scaler (fp16), gradients are unscaled first
-    /// and the whole step is skipped when any of them overflowed, as GradScaler.step does.
-    pub fn step(&mut self, lr: f64, scaler: Option<&mut GradScaler>) -> Result<(), Error> {
+    fn step(&mut self, lr: f64, scaler: Option<&mut GradScaler>) -> Result<(), Error> {
         let hyper = AdamStep { lr, beta1: BETA1, beta2: BETA2, eps: EPS };
         let mut params: Vec<Tensor> = self.params.iter().map(|(_, p)| p.shallow_clone()).collect();
-        let mut grads: Vec<Tensor> = self.params.iter().map(|(_, p)| p.grad()).collect();
-        if grads.iter().any(|g| !g.defined()) {
-            return Err(Error::Internal { what: "Adam".into(), message: "a parameter has no gradient; was backward() run?".into() });
-        }
-        if self.fused {
+        let mut grads = grads(&self.params, "Adam")?;
+        // The fused kernel skips an overflowed fp16 step inside, after the decay would have
+        // been applied, so AdamW with a scaler takes the unfused path.
+        let fused = self.fused && (self.weight_decay == 0.0 || scaler.is_none());
+        if fused {
+            self.decay(&mut params, lr);
             let tensors = AdamTensors {
                 params: &mut params,
                 grads: &mut grads,
@@ -69,6 +158,7 @@ impl Adam {
         {
             return Ok(());
         }
+        self.decay(&mut params, lr);
         tch::no_grad(|| {
             for i in 0..params.len() {
                 single_tensor_update(&mut params[i], &grads[i], &mut self.exp_avgs[i], &mut self.exp_avg_sqs[i], &mut self.steps[i], hyper);
@@ -77,8 +167,18 @@ impl Adam {
         Ok(())
     }
 
-    /// Every state tensor with a stable name, for checkpoints.
-    pub fn state(&self) -> Vec<(String, Tensor)> {
+    /// AdamW's decoupled decay, `p ← p·(1 − lr·wd)`, before the Adam update (as PyTorch does).
+    fn decay(&self, params: &mut [Tensor], lr: f64) {
+        if self.weight_decay > 0.0 {
+            tch::no_grad(|| {
+                for p in params {
+                    let _ = p.g_mul_scalar_(1.0 - lr * self.weight_decay);
+                }
+            });
+        }
+    }
+
+    fn state(&self) -> Vec<(String, Tensor)> {
         let mut out = Vec::with_capacity(self.params.len() * 3);
         for (i, (name, _)) in self.params.iter().enumerate() {
             out.push((format!("adam.exp_avg.{name}"), self.exp_avgs[i].shallow_clone()));
@@ -87,26 +187,41 @@ impl Adam {
         }
         out
     }
+}
 
-    /// Copies saved state back in; `lookup` finds a saved tensor by the name [`Adam::state`] gave it.
-    pub fn load_state(&mut self, lookup: impl Fn(&str) -> Option<Tensor>) -> Result<(), String> {
-        for (i, (name, _)) in self.params.iter().enumerate() {
-            for (prefix, slot) in
-                [("exp_avg", &mut self.exp_avgs[i]), ("exp_avg_sq", &mut self.exp_avg_sqs[i]), ("step", &mut self.steps[i])]
-            {
-                let key = format!("adam.{prefix}.{name}");
-                let saved = lookup(&key).ok_or_else(|| format!("the checkpoint has no {key}"))?;
-                if saved.size() != slot.size() {
-                    return Err(format!("{key} has shape {:?}, the model needs {:?}", saved.size(), slot.size()));
-                }
-                tch::no_grad(|| slot.copy_(&saved));
-            }
+/// SGD with momentum as `torch.optim.SGD(momentum=0.9)`: `buf ← 0.9·buf + g` and
+/// `p ← p − lr·buf`. PyTorch starts the buffer at the first gradient, which is what a buffer
+/// of zeros gives here too.
+pub struct Sgd {
+    params: Vec<(String, Tensor)>,
+    momentum: Vec<Tensor>,
+}
+
+impl Sgd {
+    fn new(mut params: Vec<(String, Tensor)>) -> Sgd {
+        params.sort_by(|a, b| a.0.cmp(&b.0));
+        let momentum = params.iter().map(|(_, p)| p.zeros_like().detach()).collect();
+        Sgd { params, momentum }
+    }
+
+    fn step(&mut self, lr: f64, scaler: Option<&mut GradScaler>) -> Result<(), Error> {
+        let mut grads = grads(&self.params, "SGD")?;
+        if let Some(scaler) = scaler
+            && !scaler.unscale(&mut grads)?
+        {
+            return Ok(());
         }
+        tch::no_grad(|| {
+            for ((_, p), (g, buf)) in self.params.iter_mut().zip(grads.iter().zip(&mut self.momentum)) {
+                let _ = buf.g_mul_scalar_(SGD_MOMENTUM).g_add_(g);
+                let _ = p.g_sub_(&(&*buf * lr));
+            }
+        });
         Ok(())
     }
 
-    pub fn device(&self) -> Device {
-        self.params.first().map_or(Device::Cpu, |(_, p)| p.device())
+    fn state(&self) -> Vec<(String, Tensor)> {
+        self.params.iter().zip(&self.momentum).map(|((name, _), m)| (format!("sgd.momentum.{name}"), m.shallow_clone())).collect()
     }
 }
 

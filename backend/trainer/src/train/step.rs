@@ -13,7 +13,7 @@ use crate::model::{Forward, VisionTransformer, VitSpec};
 use crate::parallel::{Parallel, ParallelVit};
 use crate::train::amp::{Autocast, GradScaler};
 use crate::train::loss::{l2_loss, weighted_rmse};
-use crate::train::optim::Adam;
+use crate::train::optim::Optimizer;
 use crate::train::sync::GradSync;
 
 /// Where one step's time went, in seconds (data wait is measured by the caller).
@@ -29,7 +29,7 @@ pub struct StepTimes {
 /// The model and everything that updates it.
 pub struct Learner {
     pub model: Box<dyn Forward>,
-    pub optimizer: Adam,
+    pub optimizer: Optimizer,
     pub scaler: Option<GradScaler>,
     pub amp: AmpMode,
     pub device: Device,
@@ -41,7 +41,7 @@ pub struct Learner {
 }
 
 impl Learner {
-    /// The model of `config` on `device`, with its optimizer (fused when `enable_jit` or
+    /// The model of `config` on `device`, with its optimizer (Adam fused when `enable_jit` or
     /// `enable_fused` asks) and, for fp16, a loss scaler. The VarStore owns the parameters.
     /// With `parallel` (tp·cp > 1), this rank's part of the model, cut from a serial model
     /// initialised from the current seed, which must be the same on every rank.
@@ -58,18 +58,21 @@ impl Learner {
             }
         };
         let fused = config.enable_jit || config.enable_fused;
-        let optimizer = Adam::new(vs.variables().into_iter().collect(), fused);
+        let optimizer = Optimizer::new(config.optimizer, vs.variables().into_iter().collect(), fused);
         let scaler = (config.amp_mode == AmpMode::Fp16).then(|| GradScaler::new(device));
         Ok((vs, Learner { model, optimizer, scaler, amp: config.amp_mode, device, sync: None, probe_memory: false }))
     }
 
     /// zero_grad, forward and loss under autocast, backward (scaled for fp16) with gradients
-    /// averaged over dp, Adam step at `lr`. Returns the loss averaged over dp (as the tutorial
+    /// averaged over dp, optimizer step at `lr`. Returns the loss averaged over dp (as the tutorial
     /// logs it) and the phase times (the all-reduce counts as backward, where DDP overlaps it).
     pub fn train_step(&mut self, batch: &Batch, lr: f64) -> Result<(f64, StepTimes), Error> {
         let (input, target) = (batch.input.to_device(self.device), batch.target.to_device(self.device));
         self.optimizer.zero_grad();
         let t0 = Instant::now();
+        if let Some(sync) = &self.sync {
+            sync.broadcast_buffers()?;
+        }
         let loss = {
             let _autocast = Autocast::enter(self.device, self.amp)?;
             l2_loss(&self.model.forward(&input, true)?, &target)
