@@ -16,6 +16,8 @@ mod run;
 mod run_status;
 mod slurm_fields;
 mod spec;
+mod sweep;
+mod sweep_model;
 mod units;
 
 pub use spec::{BlockSpec, ChartSpec, GridSpec};
@@ -31,6 +33,7 @@ use self::estimate::EstimateBlock;
 use self::quiz::Quiz;
 use self::rank_grid::RankGridBlock;
 use self::run::RunBlock;
+use self::sweep::SweepBlock;
 
 /// The component a spec asks for.
 #[component]
@@ -43,6 +46,7 @@ pub fn Block(spec: BlockSpec) -> impl IntoView {
         BlockSpec::Run { config, dp } => view! { <RunBlock config dp /> }.into_any(),
         BlockSpec::Chart(spec) => view! { <ChartsBlock spec /> }.into_any(),
         BlockSpec::Code { path, item, caption } => view! { <CodeBlock path item caption /> }.into_any(),
+        BlockSpec::Sweep { config, measure, variants } => view! { <SweepBlock config measure variants /> }.into_any(),
     }
 }
 

@@ -8,6 +8,8 @@ use scalebook_shared::config::DEFAULT_CONFIG;
 use scalebook_shared::layout::{DEFAULT_ORDER, Sizes, Token};
 use scalebook_shared::metrics::tags;
 
+use super::sweep_model::{Measure, Variant, parse_variants};
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum BlockSpec {
     /// The config editor, for `config` on `dp` data-parallel ranks.
@@ -35,6 +37,12 @@ pub enum BlockSpec {
         path: String,
         item: String,
         caption: String,
+    },
+    /// Variants of `config` run here one after another and compared by `measure`.
+    Sweep {
+        config: String,
+        measure: Measure,
+        variants: Vec<Variant>,
     },
     /// A question (Markdown) and its answer, shown on demand.
     Quiz {
@@ -86,12 +94,19 @@ impl BlockSpec {
                 item: settings.take("item").ok_or("a code block needs item=NAME (or item=Type::method)")?,
                 caption: body.trim().to_owned(),
             },
+            "sweep" => BlockSpec::Sweep {
+                config: settings.config(),
+                measure: Measure::parse(&settings.take("measure").unwrap_or_else(|| "throughput".into()))?,
+                variants: parse_variants(body)?,
+            },
             "quiz" => {
                 let (question, answer) = split_quiz(body)?;
                 BlockSpec::Quiz { question, answer }
             }
             other => {
-                return Err(format!("unknown block kind `{other}`; the kinds are config, rank-grid, estimate, run, chart, code and quiz"));
+                return Err(format!(
+                    "unknown block kind `{other}`; the kinds are config, rank-grid, estimate, run, chart, code, sweep and quiz"
+                ));
             }
         };
         settings.finish(kind)?;
@@ -270,6 +285,39 @@ mod tests {
         assert_eq!(code, expected);
         assert!(BlockSpec::parse("code item=x", "").unwrap_err().contains("path=FILE"));
         assert!(BlockSpec::parse("code path=a.rs", "").unwrap_err().contains("item=NAME"));
+    }
+
+    #[wasm_bindgen_test]
+    fn sweeps_take_a_config_a_measure_and_variant_lines() {
+        let sweep = BlockSpec::parse(
+            "sweep config=cpu_short measure=efficiency",
+            "one | dp=1
+two | dp=2 noddp=true
+",
+        )
+        .unwrap();
+        let BlockSpec::Sweep { config, measure, variants } = sweep else { panic!("{sweep:?}") };
+        assert_eq!((config.as_str(), measure, variants.len()), ("cpu_short", Measure::Efficiency, 2));
+        assert_eq!((variants[1].dp, variants[1].overrides.as_slice()), (2, &["noddp=true".to_owned()][..]));
+        let BlockSpec::Sweep { measure, .. } = BlockSpec::parse(
+            "sweep",
+            "a | dp=1
+b | dp=2",
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(measure, Measure::Throughput);
+        assert!(
+            BlockSpec::parse(
+                "sweep measure=speed",
+                "a | dp=1
+b | dp=2"
+            )
+            .unwrap_err()
+            .contains("throughput, efficiency or loss")
+        );
+        assert!(BlockSpec::parse("sweep", "a | dp=1").unwrap_err().contains("at least two"));
     }
 
     #[wasm_bindgen_test]
