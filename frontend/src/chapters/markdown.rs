@@ -4,6 +4,7 @@
 
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd, html};
 
+use super::citations::cite;
 use crate::blocks::BlockSpec;
 
 const BLOCK_PREFIX: &str = "scalebook";
@@ -26,7 +27,7 @@ fn options() -> Options {
 /// Markdown to HTML, for prose and for the parts of a quiz.
 pub fn to_html(markdown: &str) -> String {
     let mut out = String::new();
-    html::push_html(&mut out, Parser::new_ext(markdown, options()));
+    html::push_html(&mut out, cite(Parser::new_ext(markdown, options())));
     out
 }
 
@@ -70,7 +71,7 @@ fn flush(prose: &mut Vec<Event<'_>>, segments: &mut Vec<Segment>) {
         return;
     }
     let mut out = String::new();
-    html::push_html(&mut out, prose.drain(..));
+    html::push_html(&mut out, cite(prose.drain(..)));
     segments.push(Segment::Html(out));
 }
 

@@ -3,6 +3,7 @@
 //! chapter has its own URL (`#/slug`); the part after `#` never reaches the server or the
 //! proxy, so deep links work under any prefix.
 
+mod citations;
 pub mod markdown;
 mod page;
 mod toc;

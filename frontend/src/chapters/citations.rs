@@ -1,0 +1,67 @@
+//! Figures quoted from the tutorial's sources, written `[39 GB](source:000-75)` (the checklist
+//! row of `docs/coverage.md` they belong to) or `[203 samples/s](edition:sc25)` (an edition
+//! that is not among the sources), rendered as the figure with a small label that says where
+//! it comes from, instead of a link that leads nowhere.
+
+use pulldown_cmark::{CowStr, Event, Tag, TagEnd};
+
+/// The five sources by the prefix of their checklist rows.
+const SOURCES: &[(&str, &str)] = &[("000", "DL4SCI25"), ("001", "SC23"), ("002", "JSC"), ("003", "Data Day 2024"), ("004", "SC22")];
+
+/// The label and tooltip for a link target, when it is a citation.
+fn citation(target: &str) -> Option<(String, String)> {
+    if let Some(row) = target.strip_prefix("source:") {
+        let (_, name) = SOURCES.iter().find(|(prefix, _)| row.starts_with(prefix))?;
+        return Some(((*name).to_owned(), format!("{name}, checklist row {row}")));
+    }
+    let edition = target.strip_prefix("edition:")?;
+    Some((edition.to_owned(), format!("from the {edition} edition, which is not among the sources")))
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// The events with citation links replaced by a `span.quoted` and its `sup.cite` label.
+pub fn cite<'a>(events: impl Iterator<Item = Event<'a>>) -> impl Iterator<Item = Event<'a>> {
+    // For each open link: the HTML that closes it, when it is a citation.
+    let mut open: Vec<Option<String>> = Vec::new();
+    events.map(move |event| match event {
+        Event::Start(Tag::Link { ref dest_url, .. }) => match citation(dest_url) {
+            Some((label, title)) => {
+                open.push(Some(format!("</span><sup class=\"cite\">{}</sup>", escape(&label))));
+                Event::InlineHtml(CowStr::from(format!("<span class=\"quoted\" title=\"{}\">", escape(&title))))
+            }
+            None => {
+                open.push(None);
+                event
+            }
+        },
+        Event::End(TagEnd::Link) => match open.pop().flatten() {
+            Some(close) => Event::InlineHtml(CowStr::from(close)),
+            None => event,
+        },
+        other => other,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    use crate::chapters::markdown::to_html;
+
+    #[wasm_bindgen_test]
+    fn quoted_figures_name_their_source_or_edition() {
+        let html = to_html("Memory fell to [39 GB](source:000-75), not [37](edition:sc25); see [the docs](https://example.org).");
+        assert!(
+            html.contains(r#"<span class="quoted" title="DL4SCI25, checklist row 000-75">39 GB</span><sup class="cite">DL4SCI25</sup>"#),
+            "{html}"
+        );
+        assert!(html.contains(
+            r#"<span class="quoted" title="from the sc25 edition, which is not among the sources">37</span><sup class="cite">sc25</sup>"#
+        ));
+        assert!(html.contains(r#"<a href="https://example.org">the docs</a>"#), "other links stay links: {html}");
+        assert!(!html.contains("source:"));
+    }
+}
