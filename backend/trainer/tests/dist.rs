@@ -25,6 +25,8 @@ fn collectives_over_two_ranks() {
     let Some(comm) = ranks(collectives_over_two_ranks, Sizes { dp: 2, ..Sizes::default() }) else { return };
     let g = comm.group(Token::DP);
     let r = g.rank() as f64;
+    // Seeds read from each rank's clock become rank 0's.
+    assert_eq!(comm.agree(1000 + g.rank() as i64).unwrap(), 1000);
     let mut t = Tensor::from_slice(&[r + 1.0, 10.0 * (r + 1.0)]).to_kind(Kind::Float);
     g.all_reduce(&mut t, ReduceOp::Sum).unwrap();
     assert_eq!(Vec::<f32>::try_from(&t).unwrap(), vec![3.0, 30.0]);

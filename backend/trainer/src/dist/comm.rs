@@ -80,4 +80,17 @@ impl Comm {
     pub fn is_root(&self) -> bool {
         self.env.rank == 0
     }
+
+    /// World rank 0's `value` on every rank. Ranks that each read their own clock (a run
+    /// started without `--seed`) can disagree, and a seed must not: tp and cp cut their
+    /// shards from one model initialised from it, and the samplers shard one shuffled order.
+    /// Rank 0 has coordinate 0 everywhere, so its dp group holds it after the first
+    /// broadcast, and every tp-cp group's rank 0 is in that dp group for the second.
+    pub fn agree(&self, value: i64) -> Result<i64, Error> {
+        let mut t = tch::Tensor::from(value);
+        for token in [Token::DP, Token::TP_CP] {
+            self.group(token).broadcast(&mut t, 0)?;
+        }
+        Ok(i64::try_from(&t)?)
+    }
 }

@@ -141,6 +141,7 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     let resumed = if opts.resume { Some(checkpoints.load()?) } else { None };
     // A resumed run keeps its original data order whatever --seed says now.
     let seed = resumed.as_ref().map_or(opts.seed, |(p, _)| p.seed);
+    let seed = comm.agree(seed as i64)? as u64;
     tch::manual_seed(seed as i64);
     let (loaders, derived) = open_loaders(c, seed, log, &comm)?;
     let (iters_per_epoch, num_epochs) = (derived.iters_per_epoch as u64, derived.num_epochs as u64);
