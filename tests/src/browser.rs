@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use fantoccini::elements::Element;
+use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
@@ -53,6 +54,8 @@ impl Browser {
         let mut guard = DriverGuard(driver);
         let profile = tempfile::Builder::new().prefix("scalebook-chromium-").tempdir()?;
         let caps = json!({
+            // Keep the page's console, for `console_errors`.
+            "goog:loggingPrefs": { "browser": "ALL" },
             "goog:chromeOptions": {
                 "binary": CHROMIUM,
                 "args": [
@@ -75,6 +78,15 @@ impl Browser {
             }
         };
         Ok(Browser { client, _driver: guard, _profile: profile })
+    }
+
+    /// The page's console errors (and uncaught exceptions) since the last call: chromedriver
+    /// hands each log entry out once.
+    pub async fn console_errors(&self) -> anyhow::Result<Vec<String>> {
+        let log = self.client.issue_cmd(BrowserLog).await.context("reading the browser's console log")?;
+        let entries = log.as_array().cloned().unwrap_or_default();
+        let severe = entries.iter().filter(|e| e["level"] == "SEVERE");
+        Ok(severe.map(|e| e["message"].as_str().unwrap_or_default().to_owned()).collect())
     }
 
     /// Waits for `css` to match and for its text to satisfy `pred`; returns the text.
@@ -172,6 +184,26 @@ impl Browser {
         Ok(self.client.execute(script, vec![]).await?)
     }
 
+    /// Waits for the JavaScript expression `condition` to be true.
+    pub async fn wait_eval(&self, condition: &str) -> anyhow::Result<()> {
+        self.wait_eval_for(condition, WAIT).await
+    }
+
+    /// As [`Browser::wait_eval`], with its own time limit.
+    pub async fn wait_eval_for(&self, condition: &str, limit: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + limit;
+        let script = format!("return Boolean({condition})");
+        loop {
+            if self.eval(&script).await.is_ok_and(|v| v == serde_json::Value::Bool(true)) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("`{condition}` did not become true within {limit:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Sends keys (text, or WebDriver key codes such as `\u{E014}` for the right arrow) to
     /// the element matching `css`.
     pub async fn keys(&self, css: &str, keys: &str) -> anyhow::Result<()> {
@@ -218,3 +250,17 @@ fn free_port() -> anyhow::Result<u16> {
 
 /// WebDriver's code for the right arrow key.
 pub const ARROW_RIGHT: &str = "\u{E014}";
+
+/// chromedriver's log endpoint, with the console messages of the page.
+#[derive(Debug)]
+struct BrowserLog;
+
+impl WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(&self, base: &url::Url, session: Option<&str>) -> Result<url::Url, url::ParseError> {
+        base.join(&format!("session/{}/se/log", session.unwrap_or_default()))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(json!({ "type": "browser" }).to_string()))
+    }
+}

@@ -1,0 +1,50 @@
+//! The data-parallel chapter's DDP-knobs sweep, run from the page on this machine: each
+//! variant (two ranks with DDP, bigger buckets, no buffer broadcast, no DDP) runs to the end
+//! one after another, with the chapter's settings, and the block draws every throughput.
+
+use std::time::Duration;
+
+use scalebook_e2e::{Browser, PrefixProxy, Server, with_tiny_data};
+use scalebook_shared::protocol::RunRecord;
+use scalebook_shared::rundir;
+
+const SWEEP: &str = ".sweep-block[data-measure=throughput]";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ddp_knobs_sweep_runs_every_variant_and_draws_its_throughput() -> anyhow::Result<()> {
+    let workdir = with_tiny_data("scalebook-e2e-sweep")?;
+    let server = Server::start_in(workdir.path(), &[])?;
+    let proxy = PrefixProxy::start(server.addr).await?;
+    let browser = Browser::start().await?;
+    browser.client.goto(&proxy.url(&format!("/?token={}#/data-parallel", server.token))).await?;
+    browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
+    browser.wait_text(SWEEP, |t| t.contains("noddp=true") && t.contains("bucket_cap_mb=100")).await?;
+    let variants = browser.eval(&format!("return document.querySelectorAll('{SWEEP} ol.variants li').length")).await?;
+    let variants = variants.as_u64().unwrap_or(0) as usize;
+    assert!(variants >= 3, "{variants} variants");
+
+    // cpu_tiny: its data is in the server's working directory, and it runs in seconds.
+    browser.select(&format!("{SWEEP} select.sweep-config"), "cpu_tiny").await?;
+    browser.click(&format!("{SWEEP} button.run-sweep")).await?;
+    let drawn = format!(
+        "(() => {{ const bars = document.querySelectorAll('{SWEEP} g.bar'); \
+         return bars.length === {variants} && Array.from(bars).every(b => Number(b.dataset.value) > 0); }})()"
+    );
+    browser.wait_eval_for(&drawn, Duration::from_secs(600)).await?;
+    let states = browser.eval(&format!("return Array.from(document.querySelectorAll('{SWEEP} ol.variants li')).map(li => li.dataset.state)")).await?;
+    assert!(states.as_array().is_some_and(|s| s.iter().all(|s| s == "completed")), "{states}");
+    let widths = browser.eval(&format!("return Array.from(document.querySelectorAll('{SWEEP} g.bar rect')).map(r => Number(r.getAttribute('width')))")).await?;
+    assert!(widths.as_array().is_some_and(|w| w.iter().all(|w| w.as_f64().is_some_and(|w| w > 0.0))), "{widths}");
+
+    // The runs were the chapter's variants: two ranks each, with their knobs.
+    let mut records = Vec::new();
+    for entry in std::fs::read_dir(workdir.path().join("runs"))? {
+        let record: RunRecord = serde_json::from_str(&std::fs::read_to_string(entry?.path().join(rundir::RECORD))?)?;
+        records.push((record.layout.sizes().dp, record.overrides.join(" "), record.config));
+    }
+    assert_eq!(records.len(), variants, "{records:?}");
+    assert!(records.iter().all(|(dp, _, config)| *dp == 2 && config == "cpu_tiny"), "{records:?}");
+    assert!(records.iter().any(|(_, o, _)| o.contains("noddp=true")), "{records:?}");
+    assert!(browser.console_errors().await?.is_empty());
+    browser.close().await
+}
