@@ -10,6 +10,8 @@ pub mod estimate;
 pub mod layout;
 pub mod metrics;
 pub mod protocol;
+pub mod published;
 pub mod rundir;
+pub mod sweep;
 
 pub use error::{Error, Problem, Problems, excerpt};

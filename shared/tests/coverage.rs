@@ -6,6 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use scalebook_shared::config::{ConfigFile, DEFAULT_CONFIG};
+use scalebook_shared::sweep::parse_variants;
+
 /// The rows of the checklist: 85 + 44 + 39 + 32 + 52 items of the five sources.
 const ROWS: usize = 252;
 /// The editions a chapter may cite besides the sources (figures the sources do not have).
@@ -24,6 +27,8 @@ struct Chapter {
     headings: Vec<String>,
     /// (kind, info string and body, lowercased) of each `scalebook` block.
     blocks: Vec<(String, String)>,
+    /// (settings, body) of each `scalebook sweep` block, as written.
+    sweeps: Vec<(String, String)>,
     /// The text outside code blocks, lowercased.
     prose: String,
     /// The text a reader sees as prose: outside fenced code, plus the quiz blocks' text.
@@ -32,7 +37,8 @@ struct Chapter {
 
 impl Chapter {
     fn parse(text: &str) -> Chapter {
-        let mut chapter = Chapter { headings: Vec::new(), blocks: Vec::new(), prose: String::new(), quotable: String::new() };
+        let mut chapter =
+            Chapter { headings: Vec::new(), blocks: Vec::new(), sweeps: Vec::new(), prose: String::new(), quotable: String::new() };
         // Inside a fence: its info string and body so far.
         let mut fence: Option<(String, String)> = None;
         for line in text.lines() {
@@ -42,6 +48,9 @@ impl Chapter {
                         let kind = rest.split_whitespace().next().unwrap_or_default().to_owned();
                         if kind == "quiz" {
                             chapter.quotable.push_str(body);
+                        }
+                        if kind == "sweep" {
+                            chapter.sweeps.push((rest.trim_start()["sweep".len()..].trim().to_owned(), body.clone()));
                         }
                         chapter.blocks.push((kind, format!("{rest}\n{body}").to_lowercase()));
                     }
@@ -164,9 +173,15 @@ fn numbers(text: &str) -> Vec<f64> {
     written(text).into_iter().map(|w| w.value).collect()
 }
 
-/// The numbers in a piece of text: `2545–2573` is two, `350,135,808` one, `5e-4` one.
+/// The numbers in a piece of text: `2545–2573` is two, `350,135,808` one, `5e-4` one, and a
+/// duration as the sources print it, `1h32m`, two.
 fn written(text: &str) -> Vec<Written> {
-    let chars: Vec<char> = text.chars().collect();
+    let mut chars: Vec<char> = text.chars().collect();
+    for i in 1..chars.len().saturating_sub(1) {
+        if chars[i] == 'h' && chars[i - 1].is_ascii_digit() && chars[i + 1].is_ascii_digit() {
+            chars[i] = ' ';
+        }
+    }
     let mut out = Vec::new();
     let mut i = 0;
     while i < chars.len() {
@@ -266,11 +281,44 @@ fn every_quoted_figure_is_the_sources_value() {
     assert!(quoted >= 50, "only {quoted} figures are quoted with their source");
 }
 
+/// The sweeps run what the server accepts: each variant's overrides apply to its config and
+/// the result passes the config's rules on its ranks, so no learner's "Run all" is refused.
+#[test]
+fn every_sweep_variant_is_a_valid_run() {
+    let configs = ConfigFile::parse(&read("config/ViT.yaml")).unwrap();
+    let mut problems = Vec::new();
+    let mut runs = 0;
+    for (slug, chapter) in chapters() {
+        for (settings, body) in &chapter.sweeps {
+            let name = settings.split_whitespace().find_map(|w| w.strip_prefix("config=")).unwrap_or(DEFAULT_CONFIG);
+            let variants = match parse_variants(body) {
+                Ok(variants) => variants,
+                Err(e) => {
+                    problems.push(format!("{slug}: {e}"));
+                    continue;
+                }
+            };
+            for v in variants {
+                runs += 1;
+                let mut config = configs.get(name).unwrap_or_else(|e| panic!("{slug}: {e}"));
+                let checked = config
+                    .apply_overrides(&v.overrides)
+                    .and_then(|()| config.validate(v.dp as usize * config.tensor_parallel * config.context_parallel));
+                if let Err(e) = checked {
+                    problems.push(format!("{slug}: `{}` on {name}: {e}", v.label));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(runs >= 12, "only {runs} sweep variants in the chapters");
+}
+
 #[test]
 fn numbers_are_read_the_way_figures_are_written() {
     assert_eq!(numbers("8.36, 9.22 and 2545–2573 samples/s"), [8.36, 9.22, 2545.0, 2573.0]);
     assert_eq!(numbers("350,135,808 parameters, 1,2 and 5e-4 or 4.92327e-4"), [350135808.0, 1.0, 2.0, 5e-4, 4.92327e-4]);
-    assert_eq!(numbers("1 h 32 m; bs64_opt; A100; 16x"), [1.0, 32.0, 16.0]);
+    assert_eq!(numbers("1 h 32 m; bs64_opt; A100; 16x; 1h32m"), [1.0, 32.0, 16.0, 1.0, 32.0]);
     assert_eq!(links("a [39 GB](source:000-75) b [x](https://e) [7](edition:sc25)", "source"), [("39 GB", "000-75")]);
     assert_eq!(cells(r"| 000-01 | a \| b | c |"), ["000-01", "a | b", "c"]);
     let [rounded, exp] = written("8.36 or 4.92e-4")[..] else { panic!() };

@@ -31,9 +31,13 @@ async fn the_ddp_knobs_sweep_runs_every_variant_and_draws_its_throughput() -> an
          return bars.length === {variants} && Array.from(bars).every(b => Number(b.dataset.value) > 0); }})()"
     );
     browser.wait_eval_for(&drawn, Duration::from_secs(600)).await?;
-    let states = browser.eval(&format!("return Array.from(document.querySelectorAll('{SWEEP} ol.variants li')).map(li => li.dataset.state)")).await?;
+    let states = browser
+        .eval(&format!("return Array.from(document.querySelectorAll('{SWEEP} ol.variants li')).map(li => li.dataset.state)"))
+        .await?;
     assert!(states.as_array().is_some_and(|s| s.iter().all(|s| s == "completed")), "{states}");
-    let widths = browser.eval(&format!("return Array.from(document.querySelectorAll('{SWEEP} g.bar rect')).map(r => Number(r.getAttribute('width')))")).await?;
+    let widths = browser
+        .eval(&format!("return Array.from(document.querySelectorAll('{SWEEP} g.bar rect')).map(r => Number(r.getAttribute('width')))"))
+        .await?;
     assert!(widths.as_array().is_some_and(|w| w.iter().all(|w| w.as_f64().is_some_and(|w| w > 0.0))), "{widths}");
 
     // The runs were the chapter's variants: two ranks each, with their knobs.

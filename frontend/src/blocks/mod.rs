@@ -8,8 +8,13 @@ mod config_model;
 mod derived_values;
 mod estimate;
 mod estimate_view;
+mod figures;
 mod grid_geometry;
 mod layout_state;
+mod picture;
+mod picture_view;
+mod published;
+mod published_chart;
 mod quiz;
 mod rank_grid;
 mod run;
@@ -30,6 +35,8 @@ use self::charts::ChartsBlock;
 use self::code::CodeBlock;
 use self::config_editor::ConfigEditor;
 use self::estimate::EstimateBlock;
+use self::figures::FigureBlock;
+use self::published::PublishedBlock;
 use self::quiz::Quiz;
 use self::rank_grid::RankGridBlock;
 use self::run::RunBlock;
@@ -46,6 +53,8 @@ pub fn Block(spec: BlockSpec) -> impl IntoView {
         BlockSpec::Run { config, dp } => view! { <RunBlock config dp /> }.into_any(),
         BlockSpec::Chart(spec) => view! { <ChartsBlock spec /> }.into_any(),
         BlockSpec::Code { path, item, caption } => view! { <CodeBlock path item caption /> }.into_any(),
+        BlockSpec::Figure { figure, config, caption } => view! { <FigureBlock figure config caption /> }.into_any(),
+        BlockSpec::Published { table, caption } => view! { <PublishedBlock table caption /> }.into_any(),
         BlockSpec::Sweep { config, measure, variants } => view! { <SweepBlock config measure variants /> }.into_any(),
     }
 }

@@ -7,8 +7,12 @@ use scalebook_shared::charts::{DEFAULT_SMOOTHING, XAxis};
 use scalebook_shared::config::DEFAULT_CONFIG;
 use scalebook_shared::layout::{DEFAULT_ORDER, Sizes, Token};
 use scalebook_shared::metrics::tags;
+use scalebook_shared::published::{self, Table};
 
-use super::sweep_model::{Measure, Variant, parse_variants};
+use super::figures::Figure;
+use scalebook_shared::sweep::{Variant, parse_variants};
+
+use super::sweep_model::Measure;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum BlockSpec {
@@ -48,6 +52,17 @@ pub enum BlockSpec {
     Quiz {
         question: String,
         answer: String,
+    },
+    /// A picture drawn by the app; `config` gives the `vit` one a training config's sizes.
+    Figure {
+        figure: Figure,
+        config: Option<String>,
+        caption: String,
+    },
+    /// A chart of runs the sources publish.
+    Published {
+        table: &'static Table,
+        caption: String,
     },
 }
 
@@ -103,12 +118,19 @@ impl BlockSpec {
                 let (question, answer) = split_quiz(body)?;
                 BlockSpec::Quiz { question, answer }
             }
+            "figure" => BlockSpec::Figure { figure: settings.figure()?, config: settings.take("config"), caption: body.trim().to_owned() },
+            "published" => BlockSpec::Published { table: settings.published_table()?, caption: body.trim().to_owned() },
             other => {
                 return Err(format!(
-                    "unknown block kind `{other}`; the kinds are config, rank-grid, estimate, run, chart, code, sweep and quiz"
+                    "unknown block kind `{other}`; the kinds are config, rank-grid, estimate, run, chart, code, sweep, quiz, figure and published"
                 ));
             }
         };
+        if let BlockSpec::Figure { figure, config: Some(_), .. } = &spec
+            && *figure != Figure::Vit
+        {
+            return Err(format!("config=NAME sizes only the vit figure, not {}", figure.name()));
+        }
         settings.finish(kind)?;
         Ok(spec)
     }
@@ -228,6 +250,17 @@ impl Settings {
         Ok(ChartSpec { tags, baseline: self.flag("baseline", false)?, axis, log: self.flag("log", false)?, smoothing })
     }
 
+    fn figure(&mut self) -> Result<Figure, String> {
+        let name = self.take("name").ok_or_else(|| format!("a figure block needs name=NAME, one of {}", Figure::names()))?;
+        Figure::from_name(&name)
+    }
+
+    fn published_table(&mut self) -> Result<&'static Table, String> {
+        let names = published::NAMES.join(", ");
+        let name = self.take("table").ok_or_else(|| format!("a published block needs table=NAME, one of {names}"))?;
+        published::table(&name).ok_or_else(|| format!("table={name}: the published tables are {names}"))
+    }
+
     fn finish(self, kind: &str) -> Result<(), String> {
         match self.0.first() {
             None => Ok(()),
@@ -318,6 +351,27 @@ b | dp=2"
             .contains("throughput, efficiency or loss")
         );
         assert!(BlockSpec::parse("sweep", "a | dp=1").unwrap_err().contains("at least two"));
+    }
+
+    #[wasm_bindgen_test]
+    fn figures_and_published_charts_name_what_they_draw() {
+        let vit = BlockSpec::parse("figure name=vit config=base", "The model.\n").unwrap();
+        assert_eq!(vit, BlockSpec::Figure { figure: Figure::Vit, config: Some("base".into()), caption: "The model.".into() });
+        let pipeline = BlockSpec::parse("figure name=pipeline", "").unwrap();
+        assert_eq!(pipeline, BlockSpec::Figure { figure: Figure::Pipeline, config: None, caption: String::new() });
+        assert!(
+            BlockSpec::parse("figure name=gpu", "").unwrap_err().contains("the figures are vit, node, gpu-paths, collectives, pipeline")
+        );
+        assert!(BlockSpec::parse("figure", "").unwrap_err().contains("name=NAME, one of vit"));
+        assert!(BlockSpec::parse("figure name=node config=base", "").unwrap_err().contains("only the vit figure"));
+        assert!(BlockSpec::parse("figure name=node colour=dp", "").unwrap_err().contains("no setting `colour`"));
+
+        let benchy = BlockSpec::parse("published table=sc22-benchy", "IO first.").unwrap();
+        assert_eq!(benchy, BlockSpec::Published { table: published::table("sc22-benchy").unwrap(), caption: "IO first.".into() });
+        assert!(BlockSpec::parse("published table=sc24-ladder", "").unwrap_err().contains("tables are dl4sci25-ladder, sc23-ladder"));
+        assert!(BlockSpec::parse("published", "").unwrap_err().contains("table=NAME"));
+        assert!(BlockSpec::parse("published table=jsc-runtimes unit=h", "").unwrap_err().contains("no setting `unit`"));
+        assert!(BlockSpec::parse("graph", "").unwrap_err().contains("figure and published"));
     }
 
     #[wasm_bindgen_test]

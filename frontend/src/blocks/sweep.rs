@@ -5,11 +5,11 @@
 
 use leptos::prelude::*;
 use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, RunId, RunState};
+use scalebook_shared::sweep::Variant;
 
 use super::run_status::{remember, remembered};
 use super::sweep_model::{
-    BAR_HEIGHT, CURVES_HEIGHT, CURVES_MARGIN, LABEL_WIDTH, Measure, Variant, WIDTH, bars, bars_height, curves, efficiencies, loss_curve,
-    throughput,
+    BAR_HEIGHT, CURVES_HEIGHT, CURVES_MARGIN, LABEL_WIDTH, Measure, WIDTH, bars, bars_height, curves, efficiencies, loss_curve, throughput,
 };
 use super::unique_id;
 use crate::library::{Library, Ready};
