@@ -26,9 +26,12 @@ async fn the_ddp_knobs_sweep_runs_every_variant_and_draws_its_throughput() -> an
     // cpu_tiny: its data is in the server's working directory, and it runs in seconds.
     browser.select(&format!("{SWEEP} select.sweep-config"), "cpu_tiny").await?;
     browser.click(&format!("{SWEEP} button.run-sweep")).await?;
+    // Every run ended, and every bar has its value (a bar appears with a run's first epoch).
     let drawn = format!(
         "(() => {{ const bars = document.querySelectorAll('{SWEEP} g.bar'); \
-         return bars.length === {variants} && Array.from(bars).every(b => Number(b.dataset.value) > 0); }})()"
+         const states = Array.from(document.querySelectorAll('{SWEEP} ol.variants li')).map(li => li.dataset.state); \
+         return bars.length === {variants} && Array.from(bars).every(b => Number(b.dataset.value) > 0) \
+           && states.every(s => s === 'completed'); }})()"
     );
     browser.wait_eval_for(&drawn, Duration::from_secs(600)).await?;
     let states = browser
