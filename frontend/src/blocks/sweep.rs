@@ -30,6 +30,18 @@ enum Progress {
     Stopped(String),
 }
 
+impl Progress {
+    /// The state's name, for the page's `data-progress` (what a test or a style can match).
+    fn name(&self) -> &'static str {
+        match self {
+            Progress::Idle => "idle",
+            Progress::Launching { .. } => "launching",
+            Progress::Running(_) => "running",
+            Progress::Stopped(_) => "stopped",
+        }
+    }
+}
+
 #[component]
 pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> impl IntoView {
     let runs = expect_context::<Runs>();
@@ -126,7 +138,7 @@ pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> i
                     }).collect_view())}
                 </select>
                 <button type="button" class="run-sweep" on:click=start disabled=blocked>"Run all"</button>
-                <span class="muted sweep-status" data-progress=move || format!("{:?}", progress.get()).split([' ', '(']).next().unwrap_or_default().to_lowercase()>{status}</span>
+                <span class="muted sweep-status" data-progress=move || progress.with(Progress::name)>{status}</span>
             </div>
             <ol class="variants">
                 {variants.with_value(|v| v.iter().enumerate().map(|(i, variant)| {
