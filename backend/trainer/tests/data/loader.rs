@@ -29,6 +29,20 @@ fn batches(loader: &DataLoader, epoch: u64, start: usize) -> Vec<(Vec<usize>, Ve
         .collect()
 }
 
+/// The worker-thread count once it equals `expected`, or what it is after a generous deadline:
+/// a joined thread can stay listed in /proc for a moment after `join` returns, and starting
+/// threads take a moment to appear.
+fn worker_threads_reaching(expected: usize) -> usize {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let n = worker_threads();
+        if n == expected || std::time::Instant::now() > deadline {
+            return n;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 fn worker_threads() -> usize {
     std::fs::read_dir("/proc/self/task")
         .unwrap()
@@ -136,17 +150,15 @@ fn dropping_an_epoch_early_stops_its_workers() {
     let dataset = synthetic_train(dir.path());
     let sampler = ShardedSampler::new(dataset.len(), 1, 0, true, 0).unwrap();
     let loader = DataLoader::new(dataset, sampler, 1, 3).unwrap();
-    assert_eq!(worker_threads(), 0);
+    assert_eq!(worker_threads_reaching(0), 0);
     let mut epoch = loader.epoch(0);
     epoch.next().unwrap().unwrap();
-    // Give the workers time to fill their queues and block on them.
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    assert_eq!(worker_threads(), 3);
+    assert_eq!(worker_threads_reaching(3), 3);
     drop(epoch);
-    assert_eq!(worker_threads(), 0);
+    assert_eq!(worker_threads_reaching(0), 0);
     let unstarted = loader.epoch(1);
     drop(unstarted);
-    assert_eq!(worker_threads(), 0);
+    assert_eq!(worker_threads_reaching(0), 0);
 }
 
 /// A year file of 40 steps whose steps in `corrupt` cannot be decompressed; it opens and
