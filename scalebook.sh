@@ -4,6 +4,7 @@
 #   ./scalebook.sh run [serve flags...]   set up what is missing, build, start the app
 #   ./scalebook.sh test                   set up what is missing, build, run every test
 #   ./scalebook.sh setup                  set up what is missing, build nothing
+#   ./scalebook.sh bench [flags...]       Scalebook beside the tutorial's PyTorch code (BENCHMARKS.md)
 #   ./scalebook.sh cargo ARGS...          cargo with the pinned environment (for developers)
 #
 # Every subcommand works from any working directory (jupyter-server-proxy starts its commands
@@ -86,6 +87,22 @@ setup_python_readers() {
         touch "$stamp"
     fi
     export SCALEBOOK_PYTHON="$venv/bin/python"
+}
+
+# The side-by-side benchmark's PyTorch reference. `import torch` needs the full wheel with its
+# CUDA dependencies (about 3 GB) even on a CPU, so it has its own environment, installed only
+# by `bench`.
+BENCH_PACKAGES=("torch==$TORCH_VERSION" h5py==3.12.1 numpy==2.1.3 pyyaml==6.0.3)
+setup_bench_python() {
+    local venv="$CACHE/bench-venv" stamp
+    stamp="$venv/.scalebook-$(printf '%s_' "${BENCH_PACKAGES[@]}")"
+    if [ ! -e "$stamp" ]; then
+        say "installing the PyTorch reference's environment (${BENCH_PACKAGES[*]}; about 3 GB)"
+        rm -rf "$venv"
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install -q "${BENCH_PACKAGES[@]}"
+        touch "$stamp"
+    fi
 }
 
 setup_wasm() {
@@ -194,16 +211,29 @@ cmd_run() {
     setup
     build_frontend
     build_native
-    local bin="$CARGO_TARGET_DIR/release"
+    ensure_synthetic_data
+    say "starting Scalebook"
+    exec "$CARGO_TARGET_DIR/release/scalebook" serve "${args[@]}"
+}
+
+ensure_synthetic_data() {
     if [ ! -d data/synthetic/train ]; then
         say "generating the synthetic ERA5-like dataset for the CPU configs (data/synthetic)"
         # Into a scratch directory first, so an interrupted start never leaves half a dataset.
         rm -rf data/synthetic.partial
-        "$bin/scalebook-train" datagen --out data/synthetic.partial
+        "$CARGO_TARGET_DIR/release/scalebook-train" datagen --out data/synthetic.partial
         mv data/synthetic.partial data/synthetic
     fi
-    say "starting Scalebook"
-    exec "$bin/scalebook" serve "${args[@]}"
+}
+
+# The binaries `run` starts, against the tutorial's own code written in PyTorch
+# (bench/reference.py), alternating, on the same files and config (bench/side_by_side.py).
+cmd_bench() {
+    setup
+    setup_bench_python
+    build_native
+    ensure_synthetic_data
+    "$CACHE/bench-venv/bin/python" bench/side_by_side.py --trainer "$CARGO_TARGET_DIR/release/scalebook-train" "$@"
 }
 
 # The house rules: formatted as rustfmt.toml says, and not one clippy warning, natively and on
@@ -240,5 +270,6 @@ case "${1:-}" in
     test) shift; cmd_test "$@" ;;
     cargo) shift; exec cargo "$@" ;;
     setup) shift; setup "${APT_TEST[@]}" ;;
-    *) echo "usage: $0 run [serve flags...] | test | setup | cargo ARGS..." >&2; exit 2 ;;
+    bench) shift; cmd_bench "$@" ;;
+    *) echo "usage: $0 run [serve flags...] | test | setup | bench [flags...] | cargo ARGS..." >&2; exit 2 ;;
 esac

@@ -15,10 +15,10 @@ use super::ConfigArgs;
 pub struct BenchArgs {
     #[command(flatten)]
     config: ConfigArgs,
-    /// Timed training steps (after two untimed ones).
+    /// Timed training steps (after two untimed ones); 0 measures the data loader only.
     #[arg(long, default_value_t = 10)]
     steps: usize,
-    /// Batches read per data-loader measurement.
+    /// Batches read per data-loader measurement (after the same batches read untimed).
     #[arg(long, default_value_t = 24)]
     batches: usize,
     /// Worker counts to measure the data loader with.
@@ -30,18 +30,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let c = args.config.load(1)?;
     let device = Device::cuda_if_available();
     println!("config {} on {device:?}, {} threads", args.config.config, tch::get_num_threads());
-    let train = bench::training(&c, device, 2, args.steps)?;
-    println!(
-        "training:    {train:8.2} samples/s  (batch {}, amp {:?}, fused Adam {})",
-        c.global_batch_size,
-        c.amp_mode,
-        c.enable_jit || c.enable_fused
-    );
+    if args.steps > 0 {
+        let train = bench::training(&c, device, 2, args.steps)?;
+        println!(
+            "training:    {train:8.2} samples/s  (batch {}, amp {:?}, fused Adam {})",
+            c.global_batch_size,
+            c.amp_mode,
+            c.enable_jit || c.enable_fused
+        );
+    }
     let stats = Stats::load(Path::new(&c.global_means_path), Path::new(&c.global_stds_path), c.n_in_channels)?;
     let dataset = Arc::new(Era5Dataset::open(Path::new(&c.train_data_path), c.img_size, c.n_in_channels, c.dt, c.limit_nsamples, stats)?);
     for workers in args.workers {
         let sampler = ShardedSampler::new(dataset.len(), 1, 0, true, 0)?;
-        let loader = DataLoader::new(dataset.clone(), sampler, c.global_batch_size, workers)?;
+        let loader = DataLoader::new(dataset.clone(), sampler, c.global_batch_size, workers)?.for_device(device);
         let rate = bench::data_loading(&loader, args.batches.min(loader.len()))?;
         println!("data loader: {rate:8.2} samples/s  ({workers} workers)");
     }

@@ -8,6 +8,7 @@ use hdf5::types::TypeDescriptor;
 use ndarray::{Ix3, s};
 
 use super::Stats;
+use super::direct::DirectSteps;
 use crate::Error;
 
 /// The HDF5 dataset every year file must hold.
@@ -24,11 +25,13 @@ pub struct Era5Dataset {
     stats: Stats,
 }
 
-/// An open year file. Every file is opened once, when the dataset is checked, and the handle
-/// is shared by all loader workers (libhdf5 serialises access behind one lock anyway).
+/// An open year file. Every file is opened once, when the dataset is checked, and shared by all
+/// loader workers: read directly when its layout allows ([`DirectSteps`]), else through
+/// libhdf5 (which serialises every read behind one lock).
 struct YearFile {
     path: PathBuf,
     fields: hdf5::Dataset,
+    direct: Option<DirectSteps>,
 }
 
 /// One normalised sample, each a (C, H, W) array in C order.
@@ -74,7 +77,8 @@ impl Era5Dataset {
             } else if steps < n_per_year {
                 return Err(bad(format!("has {steps} time steps, fewer than the {n_per_year} of the first file")));
             }
-            years.push(YearFile { path, fields });
+            let direct = DirectSteps::probe(&path, &fields);
+            years.push(YearFile { path, fields, direct });
         }
         let total = years.len() * n_per_year;
         let len = limit.map_or(total, |limit| limit.min(total));
@@ -154,20 +158,30 @@ impl Era5Dataset {
         Ok(sample)
     }
 
-    /// Reads only the crop's hyperslab of one time step and normalises it.
+    /// Whether every file is read directly, outside libhdf5 (see [`DirectSteps`]).
+    pub fn reads_directly(&self) -> bool {
+        self.years.iter().all(|year| year.direct.is_some())
+    }
+
+    /// Reads only the crop of one time step and normalises it.
     fn read_step(&self, file: &YearFile, step: usize, out: &mut [f32]) -> Result<(), Error> {
         if out.len() != self.sample_len() {
             return Err(Error::DataSetting(format!("a sample buffer holds {} values, a sample has {}", out.len(), self.sample_len())));
         }
-        let [h, w] = self.img_size;
-        let unreadable = |err: hdf5::Error| Error::Data {
+        let unreadable = |err: &dyn std::fmt::Display| Error::Data {
             path: file.path.clone(),
             message: format!("cannot read time step {step} of `{FIELDS}`: {err}"),
         };
-        let crop = file.fields.read_slice::<f32, _, Ix3>(s![step, .., 0..h, 0..w]).map_err(unreadable)?;
-        match crop.as_slice() {
-            Some(values) => out.copy_from_slice(values),
-            None => out.iter_mut().zip(crop.iter()).for_each(|(o, v)| *o = *v),
+        match &file.direct {
+            Some(direct) => direct.read(step, self.img_size, out).map_err(|err| unreadable(&err))?,
+            None => {
+                let [h, w] = self.img_size;
+                let crop = file.fields.read_slice::<f32, _, Ix3>(s![step, .., 0..h, 0..w]).map_err(|err| unreadable(&err))?;
+                match crop.as_slice() {
+                    Some(values) => out.copy_from_slice(values),
+                    None => out.iter_mut().zip(crop.iter()).for_each(|(o, v)| *o = *v),
+                }
+            }
         }
         self.stats.normalise(out);
         Ok(())

@@ -1,6 +1,7 @@
 //! The tutorial's `DataLoader`: batches of `local_batch_size` samples in the sampler's order,
-//! the incomplete last batch dropped, read either inline (0 workers, the tutorial's baseline)
-//! or by worker threads that read and normalise ahead of the training step.
+//! the incomplete last batch dropped, read either inline (0 workers, the tutorial's baseline:
+//! the batch is read when the step asks for it, its samples shared over the process's compute
+//! threads) or by worker threads that read and normalise ahead of the training step.
 //!
 //! Like PyTorch, batch k is produced by worker k mod W and handed over through that worker's
 //! own bounded queue, so batches arrive in sampler order whatever the timing, and a worker
@@ -11,10 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
-use tch::Tensor;
+use tch::{Device, Kind, Tensor};
 
 use super::{Era5Dataset, ShardedSampler};
 use crate::Error;
+use crate::ffi::float_values_mut;
 
 /// Batches each worker may hold ready (PyTorch's default `prefetch_factor`).
 pub const PREFETCH_PER_WORKER: usize = 2;
@@ -40,6 +42,7 @@ pub struct DataLoader {
     sampler: ShardedSampler,
     batch_size: usize,
     num_workers: usize,
+    pin_to: Option<Device>,
 }
 
 impl DataLoader {
@@ -54,7 +57,13 @@ impl DataLoader {
                 dataset.len()
             )));
         }
-        Ok(DataLoader { dataset, sampler, batch_size, num_workers })
+        Ok(DataLoader { dataset, sampler, batch_size, num_workers, pin_to: None })
+    }
+
+    /// Batches for `device`: in pinned host memory when it is a GPU, unchanged otherwise.
+    pub fn for_device(mut self, device: Device) -> DataLoader {
+        self.pin_to = device.is_cuda().then_some(device);
+        self
     }
 
     /// Iterations per epoch: `floor(num_samples / batch_size)`.
@@ -97,9 +106,14 @@ impl DataLoader {
             order: order[start * self.batch_size..self.len() * self.batch_size].to_vec(),
             batch_size: self.batch_size,
             first: start,
+            pin_to: self.pin_to,
         });
         let count = self.len() - start;
-        let source = if self.num_workers == 0 { Source::Inline } else { Source::spawn(&plan, self.num_workers) };
+        let source = if self.num_workers == 0 {
+            Source::Inline { threads: usize::try_from(tch::get_num_threads()).unwrap_or(1).max(1) }
+        } else {
+            Source::spawn(&plan, self.num_workers)
+        };
         Epoch { plan, source, next: 0, count, failed: false }
     }
 }
@@ -111,27 +125,61 @@ struct Plan {
     batch_size: usize,
     /// Number (within the epoch) of the first remaining batch, for error messages.
     first: usize,
+    /// The GPU the batches are for, if any: they are allocated in pinned memory for it.
+    pin_to: Option<Device>,
 }
 
 impl Plan {
-    fn read(&self, k: usize) -> Result<Batch, Error> {
+    /// Batch `k`, each sample read and normalised straight into the batch tensors' memory,
+    /// its samples shared out over `threads` threads.
+    fn read(&self, k: usize, threads: usize) -> Result<Batch, Error> {
         let indices = self.order[k * self.batch_size..(k + 1) * self.batch_size].to_vec();
         let dataset = &self.dataset;
-        let n = dataset.sample_len();
-        let mut input = vec![0.0f32; indices.len() * n];
-        let mut target = vec![0.0f32; indices.len() * n];
-        for ((&index, input), target) in indices.iter().zip(input.chunks_exact_mut(n)).zip(target.chunks_exact_mut(n)) {
-            dataset.read_into(index, input, target)?;
-        }
         let [h, w] = dataset.img_size();
         let shape = [indices.len(), dataset.channels(), h, w].map(|dim| dim as i64);
-        Ok(Batch { input: Tensor::f_from_slice(&input)?.f_view(shape)?, target: Tensor::f_from_slice(&target)?.f_view(shape)?, indices })
+        let (mut input, mut target) = (self.batch_tensor(shape)?, self.batch_tensor(shape)?);
+        let n = dataset.sample_len();
+        let per_thread = indices.len().div_ceil(threads.max(1)) * n;
+        let (inputs, targets) = (float_values_mut(&mut input)?, float_values_mut(&mut target)?);
+        let parts = indices.chunks(per_thread / n).zip(inputs.chunks_mut(per_thread)).zip(targets.chunks_mut(per_thread));
+        let read_part = |((indices, inputs), targets): ((&[usize], &mut [f32]), &mut [f32])| -> Result<(), Error> {
+            for ((&index, input), target) in indices.iter().zip(inputs.chunks_exact_mut(n)).zip(targets.chunks_exact_mut(n)) {
+                dataset.read_into(index, input, target)?;
+            }
+            Ok(())
+        };
+        std::thread::scope(|scope| {
+            let mut parts = parts.collect::<Vec<_>>().into_iter();
+            let first = parts.next();
+            let others: Vec<_> = parts.map(|part| scope.spawn(move || read_part(part))).collect();
+            first.map_or(Ok(()), read_part)?;
+            others.into_iter().try_for_each(|other| other.join().unwrap_or(Err(Error::LoaderWorker { worker: 0, batch: self.first + k })))
+        })?;
+        Ok(Batch { input, target, indices })
+    }
+
+    /// An uninitialised float tensor on the CPU, in page-locked memory when the batches go to
+    /// a GPU (so the copy there is one DMA transfer, as PyTorch's `pin_memory=True`).
+    fn batch_tensor(&self, shape: [i64; 4]) -> Result<Tensor, Error> {
+        let tensor = Tensor::f_empty(shape, (Kind::Float, Device::Cpu))?;
+        Ok(match self.pin_to {
+            Some(device) => tensor.f_pin_memory(device)?,
+            None => tensor,
+        })
     }
 }
 
 enum Source {
-    Inline,
-    Workers { queues: Vec<Receiver<Result<Batch, Error>>>, handles: Vec<JoinHandle<()>>, stop: Arc<AtomicBool> },
+    /// Read when asked, on as many threads as this process computes with (libtorch's
+    /// intra-op threads: the launcher gives each rank its share of the cores).
+    Inline {
+        threads: usize,
+    },
+    Workers {
+        queues: Vec<Receiver<Result<Batch, Error>>>,
+        handles: Vec<JoinHandle<()>>,
+        stop: Arc<AtomicBool>,
+    },
 }
 
 impl Source {
@@ -161,7 +209,7 @@ fn work(plan: &Plan, worker: usize, workers: usize, stop: &AtomicBool, queue: &S
         if stop.load(Ordering::Relaxed) {
             return;
         }
-        let batch = plan.read(k);
+        let batch = plan.read(k, 1);
         let failed = batch.is_err();
         if queue.send(batch).is_err() || failed {
             return;
@@ -189,7 +237,7 @@ impl Iterator for Epoch {
         let k = self.next;
         self.next += 1;
         let batch = match &self.source {
-            Source::Inline => self.plan.read(k),
+            Source::Inline { threads } => self.plan.read(k, *threads),
             Source::Workers { queues, .. } => {
                 let worker = k % queues.len();
                 queues[worker].recv().unwrap_or(Err(Error::LoaderWorker { worker, batch: self.plan.first + k }))

@@ -4,6 +4,7 @@
 //! format ([`synth`]), since the real ERA5 extract is not downloadable everywhere.
 
 mod dataset;
+mod direct;
 mod loader;
 pub mod npy;
 mod rng;

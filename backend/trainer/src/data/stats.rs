@@ -50,12 +50,16 @@ impl Stats {
         &self.stds
     }
 
-    /// `(x − mean_c) / std_c` in place over a (C, H, W) sample, as the tutorial does in numpy.
+    /// `(x − mean_c) / std_c` in place over a (C, H, W) sample, as the tutorial does in numpy,
+    /// computed as `(x − mean_c) · (1 / std_c)`: within a rounding of the division, and a
+    /// multiply is several times cheaper than a divide in this loop, which touches every value
+    /// the loader delivers.
     pub fn normalise(&self, sample: &mut [f32]) {
         let plane = sample.len() / self.channels().max(1);
         for ((values, &mean), &std) in sample.chunks_exact_mut(plane).zip(&self.means).zip(&self.stds) {
+            let scale = 1.0 / std;
             for value in values {
-                *value = (*value - mean) / std;
+                *value = (*value - mean) * scale;
             }
         }
     }

@@ -75,7 +75,7 @@ struct Loaders {
 /// The loaders of this rank (its dp shard of each set, at the local batch size), and the run's
 /// batch sizes, epochs and steps as `shared` derives them for this world and this training set:
 /// the same numbers the browser showed and the server checked, from the same code.
-fn open_loaders(c: &TrainConfig, seed: u64, log: &Logger, comm: &Comm) -> Result<(Loaders, Derived), Error> {
+fn open_loaders(c: &TrainConfig, seed: u64, device: Device, log: &Logger, comm: &Comm) -> Result<(Loaders, Derived), Error> {
     let rank = comm.env().rank;
     log.info(&format!("rank {rank}, begin data loader init"));
     let stats = Stats::load(Path::new(&c.global_means_path), Path::new(&c.global_stds_path), c.n_in_channels)?;
@@ -89,7 +89,8 @@ fn open_loaders(c: &TrainConfig, seed: u64, log: &Logger, comm: &Comm) -> Result
     // Both sets are shuffled, as the tutorial's single-GPU loaders (`shuffle=True`) and its
     // DistributedSampler for training do; every rank of a tp-cp group reads the same shard.
     let loader = |ds: &Arc<Era5Dataset>| -> Result<DataLoader, Error> {
-        DataLoader::new(ds.clone(), ShardedSampler::new(ds.len(), dp, dp_rank, true, seed)?, batch, c.num_data_workers)
+        Ok(DataLoader::new(ds.clone(), ShardedSampler::new(ds.len(), dp, dp_rank, true, seed)?, batch, c.num_data_workers)?
+            .for_device(device))
     };
     let (train, valid) = (loader(&train)?, loader(&valid)?);
     log.info(&format!("rank {rank}, data loader initialized"));
@@ -143,7 +144,7 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     let seed = resumed.as_ref().map_or(opts.seed, |(p, _)| p.seed);
     let seed = comm.agree(seed as i64)? as u64;
     tch::manual_seed(seed as i64);
-    let (loaders, derived) = open_loaders(c, seed, log, &comm)?;
+    let (loaders, derived) = open_loaders(c, seed, opts.device, log, &comm)?;
     let (iters_per_epoch, num_epochs) = (derived.iters_per_epoch as u64, derived.num_epochs as u64);
     let global_batch = derived.global_batch_size as f64;
 

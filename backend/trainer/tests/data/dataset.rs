@@ -108,3 +108,56 @@ fn normalised_training_data_has_zero_mean_and_unit_deviation() {
         assert!(mean.abs() < 0.1 && (std - 1.0).abs() < 0.1, "channel {c}: mean {mean:.3} std {std:.3}");
     }
 }
+
+/// One year of 6 steps of labelled values, stored as `layout` says.
+fn year_stored(dir: &std::path::Path, layout: &str) {
+    let data = ndarray::Array4::from_shape_fn((6, 20, 12, 20), |(t, c, y, x)| (t * 10_000 + c * 1000 + y * 100 + x) as f32);
+    let file = hdf5::File::create(dir.join("1990.h5")).unwrap();
+    let builder = file.new_dataset_builder().with_data(&data);
+    match layout {
+        "contiguous" => builder.create("fields"),
+        "step chunks" => builder.chunk((1, 20, 12, 20)).create("fields"),
+        "compressed" => builder.chunk((1, 20, 12, 20)).deflate(1).create("fields"),
+        "tile chunks" => builder.chunk((2, 4, 6, 5)).create("fields"),
+        _ => unreachable!(),
+    }
+    .unwrap();
+}
+
+#[test]
+fn plain_layouts_are_read_directly_and_every_layout_reads_the_same() {
+    let stats = || scalebook_trainer::data::Stats::new((0..20).map(|c| c as f32).collect(), vec![3.0; 20]).unwrap();
+    // A crop as wide as the file (a run of bytes per channel), a narrower one (a run per row),
+    // and the whole plane (one run per time step).
+    for crop in [[8, 20], [8, 16], [12, 20]] {
+        let mut samples = Vec::new();
+        for (layout, direct) in [("contiguous", true), ("step chunks", true), ("compressed", false), ("tile chunks", false)] {
+            let dir = temp_dir("layouts");
+            year_stored(dir.path(), layout);
+            let dataset = Era5Dataset::open(dir.path(), crop, 20, 1, None, stats()).unwrap();
+            assert_eq!(dataset.reads_directly(), direct, "{layout}");
+            samples.push((layout, (0..dataset.len()).map(|i| dataset.get(i).unwrap()).collect::<Vec<_>>()));
+        }
+        let (first, expected) = &samples[0];
+        let (c, y, x) = (3, crop[0] - 1, crop[1] - 1);
+        let raw = (2 * 10_000 + c * 1000 + y * 100 + x) as f32;
+        let value = expected[0].target[(c * crop[0] + y) * crop[1] + x];
+        assert!((value - (raw - c as f32) / 3.0).abs() <= 1e-3 * value.abs(), "{crop:?}: {value}");
+        for (layout, read) in &samples[1..] {
+            assert_eq!(read, expected, "{layout} and {first} differ at crop {crop:?}");
+        }
+    }
+}
+
+#[test]
+fn a_file_cut_short_after_opening_is_a_read_error_not_garbage() {
+    let dir = temp_dir("cut-short");
+    year_stored(dir.path(), "step chunks");
+    let dataset = Era5Dataset::open(dir.path(), [12, 20], 20, 1, None, raw_stats(20)).unwrap();
+    assert!(dataset.reads_directly());
+    let path = dir.path().join("1990.h5");
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(std::fs::metadata(&path).unwrap().len() / 2).unwrap();
+    let err = dataset.get(4).unwrap_err();
+    assert!(err.is_user_input() && err.to_string().contains("1990.h5") && err.to_string().contains("time step"), "{err}");
+}
