@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    scalebook_trainer::ffi::keep_freed_memory();
     match cli::run(cli::Cli::parse()) {
         Ok(code) => code,
         Err(err) => cli::report(&err),

@@ -71,11 +71,6 @@ fn collectives_over_two_ranks() {
     assert_eq!(Vec::<f32>::try_from(x.grad()).unwrap(), vec![1.0; 5], "scatter's backward gathers every chunk's gradient");
 }
 
-fn cpu_tiny() -> scalebook_shared::config::TrainConfig {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/ViT.yaml")).unwrap();
-    scalebook_shared::config::ConfigFile::parse(&text).unwrap().get("cpu_tiny").unwrap()
-}
-
 fn batch(input: Tensor, target: Tensor) -> Batch {
     Batch { input, target, indices: Vec::new() }
 }
@@ -85,7 +80,7 @@ fn one_dp2_step_equals_one_step_at_twice_the_batch() {
     let Some(comm) = ranks(one_dp2_step_equals_one_step_at_twice_the_batch, Sizes { dp: 2, ..Sizes::default() }) else { return };
     let comm = Rc::new(comm);
     let rank = comm.rank(Token::DP) as i64;
-    let config = cpu_tiny();
+    let config = support::cpu_tiny();
     tch::manual_seed(5);
     let (reference_vs, mut reference) = Learner::build(&config, Device::Cpu, None).unwrap();
     // A different seed on each rank: the broadcast from dp-rank 0 must make them equal.
@@ -138,7 +133,7 @@ fn the_ddp_knobs_change_the_all_reduces_and_noddp_skips_them() {
     };
     let comm = Rc::new(comm);
     let rank = comm.rank(Token::DP) as i64;
-    let mut config = cpu_tiny();
+    let mut config = support::cpu_tiny();
     tch::manual_seed(5);
     let (vs, mut learner) = Learner::build(&config, Device::Cpu, None).unwrap();
     let mut calls = |mb: f64| {

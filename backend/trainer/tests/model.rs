@@ -99,3 +99,16 @@ fn the_tutorials_base_config_maps_360x720_fields_to_360x720_fields() {
     let y = tch::no_grad(|| model.forward_t(&Tensor::randn([1, 20, 360, 720], (Kind::Float, Device::Cpu)), false));
     assert_eq!(y.size(), vec![1, 20, 360, 720]);
 }
+
+#[test]
+fn patch_embedding_is_the_tutorials_strided_convolution() {
+    let spec = spec([12, 18], 3, 8, 1, 2);
+    let x = (Tensor::arange(2 * 20 * 12 * 18, (Kind::Float, Device::Cpu)) * 0.11).sin().reshape([2, 20, 12, 18]);
+    let weight = (Tensor::arange(8 * 20 * 3 * 3, (Kind::Float, Device::Cpu)) * 0.07).cos().reshape([8, 20, 3, 3]);
+    let bias = Tensor::arange(8, (Kind::Float, Device::Cpu)) * 0.5;
+    let tokens = scalebook_trainer::model::patch_embed(&x, &weight, &bias, &spec);
+    let conv = x.conv2d(&weight, Some(&bias), [3, 3], [0, 0], [1, 1], 1).flatten(2, -1).transpose(1, 2);
+    assert_eq!(tokens.size(), vec![2, 4 * 6, 8]);
+    let error = f64::try_from((&tokens - &conv).abs().max()).unwrap();
+    assert!(error < 1e-4, "largest difference {error}");
+}

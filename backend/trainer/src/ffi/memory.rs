@@ -1,9 +1,27 @@
-//! Views of memory the loader fills in place: a new batch tensor's values, and a float
-//! slice's bytes for `pread`. Without them every sample would be copied twice more.
+//! Sharing memory past what tch's types allow: a new batch tensor's values and a float
+//! slice's bytes, which the loader fills in place (without them every sample would be copied
+//! twice more), and a model read by several threads at once (the training lanes).
 
 use tch::{Device, Kind, Tensor};
 
 use crate::Error;
+use crate::model::Forward;
+
+/// A model whose forward pass several threads run at once, each on its own slice of a batch.
+pub struct SharedForward<'a>(pub &'a dyn Forward);
+
+// SAFETY: tch marks tensors `!Sync` because a handle could be mutated through `&self` by some
+// in-place operations; a forward pass only reads the parameters (every operation creates new
+// tensors), and libtorch itself supports concurrent use of the same parameters from several
+// threads: reference counts are atomic, and backward passes accumulating into the same
+// gradient take that parameter's lock. Nothing else is reached through the shared reference.
+unsafe impl Sync for SharedForward<'_> {}
+
+impl SharedForward<'_> {
+    pub fn get(&self) -> &dyn Forward {
+        self.0
+    }
+}
 
 /// The values of a contiguous float32 CPU tensor, to fill in place.
 pub fn float_values_mut(tensor: &mut Tensor) -> Result<&mut [f32], Error> {
@@ -27,4 +45,22 @@ pub fn float_bytes_mut(values: &mut [f32]) -> &mut [u8] {
     // SAFETY: any byte pattern is a valid f32, the length covers exactly the slice's memory,
     // and the returned borrow keeps the slice exclusively borrowed for its lifetime.
     unsafe { std::slice::from_raw_parts_mut(values.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(values)) }
+}
+
+/// Keeps freed memory in the process for reuse instead of returning it to the kernel.
+///
+/// libtorch's CPU allocator has no cache: every step allocates its activations afresh and
+/// frees them, and glibc hands large blocks back to the kernel (unmapped, or trimmed off the
+/// heap) as soon as they are free, so the next step faults every page in again and the kernel
+/// zeroes it: about a hundred thousand page faults per `cpu_short` step, 5-7% of its time.
+/// With a fixed mmap threshold at glibc's largest (32 MiB) and a trim threshold of 1 GiB, the
+/// blocks stay in the heap between steps; the peak memory is what the step needed anyway.
+pub fn keep_freed_memory() {
+    use nix::libc::{M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, mallopt};
+    // SAFETY: mallopt only changes glibc's allocation thresholds; it is called before any
+    // other thread exists, and a refused value leaves glibc's default in place.
+    unsafe {
+        mallopt(M_MMAP_THRESHOLD, 32 << 20);
+        mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    }
 }

@@ -14,7 +14,7 @@ use torch_sys::C_tensor;
 use crate::Error;
 
 pub use comm::{ProcessGroup, ReduceOp, Region, Store};
-pub use memory::{float_bytes_mut, float_values_mut};
+pub use memory::{SharedForward, float_bytes_mut, float_values_mut, keep_freed_memory};
 pub use tensor_ops::{AdamStep, AdamTensors, fused_adam, gpu_memory_used, set_autocast, set_tf32, unscale_grads};
 
 /// Runs a shim call with an error buffer and turns a non-zero status into an error.

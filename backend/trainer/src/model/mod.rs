@@ -13,7 +13,7 @@ pub use attention::Attention;
 pub use block::Block;
 pub use mlp::Mlp;
 pub use spec::VitSpec;
-pub use vit::{VisionTransformer, unpatchify};
+pub use vit::{VisionTransformer, patch_embed, unpatchify};
 
 use tch::{Tensor, nn::ModuleT};
 

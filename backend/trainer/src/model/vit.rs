@@ -8,7 +8,9 @@ use super::{Block, VitSpec, init};
 #[derive(Debug)]
 pub struct VisionTransformer {
     spec: VitSpec,
-    patch_embed: nn::Conv2D,
+    /// The patch embedding's convolution weight (D, C, p, p) and bias (D).
+    patch_weight: Tensor,
+    patch_bias: Tensor,
     pos_embed: Tensor,
     blocks: Vec<Block>,
     norm: nn::LayerNorm,
@@ -23,8 +25,9 @@ impl VisionTransformer {
         // and bias; the tutorial keeps it for the patch embedding.
         let bound = 1.0 / ((spec.in_chans * p * p) as f64).sqrt();
         let uniform = nn::Init::Uniform { lo: -bound, up: bound };
-        let conv = nn::ConvConfig { stride: p, ws_init: uniform, bs_init: uniform, ..Default::default() };
-        let patch_embed = nn::conv2d(path / "patch_embed" / "proj", spec.in_chans, d, p, conv);
+        let pe = path / "patch_embed" / "proj";
+        let patch_weight = pe.var("weight", &[d, spec.in_chans, p, p], uniform);
+        let patch_bias = pe.var("bias", &[d], uniform);
         let pos_embed = path.var("pos_embed", &[1, spec.num_tokens(), d], init::TRUNC_NORMAL_002);
         let blocks = (0..spec.depth)
             .map(|i| {
@@ -34,7 +37,8 @@ impl VisionTransformer {
             .collect();
         VisionTransformer {
             spec: spec.clone(),
-            patch_embed,
+            patch_weight,
+            patch_bias,
             pos_embed,
             blocks,
             norm: init::layer_norm(path / "norm", d, spec.norm_eps),
@@ -52,6 +56,21 @@ fn drop_path_rate(rate: f64, i: i64, depth: i64) -> f64 {
     if depth <= 1 { 0.0 } else { rate * i as f64 / (depth - 1) as f64 }
 }
 
+/// Fields (B, C, H, W) to tokens (B, h·w, D) through the patch embedding, whose weight is a
+/// convolution's (D, C, p, p) and bias (D). A convolution whose stride is its kernel size is a
+/// matrix product over non-overlapping patches, and is computed as one: on the CPU that skips
+/// the layout reorders libtorch's convolution makes on every call (about 3% of a `cpu_short`
+/// step). The parameters are the convolution's, so checkpoints are unchanged. Tokens are in
+/// row-major order over the patch grid, as the convolution's `flatten(2).transpose(1, 2)` has
+/// them, and each patch's vector is (channel, row, column), as the weight's.
+pub fn patch_embed(x: &Tensor, weight: &Tensor, bias: &Tensor, spec: &VitSpec) -> Tensor {
+    let (b, c) = (x.size()[0], x.size()[1]);
+    let (h, w) = spec.grid();
+    let p = spec.patch_size;
+    let patches = x.view([b, c, h, p, w, p]).permute([0, 2, 4, 1, 3, 5]).reshape([b, h * w, c * p * p]);
+    patches.linear(&weight.view([weight.size()[0], -1]), Some(bias))
+}
+
 /// Tokens (B, h·w, out·p·p) back to fields (B, out, h·p, w·p). Each token's vector is laid
 /// out (patch row, patch column, channel) with the channel fastest, which is what the
 /// tutorial's `einsum("nhwpqc->nchpwq")` reads.
@@ -64,7 +83,8 @@ pub fn unpatchify(tokens: &Tensor, spec: &VitSpec) -> Tensor {
 
 impl nn::ModuleT for VisionTransformer {
     fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
-        let mut x = x.apply(&self.patch_embed).flatten(2, -1).transpose(1, 2).g_add(&self.pos_embed).dropout(self.spec.dropout, train);
+        let tokens = patch_embed(x, &self.patch_weight, &self.patch_bias, &self.spec);
+        let mut x = tokens.g_add(&self.pos_embed).dropout(self.spec.dropout, train);
         for block in &self.blocks {
             x = block.forward_t(&x, train);
         }

@@ -17,7 +17,7 @@ use super::linear::serial;
 use super::{Parallel, ParallelAttention, ParallelMlp};
 use crate::Error;
 use crate::ffi::Region;
-use crate::model::{Forward, VitSpec, unpatchify};
+use crate::model::{Forward, VitSpec, patch_embed, unpatchify};
 
 struct Norm {
     weight: Tensor,
@@ -93,9 +93,8 @@ impl ParallelVit {
 
 impl Forward for ParallelVit {
     fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor, Error> {
-        let p = self.spec.patch_size;
         let eps = self.spec.norm_eps;
-        let tokens = x.conv2d(&self.patch_weight, Some(&self.patch_bias), [p, p], [0, 0], [1, 1], 1).flatten(2, -1).transpose(1, 2);
+        let tokens = patch_embed(x, &self.patch_weight, &self.patch_bias, &self.spec);
         let mut x = (tokens + &self.pos_embed).dropout(self.spec.dropout, train);
         let cp = (self.par.cp_sizes.len() > 1).then(|| self.par.comm.group(Token::CP));
         if let Some(cp) = cp {

@@ -5,6 +5,7 @@
 pub mod amp;
 pub mod bench;
 mod checkpoint;
+mod lanes;
 pub mod loss;
 pub mod optim;
 mod report;
@@ -31,6 +32,7 @@ use crate::parallel::Parallel;
 use checkpoint::{Checkpoints, Position};
 use report::Reporter;
 
+pub use lanes::Lanes;
 pub use step::{Learner, StepTimes};
 pub use sync::{DdpKnobs, GradSync};
 

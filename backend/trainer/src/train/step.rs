@@ -12,6 +12,7 @@ use crate::ffi::ReduceOp;
 use crate::model::{Forward, VisionTransformer, VitSpec};
 use crate::parallel::{Parallel, ParallelVit};
 use crate::train::amp::{Autocast, GradScaler};
+use crate::train::lanes::Lanes;
 use crate::train::loss::{l2_loss, weighted_rmse};
 use crate::train::optim::Optimizer;
 use crate::train::sync::GradSync;
@@ -38,6 +39,8 @@ pub struct Learner {
     /// Set before a step to read the GPU's memory right after its forward pass (the
     /// tutorial logs it at the second step); the step leaves the reading in [`StepTimes`].
     pub probe_memory: bool,
+    /// The batch split over the CPU's cores, where that cannot change a result.
+    pub lanes: Option<Lanes>,
 }
 
 impl Learner {
@@ -46,6 +49,7 @@ impl Learner {
     /// With `parallel` (tp·cp > 1), this rank's part of the model, cut from a serial model
     /// initialised from the current seed, which must be the same on every rank.
     pub fn build(config: &TrainConfig, device: Device, parallel: Option<Parallel>) -> Result<(nn::VarStore, Learner), Error> {
+        let lanes = Lanes::for_run(device, parallel.is_none(), config.dropout, tch::get_num_threads(), config.global_batch_size);
         let spec = VitSpec::from(config);
         let serial_vs = nn::VarStore::new(device);
         let serial = VisionTransformer::new(&serial_vs.root(), &spec);
@@ -60,7 +64,7 @@ impl Learner {
         let fused = config.enable_jit || config.enable_fused;
         let optimizer = Optimizer::new(config.optimizer, vs.variables().into_iter().collect(), fused);
         let scaler = (config.amp_mode == AmpMode::Fp16).then(|| GradScaler::new(device));
-        Ok((vs, Learner { model, optimizer, scaler, amp: config.amp_mode, device, sync: None, probe_memory: false }))
+        Ok((vs, Learner { model, optimizer, scaler, amp: config.amp_mode, device, sync: None, probe_memory: false, lanes }))
     }
 
     /// zero_grad, forward and loss under autocast, backward (scaled for fp16) with gradients
@@ -73,9 +77,33 @@ impl Learner {
         if let Some(sync) = &self.sync {
             sync.broadcast_buffers()?;
         }
+        let (loss, forward, backward, memory_after_forward) = match self.lanes {
+            Some(lanes) => {
+                let outcome = lanes.forward_backward(self.model.as_ref(), &input, &target, self.amp)?;
+                (outcome.loss, outcome.forward.as_secs_f64(), outcome.backward.as_secs_f64(), None)
+            }
+            None => self.forward_backward(&input, &target, t0)?,
+        };
+        let t1 = Instant::now();
+        if let Some(sync) = &self.sync {
+            sync.reduce_gradients()?;
+        }
+        let backward = backward + self.synced_since(t1);
+        let t2 = Instant::now();
+        self.optimizer.step(lr, self.scaler.as_mut())?;
+        if let Some(scaler) = &mut self.scaler {
+            scaler.update();
+        }
+        let optimizer = self.synced_since(t2);
+        Ok((self.dp_mean(loss.detach())?, StepTimes { forward, backward, optimizer, memory_after_forward }))
+    }
+
+    /// Forward, loss and backward on one lane: the loss, the forward and backward times, and
+    /// the GPU memory after the forward pass when probed.
+    fn forward_backward(&self, input: &Tensor, target: &Tensor, t0: Instant) -> Result<(Tensor, f64, f64, Option<u64>), Error> {
         let loss = {
             let _autocast = Autocast::enter(self.device, self.amp)?;
-            l2_loss(&self.model.forward(&input, true)?, &target)
+            l2_loss(&self.model.forward(input, true)?, target)
         };
         let forward = self.synced_since(t0);
         let memory_after_forward = match self.device {
@@ -87,17 +115,7 @@ impl Learner {
             Some(scaler) => scaler.scale(&loss).backward(),
             None => loss.backward(),
         }
-        if let Some(sync) = &self.sync {
-            sync.reduce_gradients()?;
-        }
-        let backward = self.synced_since(t1);
-        let t2 = Instant::now();
-        self.optimizer.step(lr, self.scaler.as_mut())?;
-        if let Some(scaler) = &mut self.scaler {
-            scaler.update();
-        }
-        let optimizer = self.synced_since(t2);
-        Ok((self.dp_mean(loss.detach())?, StepTimes { forward, backward, optimizer, memory_after_forward }))
+        Ok((loss, forward, self.synced_since(t1), memory_after_forward))
     }
 
     /// A scalar averaged over the data-parallel group.

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use scalebook_shared::config::TrainConfig;
 use scalebook_shared::layout::{Layout, Sizes};
 use scalebook_trainer::dist::launch::{self, Outcome};
 use scalebook_trainer::dist::{Comm, RankEnv};
@@ -39,4 +40,10 @@ pub fn relative_error(a: &Tensor, b: &Tensor) -> f64 {
     let diff = f64::try_from((a - b).square().sum(tch::Kind::Double).sqrt()).unwrap();
     let norm = f64::try_from(b.square().sum(tch::Kind::Double).sqrt()).unwrap();
     diff / norm
+}
+
+/// The smallest useful config of the project's config file.
+pub fn cpu_tiny() -> TrainConfig {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/ViT.yaml")).unwrap();
+    scalebook_shared::config::ConfigFile::parse(&text).unwrap().get("cpu_tiny").unwrap()
 }
