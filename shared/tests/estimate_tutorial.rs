@@ -1,19 +1,26 @@
-//! The estimate against the tutorial's published measurements (reference §10). BENCHMARKS.md
-//! shows the same figures side by side.
+//! The estimate against every figure dl4sci25, sc24 and sc25 publish (reference §10): the
+//! single-GPU ladder, data parallelism on sc25's container, and tensor and context parallelism
+//! on all three. (sc23's model-parallel runs used other layers, a fused qkv and
+//! `row_parallel_size`, and are left out.) BENCHMARKS.md shows the same figures side by side,
+//! with the commands that produce them.
 //!
 //! Calibrated figures (the cluster file's values were set from them, once): the compute
 //! efficiency of each precision on its single-GPU `short` run, and the allocator factor on
-//! sc24's 1024-wide `mp` at tp 4. Their tests only check that the calibration still holds.
+//! sc24's 1024-wide `mp` at tp 4. Their test only checks that the calibration still holds.
 //! Every other figure is predicted.
 //!
 //! Tolerances, against the middle of each measured range:
-//! - memory 12%: the measurements spread 2-4% between ranks and epochs, and the parts the model
-//!   cannot derive from the architecture (what `torch.compile` keeps, what the caching
-//!   allocator holds) are about a fifth of the activations, a tenth of the total;
-//! - throughput 20%: one run's epochs spread 4-7% (`short_opt`: 40.9-43.9 samples/s), and the
-//!   same config runs 25-50% faster on later containers (1-GPU `short_opt`: 42 in dl4sci25, 53
-//!   in sc24, 64 in sc25); the data-parallel anchors were taken on sc25's. A wrong FLOP count,
-//!   link or overlap would miss by far more.
+//! - memory 12%: a run's epochs spread 2-5%, and the same layout measured 12% apart on two
+//!   containers (sc24's and sc25's 1024-wide `mp` at tp 4: 31.7-33.2 and 28.6-29.3 GiB); the
+//!   estimate knows no container, so it must sit between them. One fp32 tensor of the block's
+//!   width forgotten or counted twice in every block moves the total by about 9%, and the
+//!   allocator factor calibrated with it would carry the error to every other layout;
+//! - throughput 25%: a run's epochs spread 4-7%, and the same config runs 25-50% faster on
+//!   later containers (1-GPU `short_opt`: 42 samples/s in dl4sci25, 53 in sc24, 64 in sc25).
+//!   The fp16 efficiency is calibrated on dl4sci25's `short_opt`, which a CPU data loader
+//!   feeds (sc24's DALI runs the same model 27% faster), so compute-bound predictions start
+//!   up to a fifth low, and the model-parallel ones come from three containers. A wrong FLOP
+//!   count, link, precision of a collective or blocking point misses by far more.
 
 use scalebook_shared::cluster::Clusters;
 use scalebook_shared::config::{ConfigFile, TrainConfig};
@@ -24,10 +31,11 @@ const CONFIGS: &str = include_str!("../../config/ViT.yaml");
 const CLUSTERS: &str = include_str!("../../config/clusters.yaml");
 
 const MEMORY_TOLERANCE: f64 = 0.12;
-const THROUGHPUT_TOLERANCE: f64 = 0.20;
+const THROUGHPUT_TOLERANCE: f64 = 0.25;
 /// The cluster file writes calibrated values to 3 significant digits.
 const CALIBRATION_TOLERANCE: f64 = 0.01;
 
+#[derive(Clone, Copy)]
 struct Run<'a> {
     config: &'a str,
     set: &'a [&'a str],
@@ -39,7 +47,7 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn new<'a>(config: &'a str, set: &'a [&'a str], tp: u32, dp: u32, gpu: &'a str) -> Run<'a> {
+    const fn new<'a>(config: &'a str, set: &'a [&'a str], tp: u32, dp: u32, gpu: &'a str) -> Run<'a> {
         Run { config, set, tp, cp: 1, dp, gpu, tf32: true }
     }
 
@@ -55,10 +63,15 @@ impl Run<'_> {
     }
 }
 
+/// `estimated`'s error against the middle of the measured range, as a fraction.
+fn error(estimated: f64, measured: (f64, f64)) -> f64 {
+    let middle = (measured.0 + measured.1) / 2.0;
+    (estimated - middle) / middle
+}
+
 /// `estimated` within `tolerance` of the middle of the measured range.
 fn assert_near(what: &str, estimated: f64, measured: (f64, f64), tolerance: f64) {
-    let middle = (measured.0 + measured.1) / 2.0;
-    let error = (estimated - middle) / middle;
+    let error = error(estimated, measured);
     assert!(
         error.abs() <= tolerance,
         "{what}: estimated {estimated:.2}, measured {:.2}-{:.2}: error {:+.1}% beyond ±{:.0}%",
@@ -69,10 +82,64 @@ fn assert_near(what: &str, estimated: f64, measured: (f64, f64), tolerance: f64)
     );
 }
 
-const MP_TP1: Run<'static> = Run { config: "mp", set: &[], tp: 1, cp: 1, dp: 4, gpu: "a100-80gb", tf32: true };
-const MP_TP4: Run<'static> = Run { config: "mp", set: &[], tp: 4, cp: 1, dp: 4, gpu: "a100-80gb", tf32: true };
-/// sc24's `mp`: 1024 wide, read by DALI.
+const MP_TP1: Run<'static> = Run::new("mp", &[], 1, 4, "a100-80gb");
+const MP_TP4: Run<'static> = Run::new("mp", &[], 4, 4, "a100-80gb");
+/// sc24's `mp`: 1024 wide, read by DALI, compiled (as dl4sci25's `mp`).
 const SC24: &[&str] = &["embed_dim=1024", "data_loader_config=dali"];
+/// sc25's `mp`: the same without `torch.compile`.
+const SC25: &[&str] = &["embed_dim=1024", "data_loader_config=dali", "enable_jit=false"];
+const SC25_CP: &[&str] = &["embed_dim=1024", "data_loader_config=dali", "enable_jit=false", "parallel_order=cp-tp-dp"];
+const SC24_TP1: Run<'static> = Run::new("mp", SC24, 1, 4, "a100-80gb");
+const SC24_TP4: Run<'static> = Run::new("mp", SC24, 4, 4, "a100-80gb");
+const SC25_TP1: Run<'static> = Run::new("mp", SC25, 1, 4, "a100-80gb");
+const SC25_TP4: Run<'static> = Run::new("mp", SC25, 4, 4, "a100-80gb");
+const SC25_CP4: Run<'static> = Run { cp: 4, ..Run::new("mp", SC25_CP, 1, 4, "a100-80gb") };
+
+#[derive(Clone, Copy, PartialEq)]
+enum Quantity {
+    SamplesPerSec,
+    /// NVML's device memory after the forward pass, GiB.
+    Memory,
+}
+
+/// One published figure: the run and its measured range.
+struct Figure {
+    what: &'static str,
+    run: Run<'static>,
+    quantity: Quantity,
+    measured: (f64, f64),
+}
+
+const fn figure(what: &'static str, run: Run<'static>, quantity: Quantity, measured: (f64, f64)) -> Figure {
+    Figure { what, run, quantity, measured }
+}
+
+use Quantity::{Memory, SamplesPerSec};
+
+/// Every published figure that no calibration used, with its measured range (the steady
+/// epochs for throughput, every epoch for memory).
+const PREDICTED: &[Figure] = &[
+    figure(
+        "short, fp16 without compile (epochs 2-4)",
+        Run::new("short", &["num_data_workers=8", "amp_mode=fp16"], 1, 1, "a100-40gb"),
+        SamplesPerSec,
+        (35.94, 37.65),
+    ),
+    figure("bs64_opt on 4 GPUs (sc25)", Run::new("bs64_opt", &[], 1, 4, "a100-40gb"), SamplesPerSec, (202.0, 204.0)),
+    figure("bs1024_opt on 64 GPUs (sc25)", Run::new("bs1024_opt", &[], 1, 64, "a100-40gb"), SamplesPerSec, (2545.0, 2573.0)),
+    figure("mp tp1 (dl4sci25)", MP_TP1, SamplesPerSec, (51.2, 51.3)),
+    figure("mp tp4 (dl4sci25)", MP_TP4, SamplesPerSec, (71.9, 72.6)),
+    figure("mp tp1 (sc24, 1024 wide)", SC24_TP1, SamplesPerSec, (93.2, 93.2)),
+    figure("mp tp4 (sc24, 1024 wide)", SC24_TP4, SamplesPerSec, (125.1, 125.1)),
+    figure("mp tp4 (sc25, no compile)", SC25_TP4, SamplesPerSec, (126.4, 126.4)),
+    figure("mp cp4 (sc25, no compile)", SC25_CP4, SamplesPerSec, (165.9, 165.9)),
+    figure("mp tp1 (dl4sci25)", MP_TP1, Memory, (53.4, 54.4)),
+    figure("mp tp4 (dl4sci25)", MP_TP4, Memory, (36.2, 38.8)),
+    figure("mp tp1 (sc24, 1024 wide)", SC24_TP1, Memory, (43.8, 44.9)),
+    figure("mp tp1 (sc25, \"around 45\")", SC25_TP1, Memory, (45.0, 45.0)),
+    figure("mp tp4 (sc25)", SC25_TP4, Memory, (28.6, 29.3)),
+    figure("mp cp4 (sc25)", SC25_CP4, Memory, (24.1, 26.6)),
+];
 
 #[test]
 fn parameter_counts_are_exact() {
@@ -81,7 +148,7 @@ fn parameter_counts_are_exact() {
     assert_eq!(base.params.per_rank, 23_832_960);
     let mp = MP_TP1.estimate();
     assert_eq!(mp.params.model.total, 350_135_808);
-    assert_eq!(Run::new("mp", SC24, 1, 4, "a100-80gb").estimate().params.model.total, 157_926_400);
+    assert_eq!(SC24_TP1.estimate().params.model.total, 157_926_400);
     assert_eq!(Run::new("mp_patch4", &["local_batch_size=1"], 1, 4, "a100-80gb").estimate().params.model.total, 365_849_088);
     // tp 4: (12·D² + 7·D)/4 + 6·D per block, plus the replicated embedding, norm and head.
     let tp4 = MP_TP4.estimate();
@@ -98,16 +165,38 @@ fn calibration_still_reproduces_its_figures() {
     assert_near("short, 8 workers, TF32", tf32.samples_per_sec, (11.99, 11.99), CALIBRATION_TOLERANCE);
     let fp32 = Run { tf32: false, ..Run::new("short", &["num_data_workers=8"], 1, 1, "a100-40gb") }.estimate();
     assert_near("short, 8 workers, TF32 off", fp32.samples_per_sec, (9.23, 9.23), CALIBRATION_TOLERANCE);
-    let sc24_tp4 = Run::new("mp", SC24, 4, 4, "a100-80gb").estimate();
-    assert_near("sc24 mp tp4 memory", sc24_tp4.memory_gb.total, (32.45, 32.45), CALIBRATION_TOLERANCE);
+    assert_near("sc24 mp tp4 memory", SC24_TP4.estimate().memory_gb.total, (32.45, 32.45), CALIBRATION_TOLERANCE);
 }
 
 #[test]
-fn memory_after_the_forward_pass_is_predicted() {
-    assert_near("mp tp1 (dl4sci25)", MP_TP1.estimate().memory_gb.total, (53.4, 54.4), MEMORY_TOLERANCE);
-    assert_near("mp tp4 (dl4sci25)", MP_TP4.estimate().memory_gb.total, (36.2, 38.8), MEMORY_TOLERANCE);
-    let sc24_tp1 = Run::new("mp", SC24, 1, 4, "a100-80gb").estimate();
-    assert_near("mp tp1 (sc24, 1024 wide)", sc24_tp1.memory_gb.total, (43.8, 44.9), MEMORY_TOLERANCE);
+fn every_published_figure_is_predicted() {
+    let mut misses = Vec::new();
+    for f in PREDICTED {
+        let e = f.run.estimate();
+        let (estimated, tolerance) = match f.quantity {
+            SamplesPerSec => (e.samples_per_sec, THROUGHPUT_TOLERANCE),
+            Memory => (e.memory_gb.total, MEMORY_TOLERANCE),
+        };
+        let error = error(estimated, f.measured);
+        if error.abs() > tolerance {
+            misses.push(format!(
+                "{}: estimated {estimated:.2}, measured {:?}: {:+.1}% beyond ±{:.0}%",
+                f.what,
+                f.measured,
+                error * 100.0,
+                tolerance * 100.0
+            ));
+        }
+    }
+    assert!(misses.is_empty(), "{}", misses.join("\n"));
+    // Every model-parallel layout the tutorial publishes is among them, both quantities each.
+    for run in [MP_TP1, MP_TP4, SC24_TP1, SC25_TP4, SC25_CP4] {
+        for quantity in [SamplesPerSec, Memory] {
+            let listed =
+                PREDICTED.iter().any(|f| f.quantity == quantity && f.run.set == run.set && (f.run.tp, f.run.cp) == (run.tp, run.cp));
+            assert!(listed, "{} tp{} cp{} has no figure", run.config, run.tp, run.cp);
+        }
+    }
 }
 
 #[test]
@@ -118,18 +207,8 @@ fn out_of_memory_is_predicted_where_the_tutorial_ran_out() {
     let tp4 = on_40gb(MP_TP4);
     assert!(tp4.fits, "mp tp4 must fit in 40 GB: {:.1} GiB", tp4.memory_gb.total);
     assert!(MP_TP1.estimate().fits, "mp tp1 ran on 80 GB GPUs");
-}
-
-#[test]
-fn throughput_is_predicted() {
-    // 8 workers + fp16 without compile: epochs 2-4 37.52, 37.65, 35.94.
-    let eager = Run::new("short", &["num_data_workers=8", "amp_mode=fp16"], 1, 1, "a100-40gb").estimate();
-    assert_near("short, fp16, no compile", eager.samples_per_sec, (35.94, 37.65), THROUGHPUT_TOLERANCE);
-    let bs64 = Run::new("bs64_opt", &[], 1, 4, "a100-40gb").estimate();
-    assert_near("bs64_opt on 4 GPUs", bs64.samples_per_sec, (202.0, 204.0), THROUGHPUT_TOLERANCE);
-    let bs1024 = Run::new("bs1024_opt", &[], 1, 64, "a100-40gb").estimate();
-    assert_near("bs1024_opt on 64 GPUs", bs1024.samples_per_sec, (2545.0, 2573.0), THROUGHPUT_TOLERANCE);
-    assert_near("mp tp1 on 4 GPUs", MP_TP1.estimate().samples_per_sec, (51.2, 51.3), THROUGHPUT_TOLERANCE);
+    let sc25 = on_40gb(SC25_TP1);
+    assert!(!sc25.fits, "sc25's mp tp1 ran out of memory on 40 GB: {:.1} GiB", sc25.memory_gb.total);
 }
 
 #[test]
@@ -139,8 +218,21 @@ fn tensor_parallelism_trades_per_gpu_throughput_for_memory() {
     assert!(tp4.samples_per_sec > tp1.samples_per_sec);
     assert!(tp4.samples_per_sec / 16.0 < 0.75 * tp1.samples_per_sec / 4.0);
     assert!(tp4.memory_gb.total < tp1.memory_gb.total);
-    // What tp adds: blocking all-reduces and replicated element-wise work.
+    // What tp adds: blocking all-reduces and the element-wise work every tp rank repeats.
     assert!(tp4.time.blocking_comm_s > 0.1 * tp4.step_time_s);
+    assert!(tp4.time.elementwise_s > 0.2 * tp4.step_time_s);
     // At tp 1 only the 4-byte loss all-reduce blocks.
     assert!(tp1.time.blocking_comm_s < 1e-6);
+}
+
+#[test]
+fn context_parallelism_splits_tokens_but_repeats_keys_and_values() {
+    // Measured on 16 GPUs: cp4 165.9 samples/s against tp4's 126.4; sc24's tp1 93.2 on 4 GPUs.
+    let (cp4, tp4, tp1) = (SC25_CP4.estimate(), SC25_TP4.estimate(), SC24_TP1.estimate());
+    assert!(cp4.samples_per_sec > tp4.samples_per_sec);
+    assert!(cp4.samples_per_sec / 16.0 < 0.75 * tp1.samples_per_sec / 4.0);
+    assert!(cp4.memory_gb.total < tp4.memory_gb.total);
+    // Each cp rank holds a quarter of the tokens, but casts (and gathers, in fp32) the k and v
+    // of all 4050: its element-wise work is more than half of what one GPU does at tp 1.
+    assert!(cp4.time.elementwise_s > 0.5 * SC25_TP1.estimate().time.elementwise_s);
 }

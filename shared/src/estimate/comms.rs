@@ -108,6 +108,11 @@ const DDP_BUCKET_BYTES: f64 = 25.0 * 1024.0 * 1024.0;
 /// The bytes of one gradient element: fp32 (AMP keeps fp32 parameters, so gradients are fp32).
 const GRAD_BYTES: u64 = 4;
 
+/// Bytes of a k or v element as cp gathers it, whatever the precision: the distributed layers
+/// add their fp32 bias outside the matmul (`y = y + bias`), which promotes autocast's
+/// half-precision product to fp32 before the all-gather.
+const GATHERED_KV_BYTES: u64 = 4;
+
 /// What every collective needs to know about the cluster.
 pub(super) struct Network<'a> {
     pub layout: &'a Layout,
@@ -182,9 +187,9 @@ pub(super) fn collectives(shape: &Shape, params: &ParamSplit, net: &Network<'_>)
         4 * depth,
         false,
     );
-    let kv = a * b * n * d / tp;
-    add(Token::CP, AllGather, Forward, "k and v of this rank's heads, all tokens", kv, 2 * depth, false);
-    add(Token::CP, ReduceScatter, Backward, "gradients of the gathered k and v", kv, 2 * depth, false);
+    let kv = GATHERED_KV_BYTES * b * n * d / tp;
+    add(Token::CP, AllGather, Forward, "k and v of this rank's heads, all tokens (fp32 after the bias add)", kv, 2 * depth, false);
+    add(Token::CP, ReduceScatter, Backward, "gradients of the gathered k and v (fp32)", kv, 2 * depth, false);
     let sequence = GRAD_BYTES * b * n * d;
     add(Token::CP, AllGather, Forward, "tokens gathered before the head (fp32)", sequence, 1, false);
     add(Token::CP, AllGather, Backward, "embedding gradients (backward of the token scatter)", sequence, 1, false);

@@ -18,7 +18,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::params::ParamSplit;
-use super::{GIB, Shape};
+use super::{FP32, GIB, Shape};
 use crate::cluster::EstimateFactors;
 use crate::config::DataLoaderKind;
 
@@ -60,43 +60,38 @@ pub struct ZeroWhatIf {
     pub dp_bytes_factor: f64,
 }
 
-/// Bytes of a residual-stream element: the tutorial keeps the residual stream in fp32 (the
-/// position embedding is an fp32 parameter), and LayerNorm runs in fp32 under autocast.
-const FP32: f64 = 4.0;
-
 /// What the forward pass keeps, by the rules autograd follows for the tutorial's block (see
 /// reference §3): an op keeps the inputs its backward needs. Under autocast every linear casts
-/// its input itself, so q, k and v each keep their own half-precision copy. When
-/// `torch.compile` sees a whole block (no tp/cp collectives, which the tutorial excludes from
-/// compilation), it keeps one shared copy and recomputes the pointwise GELU and the reshape
-/// before proj in the backward pass instead of keeping their outputs.
+/// its input itself, so q, k and v each keep their own half-precision copy. Fused attention
+/// returns its output laid out as (batch, tokens, heads, head size), so the transpose and
+/// reshape before proj are a view and proj keeps the attention output itself. In the
+/// distributed layers the fp32 bias add makes fc1's output, which GELU keeps, fp32.
+///
+/// When `torch.compile` sees a whole block (no tp/cp collectives, which the tutorial excludes
+/// from compilation), the three casts of the LayerNorm output are one expression, kept once.
+/// It still keeps GELU's output: fc2's weight gradient needs it as a matmul operand, so the
+/// backward pass would have to write it out in full again, and the compiler recomputes only
+/// what fuses into the kernel that uses it.
 pub(super) fn saved_tensors(shape: &Shape) -> Vec<SavedTensor> {
     let f = |x: u64| x as f64;
     let a = shape.element_bytes();
     let (d, n, nl, tp) = (f(shape.embed_dim), f(shape.tokens), f(shape.tokens_local), f(shape.tp));
     let mlp = f(shape.mlp_width());
     let local = nl * d;
-    let compiled = shape.compiled_whole_block;
-    let input_copies = if compiled || !shape.precision.is_half() { 1.0 } else { 3.0 };
+    let input_copies = if shape.compiled_whole_block || !shape.precision.is_half() { 1.0 } else { 3.0 };
+    let gelu_input = if shape.distributed_block { FP32 } else { a };
     let depth = shape.depth;
     let mut saved = vec![
         ("block input (fp32 residual stream, for LayerNorm 1)", FP32 * local, depth),
         ("attention input in matmul precision (one copy per q, k, v when not compiled)", input_copies * a * local, depth),
         ("q of this rank's heads", a * local / tp, depth),
         ("k and v of this rank's heads for all tokens (gathered over cp)", 2.0 * a * n * d / tp, depth),
-        ("attention output", a * local / tp, depth),
-    ];
-    if !compiled {
-        saved.push(("attention output made contiguous for proj", a * local / tp, depth));
-    }
-    saved.extend([
+        ("attention output (also proj's input)", a * local / tp, depth),
         ("mid-block residual (fp32, for LayerNorm 2)", FP32 * local, depth),
         ("MLP input in matmul precision", a * local, depth),
-        ("fc1 output (GELU input)", a * nl * mlp / tp, depth),
-    ]);
-    if !compiled {
-        saved.push(("GELU output (fc2 input)", a * nl * mlp / tp, depth));
-    }
+        ("fc1 output (GELU input; fp32 after the distributed bias add)", gelu_input * nl * mlp / tp, depth),
+        ("GELU output in matmul precision (fc2 input)", a * nl * mlp / tp, depth),
+    ];
     saved.push(("input and target sample (fp32)", FP32 * f(shape.in_pixels + shape.out_pixels), 1));
     if shape.precision.is_half() {
         saved.push(("patch-embedding input in matmul precision", a * f(shape.in_pixels), 1));
@@ -175,17 +170,19 @@ mod tests {
 
     #[test]
     fn block_inventory_in_bytes_per_token_element() {
-        // Compiled, one rank: fp32 residual 4 + 4, one input copy 2 + 2, q k v 6, output 2, fc1 8.
+        // Compiled, one rank: fp32 residual 4 + 4, one input copy 2 + 2, q k v 6, output 2,
+        // fc1 output 8, GELU output 8.
         let mut whole = shape(1536, 1);
         assert!(whole.compiled_whole_block);
-        assert!((per_block(&whole) - 28.0).abs() < 1e-9);
-        // Eager: three input copies, the reshaped output and the GELU output as well.
+        assert!((per_block(&whole) - 36.0).abs() < 1e-9);
+        // Eager: three copies of the attention input.
         whole.compiled_whole_block = false;
-        assert!((per_block(&whole) - 42.0).abs() < 1e-9);
-        // tp = 4 breaks the graph; of the eager 42, the 26 of the split tensors divide by 4.
+        assert!((per_block(&whole) - 40.0).abs() < 1e-9);
+        // tp = 4 breaks the graph; 16 stay whole, and of the 32 split over tp GELU's fp32
+        // input is 16: q 2, k v 4, output 2, fc1 output 16, GELU output 8.
         let split = shape(1536, 4);
         assert!(!split.compiled_whole_block);
-        assert!((per_block(&split) - (16.0 + 26.0 / 4.0)).abs() < 1e-9);
+        assert!((per_block(&split) - (16.0 + 32.0 / 4.0)).abs() < 1e-9);
     }
 
     #[test]

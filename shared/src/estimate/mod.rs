@@ -37,6 +37,11 @@ use crate::{Error, Problems};
 /// Bytes per GiB.
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
+/// Bytes of an fp32 element: the residual stream (the position embedding is an fp32
+/// parameter), LayerNorm under autocast, the parameters AMP keeps, and whatever the
+/// distributed layers' fp32 bias adds produce.
+const FP32: f64 = 4.0;
+
 /// Choices that are not part of the config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -224,6 +229,7 @@ struct Shape {
     in_pixels: u64,
     out_pixels: u64,
     tp: u64,
+    cp: u64,
     dp: u64,
     local_batch: u64,
     global_batch: u64,
@@ -254,6 +260,7 @@ impl Shape {
             in_pixels: pixels(config.n_in_channels),
             out_pixels: pixels(config.n_out_channels),
             tp: n(derived.tp),
+            cp: n(derived.cp),
             dp: n(derived.dp),
             local_batch: n(derived.local_batch_size),
             global_batch: n(derived.global_batch_size),

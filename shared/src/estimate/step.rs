@@ -7,7 +7,9 @@
 //!   `head_dim / attention_full_rate_head_dim` (base: 48 / 128).
 //! - Element-wise work (LayerNorm, autocast's casts, residual and bias adds, GELU) streams
 //!   activations through device memory; it does not shrink with tp where the tensors are
-//!   replicated, which is much of why tensor parallelism scales less than its FLOPs.
+//!   replicated, nor with cp for the k and v every cp rank holds in full, which is much of why
+//!   tensor and context parallelism scale less than their FLOPs. The tutorial's distributed
+//!   layers also move more of it: their bias adds promote the half-precision products to fp32.
 //! - Optimizer: fused Adam streams every parameter, gradient and moment once.
 //! - Communication: the tp and cp collectives sit between layers and hold the computation up;
 //!   DDP's gradient all-reduce runs under the backward pass (when overlap is on) and only the
@@ -15,11 +17,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Shape;
 use super::comms::{self, Collective};
 use super::flops::RankFlops;
+use super::{FP32, Shape};
 use crate::cluster::{EstimateFactors, GpuKind};
-use crate::config::AmpMode;
+use crate::config::{AmpMode, MLP_RATIO};
 
 /// Bytes fused Adam reads and writes per parameter: reads the fp32 weight, gradient and two
 /// moments, writes back the weight and the moments.
@@ -63,36 +65,67 @@ pub(super) fn rates(shape: &Shape, gpu: &GpuKind, factors: &EstimateFactors) -> 
     Rates { matmul, attention: matmul * attention_factor, attention_factor }
 }
 
-/// Bytes the forward pass's element-wise ops read and write per block, per token and per unit
-/// of width, as (replicated over tp, split over tp). Counted from the tutorial's block:
-/// LayerNorm reads and writes fp32; under autocast each of q, k, v and fc1 casts the fp32
-/// LayerNorm output to half precision itself; each residual add reads the fp32 stream and the
-/// half-precision branch and writes fp32; GELU reads and writes the 4D-wide fc1 output; the
-/// attention output is copied to a contiguous layout for proj. The distributed layers add
-/// their biases in separate kernels (`nn.Linear` folds them into the matmul). When
-/// `torch.compile` sees a whole block it fuses each LayerNorm with its one cast, and the bias
-/// into GELU. The backward pass moves twice these bytes.
-fn elementwise_bytes_per_element(shape: &Shape) -> (f64, f64) {
+/// Bytes the forward pass's element-wise ops read and write in one block, per unit of width,
+/// by how they scale with the layout. The backward pass moves twice these bytes.
+#[derive(Debug, PartialEq)]
+struct ElementwiseTraffic {
+    /// Per token of this rank's cp chunk, the same on every tp rank: the parts every tp rank
+    /// repeats (LayerNorms, residual adds, the casts of the LayerNorm outputs, the
+    /// row-parallel bias adds after the all-reduce).
+    replicated: f64,
+    /// Per token of the cp chunk, divided over tp: this rank's heads and MLP columns.
+    split: f64,
+    /// Per token of the whole sequence, divided over tp: k and v of every token, which each
+    /// cp rank casts (and, under cp, gathers) in full.
+    sequence: f64,
+}
+
+/// Counted from the tutorial's block. LayerNorm reads and writes fp32; under autocast each of
+/// q, k, v and fc1 casts the fp32 LayerNorm output to half precision itself; GELU reads and
+/// writes the 4D-wide fc1 output. When `torch.compile` sees a whole block it fuses each
+/// LayerNorm with its one cast and the bias into GELU.
+///
+/// The distributed layers (tp·cp > 1) add their bias after the matmul as `y = y + bias`, and
+/// an fp32 (1, 1, out) bias promotes the half-precision product to fp32 (autocast leaves adds
+/// alone). So every bias add writes fp32, attention casts q, k and v back to half precision,
+/// GELU runs in fp32 on the 4D-wide fc1 output, fc2 casts its input again, and the residual
+/// adds take two fp32 operands. Under cp the k and v chunks are made contiguous for the
+/// all-gather and the fp32 pieces concatenated.
+fn elementwise_traffic(shape: &Shape) -> ElementwiseTraffic {
     let a = shape.element_bytes();
-    let residual = 4.0;
-    let layer_norms = 2.0 * 2.0 * residual;
-    let residual_adds = 2.0 * (2.0 * residual + a);
-    let gelu = 2.0 * 4.0 * a;
+    let cast = if shape.precision.is_half() { FP32 + a } else { 0.0 };
+    let layer_norms = 2.0 * 2.0 * FP32;
+    let gelu = |bytes: f64| MLP_RATIO as f64 * 2.0 * bytes;
+    let half_residual_adds = 2.0 * (2.0 * FP32 + a);
     if shape.compiled_whole_block {
-        let fused_norms = 2.0 * (residual + a);
-        return (fused_norms + residual_adds, gelu);
+        let fused_norms = 2.0 * (FP32 + a);
+        return ElementwiseTraffic { replicated: fused_norms + half_residual_adds, split: gelu(a), sequence: 0.0 };
     }
-    let casts = if shape.precision.is_half() { 4.0 * (residual + a) } else { 0.0 };
-    let reshape = 2.0 * a;
-    let (row_biases, column_biases) = if shape.distributed_block { (2.0 * 2.0 * a, 7.0 * 2.0 * a) } else { (0.0, 0.0) };
-    (layer_norms + casts + residual_adds + row_biases, reshape + gelu + column_biases)
+    let input_casts = 4.0 * cast;
+    if !shape.distributed_block {
+        return ElementwiseTraffic { replicated: layer_norms + input_casts + half_residual_adds, split: gelu(a), sequence: 0.0 };
+    }
+    let bias_add = a + FP32;
+    let row_biases = 2.0 * bias_add;
+    let fp32_residual_adds = 2.0 * 3.0 * FP32;
+    // q, k, v (one width each) and fc1 (four); q's cast for attention; fc2's cast of GELU's output.
+    let column_biases = (3.0 + MLP_RATIO as f64) * bias_add;
+    let gathered = shape.cp > 1;
+    let contiguous_chunks = if gathered { 2.0 * 2.0 * FP32 } else { 0.0 };
+    let concatenation = if gathered { 2.0 * 2.0 * FP32 } else { 0.0 };
+    ElementwiseTraffic {
+        replicated: layer_norms + input_casts + row_biases + fp32_residual_adds,
+        split: column_biases + cast + gelu(FP32) + MLP_RATIO as f64 * cast + contiguous_chunks,
+        sequence: 2.0 * cast + concatenation,
+    }
 }
 
 /// Element-wise bytes of one rank's forward pass in one step.
 fn elementwise_forward_bytes(shape: &Shape) -> f64 {
-    let (replicated, split) = elementwise_bytes_per_element(shape);
-    let elements = (shape.local_batch * shape.depth * shape.tokens_local * shape.embed_dim) as f64;
-    elements * (replicated + split / shape.tp as f64)
+    let t = elementwise_traffic(shape);
+    let per_token = (shape.local_batch * shape.depth * shape.embed_dim) as f64;
+    let tp = shape.tp as f64;
+    per_token * (shape.tokens_local as f64 * (t.replicated + t.split / tp) + shape.tokens as f64 * t.sequence / tp)
 }
 
 pub(super) fn step_time(
@@ -135,12 +168,15 @@ mod tests {
     fn elementwise_traffic_by_block_kind() {
         // Compiled whole block, fp16: fused LayerNorm + cast 2·(4 + 2), residual adds 2·(8 + 2);
         // GELU 2·4·2 split.
-        assert_eq!(elementwise_bytes_per_element(&shape(1536, 1)), (32.0, 16.0));
-        // tp = 4: eager LayerNorms 16, four casts 24, residual adds 20, row-parallel biases 8;
-        // split: reshape 4, GELU 16, column-parallel biases 28.
-        assert_eq!(elementwise_bytes_per_element(&shape(1536, 4)), (68.0, 48.0));
+        let compiled = ElementwiseTraffic { replicated: 32.0, split: 16.0, sequence: 0.0 };
+        assert_eq!(elementwise_traffic(&shape(1536, 1)), compiled);
+        // tp = 4, fp32 bias adds: LayerNorms 16, four input casts 24, row-parallel bias adds
+        // 2·(2 + 4), fp32 residual adds 2·12. Split: column bias adds 7·6, q's cast 6, GELU in
+        // fp32 4·8, fc2's cast 4·6. Whole sequence: k and v cast for attention 2·6.
+        let tp4 = ElementwiseTraffic { replicated: 76.0, split: 104.0, sequence: 12.0 };
+        assert_eq!(elementwise_traffic(&shape(1536, 4)), tp4);
         let s = shape(1536, 4);
-        let elements = (16 * 12 * 4050 * 1536) as f64;
-        assert!((elementwise_forward_bytes(&s) - elements * (68.0 + 12.0)).abs() < 1.0);
+        let per_token = (16 * 12 * 1536) as f64;
+        assert!((elementwise_forward_bytes(&s) - per_token * 4050.0 * (76.0 + 104.0 / 4.0 + 12.0 / 4.0)).abs() < 1.0);
     }
 }
