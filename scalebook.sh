@@ -77,30 +77,26 @@ setup_libtorch() {
 # event files, and a real Jupyter server with jupyter-server-proxy for the README's recipes.
 PY_TEST_PACKAGES=(h5py==3.12.1 numpy==2.1.3 tensorboard==2.18.0 jupyter-server==2.21.1 jupyter-server-proxy==4.6.0 tornado==6.6.1)
 setup_python_readers() {
-    local venv="$CACHE/py-venv" stamp
-    stamp="$venv/.scalebook-$(printf '%s_' "${PY_TEST_PACKAGES[@]}")"
-    if [ ! -f "$stamp" ]; then
-        say "installing the Python readers used by the tests (${PY_TEST_PACKAGES[*]})"
-        rm -rf "$venv"
-        python3 -m venv "$venv"
-        "$venv/bin/pip" install -q "${PY_TEST_PACKAGES[@]}"
-        touch "$stamp"
-    fi
-    export SCALEBOOK_PYTHON="$venv/bin/python"
+    setup_venv py-venv "the Python readers used by the tests" "${PY_TEST_PACKAGES[@]}"
+    export SCALEBOOK_PYTHON="$CACHE/py-venv/bin/python"
 }
 
 # The side-by-side benchmark's PyTorch reference. `import torch` needs the full wheel with its
 # CUDA dependencies (about 3 GB) even on a CPU, so it has its own environment, installed only
 # by `bench`.
 BENCH_PACKAGES=("torch==$TORCH_VERSION" h5py==3.12.1 numpy==2.1.3 pyyaml==6.0.3)
-setup_bench_python() {
-    local venv="$CACHE/bench-venv" stamp
-    stamp="$venv/.scalebook-$(printf '%s_' "${BENCH_PACKAGES[@]}")"
-    if [ ! -e "$stamp" ]; then
-        say "installing the PyTorch reference's environment (${BENCH_PACKAGES[*]}; about 3 GB)"
+
+# A Python environment in the cache holding exactly the given packages; made again from
+# scratch when the list changes.
+setup_venv() {
+    local venv="$CACHE/$1" what=$2 stamp
+    shift 2
+    stamp="$venv/.scalebook-$(printf '%s_' "$@")"
+    if [ ! -f "$stamp" ]; then
+        say "installing $what ($*)"
         rm -rf "$venv"
         python3 -m venv "$venv"
-        "$venv/bin/pip" install -q "${BENCH_PACKAGES[@]}"
+        "$venv/bin/pip" install -q "$@"
         touch "$stamp"
     fi
 }
@@ -230,7 +226,7 @@ ensure_synthetic_data() {
 # (bench/reference.py), alternating, on the same files and config (bench/side_by_side.py).
 cmd_bench() {
     setup
-    setup_bench_python
+    setup_venv bench-venv "the PyTorch reference's environment, about 3 GB" "${BENCH_PACKAGES[@]}"
     build_native
     ensure_synthetic_data
     "$CACHE/bench-venv/bin/python" bench/side_by_side.py --trainer "$CARGO_TARGET_DIR/release/scalebook-train" "$@"
