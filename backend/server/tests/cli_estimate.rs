@@ -100,7 +100,7 @@ fn tables_show_the_verdict_memory_time_collectives_and_terms() {
         "collectives per step",
         "  tp    all-reduce     forward     24 ",
         "terms\n",
-        "factor    allocator_factor = 1.22",
+        "factor    allocator_factor = 1.14",
     ] {
         assert!(text.contains(fragment), "missing {fragment:?} in\n{text}");
     }
