@@ -20,8 +20,7 @@ use tch::{Device, Tensor};
 use crate::Error;
 use crate::ffi::SharedForward;
 use crate::model::Forward;
-use crate::train::amp::Autocast;
-use crate::train::loss::l2_loss;
+use crate::train::step::training_loss;
 
 /// How a step's batch is split: `count` slices, each on a thread computing with
 /// `threads_each` intra-op threads.
@@ -70,10 +69,7 @@ impl Lanes {
                         // `threads` threads, the caller's setting is untouched.
                         tch::set_num_threads(threads);
                         let start = Instant::now();
-                        let loss = {
-                            let _autocast = Autocast::enter(Device::Cpu, amp)?;
-                            l2_loss(&model.get().forward(&x, true)?, &y) * weight
-                        };
+                        let loss = training_loss(model.get(), Device::Cpu, amp, &x, &y)? * weight;
                         let forward = start.elapsed();
                         loss.backward();
                         Ok((loss.detach(), forward, start.elapsed() - forward))

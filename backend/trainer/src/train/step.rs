@@ -101,10 +101,7 @@ impl Learner {
     /// Forward, loss and backward on one lane: the loss, the forward and backward times, and
     /// the GPU memory after the forward pass when probed.
     fn forward_backward(&self, input: &Tensor, target: &Tensor, t0: Instant) -> Result<(Tensor, f64, f64, Option<u64>), Error> {
-        let loss = {
-            let _autocast = Autocast::enter(self.device, self.amp)?;
-            l2_loss(&self.model.forward(input, true)?, target)
-        };
+        let loss = training_loss(self.model.as_ref(), self.device, self.amp, input, target)?;
         let forward = self.synced_since(t0);
         let memory_after_forward = match self.device {
             Device::Cuda(i) if self.probe_memory => crate::ffi::gpu_memory_used(i).ok(),
@@ -144,4 +141,10 @@ impl Learner {
         }
         start.elapsed().as_secs_f64()
     }
+}
+
+/// A step's forward pass: the training loss of `input` against `target`, under autocast.
+pub(crate) fn training_loss(model: &dyn Forward, device: Device, amp: AmpMode, input: &Tensor, target: &Tensor) -> Result<Tensor, Error> {
+    let _autocast = Autocast::enter(device, amp)?;
+    Ok(l2_loss(&model.forward(input, true)?, target))
 }
