@@ -95,6 +95,9 @@ pub enum Error {
     /// Input that parses but breaks one or more rules.
     #[error("{0}")]
     Invalid(Problems),
+    /// A picture that cannot be encoded.
+    #[error("cannot encode the image: {0}")]
+    Image(String),
 }
 
 impl Error {
@@ -105,6 +108,7 @@ impl Error {
             Error::Invalid(p) => p.clone(),
             Error::Parse { what, .. } => Problems(vec![Problem::new(what.clone(), self.to_string())]),
             Error::UnknownConfig { .. } => Problems(vec![Problem::new("config", self.to_string())]),
+            Error::Image(_) => Problems(vec![Problem::new("image", self.to_string())]),
         }
     }
 }

@@ -9,9 +9,11 @@ pub mod error;
 pub mod estimate;
 pub mod layout;
 pub mod metrics;
+pub mod profile;
 pub mod protocol;
 pub mod published;
 pub mod rundir;
 pub mod sweep;
+pub mod weather;
 
 pub use error::{Error, Problem, Problems, excerpt};

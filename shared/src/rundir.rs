@@ -30,6 +30,13 @@ pub const EVENTS_DIR: &str = "logs";
 /// Per-epoch checkpoints (`last.ot`, or `last.mpK.ot` per model-parallel shard, and
 /// `last.json`: where the run stands).
 pub const CHECKPOINTS_DIR: &str = "checkpoints";
+/// The step profiles, one Chrome-trace JSON file per rank ([`crate::profile::trace_file`]).
+pub const PROFILE_DIR: &str = "profile";
+/// The weather maps, a PNG per epoch and channel ([`crate::weather::map_file`]), listed in
+/// [`MAPS_INDEX`].
+pub const MAPS_DIR: &str = "maps";
+/// The list of the maps drawn so far ([`crate::weather::MapIndex`]), inside [`MAPS_DIR`].
+pub const MAPS_INDEX: &str = "index.json";
 
 /// The files of a run that the API serves; nothing else in a run directory is reachable.
 pub const SERVED: [&str; 6] = [METRICS, OUT_LOG, JOB_LOG, RECORD, CONFIG, SCRIPT];

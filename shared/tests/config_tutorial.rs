@@ -53,6 +53,7 @@ fn tutorial_base() -> TrainConfig {
         disable_broadcast_buffers: false,
         noddp: false,
         benchy_trial: BenchyTrial::Full,
+        profile: String::new(),
     }
 }
 

@@ -141,6 +141,9 @@ pub struct TrainConfig {
     /// SC22's `--noddp`: no gradient all-reduce, to measure what it costs.
     pub noddp: bool,
     pub benchy_trial: BenchyTrial,
+    /// Steps to record with libtorch's profiler on every rank, `START:END` like a Python slice
+    /// ([`crate::profile::StepWindow`]); empty records none.
+    pub profile: String,
 }
 
 impl Default for TrainConfig {
@@ -188,6 +191,7 @@ impl Default for TrainConfig {
             disable_broadcast_buffers: false,
             noddp: false,
             benchy_trial: BenchyTrial::Full,
+            profile: String::new(),
         }
     }
 }
@@ -294,6 +298,7 @@ impl TrainConfig {
             field("disable_broadcast_buffers", Bool, Tuning, "skip DDP's per-step broadcast of buffers (none in the ViT)"),
             field("noddp", Bool, Tuning, "skip the gradient all-reduce, to measure its cost (replicas drift apart)"),
             field("benchy_trial", Choice(BenchyTrial::NAMES), Tuning, "full run, io (loading only) or synthetic (steps on one batch)"),
+            field("profile", Text, Tuning, "steps to profile on every rank, START:END like a Python slice (5:8: steps 5 to 7); empty: none"),
         ]
     };
 

@@ -14,6 +14,7 @@
 
 use super::{TrainConfig, derived};
 use crate::layout::{Layout, Sizes};
+use crate::profile::StepWindow;
 use crate::{Error, Problems};
 
 impl TrainConfig {
@@ -29,10 +30,11 @@ impl TrainConfig {
         let dp = self.check_parallel(world, tokens, &mut problems);
         self.check_optimizer(&mut problems);
         self.check_paths(&mut problems);
+        let profile = self.check_profile(&mut problems);
         if let Some(dp) = dp
             && let Some(local) = self.check_batch(dp, &mut problems)
         {
-            self.check_epochs(dp, local, train_samples, &mut problems);
+            self.check_epochs(dp, local, train_samples, profile, &mut problems);
         }
         problems
     }
@@ -192,6 +194,14 @@ impl TrainConfig {
         }
     }
 
+    /// The profiled steps, when the window is well-formed.
+    fn check_profile(&self, problems: &mut Problems) -> Option<StepWindow> {
+        StepWindow::parse(&self.profile).unwrap_or_else(|rule| {
+            problems.push("profile", rule);
+            None
+        })
+    }
+
     /// The per-rank batch, when the global batch splits over `dp`.
     fn check_batch(&self, dp: usize, problems: &mut Problems) -> Option<usize> {
         if let Some(local) = self.local_batch_size {
@@ -211,7 +221,7 @@ impl TrainConfig {
         Some(global / dp)
     }
 
-    fn check_epochs(&self, dp: usize, local: usize, train_samples: Option<usize>, problems: &mut Problems) {
+    fn check_epochs(&self, dp: usize, local: usize, train_samples: Option<usize>, profile: Option<StepWindow>, problems: &mut Problems) {
         // The samples per epoch, and the field that sets them: the limit when it is the
         // smaller bound, otherwise the dataset, where only the batch size can be changed.
         let (train, blame) = match (train_samples, self.limit_nsamples) {
@@ -235,6 +245,11 @@ impl TrainConfig {
                         self.num_iters
                     ),
                 );
+            } else if let Some(window) = profile {
+                let steps = self.num_iters / per_epoch * per_epoch;
+                if window.start > steps {
+                    problems.push("profile", format!("{window} starts after the run's last step ({steps} steps)"));
+                }
             }
         }
         if let Some(n) = self.limit_nsamples_val.filter(|&n| n > 0)

@@ -17,9 +17,3 @@ pub use loader::{Batch, DataLoader, Epoch, PREFETCH_PER_WORKER};
 pub use sampler::ShardedSampler;
 pub use stats::Stats;
 
-/// The 20 channels of the tutorial's ERA5 extract, in file order (FourCastNet's convention).
-/// The tutorial names two of them: channel 0 (u10, its RMSE metric) and 2 (t2m, its plots).
-pub const CHANNEL_NAMES: [&str; 20] = [
-    "u10", "v10", "t2m", "sp", "msl", "t850", "u1000", "v1000", "z1000", "u850", "v850", "z850", "u500", "v500", "z500", "t500", "z50",
-    "r500", "r850", "tcwv",
-];

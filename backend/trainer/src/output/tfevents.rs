@@ -1,6 +1,7 @@
 //! TensorBoard event files, written directly: a TFRecord stream of `Event` protocol buffers
 //! holding scalar summaries, which `tensorboard` and its readers open like PyTorch's
-//! `SummaryWriter` output. Only the handful of protobuf fields a scalar needs are encoded.
+//! `SummaryWriter` output. Only the handful of protobuf fields scalars and images need are
+//! encoded.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -43,6 +44,27 @@ impl EventWriter {
         put_bytes(&mut summary_value, 1, tag.as_bytes());
         put_key(&mut summary_value, 2, WIRE_FIXED32);
         summary_value.extend_from_slice(&value.to_le_bytes());
+        let mut summary = Vec::new();
+        put_bytes(&mut summary, 1, &summary_value);
+        let mut event = event_header(wall, step);
+        put_bytes(&mut event, 5, &summary);
+        self.record(&event)
+    }
+
+    /// Appends one image (a PNG of `height` × `width` RGB pixels), as `SummaryWriter.add_image`
+    /// and `add_figure` do: `Summary.Value.image` (field 4), a `Summary.Image` of height (1),
+    /// width (2), colorspace (3: RGB) and the encoded image (4).
+    pub fn image(&mut self, tag: &str, step: u64, png: &[u8], height: u32, width: u32) -> Result<(), Error> {
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+        let mut image = Vec::new();
+        for (field, value) in [(1, u64::from(height)), (2, u64::from(width)), (3, 3)] {
+            put_key(&mut image, field, WIRE_VARINT);
+            put_varint(&mut image, value);
+        }
+        put_bytes(&mut image, 4, png);
+        let mut summary_value = Vec::new();
+        put_bytes(&mut summary_value, 1, tag.as_bytes());
+        put_bytes(&mut summary_value, 4, &image);
         let mut summary = Vec::new();
         put_bytes(&mut summary, 1, &summary_value);
         let mut event = event_header(wall, step);

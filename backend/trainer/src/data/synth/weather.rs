@@ -21,7 +21,7 @@ use std::f64::consts::{PI, TAU};
 use super::planet::{Planet, deg, gauss, geostrophic_wind, smooth_sign};
 use crate::data::rng::Rng;
 
-/// Channel indices, ERA5 order (see [`crate::data::CHANNEL_NAMES`]).
+/// Channel indices, ERA5 order (see [`scalebook_shared::weather::CHANNELS`]).
 mod ch {
     pub const U10: usize = 0;
     pub const V10: usize = 1;
