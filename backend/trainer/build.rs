@@ -3,10 +3,11 @@
 //!   only start with LD_LIBRARY_PATH set. torch-sys (`links = "tch"`) tells dependants where
 //!   the libraries are; record that directory as the rpath of every binary and test.
 //! - compile the C++ shims against the headers of that same libtorch: `csrc/shim.cpp` (the
-//!   few tensor calls tch does not expose) and `csrc/comm.cpp` (c10d process groups and the
-//!   parallel-region autograd functions).
+//!   few tensor calls tch does not expose), `csrc/profile.cpp` (the Kineto profiler and named
+//!   ranges) and `csrc/comm.cpp` (c10d process groups and the parallel-region autograd
+//!   functions).
 //!
-//! With the `cuda` feature, comm.cpp is built with NCCL and libtorch_cuda is linked even though
+//! With the `cuda` feature, the ranges are NVTX ranges too and comm.cpp is built with NCCL and libtorch_cuda is linked even though
 //! nothing in Rust names it (the linker's --as-needed would otherwise drop it and CUDA would
 //! look unavailable).
 
@@ -19,7 +20,12 @@ fn main() {
     let include = lib.parent().expect("libtorch's lib/ has a parent").join("include");
     let cuda = std::env::var_os("CARGO_FEATURE_CUDA").is_some();
 
-    build(&include, "csrc/shim.cpp").compile("scalebook_shim");
+    let mut shim = build(&include, "csrc/shim.cpp");
+    shim.file("csrc/profile.cpp");
+    if cuda {
+        shim.define("SCALEBOOK_NVTX", None);
+    }
+    shim.compile("scalebook_shim");
 
     let mut comm = build(&include, "csrc/comm.cpp");
     comm.include("csrc/gloo-stub").define("USE_C10D_GLOO", None);

@@ -60,6 +60,8 @@ pub fn encode_png(raster: &Raster) -> Result<Vec<u8>, Error> {
     let mut encoder = png::Encoder::new(&mut out, w, h);
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
+    // Smooth fields compress several times better with a filter chosen per row.
+    encoder.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
     let mut writer = encoder.write_header().map_err(fail)?;
     writer.write_image_data(&raster.rgb).map_err(fail)?;
     writer.finish().map_err(fail)?;

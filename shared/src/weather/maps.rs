@@ -79,7 +79,12 @@ impl MapEntry {
         let e = error.iter().filter(finite).fold(0.0f32, |m, v| m.max(v.abs()));
         let scale = MIN_HEIGHT.div_ceil(height.max(1)).clamp(1, 8);
         let field = |values: &[f32]| Raster::from_values(values, height, width, (lo, hi), Palette::Sequential, scale);
-        let panels = [field(input), field(target), field(prediction), Raster::from_values(&error, height, width, (-e, e), Palette::Diverging, scale)];
+        let panels = [
+            field(input),
+            field(target),
+            field(prediction),
+            Raster::from_values(&error, height, width, (-e, e), Palette::Diverging, scale),
+        ];
         let c = &CHANNELS[channel];
         let entry = MapEntry {
             epoch,

@@ -1,5 +1,5 @@
 //! The config flags every training subcommand shares: the tutorial's `--yaml_config` and
-//! `--config`, and `--set key=value` for everything its other flags did.
+//! `--config`, `--set key=value` for everything its other flags did, and `--profile`.
 
 use std::path::PathBuf;
 
@@ -17,6 +17,11 @@ pub struct ConfigArgs {
     /// Override a config key, e.g. `--set amp_mode=bf16 --set num_iters=64`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+    /// Record steps START:END (like a Python slice: `5:8` is steps 5, 6 and 7) with libtorch's
+    /// profiler on every rank, into `profile/rank{R}.trace.json` of the run directory; the
+    /// config key `profile`.
+    #[arg(long, value_name = "STEPS")]
+    pub profile: Option<String>,
 }
 
 impl ConfigArgs {
@@ -27,6 +32,9 @@ impl ConfigArgs {
         let file = ConfigFile::parse(&text).with_context(|| format!("in {}", self.yaml_config.display()))?;
         let mut config = file.get(&self.config)?;
         config.apply_overrides(&self.overrides)?;
+        if let Some(steps) = &self.profile {
+            config.profile = steps.clone();
+        }
         config.validate(world)?;
         Ok(config)
     }

@@ -16,4 +16,3 @@ pub use dataset::{Era5Dataset, FIELDS, Sample};
 pub use loader::{Batch, DataLoader, Epoch, PREFETCH_PER_WORKER};
 pub use sampler::ShardedSampler;
 pub use stats::Stats;
-

@@ -9,7 +9,9 @@ use std::time::Duration;
 use tch::Tensor;
 use torch_sys::C_tensor;
 
-use super::{call, message};
+use scalebook_shared::profile::ranges;
+
+use super::{Range, call, message};
 use crate::Error;
 
 #[repr(C)]
@@ -142,6 +144,19 @@ pub enum Region {
     AllGatherFrom = 4,
 }
 
+impl Region {
+    /// The tutorial's name of the operation (its range is `c10d::` and this name).
+    fn name(self) -> &'static str {
+        match self {
+            Region::CopyTo => "copy_to_parallel_region",
+            Region::ReduceFrom => "reduce_from_parallel_region",
+            Region::ScatterTo => "scatter_to_parallel_region",
+            Region::GatherFrom => "gather_from_parallel_region",
+            Region::AllGatherFrom => "all_gather_from_parallel_region",
+        }
+    }
+}
+
 /// One process group: the ranks of one group of one layout token, this process among them.
 pub struct ProcessGroup {
     ptr: NonNull<SbGroup>,
@@ -192,9 +207,15 @@ impl ProcessGroup {
         format!("{op} over {}", self.name)
     }
 
+    /// The named range around collective `op` (`all-reduce` is `c10d::all_reduce`).
+    fn range(op: &str) -> Range {
+        Range::enter(&format!("{}{}", ranges::COLLECTIVE_PREFIX, op.replace('-', "_")))
+    }
+
     /// In place; the tensor must be contiguous.
     pub fn all_reduce(&self, t: &mut Tensor, op: ReduceOp) -> Result<(), Error> {
         let p = t.as_mut_ptr();
+        let _range = Self::range("all-reduce");
         // SAFETY: live group and tensor for the duration of the call.
         call(&self.what("all-reduce"), |err, len| unsafe { sb_all_reduce(self.ptr.as_ptr(), p, op as c_int, err, len) })
     }
@@ -203,11 +224,13 @@ impl ProcessGroup {
     pub fn broadcast(&self, t: &mut Tensor, root: usize) -> Result<(), Error> {
         let p = t.as_mut_ptr();
         let root = c_int::try_from(root).unwrap_or(c_int::MAX);
+        let _range = Self::range("broadcast");
         // SAFETY: live group and tensor for the duration of the call.
         call(&self.what("broadcast"), |err, len| unsafe { sb_broadcast(self.ptr.as_ptr(), p, root, err, len) })
     }
 
     pub fn barrier(&self) -> Result<(), Error> {
+        let _range = Self::range("barrier");
         // SAFETY: live group for the duration of the call.
         call(&self.what("barrier"), |err, len| unsafe { sb_barrier(self.ptr.as_ptr(), err, len) })
     }
@@ -239,7 +262,7 @@ impl ProcessGroup {
     /// A region operation that autograd differentiates through (see [`Region`]).
     pub fn region(&self, kind: Region, x: &Tensor, dim: i64, sizes: &[i64]) -> Result<Tensor, Error> {
         self.produce(
-            "region",
+            kind.name(),
             sizes,
             |x_ptr, s, n, out, err, len| unsafe { sb_region(self.ptr.as_ptr(), kind as c_int, x_ptr, dim, s, n, out, err, len) },
             x,
@@ -259,6 +282,7 @@ impl ProcessGroup {
         }
         let mut x = x.shallow_clone();
         let x_ptr = x.as_mut_ptr();
+        let _range = Self::range(op);
         let mut out: *mut C_tensor = std::ptr::null_mut();
         call(&self.what(op), |err, len| f(x_ptr, sizes.as_ptr(), sizes.len(), &mut out, err, len))?;
         // SAFETY: on success the shim stored a heap-allocated at::Tensor whose ownership

@@ -4,6 +4,7 @@
 
 mod comm;
 mod memory;
+mod profiler;
 mod tensor_ops;
 
 use std::ffi::{CStr, c_char, c_int};
@@ -15,6 +16,7 @@ use crate::Error;
 
 pub use comm::{ProcessGroup, ReduceOp, Region, Store};
 pub use memory::{SharedForward, float_bytes_mut, float_values_mut, keep_freed_memory};
+pub use profiler::{ProfiledThread, Range, Recording};
 pub use tensor_ops::{AdamStep, AdamTensors, fused_adam, gpu_memory_used, set_autocast, set_tf32, unscale_grads};
 
 /// Runs a shim call with an error buffer and turns a non-zero status into an error.

@@ -15,10 +15,11 @@
 use std::time::{Duration, Instant};
 
 use scalebook_shared::config::AmpMode;
+use scalebook_shared::profile::ranges;
 use tch::{Device, Tensor};
 
 use crate::Error;
-use crate::ffi::SharedForward;
+use crate::ffi::{ProfiledThread, Range, SharedForward};
 use crate::model::Forward;
 use crate::train::step::training_loss;
 
@@ -68,10 +69,13 @@ impl Lanes {
                         // Thread-local in libtorch's OpenMP build: this lane's operations run on
                         // `threads` threads, the caller's setting is untouched.
                         tch::set_num_threads(threads);
+                        let _profiled = ProfiledThread::join();
                         let start = Instant::now();
                         let loss = training_loss(model.get(), Device::Cpu, amp, &x, &y)? * weight;
                         let forward = start.elapsed();
+                        let backward = Range::enter(ranges::BACKWARD);
                         loss.backward();
+                        drop(backward);
                         Ok((loss.detach(), forward, start.elapsed() - forward))
                     })
                 })

@@ -7,7 +7,9 @@ pub mod bench;
 mod checkpoint;
 mod lanes;
 pub mod loss;
+mod maps;
 pub mod optim;
+mod profile;
 mod report;
 mod step;
 mod sync;
@@ -20,16 +22,20 @@ use std::time::Instant;
 use scalebook_shared::config::{BenchyTrial, Derived, TrainConfig, lr_at};
 use scalebook_shared::layout::Token;
 use scalebook_shared::metrics::tags;
+use scalebook_shared::profile::ranges;
 use scalebook_shared::rundir;
 use tch::{Device, nn};
 
 use crate::Error;
 use crate::data::{Batch, DataLoader, Era5Dataset, ShardedSampler, Stats};
 use crate::dist::Comm;
+use crate::ffi::Range;
 use crate::model::VitSpec;
 use crate::output::{Logger, py_float};
 use crate::parallel::Parallel;
 use checkpoint::{Checkpoints, Position};
+use maps::WeatherMaps;
+use profile::StepProfile;
 use report::Reporter;
 
 pub use lanes::Lanes;
@@ -191,16 +197,26 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     if trial != BenchyTrial::Full {
         log.info(&format!("benchy: timing {}", trial_scope(trial)));
     }
+    let mut profile = StepProfile::new(c, &opts.run_dir, comm.env().rank, opts.device)?;
+    let mut maps = match trial {
+        BenchyTrial::Full => Some(WeatherMaps::new(loaders.valid.dataset(), &opts.run_dir)?),
+        BenchyTrial::Io | BenchyTrial::Synthetic => None,
+    };
     for epoch in epoch0..last_epoch {
         let e = epoch + 1;
         let start = Instant::now();
         let mut losses = Vec::with_capacity(iters_per_epoch as usize);
-        let mut wait_start = Instant::now();
-        let batches: Box<dyn Iterator<Item = Result<Batch, Error>>> = match &cached {
+        let mut batches: Box<dyn Iterator<Item = Result<Batch, Error>>> = match &cached {
             Some(batch) => Box::new((0..iters_per_epoch).map(|_| Ok(batch.shallow_clone()))),
             None => Box::new(loaders.train.epoch(epoch)),
         };
-        for (i, batch) in batches.enumerate() {
+        for i in 0..iters_per_epoch {
+            profile.before(steps + 1)?;
+            let step_range = Range::enter(&format!("{}{}", ranges::STEP_PREFIX, steps + 1));
+            let wait_start = Instant::now();
+            let wait_range = Range::enter(ranges::DATA_WAIT);
+            let Some(batch) = batches.next() else { break };
+            drop(wait_range);
             let batch = batch?;
             let data_wait = wait_start.elapsed().as_secs_f64();
             if trial == BenchyTrial::Io {
@@ -210,7 +226,8 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
                 if let Some(bar) = log.progress() {
                     bar.inc(1);
                 }
-                wait_start = Instant::now();
+                drop(step_range);
+                profile.after(steps, log)?;
                 continue;
             }
             let lr = lr_at(c, steps as usize);
@@ -235,7 +252,8 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
                 bar.set_message(format!("epoch {e}/{num_epochs} loss {loss:.4}"));
                 bar.inc(1);
             }
-            wait_start = Instant::now();
+            drop(step_range);
+            profile.after(steps, log)?;
         }
         let elapsed = start.elapsed().as_secs_f64();
         if trial == BenchyTrial::Io {
@@ -262,6 +280,9 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
         log.info(&format!("  Total validation time: {} sec", py_float(val_start.elapsed().as_secs_f64())));
         report.scalar(steps, e, tags::LOSS_VALID, valid_loss)?;
         report.scalar(steps, e, tags::RMSE_U10M_VALID, rmse_u10)?;
+        if let Some(maps) = &mut maps {
+            maps.draw(&learner, e, steps, &mut report)?;
+        }
         report.flush()?;
 
         let mut tensors: Vec<_> = vs.variables().into_iter().collect();
@@ -274,6 +295,7 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
         summary =
             Summary { steps, epochs: num_epochs, final_train_loss: train_loss, final_valid_loss: valid_loss, final_rmse_u10: rmse_u10 };
     }
+    profile.save(log)?;
     if last_epoch < num_epochs {
         log.info(&format!("Stopping after epoch {last_epoch} of {num_epochs}; continue with --resume"));
     }

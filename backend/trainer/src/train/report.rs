@@ -35,6 +35,19 @@ impl Reporter {
         }
     }
 
+    /// Whether this reporter writes (rank 0's does).
+    pub fn writes(&self) -> bool {
+        self.writers.is_some()
+    }
+
+    /// An image for TensorBoard (only the event file has images).
+    pub fn image(&mut self, step: u64, tag: &str, png: &[u8], height: u32, width: u32) -> Result<(), Error> {
+        match &mut self.writers {
+            Some((_, events)) => events.image(tag, step, png, height, width),
+            None => Ok(()),
+        }
+    }
+
     pub fn flush(&mut self) -> Result<(), Error> {
         match &mut self.writers {
             Some((_, events)) => events.flush(),

@@ -4,11 +4,12 @@ use std::time::Instant;
 
 use scalebook_shared::config::{AmpMode, TrainConfig};
 use scalebook_shared::layout::Token;
+use scalebook_shared::profile::ranges;
 use tch::{Device, Tensor, nn};
 
 use crate::Error;
 use crate::data::Batch;
-use crate::ffi::ReduceOp;
+use crate::ffi::{Range, ReduceOp};
 use crate::model::{Forward, VisionTransformer, VitSpec};
 use crate::parallel::{Parallel, ParallelVit};
 use crate::train::amp::{Autocast, GradScaler};
@@ -86,15 +87,18 @@ impl Learner {
         };
         let t1 = Instant::now();
         if let Some(sync) = &self.sync {
+            let _range = Range::enter(ranges::GRAD_ALLREDUCE);
             sync.reduce_gradients()?;
         }
         let backward = backward + self.synced_since(t1);
         let t2 = Instant::now();
+        let optimizer_range = Range::enter(ranges::OPTIMIZER);
         self.optimizer.step(lr, self.scaler.as_mut())?;
         if let Some(scaler) = &mut self.scaler {
             scaler.update();
         }
         let optimizer = self.synced_since(t2);
+        drop(optimizer_range);
         Ok((self.dp_mean(loss.detach())?, StepTimes { forward, backward, optimizer, memory_after_forward }))
     }
 
@@ -108,11 +112,14 @@ impl Learner {
             _ => None,
         };
         let t1 = Instant::now();
+        let backward_range = Range::enter(ranges::BACKWARD);
         match &self.scaler {
             Some(scaler) => scaler.scale(&loss).backward(),
             None => loss.backward(),
         }
-        Ok((loss, forward, self.synced_since(t1), memory_after_forward))
+        let backward = self.synced_since(t1);
+        drop(backward_range);
+        Ok((loss, forward, backward, memory_after_forward))
     }
 
     /// A scalar averaged over the data-parallel group.
@@ -134,6 +141,13 @@ impl Learner {
         })
     }
 
+    /// The model's prediction for `input`, without gradients (what the weather maps show).
+    pub fn predict(&self, input: &Tensor) -> Result<Tensor, Error> {
+        let input = input.to_device(self.device);
+        let _autocast = Autocast::enter(self.device, self.amp)?;
+        tch::no_grad(|| self.model.forward(&input, false))
+    }
+
     /// GPU work is asynchronous: wait for it before reading the clock.
     fn synced_since(&self, start: Instant) -> f64 {
         if let Device::Cuda(i) = self.device {
@@ -145,6 +159,7 @@ impl Learner {
 
 /// A step's forward pass: the training loss of `input` against `target`, under autocast.
 pub(crate) fn training_loss(model: &dyn Forward, device: Device, amp: AmpMode, input: &Tensor, target: &Tensor) -> Result<Tensor, Error> {
+    let _range = Range::enter(ranges::FORWARD);
     let _autocast = Autocast::enter(device, amp)?;
     Ok(l2_loss(&model.forward(input, true)?, target))
 }
