@@ -1,5 +1,6 @@
 //! The launcher with the real trainer: a data-parallel run writes the same outputs as a
-//! single-process one, and a rank that dies takes the whole run down at once.
+//! single-process one, a rank that dies takes the whole run down at once, and what a run
+//! shows of itself (step profiles on every rank, weather maps every epoch) is there.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -7,6 +8,12 @@ use std::time::{Duration, Instant};
 
 use scalebook_shared::config::data_dir_overrides;
 use scalebook_shared::metrics::{MetricPoint, tags};
+use scalebook_shared::profile::{ranges, trace_file};
+use scalebook_shared::rundir;
+use scalebook_shared::weather::{MAPPED_CHANNELS, MapIndex, map_file};
+
+mod support;
+use support::python::run_python;
 
 const BIN: &str = env!("CARGO_BIN_EXE_scalebook-train");
 
@@ -150,5 +157,72 @@ fn killing_one_rank_ends_the_whole_run_with_a_clear_error() {
     assert!(stderr.contains("was killed by a signal; stopping the other ranks"), "{stderr}");
     for pid in ranks {
         assert!(!Path::new(&format!("/proc/{pid}")).exists(), "rank process {pid} outlived the launcher");
+    }
+}
+
+/// The names of the user ranges in `rank`'s trace, after checking it is Chrome-trace JSON
+/// with operators in it.
+fn trace_ranges(run_dir: &Path, rank: usize) -> Vec<String> {
+    let path = run_dir.join(rundir::PROFILE_DIR).join(trace_file(rank));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let trace: serde_json::Value = serde_json::from_str(&text).expect("Chrome-trace JSON");
+    let events = trace["traceEvents"].as_array().expect("a traceEvents list");
+    let complete = |cat: &'static str| events.iter().filter(move |e| e["ph"] == "X" && e["cat"] == cat);
+    assert!(complete("cpu_op").any(|e| e["name"] == "aten::mm" && e["dur"].as_f64().is_some()), "operators with durations");
+    complete("user_annotation").filter_map(|e| e["name"].as_str().map(str::to_owned)).collect()
+}
+
+#[test]
+fn a_single_rank_cpu_short_run_profiles_its_steps_and_draws_maps_every_epoch() {
+    let scratch_dir = scratch("inside");
+    let root = scratch_dir.path();
+    generate_sized(&root.join("data"), 24, [90, 180]);
+    let run = root.join("run");
+    let extra = ["limit_nsamples=16", "limit_nsamples_val=8", "num_iters=4", "profile=2:4"];
+    let out = launch_config("cpu_short", 1, &root.join("data"), &run, &extra).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let names = trace_ranges(&run, 0);
+    for range in ranges::STEP.iter().chain(&["step 2", "step 3"]) {
+        assert!(names.iter().any(|n| n == range), "{range} missing from {names:?}");
+    }
+    assert!(!names.iter().any(|n| n == "step 1" || n == "step 4"), "only steps 2 and 3: {names:?}");
+
+    let index: MapIndex = serde_json::from_slice(&std::fs::read(run.join(rundir::MAPS_DIR).join(rundir::MAPS_INDEX)).unwrap()).unwrap();
+    for epoch in 1..=2 {
+        for channel in MAPPED_CHANNELS {
+            let png = std::fs::read(run.join(rundir::MAPS_DIR).join(map_file(epoch, channel))).unwrap();
+            assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+            let entry = index.maps.iter().find(|m| m.epoch == epoch && m.channel == channel).expect("listed");
+            assert!(entry.range[0] > 200.0 || channel != "t2m", "t2m in kelvin: {:?}", entry.range);
+        }
+    }
+    let script = r#"
+import sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+acc = EventAccumulator(sys.argv[1], size_guidance={"images": 0}); acc.Reload()
+for tag in sorted(acc.Tags()["images"]):
+    print(tag, ",".join(f"{e.step}:{e.width}x{e.height}" for e in acc.Images(tag)))
+"#;
+    let out = run_python(script, &run.join(rundir::EVENTS_DIR));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].starts_with("Visualization, t2m 2:") && lines[0].contains(",4:"), "{out}");
+    assert!(lines[1].starts_with("Visualization, u10 2:"), "{out}");
+}
+
+#[test]
+fn every_rank_of_a_data_parallel_run_profiles_the_same_ranges() {
+    let scratch_dir = scratch("profile-dp");
+    let root = scratch_dir.path();
+    generate(&root.join("data"));
+    let run = root.join("run");
+    let out = launch_cmd(2, &root.join("data"), &run, &["profile=3:5"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let all_reduce = format!("{}all_reduce", ranges::COLLECTIVE_PREFIX);
+    for rank in 0..2 {
+        let names = trace_ranges(&run, rank);
+        for range in ranges::STEP.iter().chain(&[ranges::GRAD_ALLREDUCE, all_reduce.as_str(), "step 3", "step 4"]) {
+            assert!(names.iter().any(|n| n == range), "rank {rank}: {range} missing from {names:?}");
+        }
     }
 }

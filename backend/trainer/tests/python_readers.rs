@@ -1,24 +1,12 @@
 //! Our files as the Python tools the tutorial's users have read them: h5py for the data,
-//! TensorBoard's own event reader for the event files. `./scalebook.sh test` provides the
-//! interpreter (SCALEBOOK_PYTHON) with h5py and tensorboard installed.
+//! TensorBoard's own event reader for the event files.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use scalebook_trainer::output::EventWriter;
 
-fn python() -> PathBuf {
-    std::env::var_os("SCALEBOOK_PYTHON").map(PathBuf::from).unwrap_or_else(|| {
-        let home = std::env::var_os("HOME").expect("HOME is set");
-        PathBuf::from(home).join(".cache/scalebook/py-venv/bin/python")
-    })
-}
-
-fn run_python(script: &str, arg: &std::path::Path) -> String {
-    let out = Command::new(python()).arg("-c").arg(script).arg(arg).output().expect("the test Python (run ./scalebook.sh test)");
-    assert!(out.status.success(), "python failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
+mod support;
+use support::python::run_python;
 
 /// A fresh directory, removed when the test ends (pass or fail).
 fn scratch(name: &str) -> tempfile::TempDir {

@@ -3,6 +3,8 @@
 //! is checked. Not every test file uses every helper.
 #![allow(dead_code)]
 
+pub mod python;
+
 use std::time::Duration;
 
 use scalebook_shared::config::TrainConfig;
