@@ -1,13 +1,14 @@
 //! What the page reads once from the server: the training configs (`config/ViT.yaml`, the
 //! same file the launcher uses), the clusters file for estimates, and the tutorial's baseline
-//! curve. Each is a [`LocalResource`] provided as context by the app; blocks show "loading"
-//! (a `Suspense`) until their part is here, and the reason (an `ErrorBoundary`) if it fails.
+//! curve (a TensorBoard event file, read with the same reader as a file dropped on a chart).
+//! Each is a [`LocalResource`] provided as context by the app; blocks show "loading" (a
+//! `Suspense`) until their part is here, and the reason (an `ErrorBoundary`) if it fails.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use leptos::prelude::*;
-use scalebook_shared::charts::parse_baseline;
+use scalebook_shared::charts::parse_baseline_events;
 use scalebook_shared::cluster::Clusters;
 use scalebook_shared::config::ConfigFile;
 use scalebook_shared::protocol::Series;
@@ -25,13 +26,19 @@ pub struct LoadError {
 /// A file being fetched and parsed once, shared by every block that reads it.
 pub type Loading<T> = LocalResource<Result<Arc<T>, LoadError>>;
 
-/// Fetches `url` (the `what` of the messages) and parses it.
+/// Fetches `url` (the `what` of the messages) and parses it as text.
 pub fn load<T: 'static>(what: &'static str, url: String, parse: fn(&str) -> Result<T, String>) -> Loading<T> {
+    // Decoded as `Response.text()` decodes: UTF-8, a byte-order mark dropped.
+    load_bytes(what, url, move |bytes| parse(&String::from_utf8_lossy(bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes))))
+}
+
+/// Fetches `url` (the `what` of the messages) and parses its bytes.
+pub fn load_bytes<T: 'static>(what: &'static str, url: String, parse: impl Fn(&[u8]) -> Result<T, String> + Copy + 'static) -> Loading<T> {
     LocalResource::new(move || {
         let url = url.clone();
         async move {
-            let text = fetch::text(&url).await.map_err(|message| LoadError { what, message })?;
-            parse(&text).map(Arc::new).map_err(|message| LoadError { what, message })
+            let bytes = fetch::bytes(&url).await.map_err(|message| LoadError { what, message })?;
+            parse(&bytes).map(Arc::new).map_err(|message| LoadError { what, message })
         }
     })
 }
@@ -60,8 +67,8 @@ impl Library {
         Library {
             configs: load("training configs", urls::api("configs.yaml"), |text| ConfigFile::parse(text).map_err(|e| e.to_string())),
             clusters: load("clusters", urls::api("clusters.json"), |text| serde_json::from_str(text).map_err(|e| e.to_string())),
-            baseline: load("baseline", urls::resolve("reference/baseline-base-1gpu.csv"), |text| {
-                parse_baseline(text).map_err(|e| e.to_string())
+            baseline: load_bytes("baseline", urls::resolve("reference/baseline-base-1gpu.tfevents"), |bytes| {
+                parse_baseline_events(bytes).map_err(|e| e.to_string())
             }),
         }
     }

@@ -98,6 +98,10 @@ pub enum Error {
     /// A picture that cannot be encoded.
     #[error("cannot encode the image: {0}")]
     Image(String),
+    /// A TensorBoard event file that is damaged, or not an event file at all: the byte where
+    /// the bad record starts, and what is wrong with it.
+    #[error("byte {offset}: {message}")]
+    EventFile { offset: u64, message: String },
 }
 
 impl Error {
@@ -109,6 +113,7 @@ impl Error {
             Error::Parse { what, .. } => Problems(vec![Problem::new(what.clone(), self.to_string())]),
             Error::UnknownConfig { .. } => Problems(vec![Problem::new("config", self.to_string())]),
             Error::Image(_) => Problems(vec![Problem::new("image", self.to_string())]),
+            Error::EventFile { .. } => Problems(vec![Problem::new("event file", self.to_string())]),
         }
     }
 }

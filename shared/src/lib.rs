@@ -14,6 +14,7 @@ pub mod protocol;
 pub mod published;
 pub mod rundir;
 pub mod sweep;
+pub mod tfevents;
 pub mod weather;
 
 pub use error::{Error, Problem, Problems, excerpt};

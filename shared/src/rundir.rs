@@ -37,6 +37,10 @@ pub const PROFILE_DIR: &str = "profile";
 pub const MAPS_DIR: &str = "maps";
 /// The list of the maps drawn so far ([`crate::weather::MapIndex`]), inside [`MAPS_DIR`].
 pub const MAPS_INDEX: &str = "index.json";
+/// A run read from a TensorBoard logdir: how far its event files have been copied into
+/// [`METRICS`] (bytes read of each file, and the length of [`METRICS`] then), written by the
+/// server after each copy so that a restarted one copies every point exactly once.
+pub const LOGDIR_PROGRESS: &str = "logdir.json";
 
 /// The files of a run that the API serves; nothing else in a run directory is reachable.
 pub const SERVED: [&str; 6] = [METRICS, OUT_LOG, JOB_LOG, RECORD, CONFIG, SCRIPT];

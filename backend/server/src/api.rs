@@ -8,30 +8,45 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use scalebook_shared::cluster::Clusters;
+use scalebook_shared::profile::trace::TraceList;
 use scalebook_shared::protocol::{RunId, RunRecord};
 use scalebook_shared::rundir;
+use scalebook_shared::weather::MapIndex;
 use serde_json::json;
 
 use crate::Error;
 use crate::code::{self, Snippet};
+use crate::profiles;
 use crate::state::AppState;
+use crate::weather::maps;
+use crate::weather::sample::{self, SampleQuery, SampleView};
 
-/// An API failure as JSON: `{"code": ..., "message": ...}` with a fitting status.
+/// An API failure as JSON: `{"code": ..., "message": ...}` with a fitting status, and the
+/// `field` of the request that broke a rule when one did.
 pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
+    field: Option<&'static str>,
 }
 
 impl ApiError {
     fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into() }
+        ApiError { status, code, message: message.into(), field: None }
+    }
+
+    fn on(self, field: &'static str) -> ApiError {
+        ApiError { field: Some(field), ..self }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(json!({ "code": self.code, "message": self.message }))).into_response()
+        let mut body = json!({ "code": self.code, "message": self.message });
+        if let Some(field) = self.field {
+            body["field"] = json!(field);
+        }
+        (self.status, Json(body)).into_response()
     }
 }
 
@@ -71,10 +86,7 @@ pub async fn get_run(State(state): State<Arc<AppState>>, Path(id): Path<String>)
 
 /// One of a run's files, from a fixed list (the log, the metrics, the record, the config).
 pub async fn run_file(State(state): State<Arc<AppState>>, Path((id, name)): Path<(String, String)>) -> Result<Response, ApiError> {
-    let id = run_id(&id)?;
-    if state.runs.record(&id).await.is_none() {
-        return Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_run", format!("no run {id}")));
-    }
+    let id = known_run(&state, &id).await?;
     let path = state.runs.store().served_file(&id, &name).ok_or_else(|| {
         let names = rundir::SERVED.join(", ");
         ApiError::new(
@@ -83,13 +95,7 @@ pub async fn run_file(State(state): State<Arc<AppState>>, Path((id, name)): Path
             format!("a run has no file `{}` to serve; these are: {names}", name.escape_debug()),
         )
     })?;
-    let bytes = match tokio::fs::read(&path).await {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ApiError::new(StatusCode::NOT_FOUND, "no_file_yet", format!("run {id} has no {name} (yet)")));
-        }
-        Err(e) => return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("cannot read {name}: {e}"))),
-    };
+    let bytes = read_run_file(&id, &name, &path).await?;
     let content_type = match name.rsplit('.').next() {
         Some("json") => "application/json",
         Some("jsonl") => "application/jsonl",
@@ -117,6 +123,76 @@ pub async fn code(State(state): State<Arc<AppState>>, Query(query): Query<CodeQu
         Error::NotSource(_) => ApiError::new(StatusCode::BAD_REQUEST, "not_source", e.to_string()),
         _ => ApiError::new(StatusCode::NOT_FOUND, "no_item", e.to_string()),
     })
+}
+
+/// The weather maps run `id` has drawn so far (an empty list before its first epoch ends).
+pub async fn run_maps(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<MapIndex>, ApiError> {
+    let id = known_run(&state, &id).await?;
+    let index = maps::index(&state.runs.store().run_dir(&id)).await;
+    index.map(Json).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("run {id}: {e}")))
+}
+
+/// One of run `id`'s maps, by the name its index gives.
+pub async fn run_map(State(state): State<Arc<AppState>>, Path((id, name)): Path<(String, String)>) -> Result<Response, ApiError> {
+    let id = known_run(&state, &id).await?;
+    let path = maps::file(&state.runs.store().run_dir(&id), &name).ok_or_else(|| {
+        ApiError::new(StatusCode::NOT_FOUND, "unknown_file", format!("`{}` is not a map: {}", name.escape_debug(), maps::NAME_RULE))
+    })?;
+    let bytes = read_run_file(&id, &name, &path).await?;
+    // A map never changes once drawn; the index says when there are new ones.
+    Ok((StatusCode::OK, [("content-type", "image/png"), ("cache-control", "private, max-age=3600")], bytes).into_response())
+}
+
+/// One channel of one sample of a config's dataset, drawn, with its legend and latitude
+/// weights. The same query always gives the same answer, so the browser may keep it a while.
+pub async fn data_sample(State(state): State<Arc<AppState>>, Query(query): Query<SampleQuery>) -> Result<Response, ApiError> {
+    let refused = |e: Error| match e {
+        Error::BadSample { field, .. } => ApiError::new(StatusCode::BAD_REQUEST, "bad_sample", e.to_string()).on(field),
+        Error::NoData { field, .. } => ApiError::new(StatusCode::NOT_FOUND, "no_data", e.to_string()).on(field),
+        e => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
+    };
+    let (request, config) = query.check(&state.configs.file).map_err(refused)?;
+    let view: SampleView = sample::draw_off_workers(request, config, &state.limits).await.map_err(refused)?;
+    Ok(([("cache-control", "private, max-age=600")], Json(view)).into_response())
+}
+
+/// The ranks whose step-profile traces run `id` has written, by rank (an empty list before
+/// its profiled steps are done, or for a run that profiles none).
+pub async fn run_profile(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<TraceList>, ApiError> {
+    let id = known_run(&state, &id).await?;
+    let traces = profiles::list(&state.runs.store().run_dir(&id)).await;
+    let traces = traces.map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("run {id}: {e}")))?;
+    Ok(Json(TraceList { traces }))
+}
+
+/// Rank `rank`'s trace of run `id`, the Chrome-trace JSON as the profiler wrote it.
+pub async fn run_profile_trace(State(state): State<Arc<AppState>>, Path((id, rank)): Path<(String, String)>) -> Result<Response, ApiError> {
+    let id = known_run(&state, &id).await?;
+    let path = profiles::file(&state.runs.store().run_dir(&id), &rank).ok_or_else(|| {
+        ApiError::new(StatusCode::NOT_FOUND, "unknown_rank", format!("`{}` is not a rank: {}", rank.escape_debug(), profiles::RANK_RULE))
+    })?;
+    let bytes = read_run_file(&id, &format!("profile of rank {rank}"), &path).await?;
+    Ok((StatusCode::OK, [("content-type", "application/json")], bytes).into_response())
+}
+
+/// The id in a path, of a run the server knows.
+async fn known_run(state: &AppState, text: &str) -> Result<RunId, ApiError> {
+    let id = run_id(text)?;
+    match state.runs.record(&id).await {
+        Some(_) => Ok(id),
+        None => Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_run", format!("no run {id}"))),
+    }
+}
+
+/// The bytes of a run's file `name` at `path`; one not written yet is a 404 that says so.
+async fn read_run_file(id: &RunId, name: &str, path: &std::path::Path) -> Result<Vec<u8>, ApiError> {
+    match tokio::fs::read(path).await {
+        Ok(bytes) => Ok(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(ApiError::new(StatusCode::NOT_FOUND, "no_file_yet", format!("run {id} has no {name} (yet)")))
+        }
+        Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("cannot read {name}: {e}"))),
+    }
 }
 
 fn run_id(text: &str) -> Result<RunId, ApiError> {

@@ -34,6 +34,18 @@ pub enum Error {
     /// A chapter's code block names an item its file does not have.
     #[error("{path} has no item `{item}`")]
     NoItem { path: String, item: String },
+    /// A data block's request with a value that breaks a rule: the query field and the rule.
+    #[error("{field}: {message}")]
+    BadSample { field: &'static str, message: String },
+    /// The dataset a config names cannot be read here: the config key that names it and why.
+    #[error("{field}: {message}")]
+    NoData { field: &'static str, message: String },
+    /// A TensorBoard logdir or event file that cannot be read as runs: the path and the rule.
+    #[error("{}: {message}", path.display())]
+    Logdir { path: PathBuf, message: String },
+    /// A run followed from a TensorBoard logdir: its training runs elsewhere, out of reach.
+    #[error("run {id} is followed from a TensorBoard logdir: stop its training where it runs")]
+    FollowedRun { id: RunId },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

@@ -11,13 +11,16 @@ pub mod executor;
 pub mod gate;
 pub mod headers;
 pub mod limits;
+pub mod logdir;
 pub mod plan;
+pub mod profiles;
 pub mod routes;
 pub mod runs;
 pub mod state;
 pub mod static_files;
 pub mod store;
 pub mod stream;
+pub mod weather;
 pub mod wire;
 pub mod ws;
 

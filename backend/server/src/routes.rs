@@ -33,6 +33,11 @@ pub fn router(state: Arc<AppState>, static_dir: PathBuf, token: Option<Token>) -
         .route("/runs", get(api::list_runs))
         .route("/runs/{id}", get(api::get_run))
         .route("/runs/{id}/files/{name}", get(api::run_file))
+        .route("/runs/{id}/profile", get(api::run_profile))
+        .route("/runs/{id}/profile/{rank}", get(api::run_profile_trace))
+        .route("/runs/{id}/maps", get(api::run_maps))
+        .route("/runs/{id}/maps/{file}", get(api::run_map))
+        .route("/data/sample", get(api::data_sample))
         .route("/code", get(api::code))
         .route("/ws", get(ws::upgrade))
         .layer(from_fn_with_state(token.map(Arc::new), auth::require_token));

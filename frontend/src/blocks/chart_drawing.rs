@@ -8,7 +8,8 @@ use scalebook_shared::charts::{
     Sample, Scale, XAxis, format_clock, format_duration, format_number, format_tick, linear_ticks, log_ticks, per_pixel, samples,
     time_ticks,
 };
-use scalebook_shared::protocol::Series;
+use scalebook_shared::protocol::{Series, series};
+use scalebook_shared::tfevents;
 
 /// The chart's size in SVG units and the plot area inside it.
 pub const WIDTH: f64 = 640.0;
@@ -27,19 +28,49 @@ fn plot_height() -> f64 {
     HEIGHT - TOP - BOTTOM
 }
 
-/// One run (or the baseline) as a chart may draw it.
+/// One run (or the baseline, or a dropped event file) as a chart may draw it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Source {
-    /// The run id, or `baseline`.
+    /// The run id, `baseline`, or a dropped file's [`Overlay::key`].
     pub key: String,
     pub label: String,
     pub colour: &'static str,
     pub dashed: bool,
     /// Where its relative time starts.
     pub start_wall: f64,
-    /// Whether it has a wall-clock time (the baseline's file gives hours since its start).
+    /// Whether it has a wall-clock time (the baseline's curve is drawn from its start).
     pub has_wall_time: bool,
     pub series: Vec<Series>,
+}
+
+/// A TensorBoard event file dropped on a chart block: its scalars, drawn beside the runs on
+/// that page only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Overlay {
+    /// The file's name, which names its curves.
+    pub name: String,
+    pub series: Vec<Series>,
+}
+
+/// Buckets kept per tag of a dropped file: a chart draws one sample per pixel column anyway.
+const OVERLAY_BUCKETS: usize = 2_000;
+
+impl Overlay {
+    /// Reads a dropped file with the shared event-file reader; the error is the message the
+    /// block shows (the file's name, the byte and the rule).
+    pub fn read(name: &str, bytes: &[u8]) -> Result<Overlay, String> {
+        let contents = tfevents::read(bytes, 0).map_err(|e| format!("{name}: {e}"))?;
+        let points = contents.points();
+        if points.is_empty() {
+            return Err(format!("{name}: no scalars to chart in this event file"));
+        }
+        Ok(Overlay { name: name.to_owned(), series: series(&points, OVERLAY_BUCKETS) })
+    }
+
+    /// Its key among the chart's sources (never a run id: those have no `:`).
+    pub fn key(&self) -> String {
+        format!("file:{}", self.name)
+    }
 }
 
 /// How every chart of a block is drawn.
@@ -191,13 +222,13 @@ fn y_ticks(y: &Scale) -> Vec<(f64, String)> {
 
 #[cfg(test)]
 mod tests {
-    use scalebook_shared::charts::parse_baseline;
+    use scalebook_shared::charts::parse_baseline_events;
     use scalebook_shared::protocol::Bucket;
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
 
-    const BASELINE: &str = include_str!("../../../static/reference/baseline-base-1gpu.csv");
+    const BASELINE: &[u8] = include_bytes!("../../../static/reference/baseline-base-1gpu.tfevents");
 
     fn settings(axis: XAxis) -> Settings {
         Settings { axis, smoothing: 0.0, log: false, utc_offset_minutes: 0 }
@@ -252,14 +283,27 @@ mod tests {
     #[wasm_bindgen_test]
     fn the_baseline_has_no_wall_clock_but_has_relative_time() {
         let mut baseline = run("baseline", &[]);
-        baseline.series = parse_baseline(BASELINE).unwrap();
+        baseline.series = parse_baseline_events(BASELINE).unwrap();
         baseline.has_wall_time = false;
         baseline.start_wall = 0.0;
         let relative = Drawing::build("Loss/valid", std::slice::from_ref(&baseline), settings(XAxis::Relative));
         assert_eq!(relative.lines[0].points, 11);
-        assert_eq!(relative.x.unwrap().hi(), 22.16 * 3600.0);
+        assert!((relative.x.unwrap().hi() - 22.16 * 3600.0).abs() < 1e-6);
         assert!(relative.x_ticks.iter().any(|(_, label)| label == "6h 00m"), "{:?}", relative.x_ticks);
         assert!(Drawing::build("Loss/valid", &[baseline], settings(XAxis::Wall)).lines.is_empty());
+    }
+
+    #[wasm_bindgen_test]
+    fn a_dropped_event_file_becomes_series_and_anything_else_a_message() {
+        let overlay = Overlay::read("events.out.tfevents.1.base.0", BASELINE).unwrap();
+        assert_eq!(overlay.key(), "file:events.out.tfevents.1.base.0");
+        let valid = overlay.series.iter().find(|s| s.tag == "Loss/valid").unwrap();
+        assert_eq!(valid.buckets.len(), 11);
+        assert_eq!(valid.buckets[10].last, 0.120845);
+        let err = Overlay::read("notes.csv", b"step,value\n1,2\n").unwrap_err();
+        assert!(err.starts_with("notes.csv: byte 0: ") && err.contains("not a TensorBoard event file"), "{err}");
+        let err = Overlay::read("empty", b"").unwrap_err();
+        assert_eq!(err, "empty: no scalars to chart in this event file");
     }
 
     #[wasm_bindgen_test]

@@ -1,15 +1,18 @@
 //! The charts block: one line chart per metric tag, over every charted run and (optionally)
 //! the tutorial's baseline, updating live as points arrive. Shared controls: the x axis (step,
 //! relative or wall time), TensorBoard's smoothing slider, a log scale, legend toggles; per
-//! chart a hover read-out and CSV / SVG export.
+//! chart a hover read-out and CSV / SVG export. TensorBoard event files dropped on the block
+//! are read in the browser and overlaid, on this page only (nothing reaches the server).
 
 use std::collections::HashSet;
 
 use leptos::prelude::*;
+use leptos::task::spawn_local;
 use scalebook_shared::charts::{CsvSeries, MAX_SMOOTHING, XAxis, format_clock, format_duration, format_number, to_csv};
+use wasm_bindgen_futures::JsFuture;
 
 use super::ChartSpec;
-use super::chart_drawing::{BOTTOM, Drawing, HEIGHT, LEFT, RIGHT, Settings, Source, TOP, WIDTH, plot_width};
+use super::chart_drawing::{BOTTOM, Drawing, HEIGHT, LEFT, Overlay, RIGHT, Settings, Source, TOP, WIDTH, plot_width};
 use super::unique_id;
 use crate::download;
 use crate::library::{Library, Ready};
@@ -19,6 +22,8 @@ use crate::runs::{Runs, start_wall};
 const RUN_COLOURS: [&str; 7] = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"];
 const BASELINE_COLOUR: &str = "#6B6B6B";
 const BASELINE_KEY: &str = "baseline";
+/// Charts added for a dropped file none of whose tags the block shows: its first tags.
+const TAGS_ADDED_FOR_A_FILE: usize = 4;
 
 #[component]
 pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
@@ -30,6 +35,9 @@ pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
     let baseline = RwSignal::new(spec.baseline);
     let hidden = RwSignal::new(HashSet::<String>::new());
     let tags = RwSignal::new(spec.tags);
+    let overlays = RwSignal::new(Vec::<Overlay>::new());
+    let refused = RwSignal::new(Vec::<String>::new());
+    let dragging = RwSignal::new(false);
 
     let sources = Memo::new(move |_| {
         let mut out: Vec<Source> = runs
@@ -51,6 +59,16 @@ pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
                 })
             })
             .collect();
+        let first_colour = out.len();
+        out.extend(overlays.get().into_iter().enumerate().map(|(i, overlay)| Source {
+            key: overlay.key(),
+            label: overlay.name,
+            colour: RUN_COLOURS[(first_colour + i) % RUN_COLOURS.len()],
+            dashed: false,
+            start_wall: start_wall(&overlay.series).unwrap_or(0.0),
+            has_wall_time: true,
+            series: overlay.series,
+        }));
         if baseline.get()
             && let Some(series) = library.baseline.ready()
         {
@@ -83,11 +101,45 @@ pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
         all
     };
 
+    let on_drop = move |ev: web_sys::DragEvent| {
+        ev.prevent_default();
+        dragging.set(false);
+        let Some(files) = ev.data_transfer().and_then(|transfer| transfer.files()) else { return };
+        refused.set(Vec::new());
+        for file in (0..files.length()).filter_map(|i| files.get(i)) {
+            spawn_local(async move {
+                match read_dropped(&file).await {
+                    Ok(overlay) => {
+                        tags.update(|shown| {
+                            if !overlay.series.iter().any(|s| shown.contains(&s.tag)) {
+                                shown.extend(overlay.series.iter().take(TAGS_ADDED_FOR_A_FILE).map(|s| s.tag.clone()));
+                            }
+                        });
+                        // A file dropped again replaces its earlier copy.
+                        overlays.update(|all| {
+                            all.retain(|o| o.name != overlay.name);
+                            all.push(overlay);
+                        });
+                    }
+                    Err(message) => refused.update(|all| all.push(message)),
+                }
+            });
+        }
+    };
+
     let axis_id = unique_id("axis");
     let smooth_id = unique_id("smoothing");
     let add_id = unique_id("add-tag");
     view! {
-        <section class="block charts" aria-label="Charts">
+        <section class="block charts" aria-label="Charts"
+            style:outline=move || if dragging.get() { "2px dashed currentColor" } else { "none" }
+            on:dragover=move |ev| {
+                // Accepting the drag is what makes the block a drop target.
+                ev.prevent_default();
+                dragging.set(true);
+            }
+            on:dragleave=move |_| dragging.set(false)
+            on:drop=on_drop>
             <div class="toolbar">
                 <label for=axis_id.clone()>"x axis"</label>
                 <select id=axis_id class="axis" on:change=move |ev| if let Some(a) = XAxis::from_name(&event_target_value(&ev)) { axis.set(a) }>
@@ -110,8 +162,9 @@ pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
                 </select>
             </div>
             <Legend sources hidden />
-            {move || (runs.charted.with(Vec::is_empty) && !baseline.get()).then(|| view! {
-                <p class="muted">"No runs charted yet: launch one, or tick “chart” in a run list."</p>
+            {move || refused.with(|all| (!all.is_empty()).then(|| view! { <p class="error" role="alert">{all.join(" ")}</p> }))}
+            {move || (runs.charted.with(Vec::is_empty) && overlays.with(Vec::is_empty) && !baseline.get()).then(|| view! {
+                <p class="muted">"No runs charted yet: launch one, tick “chart” in a run list, or drop a TensorBoard event file here."</p>
             })}
             <div class="chart-grid">
                 <For each=move || tags.get() key=|t| t.clone() let:tag>
@@ -122,7 +175,15 @@ pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
     }
 }
 
-/// One toggle per run (and the baseline): click to hide or show it on every chart.
+/// A dropped file's scalars, or the message the block shows for it.
+async fn read_dropped(file: &web_sys::File) -> Result<Overlay, String> {
+    let name = file.name();
+    let bytes = JsFuture::from(file.array_buffer()).await.map_err(|_| format!("{name}: the browser cannot read this file"))?;
+    Overlay::read(&name, &js_sys::Uint8Array::new(&bytes).to_vec())
+}
+
+/// One toggle per run (and the baseline, and each dropped file): click to hide or show it on
+/// every chart.
 #[component]
 fn Legend(sources: Memo<Vec<Source>>, hidden: RwSignal<HashSet<String>>) -> impl IntoView {
     move || {
@@ -281,5 +342,83 @@ fn ReadOut(drawing: Memo<Drawing>, pointer: RwSignal<Option<f64>>, settings: Mem
                 .collect_view()
         });
         Some(view! { <ul class="read-out" aria-live="polite">{rows}</ul> })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    use super::*;
+    use crate::testing::{Mounted, mount, settle};
+
+    const BASELINE: &[u8] = include_bytes!("../../../static/reference/baseline-base-1gpu.tfevents");
+    const BASELINE_NAME: &str = "events.out.tfevents.1698839594.baseline.0";
+
+    fn charts(tags: &[&str]) -> Mounted {
+        let spec = ChartSpec {
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            baseline: false,
+            axis: XAxis::Step,
+            log: false,
+            smoothing: 0.0,
+        };
+        mount(move || {
+            provide_context(Library {
+                configs: LocalResource::new(std::future::pending),
+                clusters: LocalResource::new(std::future::pending),
+                baseline: LocalResource::new(std::future::pending),
+            });
+            provide_context(Runs::unconnected());
+            view! { <ChartsBlock spec /> }
+        })
+    }
+
+    /// Drops files on the block as a user dragging them from a file manager does.
+    fn drop_files(block: &Mounted, files: &[(&str, &[u8])]) {
+        let transfer = web_sys::DataTransfer::new().unwrap();
+        for (name, bytes) in files {
+            let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(*bytes));
+            let file = web_sys::File::new_with_u8_array_sequence(&parts, name).unwrap();
+            transfer.items().add_with_file(&file).unwrap();
+        }
+        let init = web_sys::DragEventInit::new();
+        init.set_bubbles(true);
+        init.set_cancelable(true);
+        init.set_data_transfer(Some(&transfer));
+        let event = web_sys::DragEvent::new_with_event_init_dict("drop", &init).unwrap();
+        block.find("section.charts").unwrap().dispatch_event(&event).unwrap();
+    }
+
+    /// Waits until `ready` holds (a file is read asynchronously), failing after a few seconds.
+    async fn until(what: &str, ready: impl Fn() -> bool) {
+        for _ in 0..200 {
+            if ready() {
+                return;
+            }
+            settle().await;
+        }
+        panic!("{what} never happened");
+    }
+
+    #[wasm_bindgen_test]
+    async fn a_dropped_event_file_is_overlaid_and_any_other_file_explained() {
+        let block = charts(&["Loss/valid"]);
+        settle().await;
+        drop_files(&block, &[(BASELINE_NAME, BASELINE), ("notes.txt", b"step,value\n1,0.5\n")]);
+        let legend = format!(".legend-item[data-key='file:{BASELINE_NAME}']");
+        until("the overlay and the message", || block.find(&legend).is_some() && !block.text(".error").is_empty()).await;
+        assert_eq!(block.text(&legend).trim(), BASELINE_NAME);
+        let curve = format!("figure[data-tag='Loss/valid'] g.series[data-key='file:{BASELINE_NAME}']");
+        assert_eq!(block.attr(&curve, "data-points").as_deref(), Some("11"));
+        let error = block.text(".error");
+        assert!(error.contains("notes.txt: byte 0:") && error.contains("not a TensorBoard event file"), "{error}");
+
+        // A block showing none of the file's tags gets charts for them.
+        let other = charts(&["Step/Loss/train"]);
+        settle().await;
+        drop_files(&other, &[(BASELINE_NAME, BASELINE)]);
+        until("charts of the file's tags", || other.find("figure[data-tag='Loss/train']").is_some()).await;
+        assert!(other.find(".error").is_none());
     }
 }

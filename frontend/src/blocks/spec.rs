@@ -7,8 +7,11 @@ use scalebook_shared::charts::{DEFAULT_SMOOTHING, XAxis};
 use scalebook_shared::config::DEFAULT_CONFIG;
 use scalebook_shared::layout::{DEFAULT_ORDER, Sizes, Token};
 use scalebook_shared::metrics::tags;
+use scalebook_shared::protocol::RunId;
 use scalebook_shared::published::{self, Table};
+use scalebook_shared::weather::CHANNELS;
 
+use super::data_block::SETS;
 use super::figures::Figure;
 use scalebook_shared::sweep::{Variant, parse_variants};
 
@@ -63,6 +66,22 @@ pub enum BlockSpec {
     Published {
         table: &'static Table,
         caption: String,
+    },
+    /// One channel of one sample of `config`'s dataset (the controls start here).
+    Data {
+        config: String,
+        set: &'static str,
+        index: usize,
+        channel: &'static str,
+    },
+    /// A run's weather maps epoch by epoch: run `run`, or the newest.
+    Maps {
+        run: Option<RunId>,
+    },
+    /// A run's step profile as a timeline and a table of ops: run `run`, or the latest run
+    /// with a profile.
+    Timeline {
+        run: Option<RunId>,
     },
 }
 
@@ -120,9 +139,17 @@ impl BlockSpec {
             }
             "figure" => BlockSpec::Figure { figure: settings.figure()?, config: settings.take("config"), caption: body.trim().to_owned() },
             "published" => BlockSpec::Published { table: settings.published_table()?, caption: body.trim().to_owned() },
+            "data" => BlockSpec::Data {
+                config: settings.config(),
+                set: settings.one_of("set", &SETS)?.unwrap_or(SETS[0]),
+                index: settings.index()?,
+                channel: settings.channel()?,
+            },
+            "maps" => BlockSpec::Maps { run: settings.run()? },
+            "timeline" => BlockSpec::Timeline { run: settings.run()? },
             other => {
                 return Err(format!(
-                    "unknown block kind `{other}`; the kinds are config, rank-grid, estimate, run, chart, code, sweep, quiz, figure and published"
+                    "unknown block kind `{other}`; the kinds are config, rank-grid, estimate, run, chart, code, sweep, quiz, data, maps, timeline, figure and published"
                 ));
             }
         };
@@ -261,6 +288,34 @@ impl Settings {
         published::table(&name).ok_or_else(|| format!("table={name}: the published tables are {names}"))
     }
 
+    /// `key`'s value when it is one of `allowed`.
+    fn one_of(&mut self, key: &str, allowed: &[&'static str]) -> Result<Option<&'static str>, String> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(v) => {
+                allowed.iter().find(|a| **a == v).copied().map(Some).ok_or(format!("{key}={v}: expected one of {}", allowed.join(", ")))
+            }
+        }
+    }
+
+    fn index(&mut self) -> Result<usize, String> {
+        match self.take("index") {
+            None => Ok(0),
+            Some(v) => v.parse().map_err(|_| format!("index={v}: expected a sample number (0, 1, 2, …)")),
+        }
+    }
+
+    /// A channel by its short name; t2m (the channel the tutorial plots) by default.
+    fn channel(&mut self) -> Result<&'static str, String> {
+        let names: Vec<&'static str> = CHANNELS.iter().map(|c| c.name).collect();
+        Ok(self.one_of("channel", &names)?.unwrap_or("t2m"))
+    }
+
+    /// The run a block names with `run=ID`, if it names one.
+    fn run(&mut self) -> Result<Option<RunId>, String> {
+        self.take("run").map(|id| RunId::parse(&id).map_err(|e| format!("run={id}: {e}"))).transpose()
+    }
+
     fn finish(self, kind: &str) -> Result<(), String> {
         match self.0.first() {
             None => Ok(()),
@@ -372,6 +427,30 @@ b | dp=2"
         assert!(BlockSpec::parse("published", "").unwrap_err().contains("table=NAME"));
         assert!(BlockSpec::parse("published table=jsc-runtimes unit=h", "").unwrap_err().contains("no setting `unit`"));
         assert!(BlockSpec::parse("graph", "").unwrap_err().contains("figure and published"));
+    }
+
+    #[wasm_bindgen_test]
+    fn data_and_maps_blocks_name_a_sample_and_a_run() {
+        let data = BlockSpec::parse("data config=cpu_tiny set=valid index=5 channel=u10", "").unwrap();
+        assert_eq!(data, BlockSpec::Data { config: "cpu_tiny".into(), set: "valid", index: 5, channel: "u10" });
+        let data = BlockSpec::parse("data", "").unwrap();
+        assert_eq!(data, BlockSpec::Data { config: DEFAULT_CONFIG.into(), set: "train", index: 0, channel: "t2m" });
+        assert!(BlockSpec::parse("data set=test", "").unwrap_err().contains("expected one of train, valid"));
+        assert!(BlockSpec::parse("data channel=t2", "").unwrap_err().contains("u10, v10, t2m"));
+        assert!(BlockSpec::parse("data index=-1", "").unwrap_err().contains("sample number"));
+        assert_eq!(BlockSpec::parse("maps", "").unwrap(), BlockSpec::Maps { run: None });
+        let run = BlockSpec::parse("maps run=20260101-120000-1", "").unwrap();
+        assert_eq!(run, BlockSpec::Maps { run: Some(RunId::parse("20260101-120000-1").unwrap()) });
+        assert!(BlockSpec::parse("maps run=../x", "").unwrap_err().starts_with("run=../x"));
+    }
+
+    #[wasm_bindgen_test]
+    fn timelines_name_a_run_or_follow_the_latest_profile() {
+        assert_eq!(BlockSpec::parse("timeline", "").unwrap(), BlockSpec::Timeline { run: None });
+        let run = BlockSpec::parse("timeline run=20260101-120000-1", "").unwrap();
+        assert_eq!(run, BlockSpec::Timeline { run: Some(RunId::parse("20260101-120000-1").unwrap()) });
+        assert!(BlockSpec::parse("timeline run=a/b", "").unwrap_err().starts_with("run=a/b"));
+        assert!(BlockSpec::parse("timeline rank=0", "").unwrap_err().contains("no setting `rank`"));
     }
 
     #[wasm_bindgen_test]

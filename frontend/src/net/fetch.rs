@@ -7,12 +7,28 @@ use wasm_bindgen_futures::JsFuture;
 /// The body of `url` as text, or a message saying why not (the server's own message for an
 /// API error, e.g. a missing token).
 pub async fn text(url: &str) -> Result<String, String> {
+    let response = get(url).await?;
+    let body = JsFuture::from(response.text().map_err(|e| describe(&e))?).await.map_err(|e| describe(&e))?;
+    Ok(body.as_string().unwrap_or_default())
+}
+
+/// The body of `url` as bytes (a binary file: the baseline's event file), or why not.
+pub async fn bytes(url: &str) -> Result<Vec<u8>, String> {
+    let response = get(url).await?;
+    let body = JsFuture::from(response.array_buffer().map_err(|e| describe(&e))?).await.map_err(|e| describe(&e))?;
+    Ok(js_sys::Uint8Array::new(&body).to_vec())
+}
+
+/// The response to a GET of `url` when it succeeded; the server's message when it did not.
+async fn get(url: &str) -> Result<web_sys::Response, String> {
     let window = leptos::prelude::window();
     let response = JsFuture::from(window.fetch_with_str(url)).await.map_err(|e| format!("cannot reach the server: {}", describe(&e)))?;
     let response: web_sys::Response = response.dyn_into().map_err(|_| "the fetch did not return a response".to_owned())?;
+    if response.ok() {
+        return Ok(response);
+    }
     let body = JsFuture::from(response.text().map_err(|e| describe(&e))?).await.map_err(|e| describe(&e))?;
-    let body = body.as_string().unwrap_or_default();
-    if response.ok() { Ok(body) } else { Err(error_message(response.status(), &body)) }
+    Err(error_message(response.status(), &body.as_string().unwrap_or_default()))
 }
 
 /// The API answers errors as `{"code": ..., "message": ...}`; anything else is shown as is.

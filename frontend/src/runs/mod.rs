@@ -64,8 +64,8 @@ impl Runs {
         runs
     }
 
-    /// The store before its connection opens.
-    fn unconnected() -> Runs {
+    /// The store before its connection opens (also what component tests chart with).
+    pub(crate) fn unconnected() -> Runs {
         Runs {
             records: RwSignal::new(Vec::new()),
             charted: RwSignal::new(load_charted()),

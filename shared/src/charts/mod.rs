@@ -16,7 +16,7 @@ mod smoothing;
 mod ticks;
 
 pub use axis::{XAxis, format_clock, format_duration};
-pub use baseline::{BASELINE_COLUMNS, parse_baseline};
+pub use baseline::{BASELINE_COLUMNS, baseline_event_file, parse_baseline, parse_baseline_events};
 pub use export::{CSV_HEADER, CsvSeries, to_csv};
 pub use per_pixel::{Sample, per_pixel, samples};
 pub use scale::Scale;

@@ -298,12 +298,7 @@ impl TrainConfig {
             field("disable_broadcast_buffers", Bool, Tuning, "skip DDP's per-step broadcast of buffers (none in the ViT)"),
             field("noddp", Bool, Tuning, "skip the gradient all-reduce, to measure its cost (replicas drift apart)"),
             field("benchy_trial", Choice(BenchyTrial::NAMES), Tuning, "full run, io (loading only) or synthetic (steps on one batch)"),
-            field(
-                "profile",
-                Text,
-                Tuning,
-                "steps to profile on every rank, START:END like a Python slice (5:8: steps 5 to 7); empty: none",
-            ),
+            field("profile", Text, Tuning, "steps to profile on every rank, START:END like a Python slice (5:8 is 5, 6, 7); empty: none"),
         ]
     };
 

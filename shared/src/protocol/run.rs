@@ -161,6 +161,10 @@ pub enum RunHandle {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         slurm_cluster: Option<String>,
     },
+    /// A run read from a TensorBoard logdir (`scalebook tb import`, `serve --watch-logdir`):
+    /// the logdir, and the run's directory in it as TensorBoard names runs (`.` for the logdir
+    /// itself). Its points are copied from the event files there; nothing of it runs here.
+    Logdir { logdir: String, run: String },
 }
 
 /// What the browser asks to run. Only typed, validated fields: the server checks every one

@@ -6,6 +6,7 @@ pub mod estimate;
 pub mod layout;
 pub mod serve;
 pub mod supervise;
+pub mod tb;
 
 use std::process::ExitCode;
 
@@ -29,6 +30,9 @@ enum Command {
     Config(config::ConfigCommand),
     /// Estimate memory, step time and communication of a config on a layout and cluster.
     Estimate(estimate::EstimateArgs),
+    /// Bring TensorBoard logdirs in as runs.
+    #[command(subcommand)]
+    Tb(tb::TbCommand),
     /// Run a trainer and record how it ended (what `serve` starts runs with).
     #[command(hide = true)]
     Supervise(supervise::SuperviseArgs),
@@ -43,6 +47,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Layout(args) => layout::run(args),
         Command::Config(cmd) => config::run(cmd),
         Command::Estimate(args) => estimate::run(args),
+        Command::Tb(cmd) => tb::run(cmd),
         Command::Supervise(args) => supervise::run(args),
     }
 }

@@ -17,6 +17,7 @@ use scalebook_server::executor::local::LocalExecutor;
 use scalebook_server::executor::slurm::{SlurmCommands, SlurmExecutor};
 use scalebook_server::gate::{Connection, GateLimits, GatedListener};
 use scalebook_server::limits::LaunchLimits;
+use scalebook_server::logdir::follow::LogdirFollower;
 use scalebook_server::routes;
 use scalebook_server::runs::{Executors, RunManager};
 use scalebook_server::state::{AppState, ClustersFile, Configs, WsSettings};
@@ -77,6 +78,11 @@ pub struct ServeArgs {
     /// all of them); a login node is shared, so keep it at 30 or more outside tests.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     slurm_poll_secs: u64,
+    /// Follow a TensorBoard logdir live (repeatable): each run in it (a directory with
+    /// events.out.tfevents.* files) becomes a run, `running` while followed, and its new
+    /// scalars stream to every browser.
+    #[arg(long = "watch-logdir", value_name = "DIR")]
+    watch_logdirs: Vec<PathBuf>,
     /// Seconds between WebSocket heartbeats.
     #[arg(long, default_value_t = 20, hide = true)]
     heartbeat_secs: u64,
@@ -88,7 +94,7 @@ pub struct ServeArgs {
 /// Diagnostics go to stderr through `tracing`: warnings, and one line per HTTP request and per
 /// WebSocket connection, at `info` unless RUST_LOG says otherwise (`RUST_LOG=warn`,
 /// `RUST_LOG=debug`). The ready line stays on stdout, where wrappers read it.
-fn init_logging() {
+pub(super) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colours only on a terminal: logs written to a file (a Slurm log, a test) stay plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -131,6 +137,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             ),
         };
         let runs = RunManager::open(store, executors)?;
+        LogdirFollower::start(runs.clone(), &args.watch_logdirs).await?;
         let state = Arc::new(AppState { source_root: configs.project_root(), configs, clusters, limits, runs: runs.clone(), ws });
         let router = routes::router(state, args.static_dir.clone(), token.clone())?;
         let service = routes::service(router, base.clone());

@@ -11,6 +11,7 @@ use crate::clock::now;
 use crate::executor::local::LocalExecutor;
 use crate::executor::outcome;
 use crate::executor::process;
+use crate::logdir::is_logdir_run;
 use scalebook_shared::rundir::ExitRecord;
 
 /// How often a run started by an earlier server is checked for having ended (it is not our
@@ -22,8 +23,10 @@ fn ranks(record: &RunRecord) -> usize {
     record.layout.world() as usize
 }
 
+/// Whether a run trains on this machine (a run read from a logdir is recorded as local, but
+/// runs elsewhere and takes no slot).
 fn is_local(record: &RunRecord) -> bool {
-    record.executor == ExecutorSpec::Local
+    record.executor == ExecutorSpec::Local && !is_logdir_run(record)
 }
 
 impl RunManager {

@@ -7,6 +7,7 @@
 //! is read and written on blocking threads, never on the async workers.
 
 mod local;
+mod logdir;
 mod records;
 mod slurm;
 
@@ -23,6 +24,7 @@ use crate::clock::now;
 use crate::executor::TrainSpec;
 use crate::executor::local::LocalExecutor;
 use crate::executor::slurm::SlurmExecutor;
+use crate::logdir::is_logdir_run;
 use crate::plan::{LaunchPlan, Target};
 use crate::store::{self, RunStore};
 use crate::stream::{Hub, Subscription};
@@ -90,7 +92,8 @@ impl RunManager {
             records: Mutex::new(records.iter().map(|r| (r.id.clone(), r.clone())).collect()),
             updates,
         });
-        for record in records.iter().filter(|r| !r.state().is_final()) {
+        // Runs read from a logdir are taken up by the logdir follower, if this server has one.
+        for record in records.iter().filter(|r| !r.state().is_final() && !is_logdir_run(r)) {
             match record.executor {
                 ExecutorSpec::Local => manager.resume_local(record),
                 ExecutorSpec::Slurm(_) => manager.resume_slurm(record),
@@ -237,7 +240,11 @@ impl RunManager {
     /// recorded as `cancelled` by whoever sees it end). Decided under the lock, so a run that
     /// starts meanwhile is stopped rather than marked cancelled while it trains.
     pub async fn cancel(self: &Arc<Self>, id: &RunId) -> Result<(), Error> {
-        let state = self.get(id).ok_or_else(|| Error::UnknownRun { id: id.clone() })?.state();
+        let record = self.get(id).ok_or_else(|| Error::UnknownRun { id: id.clone() })?;
+        let state = record.state();
+        if is_logdir_run(&record) && !state.is_final() {
+            return Err(Error::FollowedRun { id: id.clone() });
+        }
         if state.is_final() {
             return Err(Error::NotCancellable { id: id.clone(), state });
         }
@@ -273,6 +280,7 @@ impl RunManager {
             let stopped = match &handle {
                 RunHandle::Local { pgid, start_ticks } => LocalExecutor::terminate(*pgid, *start_ticks).await.map_err(|e| e.to_string()),
                 RunHandle::Slurm { job_id, slurm_cluster } => this.executors.slurm.cancel(*job_id, slurm_cluster.as_deref()).await,
+                RunHandle::Logdir { .. } => Err("it trains elsewhere; its logdir is only read here".to_owned()),
             };
             if let Err(e) = stopped {
                 tracing::warn!("cannot stop run {id} ({handle:?}): {e}");

@@ -196,7 +196,7 @@ fn error(id: Option<RequestId>, mut report: ErrorReport) -> ServerReply {
 fn report(error: &Error, run: Option<&RunId>) -> ErrorReport {
     let code = match error {
         Error::UnknownRun { .. } => ErrorCode::UnknownRun,
-        Error::NotCancellable { .. } => ErrorCode::NotCancellable,
+        Error::NotCancellable { .. } | Error::FollowedRun { .. } => ErrorCode::NotCancellable,
         _ => ErrorCode::Internal,
     };
     let report = ErrorReport::new(code, error.to_string());

@@ -205,6 +205,8 @@ pub struct Response {
     /// The header lines, names in lower case.
     pub headers: Vec<(String, String)>,
     pub body: String,
+    /// The body as sent, for binary answers (a PNG).
+    pub bytes: Vec<u8>,
 }
 
 impl Response {
@@ -228,12 +230,13 @@ pub fn http_over(mut stream: impl Read + Write, path: &str, headers: &[(&str, &s
     stream.write_all(request.as_bytes()).unwrap();
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).unwrap();
+    let bytes = raw.windows(4).position(|w| w == b"\r\n\r\n").map_or_else(Vec::new, |at| raw[at + 4..].to_vec());
     let raw = String::from_utf8_lossy(&raw);
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
     let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     let headers =
         head.lines().skip(1).filter_map(|l| l.split_once(':')).map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned())).collect();
-    Response { status, headers, body: body.to_owned() }
+    Response { status, headers, body: body.to_owned(), bytes }
 }
 
 pub fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> Response {

@@ -4,5 +4,8 @@
 
 mod delivery;
 mod harness;
+mod profile;
 mod runs;
 mod security;
+mod tensorboard;
+mod weather;

@@ -8,4 +8,4 @@ mod tfevents;
 
 pub use log::{Logger, py_float, timestamp};
 pub use metrics::MetricsWriter;
-pub use tfevents::{EventWriter, masked_crc32c};
+pub use tfevents::EventWriter;

@@ -1,0 +1,87 @@
+//! TensorBoard logdirs as runs: `scalebook tb import` turns every run of a logdir into a run
+//! directory, and `serve --watch-logdir` follows a logdir live, so a PyTorch run of the
+//! tutorial (on this machine, or writing to a cluster's shared filesystem) is listed, charted
+//! and streamed like a run this server launched.
+//!
+//! An imported run is an ordinary run directory whose `metrics.jsonl` is copied from the
+//! event files ([`copy`]); its record says where it came from ([`RunHandle::Logdir`]), which
+//! is also how importing or following the same logdir again finds it instead of making a
+//! second one.
+
+pub mod copy;
+pub mod follow;
+pub mod import;
+pub mod scan;
+
+use std::path::{Path, PathBuf};
+
+use scalebook_shared::layout::{DEFAULT_ORDER, Layout, Sizes};
+use scalebook_shared::protocol::{ExecutorSpec, RunHandle, RunRecord, RunState};
+
+use self::copy::{EventCopy, NewRecords};
+use self::scan::SourceRun;
+use crate::Error;
+use crate::clock::now;
+use crate::store::RunStore;
+
+/// The logdir run directory a record was read from, if it was.
+pub fn source_dir(record: &RunRecord) -> Option<PathBuf> {
+    match &record.handle {
+        Some(RunHandle::Logdir { logdir, run }) => Some(scan::run_dir(Path::new(logdir), run)),
+        _ => None,
+    }
+}
+
+/// Whether a run was read from a logdir rather than launched here.
+pub fn is_logdir_run(record: &RunRecord) -> bool {
+    matches!(record.handle, Some(RunHandle::Logdir { .. }))
+}
+
+/// Whether `source` is the event directory of a run of `store` itself (a logdir that holds
+/// the runs directory): Scalebook's own runs are already runs, never imported again.
+pub fn is_in_runs_dir(source: &SourceRun, store: &RunStore) -> bool {
+    source.dir().starts_with(store.dir())
+}
+
+/// Creates the run directory of `source` with the points read so far (`new`, read from the
+/// start of its files): `completed` for an import, `running` for a run being followed. The
+/// record is written last and the directory removed if anything fails, so a half-made run is
+/// never found. Its id carries the time of its first event, so it sorts with the runs of its
+/// day.
+pub fn create_run(store: &RunStore, source: &SourceRun, new: NewRecords, live: bool) -> Result<(RunRecord, EventCopy), Error> {
+    let created_at = new.first_wall.unwrap_or_else(now);
+    let ended_at = new.last_wall.unwrap_or(created_at);
+    let id = store.create_run_dir(created_at)?;
+    let dir = store.run_dir(&id);
+    let name = match source.name.as_str() {
+        "." => source.logdir.file_name().map_or_else(|| ".".to_owned(), |n| n.to_string_lossy().into_owned()),
+        name => name.to_owned(),
+    };
+    let mut record = RunRecord {
+        id,
+        config: format!("tensorboard:{name}"),
+        overrides: Vec::new(),
+        effective: serde_json::Map::new(),
+        layout: Layout::new(Sizes::default(), DEFAULT_ORDER).expect("a one-rank layout is valid"),
+        // Nothing of it runs here; "local" keeps the record readable by every client.
+        executor: ExecutorSpec::Local,
+        seed: None,
+        history: Vec::new(),
+        created_at,
+        started_at: None,
+        ended_at: None,
+        handle: Some(RunHandle::Logdir { logdir: source.logdir.to_string_lossy().into_owned(), run: source.name.clone() }),
+        cancel_requested: false,
+    };
+    record.transition(RunState::Running, created_at, None);
+    if !live {
+        record.transition(RunState::Completed, ended_at, None);
+    }
+    let mut copy = EventCopy::start(&dir);
+    let written = copy.append(new).map_err(Error::from).and_then(|_| Ok(store.write_record(&record)?));
+    if let Err(e) = written {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(e);
+    }
+    Ok((record, copy))
+}

@@ -1,0 +1,76 @@
+//! A run's weather maps, as the trainer leaves them in the run directory: the index of the maps
+//! drawn so far and one PNG per epoch and channel. Only names of the trainer's own form are
+//! served, so no request reaches any other file.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use scalebook_shared::rundir::{MAPS_DIR, MAPS_INDEX};
+use scalebook_shared::weather::{MapIndex, channel_index, map_file};
+
+/// The maps of the run in `run_dir` so far: none before its first epoch has ended.
+pub async fn index(run_dir: &Path) -> io::Result<MapIndex> {
+    match tokio::fs::read(run_dir.join(MAPS_DIR).join(MAPS_INDEX)).await {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| io::Error::other(format!("{MAPS_DIR}/{MAPS_INDEX} does not parse: {e}"))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(MapIndex::default()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The path of map `name` in `run_dir`, or `None` unless `name` is exactly what
+/// [`map_file`] makes for some epoch and one of the 20 channels.
+pub fn file(run_dir: &Path, name: &str) -> Option<PathBuf> {
+    is_map_file(name).then(|| run_dir.join(MAPS_DIR).join(name))
+}
+
+fn is_map_file(name: &str) -> bool {
+    let Some((epoch, channel)) =
+        name.strip_prefix("epoch").and_then(|rest| rest.strip_suffix(".png")).and_then(|rest| rest.split_once('-'))
+    else {
+        return false;
+    };
+    let epoch = match epoch.bytes().all(|b| b.is_ascii_digit()) {
+        true => epoch.parse::<u64>().ok(),
+        false => None,
+    };
+    epoch.is_some_and(|epoch| channel_index(channel).is_some() && map_file(epoch, channel) == name)
+}
+
+/// The rule for [`file`]'s names, for an error message.
+pub const NAME_RULE: &str = "a map is named epochNNNN-CHANNEL.png (e.g. epoch0001-t2m.png)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_trainers_names_are_map_files() {
+        for good in ["epoch0001-t2m.png", "epoch0120-u10.png", "epoch12345-tcwv.png"] {
+            assert!(is_map_file(good), "{good}");
+        }
+        let bad = [
+            "epoch1-t2m.png",
+            "epoch0001-t2m.PNG",
+            "epoch0001-x.png",
+            "epoch+001-t2m.png",
+            "epoch0001-../t2m.png",
+            "../index.json",
+            "index.json",
+            "epoch0001-t2m.png/..",
+            "",
+        ];
+        for bad in bad {
+            assert!(!is_map_file(bad), "{bad}");
+        }
+        assert_eq!(file(Path::new("/runs/r1"), "epoch0002-u10.png"), Some(PathBuf::from("/runs/r1/maps/epoch0002-u10.png")));
+    }
+
+    #[tokio::test]
+    async fn a_run_without_maps_has_an_empty_index() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(index(dir.path()).await.unwrap().maps.is_empty());
+        std::fs::create_dir_all(dir.path().join(MAPS_DIR)).unwrap();
+        std::fs::write(dir.path().join(MAPS_DIR).join(MAPS_INDEX), "{\"maps\": [").unwrap();
+        assert!(index(dir.path()).await.unwrap_err().to_string().contains("does not parse"));
+    }
+}

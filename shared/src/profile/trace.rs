@@ -1,0 +1,49 @@
+//! Step timelines: the ranks' Chrome-trace files (what libtorch's Kineto profiler writes, or
+//! any other Chrome-trace JSON) turned into what the browser draws and tabulates.
+//!
+//! - [`Trace::parse`] reads one file leniently: the object form with `traceEvents` and the
+//!   bare array form, complete (`X`) events and `B`/`E` pairs; every other event (instants,
+//!   flows, counters) and every odd value is skipped, never an error, so a trace from a newer
+//!   profiler still opens.
+//! - [`Timeline::new`] puts the ranks on one clock and builds their lanes: per rank, the
+//!   trainer's named ranges on top, then one lane per process and thread, each split into rows
+//!   by nesting depth.
+//! - [`OpsTable`] sums the ops by name (count, total, self time, mean).
+//! - [`bars`] is what a window of the timeline draws at a given width: events narrower than a
+//!   pixel are merged into per-pixel bars, so a trace of 100k events stays a few thousand
+//!   shapes however far it is zoomed out.
+//! - [`Window`] is the visible span with zoom and pan, and [`format_micros`] labels durations.
+//!
+//! Times are microseconds, as in the files, counted from the first event of any rank.
+
+mod bars;
+mod lenient;
+mod ops;
+mod read;
+mod timeline;
+mod window;
+
+pub use bars::{Bar, BarKind, bar_at, bars};
+pub use ops::{OpOrder, OpStat, OpsTable};
+pub use read::Trace;
+pub use timeline::{Lane, LaneKind, NameId, Row, Span, Timeline};
+pub use window::{Window, format_micros, micros_ticks};
+
+/// What the server answers for a run's profile (`api/runs/ID/profile`): its ranks' traces,
+/// by rank; empty until the profiled steps are done.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TraceList {
+    pub traces: Vec<RankTrace>,
+}
+
+/// One rank's trace file of a run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RankTrace {
+    pub rank: usize,
+    /// Its size, so the browser can say how much it is loading.
+    pub bytes: u64,
+}
+
+/// The category of the ranges a program marks itself (`record_function` in PyTorch, the
+/// trainer's ranges here): drawn in each rank's ranges lane, not counted as ops.
+pub const RANGE_CATEGORY: &str = "user_annotation";

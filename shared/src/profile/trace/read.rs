@@ -1,0 +1,243 @@
+//! One rank's trace file as read: its timed events, one per complete (`X`) event or matched
+//! `B`/`E` pair, and the names its metadata events give processes and threads.
+
+use std::collections::HashMap;
+
+use super::lenient::{RawEvent, RawTrace, Scalar};
+use crate::Error;
+
+/// A thread of the trace: its process and thread ids as the file writes them (numbers or
+/// text), and the names and sort indexes its metadata gives.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Thread {
+    pub pid: String,
+    pub tid: String,
+    pub process_name: Option<String>,
+    pub process_sort: Option<f64>,
+    pub thread_name: Option<String>,
+    pub thread_sort: Option<f64>,
+}
+
+/// A timed event: which thread ran it, its name and category, start and duration (µs).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Event {
+    pub thread: usize,
+    pub name: String,
+    pub category: String,
+    pub start: f64,
+    pub dur: f64,
+}
+
+/// One parsed trace file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Trace {
+    pub(super) threads: Vec<Thread>,
+    pub(super) events: Vec<Event>,
+    /// Kineto's `baseTimeNanoseconds`: its timestamps count from there, so traces of
+    /// different ranks line up once each is shifted by its own base.
+    pub(super) base_ns: Option<f64>,
+}
+
+/// The profiler's own span around the whole recording (Kineto's `Trace` category): not
+/// something the program did, so it is not drawn.
+const PROFILER_CATEGORY: &str = "Trace";
+
+impl Trace {
+    /// Reads a Chrome trace (the object form with `traceEvents`, or a bare list of events; a
+    /// list whose closing bracket is missing, which the format allows, is read too). Events
+    /// the timeline does not draw are skipped; only text that is not such JSON at all is an
+    /// error.
+    pub fn parse(text: &str) -> Result<Trace, Error> {
+        let raw = match serde_json::from_str::<RawTrace>(text) {
+            Ok(raw) => raw,
+            Err(e) => unterminated_list(text).ok_or_else(|| Error::Parse { what: "the trace".into(), message: e.to_string() })?,
+        };
+        let mut builder = Builder::default();
+        for event in raw.entries {
+            builder.add(event);
+        }
+        Ok(Trace { threads: builder.threads, events: builder.events, base_ns: raw.base_ns.number() })
+    }
+
+    /// How many timed events it holds.
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+}
+
+/// The array form cut short (a trace still being written, or written without its `]`).
+fn unterminated_list(text: &str) -> Option<RawTrace> {
+    let body = text.trim_end().trim_end_matches(',');
+    if !body.trim_start().starts_with('[') || body.ends_with(']') {
+        return None;
+    }
+    serde_json::from_str(&format!("{body}]")).ok()
+}
+
+#[derive(Default)]
+struct Builder {
+    threads: Vec<Thread>,
+    by_ids: HashMap<(String, String), usize>,
+    process_names: HashMap<String, (Option<String>, Option<f64>)>,
+    events: Vec<Event>,
+    /// The `B` events still waiting for their `E`, per thread.
+    open: HashMap<usize, Vec<(String, String, f64)>>,
+}
+
+impl Builder {
+    fn add(&mut self, event: RawEvent) {
+        let Some(ph) = event.ph.text() else { return };
+        let ts = event.ts.number();
+        match (ph.as_str(), ts) {
+            ("X", Some(start)) => {
+                let dur = event.dur.number().unwrap_or(0.0);
+                let thread = self.thread(&event.pid, &event.tid);
+                self.push(thread, text_of(&event.name), text_of(&event.cat), start, dur);
+            }
+            ("B", Some(start)) => {
+                let thread = self.thread(&event.pid, &event.tid);
+                self.open.entry(thread).or_default().push((text_of(&event.name), text_of(&event.cat), start));
+            }
+            ("E", Some(end)) => {
+                let thread = self.thread(&event.pid, &event.tid);
+                if let Some((name, category, start)) = self.open.get_mut(&thread).and_then(Vec::pop) {
+                    self.push(thread, name, category, start, end - start);
+                }
+            }
+            ("M", _) => self.metadata(&event),
+            _ => {}
+        }
+    }
+
+    fn push(&mut self, thread: usize, name: String, category: String, start: f64, dur: f64) {
+        if dur >= 0.0 && category != PROFILER_CATEGORY {
+            self.events.push(Event { thread, name, category, start, dur });
+        }
+    }
+
+    /// Names and sort indexes of processes and threads (`process_name`, `thread_name`,
+    /// `process_sort_index`, `thread_sort_index`).
+    fn metadata(&mut self, event: &RawEvent) {
+        let (name, sort) = (event.args.name.text(), event.args.sort_index.number());
+        match event.name.text().as_deref() {
+            Some("thread_name") => {
+                let t = self.thread(&event.pid, &event.tid);
+                self.threads[t].thread_name = name;
+            }
+            Some("thread_sort_index") => {
+                let t = self.thread(&event.pid, &event.tid);
+                self.threads[t].thread_sort = sort;
+            }
+            Some("process_name") => self.process_names.entry(id_of(&event.pid)).or_default().0 = name,
+            Some("process_sort_index") => self.process_names.entry(id_of(&event.pid)).or_default().1 = sort,
+            _ => return,
+        }
+        // Metadata may come before or after the threads it names.
+        let pid = id_of(&event.pid);
+        if let Some((name, sort)) = self.process_names.get(&pid).cloned() {
+            for thread in self.threads.iter_mut().filter(|t| t.pid == pid) {
+                thread.process_name = name.clone();
+                thread.process_sort = sort;
+            }
+        }
+    }
+
+    /// The index of the thread `(pid, tid)`, adding it the first time.
+    fn thread(&mut self, pid: &Scalar, tid: &Scalar) -> usize {
+        let key = (id_of(pid), id_of(tid));
+        if let Some(&index) = self.by_ids.get(&key) {
+            return index;
+        }
+        let (process_name, process_sort) = self.process_names.get(&key.0).cloned().unwrap_or_default();
+        self.threads.push(Thread { pid: key.0.clone(), tid: key.1.clone(), process_name, process_sort, ..Thread::default() });
+        self.by_ids.insert(key, self.threads.len() - 1);
+        self.threads.len() - 1
+    }
+}
+
+fn text_of(value: &Scalar) -> String {
+    value.text().unwrap_or_default()
+}
+
+/// A process or thread id as text; events without one share the id `?`.
+fn id_of(value: &Scalar) -> String {
+    value.text().unwrap_or_else(|| "?".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_kinetos_object_form_with_its_metadata() {
+        let text = r#"{"schemaVersion": 1, "deviceProperties": [],
+          "traceEvents": [
+            {"ph": "M", "name": "thread_name", "pid": 7, "tid": 9, "args": {"name": "main"}},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 9, "ts": 100.5, "dur": 12.5, "args": {"Ev Idx": 3}},
+            {"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 7, "tid": 9, "ts": 100, "dur": 40},
+            {"ph": "M", "name": "process_name", "pid": 7, "args": {"name": "scalebook-train"}},
+            {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": 1, "ts": 0, "dur": 900},
+            {"ph": "s", "id": 1, "pid": 7, "tid": 9, "ts": 101, "cat": "ac2g", "name": "flow"},
+            {"ph": "i", "s": "t", "pid": 7, "tid": 9, "ts": 102, "name": "mark"}
+          ],
+          "traceName": "rank0", "displayTimeUnit": "ms", "baseTimeNanoseconds": 1700000000000000000}"#;
+        let trace = Trace::parse(text).unwrap();
+        assert_eq!(trace.len(), 2);
+        assert_eq!(trace.base_ns, Some(1.7e18));
+        let thread = &trace.threads[trace.events[0].thread];
+        assert_eq!((thread.pid.as_str(), thread.tid.as_str()), ("7", "9"));
+        assert_eq!((thread.thread_name.as_deref(), thread.process_name.as_deref()), (Some("main"), Some("scalebook-train")));
+        assert_eq!(trace.events[0], Event { thread: 0, name: "aten::mm".into(), category: "cpu_op".into(), start: 100.5, dur: 12.5 });
+    }
+
+    #[test]
+    fn reads_the_bare_list_form_with_begin_and_end_pairs() {
+        let text = r#"[
+            {"ph": "B", "name": "outer", "pid": 1, "tid": 1, "ts": 10},
+            {"ph": "B", "name": "inner", "pid": 1, "tid": 1, "ts": 12},
+            {"ph": "E", "pid": 1, "tid": 1, "ts": 15},
+            {"ph": "E", "pid": 1, "tid": 1, "ts": 30},
+            {"ph": "E", "pid": 1, "tid": 1, "ts": 31},
+            {"ph": "B", "name": "never ends", "pid": 1, "tid": 2, "ts": 40}
+        ]"#;
+        let trace = Trace::parse(text).unwrap();
+        let spans: Vec<(&str, f64, f64)> = trace.events.iter().map(|e| (e.name.as_str(), e.start, e.dur)).collect();
+        assert_eq!(spans, [("inner", 12.0, 3.0), ("outer", 10.0, 20.0)]);
+        // The array form may lack its closing bracket.
+        let cut = r#"[{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2},"#;
+        assert_eq!(Trace::parse(cut).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn odd_values_are_skipped_not_refused() {
+        let text = r#"{"traceEvents": [
+            3, "text", null, [1, 2],
+            {"ph": "X", "name": "ids as text", "pid": "host", "tid": "worker 1", "ts": "5.5", "dur": 1},
+            {"ph": "X", "name": {"nested": true}, "pid": [1], "tid": null, "ts": 6, "dur": 2, "args": [1, 2]},
+            {"ph": "X", "name": "no time", "pid": 1, "tid": 1, "dur": 3},
+            {"ph": "X", "name": "negative", "pid": 1, "tid": 1, "ts": 1, "dur": -3},
+            {"ph": "X", "name": "twice", "name": "again", "pid": 1, "tid": 1, "ts": 1, "dur": "lots"},
+            {"ph": 5, "name": "odd phase"},
+            {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": 42}}
+        ]}"#;
+        let trace = Trace::parse(text).unwrap();
+        let names: Vec<&str> = trace.events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["ids as text", "", "again"]);
+        assert_eq!(trace.events[0].start, 5.5);
+        assert_eq!(trace.threads[trace.events[1].thread].pid, "?");
+        assert_eq!(trace.threads.iter().find(|t| t.tid == "1").unwrap().thread_name.as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn text_that_is_no_trace_is_an_error() {
+        for text in ["", "not json", "{\"events\": []}", "{\"traceEvents\": 3}", "42"] {
+            assert!(Trace::parse(text).is_err(), "{text}");
+        }
+        assert!(Trace::parse("[]").unwrap().is_empty());
+        assert!(Trace::parse("[1, 2").unwrap().is_empty());
+    }
+}

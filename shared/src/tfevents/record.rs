@@ -1,0 +1,131 @@
+//! TFRecord framing, the container of every event file: each record is its payload's length
+//! (u64, little-endian), the masked CRC-32C of those 8 bytes, the payload, and the payload's
+//! masked CRC-32C.
+//!
+//! A file being written ends, most of the time, in the middle of a record. Reading stops
+//! before such a tail and says where it starts, so a reader following a live file reads again
+//! from there once more bytes have arrived. Damage anywhere else is an error naming the byte.
+
+use super::crc::masked_crc32c;
+use crate::Error;
+
+/// Length and its checksum.
+const HEADER: usize = 12;
+/// The payload's checksum.
+const FOOTER: usize = 4;
+
+/// `payload` framed as one record.
+pub fn frame(payload: &[u8]) -> Vec<u8> {
+    let len = (payload.len() as u64).to_le_bytes();
+    let mut record = Vec::with_capacity(HEADER + payload.len() + FOOTER);
+    record.extend_from_slice(&len);
+    record.extend_from_slice(&masked_crc32c(&len).to_le_bytes());
+    record.extend_from_slice(payload);
+    record.extend_from_slice(&masked_crc32c(payload).to_le_bytes());
+    record
+}
+
+/// One record's payload and where its record starts in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Payload<'a> {
+    pub offset: u64,
+    pub bytes: &'a [u8],
+}
+
+/// The complete records of a stretch of a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Records<'a> {
+    pub payloads: Vec<Payload<'a>>,
+    /// Where the next read should start: the end of the last complete record (the start of
+    /// an incomplete one, if the stretch ends inside one).
+    pub resume_at: u64,
+}
+
+/// The records of `bytes`, which start at byte `start` of their file (the offsets in errors
+/// and in the result are the file's).
+pub fn split(bytes: &[u8], start: u64) -> Result<Records<'_>, Error> {
+    let mut payloads = Vec::new();
+    let mut at = 0usize;
+    let offset_of = |at: usize| start + at as u64;
+    while let Some(header) = bytes.get(at..at + HEADER) {
+        let (len, crc) = header.split_at(8);
+        if masked_crc32c(len) != u32_le(crc) {
+            return Err(damaged(
+                offset_of(at),
+                "the record's length fails its checksum (masked CRC-32C): not a TensorBoard event file, or a damaged one",
+            ));
+        }
+        let len = u64::from_le_bytes(len.try_into().unwrap_or_default());
+        let end = usize::try_from(len).ok().and_then(|len| (at + HEADER).checked_add(len)?.checked_add(FOOTER));
+        let Some(end) = end else {
+            return Err(damaged(offset_of(at), format!("the record claims {len} bytes, more than can be read")));
+        };
+        let Some(record) = bytes.get(at..end) else { break };
+        let (payload, crc) = record[HEADER..].split_at(record.len() - HEADER - FOOTER);
+        if masked_crc32c(payload) != u32_le(crc) {
+            return Err(damaged(offset_of(at), "the record's payload fails its checksum (masked CRC-32C): the event file is damaged"));
+        }
+        payloads.push(Payload { offset: offset_of(at), bytes: payload });
+        at = end;
+    }
+    Ok(Records { payloads, resume_at: offset_of(at) })
+}
+
+pub(super) fn damaged(offset: u64, message: impl Into<String>) -> Error {
+    Error::EventFile { offset, message: message.into() }
+}
+
+fn u32_le(bytes: &[u8]) -> u32 {
+    u32::from_le_bytes(bytes.try_into().unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(payloads: &[&[u8]]) -> Vec<u8> {
+        payloads.iter().flat_map(|p| frame(p)).collect()
+    }
+
+    #[test]
+    fn records_frame_and_split_back() {
+        let bytes = file(&[b"first", b"", b"third record"]);
+        assert_eq!(bytes.len(), 3 * 16 + 5 + 12);
+        assert_eq!(&bytes[..8], 5u64.to_le_bytes());
+        assert_eq!(&bytes[8..12], masked_crc32c(&5u64.to_le_bytes()).to_le_bytes());
+        let records = split(&bytes, 0).unwrap();
+        let payloads: Vec<&[u8]> = records.payloads.iter().map(|p| p.bytes).collect();
+        assert_eq!(payloads, [&b"first"[..], b"", b"third record"]);
+        assert_eq!(records.payloads.iter().map(|p| p.offset).collect::<Vec<_>>(), [0, 21, 37]);
+        assert_eq!(records.resume_at, bytes.len() as u64);
+    }
+
+    #[test]
+    fn a_truncated_tail_is_left_for_the_next_read() {
+        let bytes = file(&[b"one", b"two"]);
+        // Cut inside the second record's header, payload and footer.
+        for cut in [20, 19 + 5, 19 + 12 + 2, bytes.len() - 1] {
+            let records = split(&bytes[..cut], 0).unwrap();
+            assert_eq!(records.payloads.len(), 1, "cut at {cut}");
+            assert_eq!(records.resume_at, 19);
+        }
+        // Reading on from there, as a follower does, finds the rest.
+        let rest = split(&bytes[19..], 19).unwrap();
+        assert_eq!(rest.payloads, [Payload { offset: 19, bytes: b"two" }]);
+        assert_eq!(rest.resume_at, bytes.len() as u64);
+        assert_eq!(split(&[], 7).unwrap(), Records { payloads: Vec::new(), resume_at: 7 });
+    }
+
+    #[test]
+    fn a_bad_checksum_names_the_byte_where_its_record_starts() {
+        let mut bytes = file(&[b"one", b"two"]);
+        bytes[19 + 12] ^= 1;
+        let err = split(&bytes, 100).unwrap_err();
+        assert_eq!(err, damaged(119, "the record's payload fails its checksum (masked CRC-32C): the event file is damaged"));
+        bytes[19] ^= 1;
+        let err = split(&bytes, 0).unwrap_err().to_string();
+        assert!(err.starts_with("byte 19: the record's length fails its checksum"), "{err}");
+        let err = split(b"name,value\n1,2\n", 0).unwrap_err().to_string();
+        assert!(err.contains("not a TensorBoard event file"), "{err}");
+    }
+}

@@ -1,0 +1,145 @@
+//! The profiling chapter's timeline: a two-rank `cpu_tiny` run launched from the page with a
+//! `profile` window, then drawn as lanes for each rank with the trainer's named ranges on top,
+//! a hover that names what the pointer is over, zoom, and the table of ops. Until the trainer
+//! writes its own traces, the test writes Kineto-shaped ones into the run's profile directory.
+
+use std::path::Path;
+use std::time::Duration;
+
+use scalebook_e2e::{Browser, PrefixProxy, Server, with_tiny_data};
+use scalebook_shared::profile::trace::{Timeline, Trace};
+use scalebook_shared::profile::{ranges, trace_file};
+use scalebook_shared::rundir;
+
+const TIMELINE: &str = "section.timeline";
+const RANKS: usize = 2;
+
+/// The ranges every rank of a data-parallel run marks.
+fn named_ranges() -> Vec<&'static str> {
+    let mut names = ranges::STEP.to_vec();
+    names.push(ranges::GRAD_ALLREDUCE);
+    names
+}
+
+/// A trace shaped as Kineto writes one for `rank`: steps 2 and 3 with the trainer's ranges,
+/// nested ops under them, a run of optimizer ops too short to draw one by one, thread names,
+/// and events the timeline ignores. Rank 1's is the bare list form of the format.
+fn kineto_trace(rank: usize) -> String {
+    let pid = 4000 + rank;
+    let mut events = vec![
+        format!(r#"{{"ph": "M", "name": "thread_name", "pid": {pid}, "tid": 1, "args": {{"name": "main"}}}}"#),
+        format!(r#"{{"ph": "M", "name": "process_name", "pid": {pid}, "args": {{"name": "scalebook-train"}}}}"#),
+    ];
+    let mut x = |cat: &str, name: &str, ts: f64, dur: f64| {
+        events.push(format!(
+            r#"{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": {pid}, "tid": 1, "ts": {ts}, "dur": {dur}, "args": {{}}}}"#
+        ));
+    };
+    for step in [2, 3] {
+        let t = f64::from(step) * 2000.0 + rank as f64 * 7.0;
+        x("user_annotation", &format!("{}{step}", ranges::STEP_PREFIX), t, 1000.0);
+        x("user_annotation", ranges::DATA_WAIT, t, 50.0);
+        x("user_annotation", ranges::FORWARD, t + 50.0, 350.0);
+        x("cpu_op", "aten::linear", t + 60.0, 200.0);
+        x("cpu_op", "aten::addmm", t + 70.0, 180.0);
+        x("user_annotation", ranges::BACKWARD, t + 400.0, 400.0);
+        x("cpu_op", "AddmmBackward0", t + 410.0, 350.0);
+        x("cpu_op", "aten::mm", t + 420.0, 160.0);
+        x("user_annotation", ranges::GRAD_ALLREDUCE, t + 800.0, 80.0);
+        x("user_annotation", "c10d::all_reduce", t + 805.0, 70.0);
+        x("user_annotation", ranges::OPTIMIZER, t + 880.0, 120.0);
+        for i in 0..100 {
+            x("cpu_op", "aten::add_", t + 885.0 + f64::from(i), 0.2);
+        }
+    }
+    events.push(format!(r#"{{"ph": "i", "s": "t", "name": "mark", "pid": {pid}, "tid": 1, "ts": 1}}"#));
+    let list = format!("[{}]", events.join(",\n"));
+    match rank {
+        0 => {
+            format!(r#"{{"schemaVersion": 1, "traceEvents": {list}, "displayTimeUnit": "ms", "baseTimeNanoseconds": 1700000000000000000}}"#)
+        }
+        _ => list,
+    }
+}
+
+/// The traces of the run in `run_dir`: the trainer's if it wrote them, else written here.
+fn traces_of(run_dir: &Path) -> anyhow::Result<Vec<(usize, Trace)>> {
+    let dir = run_dir.join(rundir::PROFILE_DIR);
+    if !dir.join(trace_file(0)).is_file() {
+        std::fs::create_dir_all(&dir)?;
+        for rank in 0..RANKS {
+            std::fs::write(dir.join(trace_file(rank)), kineto_trace(rank))?;
+        }
+    }
+    (0..RANKS).map(|rank| Ok((rank, Trace::parse(&std::fs::read_to_string(dir.join(trace_file(rank)))?)?))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timeline_draws_every_ranks_lanes_and_ranges_and_tabulates_the_ops() -> anyhow::Result<()> {
+    let workdir = with_tiny_data("scalebook-e2e-timeline")?;
+    let server = Server::start_in(workdir.path(), &[])?;
+    let proxy = PrefixProxy::start(server.addr).await?;
+    let browser = Browser::start().await?;
+    browser.client.goto(&proxy.url(&format!("/?token={}#/profiling", server.token))).await?;
+    browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
+    // No run has a profile yet: the block says how to make one.
+    browser.wait_attr(TIMELINE, "data-state", |s| s == "none").await?;
+    browser.wait_text(&format!("{TIMELINE} p.message"), |t| t.contains("profile: 5:8")).await?;
+
+    // Two ranks of cpu_tiny (its data is in the server's working directory), steps 2 and 3.
+    browser.select(".config-editor select", "cpu_tiny").await?;
+    browser.wait_value(".config-editor input[data-field=embed_dim]", |v| v == "48").await?;
+    browser.paste_into(".config-editor input[data-field=profile]", "2:4").await?;
+    browser.paste_into(".run-block input.dp", "2").await?;
+    browser.wait_text(".run-block", |t| t.contains("profile=") && t.contains("2:4")).await?;
+    browser.click(".run-block button.launch").await?;
+    let run = browser.wait_attr(".run-block .current-run", "data-run", |r| !r.is_empty()).await?;
+    browser.wait_attr_for(".run-block .run-state", "data-state", |s| s == "completed", Duration::from_secs(600)).await?;
+    let traces = traces_of(&workdir.path().join("runs").join(&run))?;
+    let expected = Timeline::new(traces);
+    for rank in 0..RANKS {
+        let names = expected.range_names(rank);
+        assert!(named_ranges().iter().all(|n| names.contains(n)), "rank {rank}'s trace lacks a range: {names:?}");
+    }
+
+    // The block follows the latest run with a profile; reloading picks up traces written late.
+    browser.wait_attr(TIMELINE, "data-run", |r| r == run).await?;
+    browser.click(&format!("{TIMELINE} button.reload")).await?;
+    browser.wait_attr(TIMELINE, "data-state", |s| s == "ready").await?;
+    for rank in 0..RANKS {
+        let lane = |kind: &str| format!("{TIMELINE} g.lane[data-rank='{rank}'][data-kind='{kind}']");
+        let threads = browser.eval(&format!("return document.querySelectorAll(\"{}\").length", lane("thread"))).await?;
+        assert!(threads.as_u64().unwrap_or(0) >= 1, "rank {rank} has no thread lane");
+        browser.wait_attr(&lane("thread"), "data-bars", |b| b.parse::<usize>().is_ok_and(|n| n > 0)).await?;
+        for name in named_ranges() {
+            browser.find(&format!("{} rect.range[data-name='{name}']", lane("ranges"))).await?;
+        }
+    }
+
+    // The ops table lists the ops, the largest total first.
+    let ops = browser
+        .eval(&format!("return Array.from(document.querySelectorAll('{TIMELINE} table.ops tbody tr')).map(r => r.dataset.op)"))
+        .await?;
+    let ops: Vec<String> = serde_json::from_value(ops)?;
+    assert!(!ops.is_empty() && ops.len() <= 15, "{ops:?}");
+    assert!(ops.iter().all(|op| !op.is_empty() && !named_ranges().contains(&op.as_str())), "ranges are not ops: {ops:?}");
+
+    // The pointer over a range names it, with its rank.
+    let forward = format!("{TIMELINE} g.lane[data-rank='1'][data-kind='ranges'] rect.range[data-name='{}']", ranges::FORWARD);
+    let hover = format!(
+        "(() => {{ const r = document.querySelector(\"{forward}\").getBoundingClientRect(); \
+         document.querySelector('{TIMELINE} svg.timeline-svg').dispatchEvent(new PointerEvent('pointermove', \
+           {{ clientX: r.left + r.width / 2, clientY: r.top + r.height / 2, bubbles: true }})); return true; }})()"
+    );
+    browser.eval(&format!("return {hover}")).await?;
+    browser.wait_text(&format!("{TIMELINE} .timeline-hover"), |t| t.starts_with(ranges::FORWARD) && t.contains("rank 1")).await?;
+
+    // Zooming in narrows the window the block shows.
+    let whole = browser.wait_text(&format!("{TIMELINE} .shown"), |t| t.contains(" to ")).await?;
+    browser.click(&format!("{TIMELINE} button.zoom-in")).await?;
+    browser.wait_text(&format!("{TIMELINE} .shown"), |t| t != whole).await?;
+
+    let errors = browser.console_errors().await?;
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+    browser.close().await
+}
