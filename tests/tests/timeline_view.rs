@@ -1,10 +1,12 @@
 //! The profiling chapter's timeline: a two-rank `cpu_tiny` run launched from the page with a
-//! `profile` window, then drawn as lanes for each rank with the trainer's named ranges on top,
-//! a hover that names what the pointer is over, zoom, and the table of ops. Until the trainer
-//! writes its own traces, the test writes Kineto-shaped ones into the run's profile directory.
+//! `profile` window, whose traces (libtorch's profiler, one Chrome-trace file per rank) hold
+//! every named range on every rank and are drawn as lanes for each rank with those ranges on
+//! top, with a hover that names what the pointer is over, zoom, and the table of ops.
 
 use std::path::Path;
 use std::time::Duration;
+
+use anyhow::Context as _;
 
 use scalebook_e2e::{Browser, PrefixProxy, Server, with_tiny_data};
 use scalebook_shared::profile::trace::{Timeline, Trace};
@@ -21,57 +23,16 @@ fn named_ranges() -> Vec<&'static str> {
     names
 }
 
-/// A trace shaped as Kineto writes one for `rank`: steps 2 and 3 with the trainer's ranges,
-/// nested ops under them, a run of optimizer ops too short to draw one by one, thread names,
-/// and events the timeline ignores. Rank 1's is the bare list form of the format.
-fn kineto_trace(rank: usize) -> String {
-    let pid = 4000 + rank;
-    let mut events = vec![
-        format!(r#"{{"ph": "M", "name": "thread_name", "pid": {pid}, "tid": 1, "args": {{"name": "main"}}}}"#),
-        format!(r#"{{"ph": "M", "name": "process_name", "pid": {pid}, "args": {{"name": "scalebook-train"}}}}"#),
-    ];
-    let mut x = |cat: &str, name: &str, ts: f64, dur: f64| {
-        events.push(format!(
-            r#"{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": {pid}, "tid": 1, "ts": {ts}, "dur": {dur}, "args": {{}}}}"#
-        ));
-    };
-    for step in [2, 3] {
-        let t = f64::from(step) * 2000.0 + rank as f64 * 7.0;
-        x("user_annotation", &format!("{}{step}", ranges::STEP_PREFIX), t, 1000.0);
-        x("user_annotation", ranges::DATA_WAIT, t, 50.0);
-        x("user_annotation", ranges::FORWARD, t + 50.0, 350.0);
-        x("cpu_op", "aten::linear", t + 60.0, 200.0);
-        x("cpu_op", "aten::addmm", t + 70.0, 180.0);
-        x("user_annotation", ranges::BACKWARD, t + 400.0, 400.0);
-        x("cpu_op", "AddmmBackward0", t + 410.0, 350.0);
-        x("cpu_op", "aten::mm", t + 420.0, 160.0);
-        x("user_annotation", ranges::GRAD_ALLREDUCE, t + 800.0, 80.0);
-        x("user_annotation", "c10d::all_reduce", t + 805.0, 70.0);
-        x("user_annotation", ranges::OPTIMIZER, t + 880.0, 120.0);
-        for i in 0..100 {
-            x("cpu_op", "aten::add_", t + 885.0 + f64::from(i), 0.2);
-        }
-    }
-    events.push(format!(r#"{{"ph": "i", "s": "t", "name": "mark", "pid": {pid}, "tid": 1, "ts": 1}}"#));
-    let list = format!("[{}]", events.join(",\n"));
-    match rank {
-        0 => {
-            format!(r#"{{"schemaVersion": 1, "traceEvents": {list}, "displayTimeUnit": "ms", "baseTimeNanoseconds": 1700000000000000000}}"#)
-        }
-        _ => list,
-    }
-}
-
-/// The traces of the run in `run_dir`: the trainer's if it wrote them, else written here.
+/// The trainer's trace of every rank of the run in `run_dir`, read as the browser reads it.
 fn traces_of(run_dir: &Path) -> anyhow::Result<Vec<(usize, Trace)>> {
     let dir = run_dir.join(rundir::PROFILE_DIR);
-    if !dir.join(trace_file(0)).is_file() {
-        std::fs::create_dir_all(&dir)?;
-        for rank in 0..RANKS {
-            std::fs::write(dir.join(trace_file(rank)), kineto_trace(rank))?;
-        }
-    }
-    (0..RANKS).map(|rank| Ok((rank, Trace::parse(&std::fs::read_to_string(dir.join(trace_file(rank)))?)?))).collect()
+    (0..RANKS)
+        .map(|rank| {
+            let path = dir.join(trace_file(rank));
+            let text = std::fs::read_to_string(&path).with_context(|| format!("the trainer wrote no {}", path.display()))?;
+            Ok((rank, Trace::parse(&text)?))
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,9 +63,8 @@ async fn the_timeline_draws_every_ranks_lanes_and_ranges_and_tabulates_the_ops()
         assert!(named_ranges().iter().all(|n| names.contains(n)), "rank {rank}'s trace lacks a range: {names:?}");
     }
 
-    // The block follows the latest run with a profile; reloading picks up traces written late.
+    // The block follows the latest run with a profile, and loads it once the run has ended.
     browser.wait_attr(TIMELINE, "data-run", |r| r == run).await?;
-    browser.click(&format!("{TIMELINE} button.reload")).await?;
     browser.wait_attr(TIMELINE, "data-state", |s| s == "ready").await?;
     for rank in 0..RANKS {
         let lane = |kind: &str| format!("{TIMELINE} g.lane[data-rank='{rank}'][data-kind='{kind}']");

