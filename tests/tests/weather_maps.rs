@@ -15,6 +15,15 @@ fn loaded(css: &str, also: &str) -> String {
     format!("(() => {{ const i = document.querySelector('{css}'); return !!i && i.complete && i.naturalWidth > 0 && {also}; }})()")
 }
 
+/// Fails unless the console's errors since the last look are only the browser's notes of the
+/// sample requests the server refused with `status` (what the block then explained).
+async fn refused_requests_only(browser: &Browser, status: u16) -> anyhow::Result<()> {
+    let errors = browser.console_errors().await?;
+    let expected = |e: &String| e.contains("api/data/sample") && e.contains(&format!("status of {status}"));
+    anyhow::ensure!(!errors.is_empty() && errors.iter().all(expected), "console errors: {errors:?}");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_data_block_draws_a_channel_of_a_sample_and_switches_channels() -> anyhow::Result<()> {
     let workdir = with_tiny_data("scalebook-e2e-data")?;
@@ -27,6 +36,7 @@ async fn the_data_block_draws_a_channel_of_a_sample_and_switches_channels() -> a
     // The chapter's cpu_short crops 90 × 180, more than this server's tiny data has: the block
     // shows the server's reason.
     browser.wait_text(&format!("{DATA} p.error"), |t| t.contains("smaller than the 90 × 180")).await?;
+    refused_requests_only(&browser, 404).await?;
     browser.select(&format!("{DATA} select.data-config"), "cpu_tiny").await?;
     let image = format!("{DATA} img.data-image");
     browser.wait_eval(&loaded(&image, "i.naturalWidth === 72 && i.naturalHeight === 36 && i.dataset.channel === 't2m'")).await?;
@@ -44,11 +54,10 @@ async fn the_data_block_draws_a_channel_of_a_sample_and_switches_channels() -> a
     browser.paste_into(&format!("{DATA} input.data-slider"), "5").await?;
     browser.wait_eval(&loaded(&image, "i.dataset.index === '5'")).await?;
     browser.wait_text(&format!("{DATA} p.where"), |t| t.contains("Sample 5 of 48")).await?;
-    browser.type_into(&format!("{DATA} input.data-index"), "48").await?;
-    if let Err(e) = browser.wait_text(&format!("{DATA} p.error"), |t| t.contains("48 samples (0 to 47)")).await {
-        eprintln!("DEBUG {e} {}", browser.eval("return [document.querySelector('.data-block input.data-index').value, document.querySelector('.data-block').outerHTML.slice(-900)]").await?);
-    }
     assert!(browser.console_errors().await?.is_empty());
+    browser.type_into(&format!("{DATA} input.data-index"), "48").await?;
+    browser.wait_text(&format!("{DATA} p.error"), |t| t.contains("48 samples (0 to 47)")).await?;
+    refused_requests_only(&browser, 400).await?;
     browser.close().await
 }
 

@@ -1,8 +1,13 @@
-//! The per-launch token. On a shared login node every user can reach every localhost port, and
+//! The per-launch tokens. On a shared login node every user can reach every localhost port, and
 //! jupyter-server-proxy forwards the user's cookies to whatever listens there; so the API and
-//! the WebSocket answer only requests that carry the token printed at start, in the URL
+//! the WebSocket answer only requests that carry a token printed at start, in the URL
 //! (`?token=...`, what a browser can put on a WebSocket) or as `Authorization: Bearer ...`.
 //! Cookies are never looked at.
+//!
+//! There are two tokens, one per [`Role`]: the instructor's, and the viewer's handed to the
+//! room. The viewer's is derived from the instructor's by a one-way hash (or given), so a
+//! learner holding it cannot work out the instructor's. The token a request carries decides
+//! its role, which travels in the request's extensions to the handlers that enforce it.
 //!
 //! The static files (the page shell, the compiled front-end, the chapter texts) are public
 //! tutorial material and carry no data, so they load without the token: the page reads it from
@@ -12,10 +17,12 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use scalebook_shared::protocol::Role;
 use serde_json::json;
+use sha2::{Digest, Sha256};
 
 use crate::Error;
 use crate::gate::Connection;
@@ -35,7 +42,17 @@ impl Token {
     pub fn generate() -> Result<Token, Error> {
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
-        Ok(Token(bytes.iter().map(|b| format!("{b:02x}")).collect()))
+        Ok(Token(hex(&bytes)))
+    }
+
+    /// The viewer token that goes with this instructor token: the first 128 bits of SHA-256
+    /// over a fixed prefix and this token, as 32 hex digits. The same instructor token always
+    /// gives the same viewer link (so a fixed `SCALEBOOK_TOKEN` keeps both links across
+    /// restarts), and the hash cannot be turned back into the instructor's token. The prefix
+    /// keeps this hash from equalling any other use of SHA-256 over the token.
+    pub fn viewer(&self) -> Token {
+        let digest = Sha256::new().chain_update(VIEWER_DERIVATION).chain_update(self.0.as_bytes()).finalize();
+        Token(hex(&digest[..16]))
     }
 
     /// A token chosen by the user (`--token`), which must be usable in a URL as is.
@@ -56,6 +73,51 @@ impl Token {
     }
 }
 
+/// What the viewer token is hashed from, before the instructor's token (see [`Token::viewer`]).
+const VIEWER_DERIVATION: &[u8] = b"scalebook viewer token v1\0";
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A server's two tokens (on a TCP port; a private Unix socket has none).
+#[derive(Debug, Clone)]
+pub struct Tokens {
+    instructor: Token,
+    viewer: Token,
+}
+
+impl Tokens {
+    /// The instructor's token and the viewer's: `viewer` when given, else derived.
+    pub fn new(instructor: Token, viewer: Option<Token>) -> Result<Tokens, Error> {
+        let viewer = viewer.unwrap_or_else(|| instructor.viewer());
+        if instructor.matches(viewer.as_str()) {
+            return Err(Error::SameTokens);
+        }
+        Ok(Tokens { instructor, viewer })
+    }
+
+    pub fn instructor(&self) -> &Token {
+        &self.instructor
+    }
+
+    pub fn viewer(&self) -> &Token {
+        &self.viewer
+    }
+
+    /// The role of a request presenting `presented`, if it is one of the tokens. Both
+    /// comparisons always run, so the time taken says nothing about which token was close.
+    fn role_of(&self, presented: &str) -> Option<Role> {
+        let instructor = self.instructor.matches(presented);
+        let viewer = self.viewer.matches(presented);
+        match (instructor, viewer) {
+            (true, _) => Some(Role::Instructor),
+            (false, true) => Some(Role::Viewer),
+            (false, false) => None,
+        }
+    }
+}
+
 /// The token a request presents: the `token` query parameter or a bearer token.
 fn presented(request: &Request) -> Option<&str> {
     let from_query = request.uri().query().and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("token=")));
@@ -63,22 +125,43 @@ fn presented(request: &Request) -> Option<&str> {
     from_query.or_else(from_header)
 }
 
-/// Middleware: refuses requests without the right token (when the server has one; on a
-/// private Unix socket it has none).
-pub async fn require_token(State(token): State<Option<Arc<Token>>>, request: Request, next: Next) -> Response {
-    let Some(token) = token else { return next.run(request).await };
-    let message = match presented(&request) {
-        Some(given) if token.matches(given) => {
-            // The connection is no longer a stranger's (see `gate`).
-            if let Some(ConnectInfo(connection)) = request.extensions().get::<ConnectInfo<Connection>>() {
-                connection.authenticated();
+/// Middleware: refuses requests without one of the tokens (when the server has them; on a
+/// private Unix socket, where only its owner can connect, every request is the instructor's),
+/// and puts the request's [`Role`] in its extensions for the handlers.
+///
+/// A viewer may only read: every API route is a GET today, and a request of any other method
+/// from a viewer is refused here, so a route added later that changes state is never open to
+/// the room by accident.
+pub async fn authorize(State(tokens): State<Option<Arc<Tokens>>>, mut request: Request, next: Next) -> Response {
+    let role = match &tokens {
+        None => Role::Instructor,
+        Some(tokens) => match presented(&request).map(|given| tokens.role_of(given)) {
+            Some(Some(role)) => role,
+            Some(None) => {
+                return refusal(StatusCode::UNAUTHORIZED, "wrong token: open the URL `scalebook serve` printed, which ends in ?token=...");
             }
-            return next.run(request).await;
-        }
-        Some(_) => "wrong token: open the URL `scalebook serve` printed, which ends in ?token=...",
-        None => "missing token: open the URL `scalebook serve` printed (it ends in ?token=...), or send `Authorization: Bearer TOKEN`",
+            None => {
+                return refusal(
+                    StatusCode::UNAUTHORIZED,
+                    "missing token: open the URL `scalebook serve` printed (it ends in ?token=...), or send `Authorization: Bearer TOKEN`",
+                );
+            }
+        },
     };
-    (StatusCode::UNAUTHORIZED, Json(json!({ "code": "unauthorized", "message": message }))).into_response()
+    // The connection is no longer a stranger's (see `gate`).
+    if let Some(ConnectInfo(connection)) = request.extensions().get::<ConnectInfo<Connection>>() {
+        connection.authenticated();
+    }
+    if !role.may_launch() && !matches!(*request.method(), Method::GET | Method::HEAD) {
+        return refusal(StatusCode::FORBIDDEN, "the viewer link only reads: only the instructor's link can change anything");
+    }
+    request.extensions_mut().insert(role);
+    next.run(request).await
+}
+
+fn refusal(status: StatusCode, message: &str) -> Response {
+    let code = if status == StatusCode::FORBIDDEN { "forbidden" } else { "unauthorized" };
+    (status, Json(json!({ "code": code, "message": message }))).into_response()
 }
 
 #[cfg(test)]
@@ -99,6 +182,46 @@ mod tests {
         assert_ne!(a.as_str(), b.as_str());
         assert_eq!(a.as_str().len(), 64);
         assert!(Token::given(a.as_str()).is_ok());
+    }
+
+    #[test]
+    fn the_viewer_token_is_derived_one_way_and_is_url_safe() {
+        let instructor = Token::given("classroom-demo-2025").unwrap();
+        let viewer = instructor.viewer();
+        // The same instructor token always gives the same viewer link (it survives a restart).
+        assert_eq!(viewer.as_str(), Token::given("classroom-demo-2025").unwrap().viewer().as_str());
+        assert_eq!(viewer.as_str().len(), 32);
+        assert!(viewer.as_str().chars().all(|c| c.is_ascii_hexdigit()));
+        assert!(Token::given(viewer.as_str()).is_ok(), "a derived token must be a valid token");
+        assert!(!viewer.as_str().contains(instructor.as_str()) && viewer.as_str() != instructor.as_str());
+        assert_ne!(viewer.as_str(), Token::given("classroom-demo-2026").unwrap().viewer().as_str());
+        // Pinned: a change of the derivation would change every class's viewer link.
+        let expected = hex(&Sha256::digest(b"scalebook viewer token v1\0classroom-demo-2025")[..16]);
+        assert_eq!(viewer.as_str(), expected);
+    }
+
+    #[test]
+    fn the_token_presented_decides_the_role() {
+        let tokens = Tokens::new(Token::given("instructor-0123456789").unwrap(), None).unwrap();
+        let viewer = tokens.viewer().as_str().to_owned();
+        for (uri, bearer, role) in [
+            ("/api/runs?token=instructor-0123456789", None, Some(Role::Instructor)),
+            (&format!("/api/runs?token={viewer}"), None, Some(Role::Viewer)),
+            ("/api/runs", Some("instructor-0123456789"), Some(Role::Instructor)),
+            ("/api/runs", Some(viewer.as_str()), Some(Role::Viewer)),
+            ("/api/runs?token=instructor-012345678", None, None),
+            ("/api/runs", Some(&viewer[1..]), None),
+        ] {
+            assert_eq!(presented(&request(uri, bearer)).and_then(|p| tokens.role_of(p)), role, "{uri} {bearer:?}");
+        }
+    }
+
+    #[test]
+    fn a_viewer_token_may_be_given_but_never_the_instructors() {
+        let instructor = Token::given("instructor-0123456789").unwrap();
+        let given = Tokens::new(instructor.clone(), Some(Token::given("room-token-0123456789").unwrap())).unwrap();
+        assert_eq!(given.viewer().as_str(), "room-token-0123456789");
+        assert!(matches!(Tokens::new(instructor.clone(), Some(instructor)), Err(Error::SameTokens)));
     }
 
     #[test]

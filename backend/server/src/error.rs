@@ -12,9 +12,12 @@ pub enum Error {
     /// A config file that cannot be read or does not parse.
     #[error("config file {}: {source}", path.display())]
     ConfigFile { path: PathBuf, source: Box<dyn std::error::Error + Send + Sync> },
-    /// A `--token` that could not travel in a URL unchanged.
-    #[error("--token (or $SCALEBOOK_TOKEN) must be 16 to 256 letters, digits, `-`, `_` or `.`")]
+    /// A `--token` or `--viewer-token` that could not travel in a URL unchanged.
+    #[error("--token and --viewer-token (or $SCALEBOOK_TOKEN, $SCALEBOOK_VIEWER_TOKEN) must be 16 to 256 letters, digits, `-`, `_` or `.`")]
     BadToken,
+    /// A viewer token equal to the instructor's, which would give the room the instructor's powers.
+    #[error("the viewer token must differ from the instructor's: whoever holds it could launch and cancel runs")]
+    SameTokens,
     /// A `--base-path` that is not a plain URL path.
     #[error("--base-path `{0}` must be a URL path like /user/NAME/proxy/absolute/8080 (letters, digits, `-`, `_`, `.`, `~`, `/`; no `..`)")]
     BadBasePath(String),

@@ -1,6 +1,6 @@
 //! The routes: the page, the built front-end and chapter files ([`static_files`]), the JSON API and the
-//! WebSocket under `/api`, the token check in front of the API, and the optional base path in
-//! front of everything.
+//! WebSocket under `/api`, the token check (which also decides the request's role) in front of
+//! the API, and the optional base path in front of everything.
 //!
 //! Every URL the page uses is relative, so the same router works at `/` and behind
 //! jupyter-server-proxy, which strips its `{base}/proxy/PORT` prefix before forwarding.
@@ -16,14 +16,14 @@ use tower::ServiceExt as _;
 use tower::util::MapRequest;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
-use crate::auth::{self, Token};
+use crate::auth::{self, Tokens};
 use crate::base_path::BasePath;
 use crate::state::AppState;
 use crate::{Error, api, headers, static_files, ws};
 
-/// The app at the root. `token: None` serves the API to anyone who can connect (only for a
-/// private Unix socket). Every response carries the security headers of [`headers`].
-pub fn router(state: Arc<AppState>, static_dir: PathBuf, token: Option<Token>) -> Result<Router, Error> {
+/// The app at the root. `tokens: None` serves the API, as the instructor, to anyone who can
+/// connect (only for a private Unix socket). Every response carries the security headers of [`headers`].
+pub fn router(state: Arc<AppState>, static_dir: PathBuf, tokens: Option<Tokens>) -> Result<Router, Error> {
     let security = Arc::new(headers::for_page(&static_dir)?);
     let api = Router::new()
         .route("/health", get(api::health))
@@ -40,7 +40,7 @@ pub fn router(state: Arc<AppState>, static_dir: PathBuf, token: Option<Token>) -
         .route("/data/sample", get(api::data_sample))
         .route("/code", get(api::code))
         .route("/ws", get(ws::upgrade))
-        .layer(from_fn_with_state(token.map(Arc::new), auth::require_token));
+        .layer(from_fn_with_state(tokens.map(Arc::new), auth::authorize));
     // One line per request: method, path, status and latency. The span holds the path only,
     // never the query or the headers, so neither the token (`?token=`, `Authorization`) nor a
     // cookie reaches the log.

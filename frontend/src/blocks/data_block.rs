@@ -8,11 +8,12 @@ use leptos::prelude::*;
 use scalebook_shared::weather::{CHANNELS, Palette};
 use serde::Deserialize;
 
+use super::data_fetch::fetch_json;
 use super::data_latitude::LatitudeWeights;
 use super::maps_legend::ColourLegend;
 use super::unique_id;
 use crate::library::{Library, Ready};
-use crate::net::{fetch, urls};
+use crate::net::urls;
 
 /// The sets a sample can come from.
 pub const SETS: [&str; 2] = ["train", "valid"];
@@ -57,15 +58,16 @@ impl Choice {
 pub fn DataBlock(config: String, set: &'static str, index: usize, channel: &'static str) -> impl IntoView {
     let library = expect_context::<Library>();
     let choice = RwSignal::new(Choice { config, set, index, channel });
-    // Each answer carries the choice it answers, so a slow one never passes for a newer one.
-    let answer = LocalResource::new(move || {
+    // Each answer carries the choice it answers; one to a choice since changed is dropped (a
+    // newer request is on its way), so a slow answer never passes for a newer one.
+    let answer = RwSignal::new(None::<(Choice, Result<Sample, String>)>);
+    Effect::new(move |_| {
         let asked = choice.get();
-        async move {
-            let text = fetch::text(&asked.url()).await;
-            let sample =
-                text.and_then(|t| serde_json::from_str::<Sample>(&t).map_err(|e| format!("the server's answer does not parse: {e}")));
-            (asked, sample)
-        }
+        fetch_json(asked.url(), move |result| {
+            if choice.try_with_untracked(|c| *c == asked) == Some(true) {
+                answer.try_set(Some((asked, result)));
+            }
+        });
     });
     let shown = RwSignal::new(None::<Sample>);
     Effect::new(move |_| {
@@ -80,6 +82,7 @@ pub fn DataBlock(config: String, set: &'static str, index: usize, channel: &'sta
         },
         _ => ("loading", None),
     };
+    let config_name = Memo::new(move |_| choice.with(|c| c.config.clone()));
     let config_names = move || library.configs.ready().map(|file| file.names().map(str::to_owned).collect::<Vec<_>>()).unwrap_or_default();
     let last_index = move || shown.with(|s| s.as_ref().map_or(0, |s| s.samples.saturating_sub(1)));
     let pick_index = move |text: String| {
@@ -99,7 +102,7 @@ pub fn DataBlock(config: String, set: &'static str, index: usize, channel: &'sta
                     choice.update(|c| { c.config = config; c.index = 0; });
                 }>
                     {move || {
-                        let current = choice.with(|c| c.config.clone());
+                        let current = config_name.get();
                         let mut names = config_names();
                         if !names.contains(&current) { names.insert(0, current.clone()); }
                         names.into_iter().map(|n| view! { <option value=n.clone() selected=n == current>{n.clone()}</option> }).collect_view()

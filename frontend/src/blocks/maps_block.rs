@@ -10,9 +10,10 @@ use leptos::prelude::*;
 use scalebook_shared::protocol::{RunId, RunState};
 use scalebook_shared::weather::{CHANNELS, ERROR_PANEL, MAPPED_CHANNELS, MapEntry, MapIndex, Palette, channel_index};
 
+use super::data_fetch::fetch_json;
 use super::maps_legend::ColourLegend;
 use super::unique_id;
-use crate::net::{fetch, urls};
+use crate::net::urls;
 use crate::runs::Runs;
 
 /// How often a live run's list of maps is asked for again: an epoch of a CPU run takes
@@ -38,18 +39,20 @@ pub fn MapsBlock(run: Option<RunId>) -> impl IntoView {
     .ok();
     on_cleanup(move || poll.iter().for_each(|handle| handle.clear()));
     // Asked again when the run changes state (its last maps are there once it has ended) and
-    // on every poll while it trains.
-    let answer = LocalResource::new(move || {
+    // on every poll while it trains; an answer about a run no longer shown is dropped.
+    let answer = RwSignal::new(None::<(RunId, Result<MapIndex, String>)>);
+    Effect::new(move |_| {
         let (id, _, _) = (run.get(), state.get(), tick.get());
-        async move {
-            let id = id?;
-            let text = fetch::text(&urls::api(&format!("runs/{id}/maps"))).await;
-            Some((id, text.and_then(|t| serde_json::from_str::<MapIndex>(&t).map_err(|e| format!("the list of maps does not parse: {e}")))))
-        }
+        let Some(id) = id else { return };
+        fetch_json(urls::api(&format!("runs/{id}/maps")), move |result| {
+            if run.try_get_untracked().flatten().as_ref() == Some(&id) {
+                answer.try_set(Some((id, result)));
+            }
+        });
     });
     let shown = RwSignal::new(None::<(RunId, MapIndex)>);
     Effect::new(move |_| {
-        if let Some(Some((id, Ok(index)))) = answer.get()
+        if let Some((id, Ok(index))) = answer.get()
             && shown.with_untracked(|s| s.as_ref().is_none_or(|(i, x)| *i != id || *x != index))
         {
             shown.set(Some((id, index)));
@@ -80,7 +83,7 @@ pub fn MapsBlock(run: Option<RunId>) -> impl IntoView {
         let Some(id) = run.get() else {
             return Some((false, "No run yet: launch one, and its maps appear here after its first epoch.".into()));
         };
-        if let Some(Some((asked, Err(message)))) = answer.get()
+        if let Some((asked, Err(message))) = answer.get()
             && asked == id
         {
             return Some((true, message));
@@ -142,8 +145,8 @@ pub fn MapsBlock(run: Option<RunId>) -> impl IntoView {
                     {move || entry.get().map(|e| e.panels.iter().map(|p| view! { <span>{panel_title(p)}</span> }).collect_view())}
                 </div>
                 <img class="maps-image map-image"
-                    src=move || entry.get().zip(run.get()).map(|(e, id)| urls::api(&format!("runs/{id}/maps/{}", e.file))).unwrap_or_default()
-                    alt=move || entry.get().map(|e| describe(&e)).unwrap_or_default()
+                    src=move || entry.get().zip(run.get()).map(|(e, id)| urls::api(&format!("runs/{id}/maps/{}", e.file)))
+                    alt=move || entry.get().map(|e| describe(&e))
                     data-epoch=move || entry.get().map(|e| e.epoch.to_string()).unwrap_or_default()
                     data-channel=move || entry.get().map(|e| e.channel).unwrap_or_default() />
                 <figcaption>{move || entry.get().map(|e| describe(&e))}</figcaption>

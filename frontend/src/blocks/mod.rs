@@ -6,6 +6,7 @@ mod code;
 mod config_editor;
 mod config_model;
 mod data_block;
+mod data_fetch;
 mod data_latitude;
 mod derived_values;
 mod estimate;

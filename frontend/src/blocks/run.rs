@@ -9,7 +9,7 @@ use scalebook_shared::cluster::ExecutorKind;
 use scalebook_shared::config::TrainConfig;
 use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, RunId, SlurmRequest};
 
-use super::run_status::{CurrentRun, RunList, remember, remembered};
+use super::run_status::{CurrentRun, RunList, ViewerNote, remember, remembered};
 use super::slurm_fields::SlurmFields;
 use super::unique_id;
 use crate::library::{Library, Ready};
@@ -147,6 +147,7 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
                         .collect_view())}
                 </select>
             </div>
+            <Show when=move || runs.may_launch() fallback=|| view! { <ViewerNote /> }>
             {move || slurm_cluster.get().map(|cluster| view! { <SlurmFields cluster request=slurm problems=slurm_problems /> })}
             <div class="toolbar">
                 {move || match slurm_cluster.get() {
@@ -162,6 +163,7 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
                 }}
                 <span class="muted">{blocked}</span>
             </div>
+            </Show>
             <p class="muted">{move || {
                 let changes = working.overrides.get();
                 if changes.is_empty() { "Runs the config as the file defines it.".to_owned() } else { format!("With your changes: {}", changes.join(", ")) }
@@ -181,5 +183,56 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
             {move || current.get().map(|id| view! { <CurrentRun id runs /> })}
             <RunList runs current open />
         </section>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use scalebook_shared::config::ConfigFile;
+    use scalebook_shared::protocol::{Role, ServerInfo};
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    use super::*;
+    use crate::testing::{mount, settle};
+
+    const CONFIGS: &str = include_str!("../../../config/ViT.yaml");
+
+    fn welcome(role: Role) -> ServerInfo {
+        ServerInfo {
+            version: "test".into(),
+            configs: vec!["cpu_short".into()],
+            max_message_bytes: 65536,
+            heartbeat_secs: 20,
+            max_local_ranks: 1,
+            role,
+        }
+    }
+
+    #[wasm_bindgen_test]
+    async fn a_viewer_sees_a_note_where_the_instructor_has_the_launch_button() {
+        let runs = Runs::unconnected();
+        let block = mount(move || {
+            let file = Arc::new(ConfigFile::parse(CONFIGS).unwrap());
+            provide_context(Library {
+                configs: LocalResource::new(move || std::future::ready(Ok(file.clone()))),
+                clusters: LocalResource::new(std::future::pending),
+                baseline: LocalResource::new(std::future::pending),
+            });
+            provide_context(runs);
+            view! { <RunBlock config="cpu_short".to_owned() dp=1 /> }
+        });
+        runs.server.set(Some(welcome(Role::Viewer)));
+        settle().await;
+        assert!(block.find("button.launch").is_none(), "a viewer's page offers a launch");
+        assert_eq!(block.text(".viewer-note"), "viewing: the instructor launches runs");
+        // The config stays the viewer's to explore.
+        assert!(block.find("select.run-config").is_some() && block.find("input.dp").is_some());
+
+        runs.server.set(Some(welcome(Role::Instructor)));
+        settle().await;
+        assert!(block.find("button.launch").is_some(), "the instructor's page has no launch");
+        assert!(block.find(".viewer-note").is_none());
     }
 }

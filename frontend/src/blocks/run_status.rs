@@ -1,5 +1,6 @@
 //! A run as the run block follows it: its state and reason, the log streaming in, cancel; and
-//! the list of every run, to chart or reopen.
+//! the list of every run, to chart or reopen. On a viewer's page the controls that would start
+//! or stop a run give way to [`ViewerNote`].
 
 use leptos::prelude::*;
 use scalebook_shared::charts::format_clock;
@@ -43,7 +44,7 @@ pub fn CurrentRun(id: RunId, runs: Runs) -> impl IntoView {
                         <span class=format!("badge state-{}", state.label().replace(' ', "-"))>{state.label()}</span>
                         {format!(" run {} of {}", r.id, r.config)}
                         {reason.map(|why| view! { <span class="reason">{format!(": {why}")}</span> })}
-                        {(!state.is_final()).then(|| view! {
+                        {(!state.is_final() && runs.may_launch()).then(|| view! {
                             <button type="button" class="cancel" on:click=move |_| { runs.cancel(&cancel_id); }>"Cancel"</button>
                         })}
                     </p>
@@ -52,6 +53,13 @@ pub fn CurrentRun(id: RunId, runs: Runs) -> impl IntoView {
             <pre class="log" node_ref=log tabindex="0" aria-label="Log of the run">{log_text}</pre>
         </div>
     }
+}
+
+/// What a viewer's page shows where the launch controls would be: the room follows, the
+/// instructor launches.
+#[component]
+pub fn ViewerNote() -> impl IntoView {
+    view! { <p class="muted viewer-note">"viewing: the instructor launches runs"</p> }
 }
 
 #[component]

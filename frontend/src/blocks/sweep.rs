@@ -7,7 +7,7 @@ use leptos::prelude::*;
 use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, RunId, RunState};
 use scalebook_shared::sweep::Variant;
 
-use super::run_status::{remember, remembered};
+use super::run_status::{ViewerNote, remember, remembered};
 use super::sweep_model::{
     BAR_HEIGHT, CURVES_HEIGHT, CURVES_MARGIN, LABEL_WIDTH, Measure, WIDTH, bars, bars_height, curves, efficiencies, loss_curve, throughput,
 };
@@ -137,7 +137,9 @@ pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> i
                         view! { <option value=n.to_owned() selected=selected>{n.to_owned()}</option> }
                     }).collect_view())}
                 </select>
-                <button type="button" class="run-sweep" on:click=start disabled=blocked>"Run all"</button>
+                <Show when=move || runs.may_launch() fallback=|| view! { <ViewerNote /> }>
+                    <button type="button" class="run-sweep" on:click=start disabled=blocked>"Run all"</button>
+                </Show>
                 <span class="muted sweep-status" data-progress=move || progress.with(Progress::name)>{status}</span>
             </div>
             <ol class="variants">

@@ -151,6 +151,13 @@ impl Runs {
         }
     }
 
+    /// Whether this page's link may launch, cancel and submit runs (reactive). The server
+    /// decides and enforces it; the page only hides what would be refused. Until the server's
+    /// `welcome` says, the controls show: a viewer's page learns it is one within a moment.
+    pub fn may_launch(&self) -> bool {
+        self.server.with(|server| server.as_ref().is_none_or(|info| info.role.may_launch()))
+    }
+
     pub fn answer(&self, ticket: u64) -> Option<Answer> {
         self.answers.with(|a| a.get(&ticket).cloned())
     }

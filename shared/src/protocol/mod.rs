@@ -7,10 +7,12 @@
 //! exactly what it missed, from any server that reads the same run directory.
 
 mod history;
+mod role;
 mod run;
 mod slurm;
 
 pub use history::{Bucket, Series, bucketize, series};
+pub use role::Role;
 pub use run::{ExecutorSpec, LaunchRequest, MAX_RUN_ID_LEN, RunHandle, RunId, RunRecord, RunState, StateChange};
 pub use slurm::{MAX_FIELD_LEN, SlurmJob, SlurmRequest};
 
@@ -21,7 +23,9 @@ use crate::metrics::MetricPoint;
 
 /// Bumped whenever a message changes incompatibly; `hello` and `welcome` carry it.
 /// Version 2: requests carry an optional `id`, echoed by their direct answers.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// Version 3: `welcome` tells the page its [`Role`]; a viewer's launch, cancel or preview is
+/// refused with `forbidden`.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The longest request id accepted.
 pub const MAX_REQUEST_ID_LEN: usize = 64;
@@ -211,6 +215,8 @@ pub struct ServerInfo {
     /// How many local rank processes run at once: a run of N ranks counts N, one larger
     /// than the limit runs alone; the rest wait as `queued`.
     pub max_local_ranks: usize,
+    /// What the link this connection came through may do.
+    pub role: Role,
 }
 
 /// A metric point with its sequence number (its line in `metrics.jsonl`).
@@ -258,6 +264,8 @@ pub enum ErrorCode {
     InvalidLaunch,
     /// The run could not be cancelled (it has already ended).
     NotCancellable,
+    /// The link's role may not do this (a viewer's launch, cancel or Slurm preview).
+    Forbidden,
     /// The server failed (a file it could not write); the message says what.
     Internal,
 }
@@ -330,7 +338,9 @@ mod tests {
             max_message_bytes: 65536,
             heartbeat_secs: 20,
             max_local_ranks: 1,
+            role: Role::Viewer,
         };
+        assert_eq!(serde_json::to_value(&info).unwrap()["role"], "viewer");
         round_trip_server(ServerMessage::Welcome { version: PROTOCOL_VERSION, server: info });
         round_trip_server(ServerMessage::Runs { runs: vec![] });
         round_trip_server(ServerMessage::Launched { run: id("r1") });

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::ServiceExt;
 use axum::extract::Request;
-use scalebook_server::auth::Token;
+use scalebook_server::auth::{Token, Tokens};
 use scalebook_server::base_path::BasePath;
 use scalebook_server::executor::TrainerCommand;
 use scalebook_server::executor::local::LocalExecutor;
@@ -23,8 +23,11 @@ use scalebook_server::runs::{Executors, RunManager};
 use scalebook_server::state::{AppState, ClustersFile, Configs, WsSettings};
 use scalebook_server::store::RunStore;
 
-/// Where the token may come from instead of `--token` (ignored on a Unix socket).
+/// Where the tokens may come from instead of `--token` and `--viewer-token` (ignored on a Unix
+/// socket). Read by hand rather than through clap: a variable must never appear in `--help`,
+/// and one set for a TCP server must not conflict with `--unix-socket`.
 const TOKEN_VARIABLE: &str = "SCALEBOOK_TOKEN";
+const VIEWER_TOKEN_VARIABLE: &str = "SCALEBOOK_VIEWER_TOKEN";
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -36,7 +39,7 @@ pub struct ServeArgs {
     port: u16,
     /// Listen on this Unix socket instead (created private to you, so no token is needed):
     /// what jupyter-server-proxy's `unix_socket: True` gives.
-    #[arg(long, conflicts_with_all = ["port", "host", "token"])]
+    #[arg(long, conflicts_with_all = ["port", "host", "token", "viewer_token"])]
     unix_socket: Option<PathBuf>,
     /// Directory with index.html, the built front-end (dist/) and the chapter files.
     #[arg(long, default_value = "static")]
@@ -56,6 +59,10 @@ pub struct ServeArgs {
     /// machine (`ps`).
     #[arg(long)]
     token: Option<String>,
+    /// The viewer token, for the link handed to the room: it reads and follows but never
+    /// launches or cancels (default: $SCALEBOOK_VIEWER_TOKEN, else derived from the token).
+    #[arg(long)]
+    viewer_token: Option<String>,
     /// How many local rank processes train at once: a run of N ranks counts N (one larger
     /// than this runs alone); later runs wait, queued.
     /// (`--max-local-runs` is its old name, still accepted.)
@@ -106,11 +113,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     scalebook_server::static_files::check(&args.static_dir)?;
     let configs = Configs::load(&args.yaml_config)?;
     let base = BasePath::parse(&args.base_path)?;
-    let from_env = std::env::var(TOKEN_VARIABLE).ok().filter(|t| !t.is_empty());
-    let token = match (&args.unix_socket, args.token.as_ref().or(from_env.as_ref())) {
-        (Some(_), _) => None,
-        (None, Some(given)) => Some(Token::given(given)?),
-        (None, None) => Some(Token::generate()?),
+    let tokens = match args.unix_socket {
+        Some(_) => None,
+        None => Some(tokens(&args)?),
     };
     let clusters_path = args.clusters.clone().unwrap_or_else(|| configs.path.with_file_name("clusters.yaml"));
     let clusters = ClustersFile::load(&clusters_path)?;
@@ -139,12 +144,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let runs = RunManager::open(store, executors)?;
         LogdirFollower::start(runs.clone(), &args.watch_logdirs).await?;
         let state = Arc::new(AppState { source_root: configs.project_root(), configs, clusters, limits, runs: runs.clone(), ws });
-        let router = routes::router(state, args.static_dir.clone(), token.clone())?;
+        let router = routes::router(state, args.static_dir.clone(), tokens.clone())?;
         let service = routes::service(router, base.clone());
         let prefix = base.as_ref().map_or("", BasePath::as_str);
-        // Tests and wrappers read this line to learn the URL; keep its shape stable.
-        match (&listener, &token) {
-            (Listener::Tcp(l), Some(token)) => println!("Scalebook is ready: http://{}{prefix}/?token={}", l.local_addr()?, token.as_str()),
+        // Tests and wrappers read the ready line to learn the URL; keep its shape stable, and
+        // last, so that when it comes everything is printed.
+        match (&listener, &tokens) {
+            (Listener::Tcp(l), Some(tokens)) => {
+                let addr = l.local_addr()?;
+                let link = |token: &Token| format!("http://{addr}{prefix}/?token={}", token.as_str());
+                println!("Instructor link (launches and cancels runs: keep it to yourself): {}", link(tokens.instructor()));
+                println!("Viewer link (share this one with the room: it follows and reads, never launches): {}", link(tokens.viewer()));
+                println!("Scalebook is ready: {}", link(tokens.instructor()));
+            }
             (Listener::Tcp(l), None) => println!("Scalebook is ready: http://{}{prefix}/", l.local_addr()?),
             (Listener::Unix(_, path), _) => println!("Scalebook is ready: unix:{} (no token: only you can open it)", path.display()),
         }
@@ -170,6 +182,18 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         runs.flush().await;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The tokens of a TCP server: each from its flag, else its environment variable; the
+/// instructor's else random, the viewer's else derived from the instructor's.
+fn tokens(args: &ServeArgs) -> anyhow::Result<Tokens> {
+    let given = |flag: &Option<String>, variable: &str| flag.clone().or_else(|| std::env::var(variable).ok().filter(|t| !t.is_empty()));
+    let instructor = match given(&args.token, TOKEN_VARIABLE) {
+        Some(text) => Token::given(&text)?,
+        None => Token::generate()?,
+    };
+    let viewer = given(&args.viewer_token, VIEWER_TOKEN_VARIABLE).map(|text| Token::given(&text)).transpose()?;
+    Ok(Tokens::new(instructor, viewer)?)
 }
 
 /// The trainer runs are started with: `--trainer`, or `scalebook-train` beside `scalebook`.

@@ -9,10 +9,11 @@ mod session;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::response::Response;
-use scalebook_shared::protocol::ServerMessage;
+use scalebook_shared::protocol::{Role, ServerMessage};
 use tokio::time::{Instant, interval_at};
 
 use self::session::{Session, forward_updates};
@@ -29,21 +30,22 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// (closing the connection); below that, an oversize message gets an error and is dropped.
 const HARD_LIMIT_FACTOR: usize = 16;
 
-pub async fn upgrade(State(state): State<Arc<AppState>>, upgrade: WebSocketUpgrade) -> Response {
+/// The connection keeps the role of the token its upgrade carried (see [`crate::auth`]).
+pub async fn upgrade(State(state): State<Arc<AppState>>, Extension(role): Extension<Role>, upgrade: WebSocketUpgrade) -> Response {
     let hard_limit = state.ws.max_message_bytes * HARD_LIMIT_FACTOR;
-    upgrade.max_message_size(hard_limit).max_frame_size(hard_limit).on_upgrade(move |socket| connection(state, socket))
+    upgrade.max_message_size(hard_limit).max_frame_size(hard_limit).on_upgrade(move |socket| connection(state, role, socket))
 }
 
-async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
+async fn connection(state: Arc<AppState>, role: Role, mut socket: WebSocket) {
     let (out, mut outgoing) = outbox::outbox(OUT_QUEUE, state.ws.max_queued_bytes);
     let watchdog = out.clone();
     let updates = tokio::spawn(forward_updates(state.runs.clone(), out.clone()));
     let period = state.ws.heartbeat;
     let mut heartbeat = interval_at(Instant::now() + period, period);
-    let mut session = Session::new(state, out);
+    let mut session = Session::new(state, role, out);
     let opened = Instant::now();
     let mut received = 0u64;
-    tracing::info!("websocket opened");
+    tracing::info!(?role, "websocket opened");
     'connection: loop {
         let replies = tokio::select! {
             incoming = socket.recv() => match incoming {

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use scalebook_shared::Problems;
 use scalebook_shared::protocol::{
-    ClientMessage, ClientRequest, ErrorCode, ErrorReport, ExecutorSpec, LaunchRequest, PROTOCOL_VERSION, RequestId, RunId, ServerInfo,
-    ServerMessage, ServerReply, request_id_of,
+    ClientMessage, ClientRequest, ErrorCode, ErrorReport, ExecutorSpec, LaunchRequest, PROTOCOL_VERSION, RequestId, Role, RunId,
+    ServerInfo, ServerMessage, ServerReply, request_id_of,
 };
 use tokio::sync::broadcast;
 use tokio::task::AbortHandle;
@@ -25,6 +25,8 @@ use crate::wire::encode;
 
 pub struct Session {
     state: Arc<AppState>,
+    /// What the link this connection came through may do.
+    role: Role,
     /// Messages for this connection from the tasks that follow its subscriptions.
     out: Outbox,
     subscriptions: HashMap<RunId, AbortHandle>,
@@ -34,9 +36,9 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(state: Arc<AppState>, out: Outbox) -> Session {
+    pub fn new(state: Arc<AppState>, role: Role, out: Outbox) -> Session {
         let limiter = RateLimiter::new(state.ws.messages_per_sec, state.ws.burst, Instant::now());
-        Session { state, out, subscriptions: HashMap::new(), limiter, limited: false }
+        Session { state, role, out, subscriptions: HashMap::new(), limiter, limited: false }
     }
 
     /// The replies to one text message from the client (none for a dropped one). Each direct
@@ -89,6 +91,9 @@ impl Session {
     }
 
     async fn handle(&mut self, message: ClientMessage) -> Result<Option<ServerMessage>, ErrorReport> {
+        if let Some(refusal) = self.forbidden(&message) {
+            return Err(refusal);
+        }
         let runs = &self.state.runs;
         match message {
             ClientMessage::Hello { version } if version == PROTOCOL_VERSION => {
@@ -136,6 +141,31 @@ impl Session {
         }
     }
 
+    /// The refusal of a message this connection's role may not send: a viewer reads and
+    /// follows, and never starts, stops or submits anything another user would see. Every
+    /// message is named here, so a new one must be placed on one side or the other.
+    fn forbidden(&self, message: &ClientMessage) -> Option<ErrorReport> {
+        if self.role.may_launch() {
+            return None;
+        }
+        let (what, run) = match message {
+            ClientMessage::Launch(_) => ("launch runs", None),
+            ClientMessage::Cancel { run } => ("cancel runs", Some(run)),
+            ClientMessage::PreviewSlurm(_) => ("prepare Slurm jobs", None),
+            ClientMessage::Hello { .. }
+            | ClientMessage::Subscribe { .. }
+            | ClientMessage::Unsubscribe { .. }
+            | ClientMessage::ListRuns
+            | ClientMessage::Ping { .. } => return None,
+        };
+        let report =
+            ErrorReport::new(ErrorCode::Forbidden, format!("viewers cannot {what}: only the instructor's link can; ask your instructor"));
+        Some(match run {
+            Some(run) => report.with_run(run.clone()),
+            None => report,
+        })
+    }
+
     /// Validates a launch against the served configs, clusters and limits, on a blocking
     /// thread: it looks at the data paths on disk (a shared filesystem may be slow), and the
     /// async workers stay free for every other connection meanwhile.
@@ -155,6 +185,7 @@ impl Session {
             max_message_bytes: self.state.ws.max_message_bytes,
             heartbeat_secs: self.state.ws.heartbeat.as_secs(),
             max_local_ranks: self.state.runs.max_local_ranks(),
+            role: self.role,
         }
     }
 }

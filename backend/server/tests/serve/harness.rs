@@ -77,6 +77,9 @@ pub struct Server {
     /// `http://127.0.0.1:PORT` (empty on a Unix socket).
     pub origin: String,
     pub token: String,
+    /// The viewer link the server printed, and its token (empty on a Unix socket).
+    pub viewer_url: String,
+    pub viewer_token: String,
     pub runs_dir: PathBuf,
     /// What the server serves as static files (a stub page; tests may add files).
     pub static_dir: PathBuf,
@@ -128,16 +131,23 @@ impl Server {
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
+            // The viewer link comes before the ready line (which comes last).
+            let mut viewer_url = None;
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("Scalebook is ready: ") {
-                    let _ = tx.send(url.to_owned());
+                if line.starts_with("Viewer link") {
+                    viewer_url = line.split_whitespace().last().map(str::to_owned);
+                } else if let Some(url) = line.strip_prefix("Scalebook is ready: ") {
+                    let _ = tx.send((url.to_owned(), viewer_url.take()));
                 }
             }
         });
-        let url = rx.recv_timeout(Duration::from_secs(120)).expect("the server did not announce its URL");
-        let token = url.split_once("?token=").map(|(_, t)| t.to_owned()).unwrap_or_default();
+        let (url, viewer_url) = rx.recv_timeout(Duration::from_secs(120)).expect("the server did not announce its URL");
+        let token_of = |url: &str| url.split_once("?token=").map(|(_, t)| t.to_owned()).unwrap_or_default();
+        let token = token_of(&url);
+        let viewer_url = viewer_url.unwrap_or_default();
+        let viewer_token = token_of(&viewer_url);
         let origin = url.strip_prefix("http://").map(|rest| format!("http://{}", rest.split('/').next().unwrap())).unwrap_or_default();
-        Server { child, url, origin, token, runs_dir, static_dir, log, stop_runs: true, _dir: dir }
+        Server { child, url, origin, token, viewer_url, viewer_token, runs_dir, static_dir, log, stop_runs: true, _dir: dir }
     }
 
     /// `host:port`.
@@ -154,7 +164,16 @@ impl Server {
     }
 
     pub async fn connect(&self) -> Client {
-        Client::connect(&format!("ws://{}/api/ws?token={}", self.addr(), self.token)).await.unwrap()
+        self.connect_with(&self.token).await
+    }
+
+    /// A WebSocket through the viewer link.
+    pub async fn connect_viewer(&self) -> Client {
+        self.connect_with(&self.viewer_token).await
+    }
+
+    async fn connect_with(&self, token: &str) -> Client {
+        Client::connect(&format!("ws://{}/api/ws?token={token}", self.addr())).await.unwrap()
     }
 
     /// GET `path` with the token as a bearer header.
@@ -221,8 +240,13 @@ impl Response {
 
 /// A bare HTTP/1.1 GET over any stream, so tests control every header (and send no cookie
 /// jar or redirect logic of a client library).
-pub fn http_over(mut stream: impl Read + Write, path: &str, headers: &[(&str, &str)]) -> Response {
-    let mut request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+pub fn http_over(stream: impl Read + Write, path: &str, headers: &[(&str, &str)]) -> Response {
+    http_request(stream, "GET", path, headers)
+}
+
+/// A bare HTTP/1.1 request of any method, without a body.
+pub fn http_request(mut stream: impl Read + Write, method: &str, path: &str, headers: &[(&str, &str)]) -> Response {
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n");
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }

@@ -5,6 +5,7 @@
 mod delivery;
 mod harness;
 mod profile;
+mod roles;
 mod runs;
 mod security;
 mod tensorboard;

@@ -206,6 +206,7 @@ async fn a_base_path_serves_the_page_and_api_under_it_and_at_the_root() {
     let base = "/user/ann/proxy/absolute/8080";
     let server = Server::start("base", &["--base-path", &format!("{base}/"), "--heartbeat-secs", "1"]);
     assert!(server.url.ends_with(&format!("{base}/?token={}", server.token)), "{}", server.url);
+    assert_eq!(server.viewer_url, server.url.replace(&server.token, &server.viewer_token));
     let addr = server.addr();
     for page in [base.to_owned(), format!("{base}/"), format!("{base}/index.html"), "/".to_owned()] {
         let response = http_get(addr, &page, &[]);

@@ -1,0 +1,23 @@
+//! Who holds a link. The instructor's link runs the class (launches, cancels, Slurm jobs); the
+//! viewer's link, handed to the room, reads and follows. The server decides the role from the
+//! token a request carries and enforces it; the page is told its role only to hide what it
+//! cannot use.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The instructor's link (or a private Unix socket): everything.
+    Instructor,
+    /// The room's link: every read, no launch, cancel or Slurm job.
+    Viewer,
+}
+
+impl Role {
+    /// Whether this role may start, stop or submit runs (and see a Slurm script before it is
+    /// submitted: the preview is the first step of a submission).
+    pub fn may_launch(self) -> bool {
+        self == Role::Instructor
+    }
+}
