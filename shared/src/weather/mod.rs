@@ -10,9 +10,11 @@ mod colour;
 mod grid;
 mod image;
 mod maps;
+mod samples;
 
 pub use channels::{CHANNELS, Channel, channel_index};
 pub use colour::Palette;
 pub use grid::{latitude, latitude_weights};
 pub use image::{Raster, encode_png};
 pub use maps::{ERROR_PANEL, MAPPED_CHANNELS, MapEntry, MapIndex, PANELS, map_file};
+pub use samples::sample_position;

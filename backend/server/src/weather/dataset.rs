@@ -5,7 +5,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use scalebook_shared::weather::CHANNELS;
+use scalebook_shared::weather::{CHANNELS, sample_position};
 
 use crate::Error;
 
@@ -65,17 +65,6 @@ impl YearFiles {
         self.files.len() * self.steps
     }
 
-    /// The file and step of sample `index`'s input, by the trainer's rule (its
-    /// `Era5Dataset::locate`): wrap the step inside the file into `0..steps − dt`, so the target
-    /// `dt` steps later stays in the same file, then move the first `dt` steps up by `dt`.
-    fn locate(&self, index: usize, dt: usize) -> (usize, usize) {
-        let mut local = index % self.steps % (self.steps - dt);
-        if local < dt {
-            local += dt;
-        }
-        (index / self.steps, local)
-    }
-
     /// Channel `channel` of sample `index`'s input: the crop's `height · width` values, row by
     /// row from the north. Reads that hyperslab only.
     pub fn read(&self, index: usize, dt: usize, channel: usize) -> Result<(Place, Vec<f32>), Error> {
@@ -84,7 +73,7 @@ impl YearFiles {
             let message = format!("sample {index} is past the end: this set has {samples} samples (0 to {})", samples - 1);
             return Err(Error::BadSample { field: "index", message });
         }
-        let (year, step) = self.locate(index, dt);
+        let (year, step) = sample_position(index, self.steps, dt);
         let path = &self.files[year];
         let (fields, steps) = open_fields(self.key, path, self.crop)?;
         let unreadable = |e: &dyn std::fmt::Display| Error::NoData { field: self.key, message: format!("{}: {e}", file_name(path)) };
@@ -146,15 +135,8 @@ mod tests {
     }
 
     #[test]
-    fn samples_are_located_by_the_trainers_rule() {
-        // 10 steps a file, dt = 1: steps wrap into 0..9 and step 0 moves up to 1, as in the
-        // tutorial (steps 0, 1 and 9 of a file all read step 1).
-        let years = set(2, 10);
-        assert_eq!(years.samples(), 20);
-        let located: Vec<(usize, usize)> = [0, 1, 2, 8, 9, 10, 19].iter().map(|&i| years.locate(i, 1)).collect();
-        assert_eq!(located, [(0, 1), (0, 1), (0, 2), (0, 8), (0, 1), (1, 1), (1, 1)]);
-        assert_eq!(years.locate(3, 2), (0, 3));
-        assert_eq!(years.locate(0, 2), (0, 2));
+    fn every_step_of_every_file_is_a_sample() {
+        assert_eq!(set(2, 10).samples(), 20);
     }
 
     #[test]

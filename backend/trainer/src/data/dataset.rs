@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use hdf5::types::TypeDescriptor;
 use ndarray::{Ix3, s};
+use scalebook_shared::weather::sample_position;
 
 use super::Stats;
 use super::direct::DirectSteps;
@@ -128,20 +129,13 @@ impl Era5Dataset {
         self.channels * self.img_size[0] * self.img_size[1]
     }
 
-    /// The year file and the time step within it that sample `index` starts from. The
-    /// tutorial's rule: wrap the local step into `0..n_per_year − dt` (so the target stays in
-    /// the file), then move steps below `dt` up by `dt`; steps 0, 1 and the last map to 1 for
-    /// dt = 1, duplicates the tutorial has too.
+    /// The year file and the time step within it that sample `index` starts from
+    /// ([`sample_position`]: the tutorial's rule).
     pub fn locate(&self, index: usize) -> Result<(usize, usize), Error> {
         if index >= self.len {
             return Err(Error::SampleIndex { index, len: self.len });
         }
-        let year = index / self.n_per_year;
-        let mut local = index % self.n_per_year % (self.n_per_year - self.dt);
-        if local < self.dt {
-            local += self.dt;
-        }
-        Ok((year, local))
+        Ok(sample_position(index, self.n_per_year, self.dt))
     }
 
     /// Reads sample `index` into two buffers of [`sample_len`](Self::sample_len) values.
