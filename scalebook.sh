@@ -248,6 +248,8 @@ cmd_test() {
     build_frontend
     build_frontend_with_trunk
     build_native
+    # The chapters' data block shows the CPU configs' dataset, as it does after `run`.
+    ensure_synthetic_data
     check_house_rules
     say "running every test"
     # One build for the tests and the run command: the tests run the release binaries that
