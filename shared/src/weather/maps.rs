@@ -25,6 +25,14 @@ pub fn map_file(epoch: u64, channel: &str) -> String {
     format!("epoch{epoch:04}-{channel}.png")
 }
 
+/// The epoch and channel of a map file's name: `Some` only for exactly what [`map_file`] makes
+/// for some epoch and one of the 20 channels, so a name that passes names nothing else.
+pub fn map_file_parts(name: &str) -> Option<(u64, &str)> {
+    let (epoch, channel) = name.strip_prefix("epoch")?.strip_suffix(".png")?.split_once('-')?;
+    let epoch = epoch.bytes().all(|b| b.is_ascii_digit()).then(|| epoch.parse::<u64>().ok())??;
+    (super::channel_index(channel).is_some() && map_file(epoch, channel) == name).then_some((epoch, channel))
+}
+
 /// The maps a run has drawn so far (`index.json` in the maps directory), oldest first.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct MapIndex {

@@ -16,5 +16,5 @@ pub use channels::{CHANNELS, Channel, channel_index};
 pub use colour::Palette;
 pub use grid::{latitude, latitude_weights};
 pub use image::{Raster, encode_png};
-pub use maps::{ERROR_PANEL, MAPPED_CHANNELS, MapEntry, MapIndex, PANELS, map_file};
+pub use maps::{ERROR_PANEL, MAPPED_CHANNELS, MapEntry, MapIndex, PANELS, map_file, map_file_parts};
 pub use samples::sample_position;

@@ -6,7 +6,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use scalebook_shared::rundir::{MAPS_DIR, MAPS_INDEX};
-use scalebook_shared::weather::{MapIndex, channel_index, map_file};
+use scalebook_shared::weather::{MapIndex, map_file_parts};
 
 /// The maps of the run in `run_dir` so far: none before its first epoch has ended.
 pub async fn index(run_dir: &Path) -> io::Result<MapIndex> {
@@ -17,23 +17,10 @@ pub async fn index(run_dir: &Path) -> io::Result<MapIndex> {
     }
 }
 
-/// The path of map `name` in `run_dir`, or `None` unless `name` is exactly what
-/// [`map_file`] makes for some epoch and one of the 20 channels.
+/// The path of map `name` in `run_dir`, or `None` unless `name` is a map's
+/// ([`map_file_parts`]).
 pub fn file(run_dir: &Path, name: &str) -> Option<PathBuf> {
-    is_map_file(name).then(|| run_dir.join(MAPS_DIR).join(name))
-}
-
-fn is_map_file(name: &str) -> bool {
-    let Some((epoch, channel)) =
-        name.strip_prefix("epoch").and_then(|rest| rest.strip_suffix(".png")).and_then(|rest| rest.split_once('-'))
-    else {
-        return false;
-    };
-    let epoch = match epoch.bytes().all(|b| b.is_ascii_digit()) {
-        true => epoch.parse::<u64>().ok(),
-        false => None,
-    };
-    epoch.is_some_and(|epoch| channel_index(channel).is_some() && map_file(epoch, channel) == name)
+    map_file_parts(name).is_some().then(|| run_dir.join(MAPS_DIR).join(name))
 }
 
 /// The rule for [`file`]'s names, for an error message.
@@ -46,7 +33,7 @@ mod tests {
     #[test]
     fn only_the_trainers_names_are_map_files() {
         for good in ["epoch0001-t2m.png", "epoch0120-u10.png", "epoch12345-tcwv.png"] {
-            assert!(is_map_file(good), "{good}");
+            assert!(map_file_parts(good).is_some(), "{good}");
         }
         let bad = [
             "epoch1-t2m.png",
@@ -60,7 +47,7 @@ mod tests {
             "",
         ];
         for bad in bad {
-            assert!(!is_map_file(bad), "{bad}");
+            assert!(map_file_parts(bad).is_none(), "{bad}");
         }
         assert_eq!(file(Path::new("/runs/r1"), "epoch0002-u10.png"), Some(PathBuf::from("/runs/r1/maps/epoch0002-u10.png")));
     }

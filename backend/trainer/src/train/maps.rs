@@ -47,8 +47,8 @@ impl WeatherMaps {
         })
     }
 
-    /// Predicts the sample (on every rank: a model-parallel forward needs the whole group)
-    /// and, where `report` writes (rank 0), draws the epoch's maps.
+    /// Predicts the sample (on every rank of rank 0's tp-cp group: a model-parallel forward
+    /// needs the whole group) and, where `report` writes (rank 0), draws the epoch's maps.
     pub fn draw(&mut self, learner: &Learner, epoch: u64, step: u64, report: &mut Reporter) -> Result<(), Error> {
         let [c, h, w] = self.shape;
         let dims = [1, c as i64, h as i64, w as i64];

@@ -198,9 +198,10 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
         log.info(&format!("benchy: timing {}", trial_scope(trial)));
     }
     let mut profile = StepProfile::new(c, &opts.run_dir, comm.env().rank, opts.device)?;
+    // Rank 0 draws the maps; its tp-cp group (dp rank 0) joins the prediction's forward pass.
     let mut maps = match trial {
-        BenchyTrial::Full => Some(WeatherMaps::new(loaders.valid.dataset(), &opts.run_dir)?),
-        BenchyTrial::Io | BenchyTrial::Synthetic => None,
+        BenchyTrial::Full if comm.rank(Token::DP) == 0 => Some(WeatherMaps::new(loaders.valid.dataset(), &opts.run_dir)?),
+        _ => None,
     };
     for epoch in epoch0..last_epoch {
         let e = epoch + 1;
