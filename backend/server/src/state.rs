@@ -9,6 +9,7 @@ use scalebook_shared::cluster::Clusters;
 use scalebook_shared::config::ConfigFile;
 
 use crate::Error;
+use crate::classroom::Classroom;
 use crate::limits::LaunchLimits;
 use crate::runs::RunManager;
 
@@ -99,4 +100,6 @@ pub struct AppState {
     pub source_root: PathBuf,
     pub runs: Arc<RunManager>,
     pub ws: WsSettings,
+    /// What the instructor presents, and who follows.
+    pub classroom: Arc<Classroom>,
 }

@@ -91,7 +91,7 @@ impl Runs {
     /// After every (re)connection: introduce ourselves, fetch the run list, and resume every
     /// stream from where it stopped.
     fn connected(&self) {
-        self.send(&ClientMessage::Hello { version: PROTOCOL_VERSION });
+        self.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, learner_key: None });
         self.send(&ClientMessage::ListRuns);
         let resume: Vec<ClientMessage> =
             self.streams.with_value(|streams| streams.iter().map(|(id, stream)| stream.subscribe_message(id)).collect());

@@ -6,11 +6,16 @@
 //! survive a server restart, so a browser that reconnects with the last numbers it saw gets
 //! exactly what it missed, from any server that reads the same run directory.
 
+mod classroom;
 mod history;
 mod role;
 mod run;
 mod slurm;
 
+pub use classroom::{
+    Audience, ChartView, LEARNER_KEY_LEN, LEARNER_LEN, Learner, LearnerIdentity, LearnerKey, LearnerRuns, MAX_BLOCK_INDEX,
+    MAX_PRESENTED_RUNS, MAX_SLUG_LEN, Presentation,
+};
 pub use history::{Bucket, Series, bucketize, series};
 pub use role::Role;
 pub use run::{ExecutorSpec, LaunchRequest, MAX_RUN_ID_LEN, RunHandle, RunId, RunRecord, RunState, StateChange};
@@ -25,7 +30,11 @@ use crate::metrics::MetricPoint;
 /// Version 2: requests carry an optional `id`, echoed by their direct answers.
 /// Version 3: `welcome` tells the page its [`Role`]; a viewer's launch, cancel or preview is
 /// refused with `forbidden`.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// Version 4: the classroom: `present`, `stop_presenting` and `follow` from the page,
+/// `presenting` and `audience` from the server; `hello` may carry a learner key, `welcome`
+/// the learner runs allowed and the viewer's learner identity; runs record their learner;
+/// error code `quota_exceeded`.
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The longest request id accepted.
 pub const MAX_REQUEST_ID_LEN: usize = 64;
@@ -120,6 +129,10 @@ pub enum ClientMessage {
     /// unauthenticated client never holds a socket open.
     Hello {
         version: u32,
+        /// A viewer page's learner key from an earlier visit (see [`LearnerIdentity`]), so
+        /// its runs stay its own across reloads.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        learner_key: Option<LearnerKey>,
     },
     /// Start streaming a run. Without `after_seq` the server sends the history first; with
     /// it (the last point sequence number seen), exactly the points after it. `after_log_seq`
@@ -146,6 +159,18 @@ pub enum ClientMessage {
     Ping {
         #[serde(default)]
         nonce: u64,
+    },
+    /// The instructor's page presents (again, after each change): the server keeps it and
+    /// sends `presenting` to every connection. Refused with `forbidden` from a viewer, and
+    /// with `bad_message` and its problems when a field breaks a rule.
+    Present {
+        presentation: Presentation,
+    },
+    /// The instructor's page stops presenting: followers are told `presenting` with none.
+    StopPresenting,
+    /// Whether this page follows the presentation (counted in the instructor's `audience`).
+    Follow {
+        following: bool,
     },
 }
 
@@ -200,6 +225,15 @@ pub enum ServerMessage {
     Heartbeat {
         time: f64,
     },
+    /// What the instructor presents now (`None`: nothing). Sent to every connection on each
+    /// change, and to a new connection as it opens; a page that falls behind gets only the
+    /// latest.
+    Presenting {
+        #[serde(default)]
+        presentation: Option<Presentation>,
+    },
+    /// How many watch and follow; sent to instructor connections when it changes.
+    Audience(Audience),
 }
 
 /// What the browser learns about the server it talks to.
@@ -217,6 +251,12 @@ pub struct ServerInfo {
     pub max_local_ranks: usize,
     /// What the link this connection came through may do.
     pub role: Role,
+    /// What learners may launch (nothing unless the server was started with `--viewer-runs`).
+    #[serde(default)]
+    pub learner_runs: LearnerRuns,
+    /// A viewer's identity for its own runs (viewer connections only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learner: Option<LearnerIdentity>,
 }
 
 /// A metric point with its sequence number (its line in `metrics.jsonl`).
@@ -266,6 +306,8 @@ pub enum ErrorCode {
     NotCancellable,
     /// The link's role may not do this (a viewer's launch, cancel or Slurm preview).
     Forbidden,
+    /// A learner already has as many runs queued or running as the instructor allows.
+    QuotaExceeded,
     /// The server failed (a file it could not write); the message says what.
     Internal,
 }
@@ -306,7 +348,11 @@ mod tests {
 
     #[test]
     fn every_client_message_round_trips() {
-        round_trip_client(ClientMessage::Hello { version: PROTOCOL_VERSION });
+        round_trip_client(ClientMessage::Hello { version: PROTOCOL_VERSION, learner_key: None });
+        round_trip_client(ClientMessage::Hello {
+            version: PROTOCOL_VERSION,
+            learner_key: Some(LearnerKey::parse(&"ab".repeat(16)).unwrap()),
+        });
         round_trip_client(ClientMessage::Subscribe { run: id("r1"), after_seq: Some(41), after_log_seq: None });
         round_trip_client(ClientMessage::Unsubscribe { run: id("r1") });
         round_trip_client(ClientMessage::Launch(LaunchRequest {
@@ -327,6 +373,10 @@ mod tests {
         round_trip_client(ClientMessage::Cancel { run: id("r1") });
         round_trip_client(ClientMessage::ListRuns);
         round_trip_client(ClientMessage::Ping { nonce: 9 });
+        let presentation = Presentation { chapter: "intro".into(), block: Some(2), quiz: Some(4), charts: ChartView::default() };
+        round_trip_client(ClientMessage::Present { presentation });
+        round_trip_client(ClientMessage::StopPresenting);
+        round_trip_client(ClientMessage::Follow { following: true });
     }
 
     #[test]
@@ -339,6 +389,11 @@ mod tests {
             heartbeat_secs: 20,
             max_local_ranks: 1,
             role: Role::Viewer,
+            learner_runs: LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into()] },
+            learner: Some(LearnerIdentity {
+                key: LearnerKey::parse(&"ab".repeat(16)).unwrap(),
+                learner: Learner::parse("0123456789ab").unwrap(),
+            }),
         };
         assert_eq!(serde_json::to_value(&info).unwrap()["role"], "viewer");
         round_trip_server(ServerMessage::Welcome { version: PROTOCOL_VERSION, server: info });
@@ -355,6 +410,14 @@ mod tests {
         round_trip_server(ServerMessage::SlurmScript { script: "#!/bin/bash\n".into() });
         round_trip_server(ServerMessage::Pong { nonce: 9 });
         round_trip_server(ServerMessage::Heartbeat { time: 1.7e9 });
+        round_trip_server(ServerMessage::Presenting { presentation: None });
+        let presentation = Presentation { chapter: "intro".into(), block: None, quiz: None, charts: ChartView::default() };
+        round_trip_server(ServerMessage::Presenting { presentation: Some(presentation) });
+        round_trip_server(ServerMessage::Audience(Audience { viewers: 3, following: 2 }));
+        assert_eq!(
+            serde_json::to_value(ServerMessage::Audience(Audience { viewers: 3, following: 2 })).unwrap(),
+            serde_json::json!({"type": "audience", "viewers": 3, "following": 2})
+        );
     }
 
     #[test]

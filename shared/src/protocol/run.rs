@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::SlurmRequest;
+use super::{Learner, SlurmRequest};
 use crate::layout::Layout;
 use crate::{Error, Problems};
 
@@ -219,6 +219,9 @@ pub struct RunRecord {
     /// even when the server that sent it has been restarted since.
     #[serde(default)]
     pub cancel_requested: bool,
+    /// The learner who launched it; `None` for the instructor's runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learner: Option<Learner>,
 }
 
 impl RunRecord {
@@ -321,6 +324,7 @@ mod tests {
             ended_at: None,
             handle: None,
             cancel_requested: false,
+            learner: None,
         };
         record.transition(RunState::Running, 2.0, None);
         record.transition(RunState::OutOfMemory, 3.0, Some("CUDA out of memory".into()));

@@ -143,7 +143,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         };
         let runs = RunManager::open(store, executors)?;
         LogdirFollower::start(runs.clone(), &args.watch_logdirs).await?;
-        let state = Arc::new(AppState { source_root: configs.project_root(), configs, clusters, limits, runs: runs.clone(), ws });
+        let state = Arc::new(AppState {
+            source_root: configs.project_root(),
+            configs,
+            clusters,
+            limits,
+            runs: runs.clone(),
+            ws,
+            classroom: Arc::default(),
+        });
         let router = routes::router(state, args.static_dir.clone(), tokens.clone())?;
         let service = routes::service(router, base.clone());
         let prefix = base.as_ref().map_or("", BasePath::as_str);

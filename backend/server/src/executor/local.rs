@@ -142,6 +142,7 @@ mod tests {
             ended_at: None,
             handle: None,
             cancel_requested: false,
+            learner: None,
         }
     }
 

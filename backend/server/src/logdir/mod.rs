@@ -72,6 +72,7 @@ pub fn create_run(store: &RunStore, source: &SourceRun, new: NewRecords, live: b
         ended_at: None,
         handle: Some(RunHandle::Logdir { logdir: source.logdir.to_string_lossy().into_owned(), run: source.name.clone() }),
         cancel_requested: false,
+        learner: None,
     };
     record.transition(RunState::Running, created_at, None);
     if !live {

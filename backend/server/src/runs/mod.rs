@@ -220,6 +220,7 @@ impl RunManager {
             ended_at: None,
             handle: None,
             cancel_requested: false,
+            learner: None,
         };
         let written = (|| -> Result<(), Error> {
             std::fs::write(dir.join(rundir::CONFIG), plan.effective.to_yaml(&plan.config))?;

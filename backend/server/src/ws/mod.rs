@@ -16,7 +16,7 @@ use axum::response::Response;
 use scalebook_shared::protocol::{Role, ServerMessage};
 use tokio::time::{Instant, interval_at};
 
-use self::session::{Session, forward_updates};
+use self::session::{Session, forward_audience, forward_presentations, forward_updates};
 use crate::clock::now;
 use crate::state::AppState;
 use crate::wire::encode;
@@ -40,6 +40,8 @@ async fn connection(state: Arc<AppState>, role: Role, mut socket: WebSocket) {
     let (out, mut outgoing) = outbox::outbox(OUT_QUEUE, state.ws.max_queued_bytes);
     let watchdog = out.clone();
     let updates = tokio::spawn(forward_updates(state.runs.clone(), out.clone()));
+    let presentations = tokio::spawn(forward_presentations(state.classroom.presentations(), out.clone()));
+    let audience = (role == Role::Instructor).then(|| tokio::spawn(forward_audience(state.classroom.audiences(), out.clone())));
     let period = state.ws.heartbeat;
     let mut heartbeat = interval_at(Instant::now() + period, period);
     let mut session = Session::new(state, role, out);
@@ -90,6 +92,10 @@ async fn connection(state: Arc<AppState>, role: Role, mut socket: WebSocket) {
         }
     }
     updates.abort();
+    presentations.abort();
+    if let Some(audience) = audience {
+        audience.abort();
+    }
     tracing::info!(received, seconds = opened.elapsed().as_secs(), "websocket closed");
 }
 

@@ -6,17 +6,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use axum::extract::ws::Utf8Bytes;
 use scalebook_shared::Problems;
 use scalebook_shared::protocol::{
-    ClientMessage, ClientRequest, ErrorCode, ErrorReport, ExecutorSpec, LaunchRequest, PROTOCOL_VERSION, RequestId, Role, RunId,
+    Audience, ClientMessage, ClientRequest, ErrorCode, ErrorReport, ExecutorSpec, LaunchRequest, PROTOCOL_VERSION, RequestId, Role, RunId,
     ServerInfo, ServerMessage, ServerReply, request_id_of,
 };
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
 
 use super::limits::RateLimiter;
 use super::outbox::Outbox;
 use crate::Error;
+use crate::classroom::{AUDIENCE_SETTLE, Seat};
 use crate::plan::{self, LaunchPlan};
 use crate::runs::RunManager;
 use crate::state::AppState;
@@ -33,12 +35,15 @@ pub struct Session {
     limiter: RateLimiter,
     /// Messages are being dropped for rate; the client has been told once.
     limited: bool,
+    /// This connection in the classroom's head count.
+    seat: Seat,
 }
 
 impl Session {
     pub fn new(state: Arc<AppState>, role: Role, out: Outbox) -> Session {
         let limiter = RateLimiter::new(state.ws.messages_per_sec, state.ws.burst, Instant::now());
-        Session { state, role, out, subscriptions: HashMap::new(), limiter, limited: false }
+        let seat = state.classroom.join(role);
+        Session { state, role, out, subscriptions: HashMap::new(), limiter, limited: false, seat }
     }
 
     /// The replies to one text message from the client (none for a dropped one). Each direct
@@ -96,10 +101,10 @@ impl Session {
         }
         let runs = &self.state.runs;
         match message {
-            ClientMessage::Hello { version } if version == PROTOCOL_VERSION => {
+            ClientMessage::Hello { version, .. } if version == PROTOCOL_VERSION => {
                 Ok(Some(ServerMessage::Welcome { version: PROTOCOL_VERSION, server: self.info() }))
             }
-            ClientMessage::Hello { version } => Err(ErrorReport::new(
+            ClientMessage::Hello { version, .. } => Err(ErrorReport::new(
                 ErrorCode::VersionMismatch,
                 format!("this server speaks protocol version {PROTOCOL_VERSION}, the page {version}: reload the page"),
             )),
@@ -138,6 +143,22 @@ impl Session {
                 Ok(None)
             }
             ClientMessage::Ping { nonce } => Ok(Some(ServerMessage::Pong { nonce })),
+            ClientMessage::Present { presentation } => {
+                let problems = presentation.problems();
+                if !problems.is_empty() {
+                    return Err(ErrorReport::new(ErrorCode::BadMessage, "the presentation was refused").with_problems(problems));
+                }
+                self.state.classroom.present(Some(presentation));
+                Ok(None)
+            }
+            ClientMessage::StopPresenting => {
+                self.state.classroom.present(None);
+                Ok(None)
+            }
+            ClientMessage::Follow { following } => {
+                self.seat.follow(following);
+                Ok(None)
+            }
         }
     }
 
@@ -152,7 +173,9 @@ impl Session {
             ClientMessage::Launch(_) => ("launch runs", None),
             ClientMessage::Cancel { run } => ("cancel runs", Some(run)),
             ClientMessage::PreviewSlurm(_) => ("prepare Slurm jobs", None),
+            ClientMessage::Present { .. } | ClientMessage::StopPresenting => ("present", None),
             ClientMessage::Hello { .. }
+            | ClientMessage::Follow { .. }
             | ClientMessage::Subscribe { .. }
             | ClientMessage::Unsubscribe { .. }
             | ClientMessage::ListRuns
@@ -186,6 +209,8 @@ impl Session {
             heartbeat_secs: self.state.ws.heartbeat.as_secs(),
             max_local_ranks: self.state.runs.max_local_ranks(),
             role: self.role,
+            learner_runs: Default::default(),
+            learner: None,
         }
     }
 }
@@ -265,6 +290,28 @@ async fn forward(runs: Arc<RunManager>, id: RunId, subscription: Subscription, o
                 (cursor, live) = (again.cursor, again.live);
             }
             Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Sends one connection the presentation as it stands, then each new one. A connection that
+/// was busy meanwhile skips to the latest: a follower needs where the instructor is now.
+pub async fn forward_presentations(mut presentations: watch::Receiver<Utf8Bytes>, out: Outbox) {
+    while presentations.changed().await.is_ok() {
+        let text = presentations.borrow_and_update().clone();
+        if out.send(text).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Sends an instructor's connection the head count, then each change once it settled.
+pub async fn forward_audience(mut audiences: watch::Receiver<Audience>, out: Outbox) {
+    while audiences.changed().await.is_ok() {
+        tokio::time::sleep(AUDIENCE_SETTLE).await;
+        let audience = *audiences.borrow_and_update();
+        if out.send(encode(&ServerMessage::Audience(audience))).await.is_err() {
+            return;
         }
     }
 }

@@ -13,7 +13,7 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// The role `welcome` announces to `client`.
 async fn role(client: &mut Client) -> Role {
-    client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION }).await;
+    client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, learner_key: None }).await;
     client
         .recv_until(WAIT, |m| match m {
             ServerMessage::Welcome { server, .. } => Some(server.role),

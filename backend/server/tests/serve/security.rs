@@ -76,13 +76,13 @@ fn the_api_and_the_websocket_need_the_token_and_the_page_does_not() {
             assert!(refused.to_string().contains("401"), "{refused}");
         }
         let mut client = server.connect().await;
-        client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION }).await;
+        client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, learner_key: None }).await;
         let welcome = client.recv(WAIT).await;
         let ServerMessage::Welcome { version, server: info } = welcome else { panic!("{welcome:?}") };
         assert_eq!(version, PROTOCOL_VERSION);
         assert!(info.configs.iter().any(|c| c == "cpu_tiny"));
         assert_eq!((info.max_message_bytes, info.max_local_ranks), (65536, 1));
-        client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION + 1 }).await;
+        client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION + 1, learner_key: None }).await;
         assert_eq!(error(&mut client).await.code, ErrorCode::VersionMismatch);
     });
 }

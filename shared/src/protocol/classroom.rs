@@ -1,0 +1,231 @@
+//! The classroom: what the instructor's page presents to the pages following it, and who a
+//! learner is when the instructor lets the room launch small runs of its own.
+//!
+//! A presentation is the instructor page's place in the notebook (chapter, block in view,
+//! open quiz answer) and its charts (runs, axis, smoothing). The server keeps the latest one and
+//! sends it to every connection, and to each new one as it opens, so a learner who joins late
+//! lands where the instructor is.
+
+use serde::{Deserialize, Serialize};
+
+use super::RunId;
+use crate::Problems;
+use crate::charts::{MAX_SMOOTHING, XAxis};
+
+/// The longest chapter slug a presentation may name.
+pub const MAX_SLUG_LEN: usize = 64;
+/// The most runs a presentation's charts may show.
+pub const MAX_PRESENTED_RUNS: usize = 16;
+/// The highest block index a presentation may name (a chapter has a few dozen blocks).
+pub const MAX_BLOCK_INDEX: u32 = 1024;
+
+/// Where the instructor's page is, and what its charts show.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Presentation {
+    /// The chapter's slug (`#/slug` in the page's address).
+    pub chapter: String,
+    /// The block in view: its position among the chapter's blocks, from 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<u32>,
+    /// The quiz whose answer is open, by its position among the chapter's blocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quiz: Option<u32>,
+    #[serde(default)]
+    pub charts: ChartView,
+}
+
+/// What the charts show: the runs charted together, in order, and the shared controls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChartView {
+    pub runs: Vec<RunId>,
+    pub axis: XAxis,
+    /// TensorBoard's smoothing weight, 0 to [`MAX_SMOOTHING`].
+    pub smoothing: f64,
+}
+
+impl Default for ChartView {
+    fn default() -> Self {
+        ChartView { runs: Vec::new(), axis: XAxis::Step, smoothing: crate::charts::DEFAULT_SMOOTHING }
+    }
+}
+
+impl Presentation {
+    /// Every problem with this presentation, each naming its field and the rule it breaks:
+    /// the server forwards a presentation to hundreds of pages, so it takes only sound ones.
+    pub fn problems(&self) -> Problems {
+        let mut problems = Problems::default();
+        let slug_ok = self.chapter.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        if self.chapter.is_empty() || self.chapter.len() > MAX_SLUG_LEN || !slug_ok {
+            problems.push("chapter", format!("a chapter slug is 1 to {MAX_SLUG_LEN} lowercase letters, digits, `-` or `_`"));
+        }
+        for (field, index) in [("block", self.block), ("quiz", self.quiz)] {
+            if index.is_some_and(|i| i > MAX_BLOCK_INDEX) {
+                problems.push(field, format!("a block position is at most {MAX_BLOCK_INDEX}"));
+            }
+        }
+        if self.charts.runs.len() > MAX_PRESENTED_RUNS {
+            problems.push("charts.runs", format!("{} runs, at most {MAX_PRESENTED_RUNS} may be charted", self.charts.runs.len()));
+        }
+        let smoothing = self.charts.smoothing;
+        if !smoothing.is_finite() || !(0.0..=MAX_SMOOTHING).contains(&smoothing) {
+            problems.push("charts.smoothing", format!("must be between 0 and {MAX_SMOOTHING}"));
+        }
+        problems
+    }
+}
+
+/// How many pages watch, and how many of them follow the presentation (told to the
+/// instructor's pages whenever it changes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Audience {
+    /// Viewer pages connected.
+    pub viewers: u32,
+    /// Pages following the presentation (viewers and instructors alike).
+    pub following: u32,
+}
+
+/// A learner's private key: 32 hex digits the server hands a viewer page, which keeps it and
+/// presents it again after a reload, so its runs stay its own. Only its hash, [`Learner`], is
+/// ever shown to anyone else.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct LearnerKey(String);
+
+/// The length of a [`LearnerKey`] in hex digits.
+pub const LEARNER_KEY_LEN: usize = 32;
+
+impl LearnerKey {
+    pub fn parse(text: &str) -> Result<LearnerKey, String> {
+        if text.len() == LEARNER_KEY_LEN && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            Ok(LearnerKey(text.to_owned()))
+        } else {
+            Err(format!("a learner key is {LEARNER_KEY_LEN} lowercase hex digits"))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for LearnerKey {
+    type Error = String;
+    fn try_from(text: String) -> Result<LearnerKey, String> {
+        LearnerKey::parse(&text)
+    }
+}
+
+impl From<LearnerKey> for String {
+    fn from(key: LearnerKey) -> String {
+        key.0
+    }
+}
+
+/// A learner as the others see them: a public name derived one way from their key, recorded
+/// on the runs they launch (a run without one is the instructor's).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Learner(String);
+
+/// The length of a [`Learner`] name in hex digits.
+pub const LEARNER_LEN: usize = 12;
+
+impl Learner {
+    pub fn parse(text: &str) -> Result<Learner, String> {
+        if text.len() == LEARNER_LEN && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            Ok(Learner(text.to_owned()))
+        } else {
+            Err(format!("a learner is named by {LEARNER_LEN} lowercase hex digits"))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for Learner {
+    type Error = String;
+    fn try_from(text: String) -> Result<Learner, String> {
+        Learner::parse(&text)
+    }
+}
+
+impl From<Learner> for String {
+    fn from(learner: Learner) -> String {
+        learner.0
+    }
+}
+
+impl std::fmt::Display for Learner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What the room may do beyond reading, as the instructor started the server.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LearnerRuns {
+    /// Runs one learner may have queued or running at once (`--viewer-runs N`); 0: none.
+    pub per_learner: u32,
+    /// The configs a learner may launch (the instructor's learner configs), CPU only.
+    pub configs: Vec<String>,
+}
+
+/// The identity a viewer connection launches under (sent in `welcome` to a viewer page).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LearnerIdentity {
+    /// To keep, and present again in `hello` after a reload.
+    pub key: LearnerKey,
+    /// How its runs are marked (`RunRecord::learner`).
+    pub learner: Learner,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn presentation() -> Presentation {
+        Presentation { chapter: "data-parallel".into(), block: Some(3), quiz: None, charts: ChartView::default() }
+    }
+
+    #[test]
+    fn a_sound_presentation_has_no_problems_and_reads_back() {
+        let p = presentation();
+        assert!(p.problems().is_empty());
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"chapter": "data-parallel", "block": 3, "charts": {"runs": [], "axis": "step", "smoothing": 0.6}})
+        );
+        assert_eq!(serde_json::from_value::<Presentation>(json).unwrap(), p);
+        // Only the chapter is required.
+        let bare: Presentation = serde_json::from_str(r#"{"chapter": "intro"}"#).unwrap();
+        assert_eq!(bare.charts, ChartView::default());
+    }
+
+    #[test]
+    fn every_broken_field_is_named() {
+        let mut p = presentation();
+        p.chapter = "../etc".into();
+        p.block = Some(MAX_BLOCK_INDEX + 1);
+        p.quiz = Some(u32::MAX);
+        p.charts.smoothing = f64::NAN;
+        p.charts.runs = vec![RunId::parse("r1").unwrap(); MAX_PRESENTED_RUNS + 1];
+        let fields: Vec<String> = p.problems().0.into_iter().map(|problem| problem.field).collect();
+        assert_eq!(fields, ["chapter", "block", "quiz", "charts.runs", "charts.smoothing"]);
+        assert!(serde_json::from_str::<Presentation>(r#"{"chapter": "a", "scroll": 5}"#).is_err());
+    }
+
+    #[test]
+    fn learner_keys_and_names_are_fixed_length_hex() {
+        assert!(LearnerKey::parse(&"0a".repeat(16)).is_ok());
+        assert!(LearnerKey::parse("0A0A").is_err());
+        assert!(LearnerKey::parse(&"g".repeat(32)).is_err());
+        assert!(Learner::parse("0123456789ab").is_ok());
+        assert!(Learner::parse("0123456789abc").is_err());
+        assert!(serde_json::from_str::<Learner>(r#""../x""#).is_err());
+    }
+}
