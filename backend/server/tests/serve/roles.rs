@@ -12,7 +12,7 @@ use crate::harness::{Client, Server, assert_all_points, follow_to_end, http_get,
 const WAIT: Duration = Duration::from_secs(60);
 
 /// The role `welcome` announces to `client`.
-async fn role(client: &mut Client) -> Role {
+pub async fn role(client: &mut Client) -> Role {
     client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, learner_key: None }).await;
     client
         .recv_until(WAIT, |m| match m {
@@ -24,7 +24,7 @@ async fn role(client: &mut Client) -> Role {
 
 /// The answer to `text`: the error it got, or `None` when it was accepted without one (a ping
 /// sent after it is answered first).
-async fn refusal(client: &mut Client, text: &str) -> Option<ErrorReport> {
+pub async fn refusal(client: &mut Client, text: &str) -> Option<ErrorReport> {
     client.send_text(text).await;
     client.send(&ClientMessage::Ping { nonce: 77 }).await;
     let mut refused = None;
