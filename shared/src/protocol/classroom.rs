@@ -86,58 +86,18 @@ pub struct Audience {
     pub following: u32,
 }
 
-/// A learner's private key: 32 hex digits the server hands a viewer page, which keeps it and
-/// presents it again after a reload, so its runs stay its own. Only its hash, [`Learner`], is
-/// ever shown to anyone else.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct LearnerKey(String);
-
-/// The length of a [`LearnerKey`] in hex digits.
-pub const LEARNER_KEY_LEN: usize = 32;
-
-impl LearnerKey {
-    pub fn parse(text: &str) -> Result<LearnerKey, String> {
-        if text.len() == LEARNER_KEY_LEN && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-            Ok(LearnerKey(text.to_owned()))
-        } else {
-            Err(format!("a learner key is {LEARNER_KEY_LEN} lowercase hex digits"))
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for LearnerKey {
-    type Error = String;
-    fn try_from(text: String) -> Result<LearnerKey, String> {
-        LearnerKey::parse(&text)
-    }
-}
-
-impl From<LearnerKey> for String {
-    fn from(key: LearnerKey) -> String {
-        key.0
-    }
-}
-
-/// A learner as the others see them: a public name derived one way from their key, recorded
-/// on the runs they launch (a run without one is the instructor's).
+/// A fixed number of lowercase hex digits: the shape of a learner's key and name, checked
+/// wherever one is read, so neither can carry anything else into a record or a page.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct Learner(String);
+pub struct HexName<const LEN: usize>(String);
 
-/// The length of a [`Learner`] name in hex digits.
-pub const LEARNER_LEN: usize = 12;
-
-impl Learner {
-    pub fn parse(text: &str) -> Result<Learner, String> {
-        if text.len() == LEARNER_LEN && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-            Ok(Learner(text.to_owned()))
+impl<const LEN: usize> HexName<LEN> {
+    pub fn parse(text: &str) -> Result<HexName<LEN>, String> {
+        if text.len() == LEN && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            Ok(HexName(text.to_owned()))
         } else {
-            Err(format!("a learner is named by {LEARNER_LEN} lowercase hex digits"))
+            Err(format!("must be {LEN} lowercase hex digits"))
         }
     }
 
@@ -146,24 +106,38 @@ impl Learner {
     }
 }
 
-impl TryFrom<String> for Learner {
+impl<const LEN: usize> TryFrom<String> for HexName<LEN> {
     type Error = String;
-    fn try_from(text: String) -> Result<Learner, String> {
-        Learner::parse(&text)
+    fn try_from(text: String) -> Result<HexName<LEN>, String> {
+        HexName::parse(&text)
     }
 }
 
-impl From<Learner> for String {
-    fn from(learner: Learner) -> String {
-        learner.0
+impl<const LEN: usize> From<HexName<LEN>> for String {
+    fn from(name: HexName<LEN>) -> String {
+        name.0
     }
 }
 
-impl std::fmt::Display for Learner {
+impl<const LEN: usize> std::fmt::Display for HexName<LEN> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
 }
+
+/// The length of a [`LearnerKey`] in hex digits.
+pub const LEARNER_KEY_LEN: usize = 32;
+/// The length of a [`Learner`] name in hex digits.
+pub const LEARNER_LEN: usize = 12;
+
+/// A learner's private key: the server hands one to a viewer page, which keeps it and presents
+/// it again after a reload, so its runs stay its own. Only its hash, [`Learner`], is ever shown
+/// to anyone else.
+pub type LearnerKey = HexName<LEARNER_KEY_LEN>;
+
+/// A learner as the others see them: a public name derived one way from their key, recorded
+/// on the runs they launch (a run without one is the instructor's).
+pub type Learner = HexName<LEARNER_LEN>;
 
 /// What the room may do beyond reading, as the instructor started the server.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

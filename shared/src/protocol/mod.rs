@@ -13,7 +13,7 @@ mod run;
 mod slurm;
 
 pub use classroom::{
-    Audience, ChartView, LEARNER_KEY_LEN, LEARNER_LEN, Learner, LearnerIdentity, LearnerKey, LearnerRuns, MAX_BLOCK_INDEX,
+    Audience, ChartView, HexName, LEARNER_KEY_LEN, LEARNER_LEN, Learner, LearnerIdentity, LearnerKey, LearnerRuns, MAX_BLOCK_INDEX,
     MAX_PRESENTED_RUNS, MAX_SLUG_LEN, Presentation,
 };
 pub use history::{Bucket, Series, bucketize, series};
