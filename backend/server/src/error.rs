@@ -49,6 +49,10 @@ pub enum Error {
     /// A run followed from a TensorBoard logdir: its training runs elsewhere, out of reach.
     #[error("run {id} is followed from a TensorBoard logdir: stop its training where it runs")]
     FollowedRun { id: RunId },
+    /// A learner (or the room) already has as many runs queued or running as the instructor
+    /// allows: the message says the limit.
+    #[error("{0}")]
+    QuotaExceeded(String),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

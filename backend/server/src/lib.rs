@@ -11,6 +11,7 @@ pub mod error;
 pub mod executor;
 pub mod gate;
 pub mod headers;
+pub mod learners;
 pub mod limits;
 pub mod logdir;
 pub mod plan;

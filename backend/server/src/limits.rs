@@ -1,7 +1,8 @@
 //! What one launch may ask of this machine and its files, beyond `shared`'s rules for a valid
 //! config: data read only from the directories the instructor allows (the project's `data/`,
 //! each `--data-root`, a cluster's `data_root`), statistics files that are small regular files,
-//! and no local run larger than the machine (its cores and memory) or longer than any course.
+//! and no local run larger than the machine (its cores and memory) or longer than any course;
+//! and what learners may launch at all.
 //! Each refusal names the field and the bound.
 
 use std::io;
@@ -9,6 +10,7 @@ use std::path::{Component, Path, PathBuf};
 
 use scalebook_shared::Problems;
 use scalebook_shared::config::{DataPathKind, MAX_STATS_FILE_BYTES, ParamCount, TrainConfig};
+use scalebook_shared::protocol::LearnerRuns;
 
 /// Data-loading workers one rank may start, per core of the machine.
 const WORKERS_PER_CORE: usize = 4;
@@ -27,6 +29,9 @@ pub struct LaunchLimits {
     pub workdir: PathBuf,
     pub cores: usize,
     pub memory_bytes: u64,
+    /// What learners may launch from the viewer link (none unless the server was started
+    /// with `--viewer-runs`; see [`crate::learners`]).
+    pub learners: LearnerRuns,
 }
 
 impl LaunchLimits {
@@ -43,7 +48,7 @@ impl LaunchLimits {
             data_roots.push(root);
         }
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        Ok(LaunchLimits { data_roots, workdir: workdir.to_owned(), cores, memory_bytes: total_memory()? })
+        Ok(LaunchLimits { data_roots, workdir: workdir.to_owned(), cores, memory_bytes: total_memory()?, learners: LearnerRuns::default() })
     }
 
     /// Checks a run of `world` ranks on this machine.

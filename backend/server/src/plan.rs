@@ -8,6 +8,7 @@ use scalebook_shared::layout::Layout;
 use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, SlurmJob};
 use scalebook_shared::{Error, Problems};
 
+use crate::learners::LearnerLaunch;
 use crate::limits::LaunchLimits;
 
 /// Overrides one launch may carry; a real one has a handful.
@@ -28,6 +29,8 @@ pub struct LaunchPlan {
     pub executor: ExecutorSpec,
     pub target: Target,
     pub seed: Option<u64>,
+    /// The learner launching it (`None`: the instructor), set by the connection that asks.
+    pub learner: Option<LearnerLaunch>,
 }
 
 /// Where a validated launch runs, with everything the executor needs decided.
@@ -103,6 +106,7 @@ pub fn plan(configs: &ConfigFile, clusters: Option<&Clusters>, limits: &LaunchLi
             executor: request.executor,
             target,
             seed: request.seed,
+            learner: None,
         }),
         _ => Err(Error::Invalid(problems)),
     }

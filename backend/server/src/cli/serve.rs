@@ -16,6 +16,7 @@ use scalebook_server::executor::TrainerCommand;
 use scalebook_server::executor::local::LocalExecutor;
 use scalebook_server::executor::slurm::{SlurmCommands, SlurmExecutor};
 use scalebook_server::gate::{Connection, GateLimits, GatedListener};
+use scalebook_server::learners;
 use scalebook_server::limits::LaunchLimits;
 use scalebook_server::logdir::follow::LogdirFollower;
 use scalebook_server::routes;
@@ -68,6 +69,15 @@ pub struct ServeArgs {
     /// (`--max-local-runs` is its old name, still accepted.)
     #[arg(long, default_value_t = 1, alias = "max-local-runs")]
     max_local_ranks: usize,
+    /// Runs each learner (a page opened through the viewer link) may have queued or running at
+    /// once; 0: learners launch nothing. Learner runs train on this machine's CPU, and take
+    /// turns in the queue after the instructor's.
+    #[arg(long, default_value_t = 0)]
+    viewer_runs: u32,
+    /// A config learners may launch (repeatable; default with --viewer-runs: cpu_tiny and
+    /// cpu_short, those of them the config file has).
+    #[arg(long = "learner-config", value_name = "NAME")]
+    learner_configs: Vec<String>,
     /// A directory runs may read data from, besides the project's `data/` (repeatable). A
     /// launch naming data anywhere else is refused.
     #[arg(long = "data-root", value_name = "DIR")]
@@ -121,7 +131,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let clusters = ClustersFile::load(&clusters_path)?;
     let supervisor = std::env::current_exe().context("cannot find this program's own path")?;
     let command = trainer_command(&args, &supervisor)?;
-    let limits = LaunchLimits::of_this_machine(&command.workdir, &args.data_roots)?;
+    let mut limits = LaunchLimits::of_this_machine(&command.workdir, &args.data_roots)?;
+    limits.learners = learners::settings(args.viewer_runs, &args.learner_configs, &configs.file).map_err(anyhow::Error::msg)?;
     let store = RunStore::open(&args.runs_dir).with_context(|| format!("cannot open the runs directory {}", args.runs_dir.display()))?;
     let ws = WsSettings {
         heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)),

@@ -40,10 +40,15 @@ pub struct Started {
 
 impl LocalExecutor {
     /// The trainer's arguments for `record`, writing into `run_dir`: `train ...` for one
-    /// rank, `launch --nproc N -- train ...` for more.
+    /// rank, `launch --nproc N -- train ...` for more. A learner's run trains on the CPU
+    /// (`--device cpu`): the machine's GPUs stay the instructor's, and a room of small runs
+    /// cannot fill their memory.
     pub fn trainer_args(&self, record: &RunRecord, run_dir: &Path) -> Vec<OsString> {
         let spec = TrainSpec { config: &record.config, seed: record.seed };
-        let train = self.command.train_args(spec, run_dir);
+        let mut train = self.command.train_args(spec, run_dir);
+        if record.learner.is_some() {
+            train.extend(["--device".into(), "cpu".into()]);
+        }
         match record.layout.world() {
             1 => train,
             world => ["launch".into(), "--nproc".into(), world.to_string().into(), "--".into()].into_iter().chain(train).collect(),
@@ -158,6 +163,15 @@ mod tests {
         let args = executor().trainer_args(&record(1), Path::new("/srv/runs/r1"));
         assert_eq!(words(&args), TRAIN);
         assert!(!words(&args).iter().any(|w| w.contains("expdir")), "the overrides live in config.yaml only");
+    }
+
+    #[test]
+    fn a_learners_run_trains_on_the_cpu() {
+        let mut learners = record(2);
+        learners.learner = Some(scalebook_shared::protocol::Learner::parse("0123456789ab").unwrap());
+        let args = executor().trainer_args(&learners, Path::new("/srv/runs/r1"));
+        assert_eq!(words(&args)[words(&args).len() - 2..], ["--device", "cpu"]);
+        assert!(!words(&executor().trainer_args(&record(2), Path::new("/srv/runs/r1"))).contains(&"--device"));
     }
 
     #[test]

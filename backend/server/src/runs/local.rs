@@ -1,4 +1,4 @@
-//! Local runs: starting queued ones in order while there is room, waiting for each to end,
+//! Local runs: starting queued ones in their order while there is room, waiting for each to end,
 //! and picking up the ones an earlier server started.
 
 use std::sync::Arc;
@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use scalebook_shared::protocol::{ExecutorSpec, RunHandle, RunId, RunRecord, RunState};
 
-use super::{LastWords, RunManager};
+use super::{LastWords, RunManager, queue};
 use crate::clock::now;
 use crate::executor::local::LocalExecutor;
 use crate::executor::outcome;
@@ -48,15 +48,17 @@ impl RunManager {
         }
     }
 
-    /// Starts queued local runs, oldest first, while their ranks fit in the limit. A run
-    /// larger than the whole limit starts once nothing else runs; no run overtakes an older
-    /// one that is waiting for room, so large runs are never starved by small ones.
+    /// Starts queued local runs in their [`queue`] order (the instructor's oldest first, then
+    /// the learners' by turns) while their ranks fit in the limit. A run larger than the whole
+    /// limit starts once nothing else runs; no run overtakes one ahead of it in that order that
+    /// is waiting for room, so large runs are never starved by small ones.
     pub(super) fn schedule(self: &Arc<Self>) {
         let to_start: Vec<RunId> = {
             let mut records = self.lock();
-            let mut used: usize = records.values().filter(|r| is_local(r) && r.state() == RunState::Running).map(ranks).sum();
+            let local: Vec<&RunRecord> = records.values().filter(|r| is_local(r)).collect();
+            let mut used: usize = local.iter().filter(|r| r.state() == RunState::Running).map(|r| ranks(r)).sum();
             let mut queued = Vec::new();
-            for record in records.values().filter(|r| is_local(r) && r.state() == RunState::Queued) {
+            for record in queue::start_order(&local) {
                 if used > 0 && used + ranks(record) > self.executors.max_local_ranks {
                     break;
                 }

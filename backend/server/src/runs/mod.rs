@@ -8,8 +8,12 @@
 
 mod local;
 mod logdir;
+mod queue;
 mod records;
 mod slurm;
+
+#[cfg(test)]
+pub(crate) use self::queue::test_run;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -24,6 +28,7 @@ use crate::clock::now;
 use crate::executor::TrainSpec;
 use crate::executor::local::LocalExecutor;
 use crate::executor::slurm::SlurmExecutor;
+use crate::learners::{self, LearnerLaunch};
 use crate::logdir::is_logdir_run;
 use crate::plan::{LaunchPlan, Target};
 use crate::store::{self, RunStore};
@@ -177,8 +182,14 @@ impl RunManager {
     }
 
     /// Creates the run directory and record of a validated launch, queued. A local run starts
-    /// as soon as there is room; a Slurm run's script is saved and submitted at once.
+    /// as soon as there is room; a Slurm run's script is saved and submitted at once. A
+    /// learner's launch is counted against their quota before anything is written, and again
+    /// under the lock as the run joins the others (which decides: a learner's other page may
+    /// have launched meanwhile).
     pub async fn launch(self: &Arc<Self>, plan: LaunchPlan) -> Result<RunRecord, Error> {
+        if let Some(refusal) = plan.learner.as_ref().and_then(|launch| self.quota_refusal(&self.lock(), launch)) {
+            return Err(Error::QuotaExceeded(refusal));
+        }
         let this = self.clone();
         let created = tokio::task::spawn_blocking(move || -> Result<_, Error> { Ok((this.create_run(&plan)?, plan)) });
         let (record, plan) = created.await.map_err(std::io::Error::other)??;
@@ -186,6 +197,12 @@ impl RunManager {
         {
             // Queued under the lock, so no later change of the run can reach the disk first.
             let mut records = self.lock();
+            if let Some(refusal) = plan.learner.as_ref().and_then(|launch| self.quota_refusal(&records, launch)) {
+                drop(records);
+                let dir = self.store.run_dir(&id);
+                tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir));
+                return Err(Error::QuotaExceeded(refusal));
+            }
             records.insert(id.clone(), record.clone());
             self.save(&record);
         }
@@ -197,6 +214,10 @@ impl RunManager {
             }
         }
         Ok(self.get(&id).unwrap_or(record))
+    }
+
+    fn quota_refusal(&self, records: &BTreeMap<RunId, RunRecord>, launch: &LearnerLaunch) -> Option<String> {
+        learners::quota_refusal(records.values(), &launch.learner, launch.per_learner)
     }
 
     /// The directory of a new run and the files it starts with: its config, its batch script
@@ -220,7 +241,7 @@ impl RunManager {
             ended_at: None,
             handle: None,
             cancel_requested: false,
-            learner: None,
+            learner: plan.learner.as_ref().map(|launch| launch.learner.clone()),
         };
         let written = (|| -> Result<(), Error> {
             std::fs::write(dir.join(rundir::CONFIG), plan.effective.to_yaml(&plan.config))?;

@@ -9,8 +9,8 @@ use std::time::Instant;
 use axum::extract::ws::Utf8Bytes;
 use scalebook_shared::Problems;
 use scalebook_shared::protocol::{
-    Audience, ClientMessage, ClientRequest, ErrorCode, ErrorReport, ExecutorSpec, LaunchRequest, PROTOCOL_VERSION, RequestId, Role, RunId,
-    ServerInfo, ServerMessage, ServerReply, request_id_of,
+    Audience, ClientMessage, ClientRequest, ErrorCode, ErrorReport, ExecutorSpec, LaunchRequest, LearnerIdentity, PROTOCOL_VERSION,
+    RequestId, Role, RunId, ServerInfo, ServerMessage, ServerReply, request_id_of,
 };
 use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
@@ -19,6 +19,7 @@ use super::limits::RateLimiter;
 use super::outbox::Outbox;
 use crate::Error;
 use crate::classroom::{AUDIENCE_SETTLE, Seat};
+use crate::learners::{self, LearnerLaunch};
 use crate::plan::{self, LaunchPlan};
 use crate::runs::RunManager;
 use crate::state::AppState;
@@ -37,13 +38,21 @@ pub struct Session {
     limited: bool,
     /// This connection in the classroom's head count.
     seat: Seat,
+    /// The learner a viewer connection launches as (a fresh one until its `hello` presents a
+    /// key from an earlier visit); `None` on the instructor's link.
+    learner: Option<LearnerIdentity>,
 }
 
 impl Session {
     pub fn new(state: Arc<AppState>, role: Role, out: Outbox) -> Session {
         let limiter = RateLimiter::new(state.ws.messages_per_sec, state.ws.burst, Instant::now());
         let seat = state.classroom.join(role);
-        Session { state, role, out, subscriptions: HashMap::new(), limiter, limited: false, seat }
+        let learner = (role == Role::Viewer)
+            .then(|| {
+                learners::new_identity().map_err(|e| tracing::warn!("no learner identity for a viewer (it launches nothing): {e}")).ok()
+            })
+            .flatten();
+        Session { state, role, out, subscriptions: HashMap::new(), limiter, limited: false, seat, learner }
     }
 
     /// The replies to one text message from the client (none for a dropped one). Each direct
@@ -101,7 +110,13 @@ impl Session {
         }
         let runs = &self.state.runs;
         match message {
-            ClientMessage::Hello { version, .. } if version == PROTOCOL_VERSION => {
+            ClientMessage::Hello { version, learner_key } if version == PROTOCOL_VERSION => {
+                // A viewer's key from an earlier visit: its runs stay its own.
+                if let Some(key) = learner_key
+                    && self.learner.is_some()
+                {
+                    self.learner = Some(learners::identity(key));
+                }
                 Ok(Some(ServerMessage::Welcome { version: PROTOCOL_VERSION, server: self.info() }))
             }
             ClientMessage::Hello { version, .. } => Err(ErrorReport::new(
@@ -110,7 +125,12 @@ impl Session {
             )),
             ClientMessage::ListRuns => Ok(Some(ServerMessage::Runs { runs: runs.list().await })),
             ClientMessage::Launch(request) => {
-                let plan = self.plan(request).await?;
+                let learner = self.learner_launch(&request)?;
+                let mut plan = self.plan(request).await?;
+                if learner.is_some() {
+                    invalid(learners::size_problems(plan.layout.world(), runs.max_local_ranks()))?;
+                }
+                plan.learner = learner;
                 let record = runs.launch(plan).await.map_err(|e| report(&e, None))?;
                 Ok(Some(ServerMessage::Launched { run: record.id }))
             }
@@ -125,6 +145,9 @@ impl Session {
                 Ok(Some(ServerMessage::SlurmScript { script }))
             }
             ClientMessage::Cancel { run } => {
+                if let Some(refusal) = self.not_theirs(&run).await {
+                    return Err(refusal);
+                }
                 runs.cancel(&run).await.map_err(|e| report(&e, Some(&run)))?;
                 Ok(None)
             }
@@ -163,13 +186,16 @@ impl Session {
     }
 
     /// The refusal of a message this connection's role may not send: a viewer reads and
-    /// follows, and never starts, stops or submits anything another user would see. Every
-    /// message is named here, so a new one must be placed on one side or the other.
+    /// follows, and never starts, stops or submits anything another user would see, except a
+    /// learner's own runs when the instructor allows them (their rules are checked with the
+    /// launch and the cancel). Every message is named here, so a new one must be placed on one
+    /// side or the other.
     fn forbidden(&self, message: &ClientMessage) -> Option<ErrorReport> {
         if self.role.may_launch() {
             return None;
         }
         let (what, run) = match message {
+            ClientMessage::Launch(_) | ClientMessage::Cancel { .. } if self.launching_learner().is_some() => return None,
             ClientMessage::Launch(_) => ("launch runs", None),
             ClientMessage::Cancel { run } => ("cancel runs", Some(run)),
             ClientMessage::PreviewSlurm(_) => ("prepare Slurm jobs", None),
@@ -187,6 +213,42 @@ impl Session {
             Some(run) => report.with_run(run.clone()),
             None => report,
         })
+    }
+
+    /// The learner this connection launches as, when the instructor lets learners launch.
+    fn launching_learner(&self) -> Option<&LearnerIdentity> {
+        self.learner.as_ref().filter(|_| self.state.limits.learners.per_learner > 0)
+    }
+
+    /// Who a launch is made by: `None` for the instructor's link; for a viewer, their
+    /// learner, once the request keeps the learners' rules (else `invalid_launch` naming each
+    /// field broken).
+    fn learner_launch(&self, request: &LaunchRequest) -> Result<Option<LearnerLaunch>, ErrorReport> {
+        if self.role.may_launch() {
+            return Ok(None);
+        }
+        let settings = &self.state.limits.learners;
+        let identity =
+            self.launching_learner().ok_or_else(|| ErrorReport::new(ErrorCode::Forbidden, "this viewer has no learner identity"))?;
+        invalid(learners::problems(settings, request))?;
+        Ok(Some(LearnerLaunch { learner: identity.learner.clone(), per_learner: settings.per_learner }))
+    }
+
+    /// The refusal of a viewer's cancel of a run that is not their own (the instructor's, or
+    /// another learner's). A run that does not exist is left to the cancel to report.
+    async fn not_theirs(&self, run: &RunId) -> Option<ErrorReport> {
+        if self.role.may_launch() {
+            return None;
+        }
+        let owner = self.state.runs.record(run).await?.learner;
+        let mine = self.learner.as_ref().map(|identity| &identity.learner);
+        let whose = match owner {
+            Some(owner) if Some(&owner) == mine => return None,
+            Some(_) => "another learner's",
+            None => "the instructor's",
+        };
+        let message = format!("run {run} is {whose}: a learner may cancel only their own runs");
+        Some(ErrorReport::new(ErrorCode::Forbidden, message).with_run(run.clone()))
     }
 
     /// Validates a launch against the served configs, clusters and limits, on a blocking
@@ -209,8 +271,8 @@ impl Session {
             heartbeat_secs: self.state.ws.heartbeat.as_secs(),
             max_local_ranks: self.state.runs.max_local_ranks(),
             role: self.role,
-            learner_runs: Default::default(),
-            learner: None,
+            learner_runs: self.state.limits.learners.clone(),
+            learner: self.learner.clone(),
         }
     }
 }
@@ -249,10 +311,19 @@ fn error(id: Option<RequestId>, mut report: ErrorReport) -> ServerReply {
     ServerReply::answer(id, ServerMessage::Error(report))
 }
 
+/// `problems` as the refusal of a launch, when there are any.
+fn invalid(problems: Problems) -> Result<(), ErrorReport> {
+    match problems.is_empty() {
+        true => Ok(()),
+        false => Err(ErrorReport::new(ErrorCode::InvalidLaunch, format!("the launch was refused: {problems}")).with_problems(problems)),
+    }
+}
+
 fn report(error: &Error, run: Option<&RunId>) -> ErrorReport {
     let code = match error {
         Error::UnknownRun { .. } => ErrorCode::UnknownRun,
         Error::NotCancellable { .. } | Error::FollowedRun { .. } => ErrorCode::NotCancellable,
+        Error::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
         _ => ErrorCode::Internal,
     };
     let report = ErrorReport::new(code, error.to_string());

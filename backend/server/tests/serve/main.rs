@@ -5,6 +5,7 @@
 mod classroom;
 mod delivery;
 mod harness;
+mod learners;
 mod profile;
 mod roles;
 mod runs;

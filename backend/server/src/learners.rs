@@ -1,0 +1,208 @@
+//! Learner runs: what the room may launch when the instructor allows it (`--viewer-runs N`,
+//! `--learner-config NAME`), who a learner is, and how many runs each may hold.
+//!
+//! A viewer connection launches under a learner identity: a private key the page keeps (or a
+//! fresh random one) and the public name derived from it one way, recorded on its runs. The
+//! key is a convenience, not a login: a learner who clears it becomes a new learner with a
+//! fresh quota, which is why the whole room's learner runs are bounded too
+//! ([`MAX_ACTIVE_LEARNER_RUNS`]).
+
+use scalebook_shared::Problems;
+use scalebook_shared::config::ConfigFile;
+use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, Learner, LearnerIdentity, LearnerKey, LearnerRuns, RunRecord};
+use sha2::{Digest, Sha256};
+
+/// What a learner's public name is hashed from, before the key: keeps this hash from equalling
+/// any other use of SHA-256 over the same text.
+const LEARNER_DERIVATION: &[u8] = b"scalebook learner v1\0";
+
+/// The configs learners may launch when `--viewer-runs` is given without `--learner-config`
+/// (those of them the served config file has): the two that train in seconds to minutes on a
+/// laptop's cores.
+pub const DEFAULT_LEARNER_CONFIGS: [&str; 2] = ["cpu_tiny", "cpu_short"];
+
+/// The most learner runs queued or running at once on this server, whoever launched them. The
+/// per-learner quota alone does not bound the room: a learner who clears their key (or opens a
+/// private window) is a new learner. Beyond this, launches are refused until runs end, so the
+/// queue (and the run directories it creates) stays bounded whatever the room does.
+pub const MAX_ACTIVE_LEARNER_RUNS: usize = 256;
+
+/// The learner settings of `scalebook serve`: `per_learner` runs at once each, of the
+/// configs `named` (or the defaults the served file has). An unknown name is an error naming
+/// the flag, so a typo stops the server at start instead of refusing every learner's launch.
+pub fn settings(per_learner: u32, named: &[String], served: &ConfigFile) -> Result<LearnerRuns, String> {
+    let known = |name: &str| served.names().any(|n| n == name);
+    if let Some(unknown) = named.iter().find(|name| !known(name)) {
+        let names: Vec<&str> = served.names().collect();
+        return Err(format!("--learner-config {unknown}: the config file has no such config (it has {})", names.join(", ")));
+    }
+    if per_learner == 0 {
+        return Ok(LearnerRuns::default());
+    }
+    let configs: Vec<String> = match named.is_empty() {
+        true => DEFAULT_LEARNER_CONFIGS.iter().copied().filter(|name| known(name)).map(str::to_owned).collect(),
+        false => named.to_vec(),
+    };
+    if configs.is_empty() {
+        let defaults = DEFAULT_LEARNER_CONFIGS.join(" and ");
+        return Err(format!("--viewer-runs {per_learner}: the config file has neither {defaults}: name the configs with --learner-config"));
+    }
+    Ok(LearnerRuns { per_learner, configs })
+}
+
+/// The learner a key stands for: the first 48 bits of SHA-256 over a fixed prefix and the key,
+/// as 12 hex digits. The same key always gives the same name (a reloaded page finds its runs),
+/// and the name cannot be turned back into the key, so showing it to the room lets no one act
+/// as its learner.
+pub fn identity(key: LearnerKey) -> LearnerIdentity {
+    let digest = Sha256::new().chain_update(LEARNER_DERIVATION).chain_update(key.as_str().as_bytes()).finalize();
+    let name: String = digest[..LEARNER_NAME_BYTES].iter().map(|b| format!("{b:02x}")).collect();
+    let learner = Learner::parse(&name).unwrap_or_else(|_| unreachable!("{LEARNER_NAME_BYTES} bytes are a learner's hex digits"));
+    LearnerIdentity { key, learner }
+}
+
+/// The bytes of the digest a learner's name shows ([`scalebook_shared::protocol::LEARNER_LEN`] hex digits).
+const LEARNER_NAME_BYTES: usize = scalebook_shared::protocol::LEARNER_LEN / 2;
+
+/// A new learner: 16 random bytes from the operating system as the key.
+pub fn new_identity() -> Result<LearnerIdentity, getrandom::Error> {
+    let mut bytes = [0u8; scalebook_shared::protocol::LEARNER_KEY_LEN / 2];
+    getrandom::fill(&mut bytes)?;
+    let text: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let key = LearnerKey::parse(&text).unwrap_or_else(|_| unreachable!("random bytes are a key's hex digits"));
+    Ok(identity(key))
+}
+
+/// Every rule a learner's `request` breaks, each naming its field: a learner config, trained
+/// on this machine (whose runs are forced onto the CPU: the GPUs stay the instructor's).
+pub fn problems(settings: &LearnerRuns, request: &LaunchRequest) -> Problems {
+    let mut problems = Problems::default();
+    if !settings.configs.contains(&request.config) {
+        let allowed = settings.configs.join(", ");
+        problems.push("config", format!("`{}` is not a learner config: learners may launch {allowed}", request.config));
+    }
+    if !matches!(request.executor, ExecutorSpec::Local) {
+        problems.push("executor", "learners run on this machine's CPU only: choose this machine, not a Slurm cluster");
+    }
+    problems
+}
+
+/// The problem with a learner's run of `world` ranks on a server that runs `max_local_ranks`
+/// at once: a run larger than that runs alone, holding up the whole room.
+pub fn size_problems(world: u32, max_local_ranks: usize) -> Problems {
+    let mut problems = Problems::default();
+    if world as usize > max_local_ranks {
+        problems.push(
+            "dp",
+            format!("a learner's run has at most {max_local_ranks} ranks (the server's --max-local-ranks); this one has {world}"),
+        );
+    }
+    problems
+}
+
+/// Who launches a learner's run, and how many runs they may hold at once: checked by the run
+/// manager under its lock as the run is created, so two pages of one learner cannot both take
+/// the last place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LearnerLaunch {
+    pub learner: Learner,
+    pub per_learner: u32,
+}
+
+/// Why `learner` may not have another run now, given every run's record: they have
+/// `per_learner` queued or running already, or the room has [`MAX_ACTIVE_LEARNER_RUNS`].
+pub fn quota_refusal<'a>(records: impl IntoIterator<Item = &'a RunRecord>, learner: &Learner, per_learner: u32) -> Option<String> {
+    let active = records.into_iter().filter(|r| !r.state().is_final()).filter_map(|r| r.learner.as_ref());
+    let (mut theirs, mut all) = (0usize, 0usize);
+    for owner in active {
+        all += 1;
+        theirs += usize::from(owner == learner);
+    }
+    if theirs >= per_learner as usize {
+        Some(format!(
+            "you have {theirs} runs queued or running, the most a learner may have at once ({per_learner}): wait for one to end, or cancel one"
+        ))
+    } else if all >= MAX_ACTIVE_LEARNER_RUNS {
+        Some(format!(
+            "the room has {all} learner runs queued or running, the most this server takes ({MAX_ACTIVE_LEARNER_RUNS}): wait for some to end"
+        ))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scalebook_shared::protocol::{RunState, SlurmRequest};
+
+    fn served() -> ConfigFile {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/ViT.yaml");
+        ConfigFile::parse(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    fn key(text: &str) -> LearnerKey {
+        LearnerKey::parse(text).unwrap()
+    }
+
+    #[test]
+    fn a_learners_name_is_derived_one_way_from_their_key() {
+        let key_a = key(&"0a".repeat(16));
+        let a = identity(key_a.clone());
+        assert_eq!(a.key, key_a);
+        assert_eq!(identity(key_a.clone()).learner, a.learner, "the same key must name the same learner after a reload");
+        assert_ne!(identity(key(&"0b".repeat(16))).learner, a.learner);
+        assert!(!key_a.as_str().contains(a.learner.as_str()));
+        // Pinned: a change of the derivation would orphan every learner's runs.
+        let digest = Sha256::digest(format!("scalebook learner v1\0{}", "0a".repeat(16)).as_bytes());
+        let expected: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(a.learner.as_str(), expected);
+        let (x, y) = (new_identity().unwrap(), new_identity().unwrap());
+        assert_ne!(x.key, y.key);
+        assert_eq!(identity(x.key.clone()).learner, x.learner);
+    }
+
+    #[test]
+    fn settings_default_to_the_cpu_configs_and_name_an_unknown_one_by_its_flag() {
+        let file = served();
+        assert_eq!(settings(0, &["cpu_tiny".into()], &file).unwrap(), LearnerRuns::default());
+        assert!(settings(0, &["nope".into()], &file).is_err(), "a typo must stop the server even before learners may launch");
+        assert_eq!(settings(2, &[], &file).unwrap().configs, ["cpu_tiny", "cpu_short"]);
+        assert_eq!(settings(1, &["cpu_mp".into()], &file).unwrap(), LearnerRuns { per_learner: 1, configs: vec!["cpu_mp".into()] });
+        let err = settings(2, &["cpu_tiny".into(), "cpu_huge".into()], &file).unwrap_err();
+        assert!(err.starts_with("--learner-config cpu_huge: the config file has no such config"), "{err}");
+        let bare = ConfigFile::parse("only:\n  lr: 1.0e-3\n").unwrap();
+        assert!(settings(1, &[], &bare).unwrap_err().contains("--learner-config"));
+    }
+
+    #[test]
+    fn a_learner_launches_learner_configs_on_this_machine_only() {
+        let rules = LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into()] };
+        let mut request = LaunchRequest { config: "cpu_tiny".into(), overrides: vec![], dp: 1, executor: ExecutorSpec::Local, seed: None };
+        assert!(problems(&rules, &request).is_empty());
+        request.config = "short".into();
+        request.executor = ExecutorSpec::Slurm(Box::new(SlurmRequest { cluster: "perlmutter".into(), ..SlurmRequest::default() }));
+        let fields: Vec<String> = problems(&rules, &request).0.into_iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["config", "executor"]);
+        assert!(size_problems(1, 1).is_empty());
+        assert!(size_problems(2, 1).to_string().contains("at most 1 ranks"));
+    }
+
+    fn record(n: u32, learner: Option<&Learner>, state: RunState) -> RunRecord {
+        crate::runs::test_run(&format!("r{n}"), f64::from(n), learner.cloned(), state)
+    }
+
+    #[test]
+    fn the_quota_counts_a_learners_runs_until_they_end_and_the_rooms_too() {
+        let (a, b) = (identity(key(&"0a".repeat(16))).learner, identity(key(&"0b".repeat(16))).learner);
+        let mut records =
+            vec![record(1, Some(&a), RunState::Running), record(2, Some(&a), RunState::Completed), record(3, None, RunState::Queued)];
+        assert_eq!(quota_refusal(&records, &a, 2), None);
+        records.push(record(4, Some(&a), RunState::Queued));
+        let refusal = quota_refusal(&records, &a, 2).unwrap();
+        assert!(refusal.contains("the most a learner may have at once (2)"), "{refusal}");
+        assert_eq!(quota_refusal(&records, &b, 2), None);
+        let room: Vec<RunRecord> = (0..MAX_ACTIVE_LEARNER_RUNS as u32).map(|n| record(n, Some(&a), RunState::Queued)).collect();
+        assert!(quota_refusal(&room, &b, 2).unwrap().contains("(256)"));
+    }
+}

@@ -1,0 +1,220 @@
+//! Learner runs over the protocol: off unless the instructor allows them; then each viewer
+//! launches learner configs on this machine, at most N at once, cancels only their own runs,
+//! keeps them across a reconnection by their key, and the room's runs take turns in the queue.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use scalebook_shared::protocol::{
+    ClientMessage, ErrorCode, ErrorReport, Learner, LearnerIdentity, LearnerKey, LearnerRuns, PROTOCOL_VERSION, RunId, RunRecord, RunState,
+    ServerInfo, ServerMessage,
+};
+
+use crate::harness::{Client, Server, temp_dir, tiny_overrides, workspace, write_stub_page};
+use crate::roles::refusal;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// What `welcome` tells `client`, after a `hello` with `key`.
+async fn welcome(client: &mut Client, key: Option<LearnerKey>) -> ServerInfo {
+    client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, learner_key: key }).await;
+    client
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::Welcome { server, .. } => Some(server.clone()),
+            _ => None,
+        })
+        .await
+}
+
+/// The identity `welcome` gives a fresh viewer connection.
+async fn learner(client: &mut Client) -> LearnerIdentity {
+    welcome(client, None).await.learner.expect("a viewer connection has a learner identity")
+}
+
+/// A tiny `cpu_tiny` launch (`extra` overrides added), as JSON with request id `id`.
+fn launch(id: &str, extra: &[&str]) -> serde_json::Value {
+    serde_json::json!({ "id": id, "type": "launch", "config": "cpu_tiny", "overrides": tiny_overrides(extra), "seed": 1 })
+}
+
+/// The answer to request `id`: the run it launched, or the error it got.
+async fn answer(client: &mut Client, id: &str) -> Result<RunId, ErrorReport> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let reply = client.recv_reply(deadline.saturating_duration_since(tokio::time::Instant::now())).await;
+        match (reply.id.as_ref().map(|i| i.as_str()), reply.message) {
+            (Some(got), ServerMessage::Launched { run }) if got == id => return Ok(run),
+            (Some(got), ServerMessage::Error(e)) if got == id => return Err(e),
+            _ => {}
+        }
+    }
+}
+
+async fn launched(client: &mut Client, request: serde_json::Value) -> Result<RunId, ErrorReport> {
+    let id = request["id"].as_str().unwrap().to_owned();
+    client.send_text(&request.to_string()).await;
+    answer(client, &id).await
+}
+
+fn fields(e: &ErrorReport) -> Vec<&str> {
+    e.problems.0.iter().map(|p| p.field.as_str()).collect()
+}
+
+async fn record(server: &Server, id: &RunId) -> RunRecord {
+    server.wait_for(id, |r| Some(r.clone())).await
+}
+
+/// Cancels every run still queued or running, from the instructor's link, and waits for each
+/// to end: nothing trains on after the test.
+async fn cancel_all(server: &Server, instructor: &mut Client, ids: &[RunId]) {
+    for id in ids {
+        if !record(server, id).await.state().is_final() {
+            instructor.send(&ClientMessage::Cancel { run: id.clone() }).await;
+        }
+    }
+    for id in ids {
+        server.wait_for(id, |r| r.state().is_final().then_some(())).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_viewer_runs_a_learner_launches_nothing() {
+    let server = Server::start("learners-off", &[]);
+    let mut viewer = server.connect_viewer().await;
+    let info = welcome(&mut viewer, None).await;
+    assert_eq!(info.learner_runs, LearnerRuns::default());
+    assert!(info.learner.is_some(), "a viewer is a learner even when learners launch nothing");
+    let refused = refusal(&mut viewer, &launch("l1", &["num_iters=4"]).to_string()).await.expect("a viewer's launch was accepted");
+    assert_eq!(refused.code, ErrorCode::Forbidden, "{refused:?}");
+    assert!(std::fs::read_dir(&server.runs_dir).unwrap().next().is_none(), "a viewer's request created a run");
+    // The instructor's link has no learner.
+    let mut instructor = server.connect().await;
+    assert_eq!(welcome(&mut instructor, None).await.learner, None);
+}
+
+#[test]
+fn an_unknown_learner_config_stops_the_server_naming_the_flag() {
+    let dir = temp_dir("learners-typo");
+    write_stub_page(&dir.path().join("static"));
+    let output = Command::new(env!("CARGO_BIN_EXE_scalebook"))
+        .args(["serve", "--port", "0", "--viewer-runs", "2", "--learner-config", "cpu_tiny", "--learner-config", "cpu_tinny"])
+        .arg("--static-dir")
+        .arg(dir.path().join("static"))
+        .arg("--runs-dir")
+        .arg(dir.path().join("runs"))
+        .arg("--yaml-config")
+        .arg(workspace().join("config/ViT.yaml"))
+        .current_dir(workspace())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--learner-config cpu_tinny: the config file has no such config"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_launches_within_the_rules_and_cancels_only_their_own_runs() {
+    let server = Server::start("learners-rules", &["--viewer-runs", "2", "--max-local-ranks", "1"]);
+    let mut instructor = server.connect().await;
+    // The instructor's long run holds the one slot: the learners' runs wait, queued.
+    let blocker = launched(&mut instructor, launch("i1", &["num_iters=100000"])).await.unwrap();
+    let (mut a, mut b) = (server.connect_viewer().await, server.connect_viewer().await);
+    let info = welcome(&mut a, None).await;
+    assert_eq!(info.learner_runs, LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into(), "cpu_short".into()] });
+    let me = info.learner.unwrap();
+    let other = learner(&mut b).await;
+    assert_ne!(me.learner, other.learner);
+
+    // Only learner configs, only on this machine: each refusal names its field.
+    let mut wrong = launch("bad-config", &[]);
+    wrong["config"] = "short".into();
+    let refused = launched(&mut a, wrong).await.unwrap_err();
+    assert_eq!((refused.code, fields(&refused)), (ErrorCode::InvalidLaunch, vec!["config"]));
+    assert!(refused.problems.0[0].message.contains("learners may launch cpu_tiny, cpu_short"), "{refused:?}");
+    let mut slurm = launch("bad-executor", &[]);
+    slurm["executor"] = serde_json::json!({ "kind": "slurm", "cluster": "perlmutter" });
+    let refused = launched(&mut a, slurm).await.unwrap_err();
+    assert_eq!((refused.code, fields(&refused)), (ErrorCode::InvalidLaunch, vec!["executor"]));
+    let preview =
+        serde_json::json!({ "type": "preview_slurm", "config": "cpu_tiny", "executor": { "kind": "slurm", "cluster": "perlmutter" } });
+    assert_eq!(refusal(&mut a, &preview.to_string()).await.map(|e| e.code), Some(ErrorCode::Forbidden));
+
+    // Two at once, not three.
+    let first = launched(&mut a, launch("a1", &["num_iters=4"])).await.unwrap();
+    let second = launched(&mut a, launch("a2", &["num_iters=4"])).await.unwrap();
+    let refused = launched(&mut a, launch("a3", &["num_iters=4"])).await.unwrap_err();
+    assert_eq!(refused.code, ErrorCode::QuotaExceeded, "{refused:?}");
+    assert!(refused.message.contains("the most a learner may have at once (2)"), "{}", refused.message);
+    let theirs = launched(&mut b, launch("b1", &["num_iters=4"])).await.unwrap();
+    assert_eq!(record(&server, &first).await.learner, Some(me.learner.clone()));
+    assert_eq!(record(&server, &theirs).await.learner, Some(other.learner.clone()));
+    assert_eq!(record(&server, &blocker).await.learner, None);
+
+    // Not another learner's run, not the instructor's; their own, yes.
+    for (run, whose) in [(&theirs, "another learner's"), (&blocker, "the instructor's")] {
+        let cancel = serde_json::json!({ "type": "cancel", "run": run });
+        let refused = refusal(&mut a, &cancel.to_string()).await.expect("cancelled a run not its own");
+        assert_eq!((refused.code, refused.run.as_ref()), (ErrorCode::Forbidden, Some(run)), "{refused:?}");
+        assert!(refused.message.contains(whose), "{}", refused.message);
+    }
+    assert_eq!(refusal(&mut a, &serde_json::json!({ "type": "cancel", "run": first }).to_string()).await, None);
+    server.wait_for(&first, |r| (r.state() == RunState::Cancelled).then_some(())).await;
+    // A place is free again.
+    let third = launched(&mut a, launch("a4", &["num_iters=4"])).await.unwrap();
+
+    // After a reload the page presents its key: the same learner, who still owns its runs.
+    let mut again = server.connect_viewer().await;
+    let info = welcome(&mut again, Some(me.key.clone())).await;
+    assert_eq!(info.learner.as_ref().map(|l| &l.learner), Some(&me.learner));
+    assert_eq!(refusal(&mut again, &serde_json::json!({ "type": "cancel", "run": second }).to_string()).await, None);
+    server.wait_for(&second, |r| (r.state() == RunState::Cancelled).then_some(())).await;
+    cancel_all(&server, &mut instructor, &[blocker, theirs, third]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn learners_launching_at_once_take_turns_in_the_queue() {
+    let server = Server::start("learners-fair", &["--viewer-runs", "2", "--max-local-ranks", "1"]);
+    let mut instructor = server.connect().await;
+    let blocker = launched(&mut instructor, launch("i1", &["num_iters=100000"])).await.unwrap();
+    server.wait_for(&blocker, |r| (r.state() == RunState::Running).then_some(())).await;
+    let mut viewers = vec![server.connect_viewer().await, server.connect_viewer().await, server.connect_viewer().await];
+    let mut names: Vec<Learner> = Vec::new();
+    for viewer in &mut viewers {
+        names.push(learner(viewer).await.learner);
+    }
+    // The first learner sends both runs first; the other two launch theirs at the same time.
+    let mut runs = Vec::new();
+    for request in ["a1", "a2"] {
+        runs.push(launched(&mut viewers[0], launch(request, &["num_iters=4"])).await.unwrap());
+    }
+    for (viewer, prefix) in viewers[1..].iter_mut().zip(["b", "c"]) {
+        for n in 1..=2 {
+            viewer.send_text(&launch(&format!("{prefix}{n}"), &["num_iters=4"]).to_string()).await;
+        }
+    }
+    for (viewer, prefix) in viewers[1..].iter_mut().zip(["b", "c"]) {
+        for n in 1..=2 {
+            runs.push(answer(viewer, &format!("{prefix}{n}")).await.unwrap());
+        }
+    }
+    for run in &runs {
+        assert_eq!(record(&server, run).await.state(), RunState::Queued, "{run} did not wait for the instructor's run");
+    }
+    // The slot frees: the six runs start one at a time, a round of three learners, then another.
+    instructor.send(&ClientMessage::Cancel { run: blocker.clone() }).await;
+    let mut ended = Vec::new();
+    for run in &runs {
+        ended.push(server.wait_for(run, |r| r.state().is_final().then(|| r.clone())).await);
+    }
+    assert!(ended.iter().all(|r| r.state() == RunState::Completed), "{ended:?}");
+    ended.sort_by(|x, y| x.started_at.unwrap().total_cmp(&y.started_at.unwrap()));
+    let order: Vec<usize> = ended.iter().map(|r| names.iter().position(|n| Some(n) == r.learner.as_ref()).unwrap()).collect();
+    let round = |turns: &[usize]| {
+        let mut turns = turns.to_vec();
+        turns.sort_unstable();
+        turns == [0, 1, 2]
+    };
+    assert!(round(&order[..3]) && round(&order[3..]), "the runs started in the learners' order {order:?}, not round by round");
+    assert_eq!(order[0], 0, "the oldest run of the first round goes first");
+    cancel_all(&server, &mut instructor, &[blocker]).await;
+}
