@@ -1,5 +1,6 @@
-//! The page frame: header with the connection indicator, the table of contents, the current
-//! chapter (from the URL's `#/slug`), previous/next links, and keyboard navigation.
+//! The page frame: header with the classroom controls and the connection indicator, the table
+//! of contents, the current chapter (from the URL's `#/slug`), previous/next links, and
+//! keyboard navigation.
 
 use std::sync::Arc;
 
@@ -8,6 +9,7 @@ use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 
 use crate::chapters::{self, ChapterIndex, ChapterPage, Pager, TableOfContents};
+use crate::classroom::{Classroom, ClassroomControls};
 use crate::library::{Library, Ready, load, when_loaded};
 use crate::net::urls;
 use crate::runs::Runs;
@@ -23,12 +25,18 @@ pub fn App() -> impl IntoView {
     });
 
     let hash_slug = RwSignal::new(chapters::slug_from_hash(&window().location().hash().unwrap_or_default()));
-    let _ = window_event_listener(ev::hashchange, move |_| {
-        hash_slug.set(chapters::slug_from_hash(&window().location().hash().unwrap_or_default()));
-    });
     // Without a hash, the first chapter (the address stays as the user typed it).
     let current = Signal::derive(move || {
         hash_slug.get().or_else(|| index.ready().and_then(|i| i.chapters.first().map(|c| c.slug.clone()))).unwrap_or_default()
+    });
+    let classroom = Classroom::start(runs, current);
+    provide_context(classroom);
+    let _ = window_event_listener(ev::hashchange, move |_| {
+        let slug = chapters::slug_from_hash(&window().location().hash().unwrap_or_default());
+        if let Some(slug) = &slug {
+            classroom.navigated(slug);
+        }
+        hash_slug.set(slug);
     });
     let _ = window_event_listener(ev::keydown, move |ev| {
         let step = match ev.key().as_str() {
@@ -50,6 +58,7 @@ pub fn App() -> impl IntoView {
             <h1>"Scalebook"</h1>
             <span class="tagline">"Deep Learning at Scale, step by step"</span>
             <span class="spacer"></span>
+            <ClassroomControls />
             <ConnectionBadge runs />
         </header>
         <Notice runs />

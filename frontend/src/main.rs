@@ -5,6 +5,7 @@
 mod app;
 mod blocks;
 mod chapters;
+mod classroom;
 mod download;
 mod library;
 mod net;

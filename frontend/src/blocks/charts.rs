@@ -1,8 +1,9 @@
 //! The charts block: one line chart per metric tag, over every charted run and (optionally)
 //! the tutorial's baseline, updating live as points arrive. Shared controls: the x axis (step,
-//! relative or wall time), TensorBoard's smoothing slider, a log scale, legend toggles; per
-//! chart a hover read-out and CSV / SVG export. TensorBoard event files dropped on the block
-//! are read in the browser and overlaid, on this page only (nothing reaches the server).
+//! relative or wall time) and TensorBoard's smoothing slider (both page-wide, see
+//! `classroom::ChartControls`), a log scale, legend toggles; per chart a hover read-out and
+//! CSV / SVG export. TensorBoard event files dropped on the block are read in the browser and
+//! overlaid, on this page only (nothing reaches the server).
 
 use std::collections::HashSet;
 
@@ -14,6 +15,7 @@ use wasm_bindgen_futures::JsFuture;
 use super::ChartSpec;
 use super::chart_drawing::{BOTTOM, Drawing, HEIGHT, LEFT, Overlay, RIGHT, Settings, Source, TOP, WIDTH, plot_width};
 use super::unique_id;
+use crate::classroom::{ChartControls, Classroom};
 use crate::download;
 use crate::library::{Library, Ready};
 use crate::runs::{Runs, start_wall};
@@ -29,8 +31,15 @@ const TAGS_ADDED_FOR_A_FILE: usize = 4;
 pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
     let runs = expect_context::<Runs>();
     let library = expect_context::<Library>();
-    let axis = RwSignal::new(spec.axis);
-    let smoothing = RwSignal::new(spec.smoothing);
+    // The axis and smoothing are the page's: every chart block shows the same, so one
+    // presentation carries them. The chapter's first chart block starts them from its spec.
+    let own = ChartControls { axis: spec.axis, smoothing: spec.smoothing };
+    let controls = use_context::<Classroom>().map_or_else(|| RwSignal::new(None), |classroom| classroom.charts);
+    if controls.get_untracked().is_none() {
+        controls.set(Some(own));
+    }
+    let shown = move || controls.get().unwrap_or(own);
+    let change = move |edit: &dyn Fn(&mut ChartControls)| controls.update(|c| edit(c.get_or_insert(own)));
     let log = RwSignal::new(spec.log);
     let baseline = RwSignal::new(spec.baseline);
     let hidden = RwSignal::new(HashSet::<String>::new());
@@ -87,8 +96,8 @@ pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
     let visible =
         Memo::new(move |_| sources.with(|all| hidden.with(|h| all.iter().filter(|s| !h.contains(&s.key)).cloned().collect::<Vec<_>>())));
     let settings = Memo::new(move |_| Settings {
-        axis: axis.get(),
-        smoothing: smoothing.get(),
+        axis: shown().axis,
+        smoothing: shown().smoothing,
         log: log.get(),
         utc_offset_minutes: -(js_sys::Date::new_0().get_timezone_offset() as i32),
     });
@@ -142,14 +151,17 @@ pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
             on:drop=on_drop>
             <div class="toolbar">
                 <label for=axis_id.clone()>"x axis"</label>
-                <select id=axis_id class="axis" on:change=move |ev| if let Some(a) = XAxis::from_name(&event_target_value(&ev)) { axis.set(a) }>
-                    {XAxis::ALL.map(|a| view! { <option value=a.name() selected=move || axis.get() == a>{a.label()}</option> })}
+                <select id=axis_id class="axis" on:change=move |ev| if let Some(a) = XAxis::from_name(&event_target_value(&ev)) { change(&|c| c.axis = a) }>
+                    {XAxis::ALL.map(|a| view! { <option value=a.name() selected=move || shown().axis == a>{a.label()}</option> })}
                 </select>
                 <label for=smooth_id.clone()>"smoothing"</label>
                 <input id=smooth_id class="smoothing" type="range" min="0" max=MAX_SMOOTHING step="0.001"
-                    prop:value=move || smoothing.get().to_string()
-                    on:input=move |ev| smoothing.set(event_target_value(&ev).parse().unwrap_or(0.0)) />
-                <output>{move || format!("{:.3}", smoothing.get())}</output>
+                    prop:value=move || shown().smoothing.to_string()
+                    on:input=move |ev| {
+                        let smoothing = event_target_value(&ev).parse().unwrap_or(0.0);
+                        change(&|c| c.smoothing = smoothing);
+                    } />
+                <output>{move || format!("{:.3}", shown().smoothing)}</output>
                 <label><input type="checkbox" class="log" prop:checked=move || log.get() on:change=move |ev| log.set(event_target_checked(&ev)) />" log scale"</label>
                 <label><input type="checkbox" class="baseline" prop:checked=move || baseline.get() on:change=move |ev| baseline.set(event_target_checked(&ev)) />" tutorial baseline"</label>
                 <label for=add_id.clone()>"add a chart"</label>

@@ -1,7 +1,9 @@
 //! The run block: launch the chapter's working config (with the changes made in its editor),
 //! on this machine's cores or as a Slurm batch job whose script is shown before it is
 //! submitted; then follow the run (state, reason, log, cancel) and pick from every run to
-//! chart or reopen. The block remembers its run across reloads.
+//! chart or reopen. The block remembers its run across reloads. A learner (a viewer's page,
+//! when the instructor allows it) launches only the learner configs, on this machine, and is
+//! told how many of their runs they are using.
 
 use leptos::prelude::*;
 use scalebook_shared::Problems;
@@ -64,7 +66,13 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
         }
     });
 
+    // What this page may launch as a learner (`None`: the instructor's page, or a viewer's
+    // that launches nothing).
+    let learner = Memo::new(move |_| runs.learner_runs());
     let slurm_cluster = Memo::new(move |_| {
+        if learner.with(Option::is_some) {
+            return None;
+        }
         let clusters = library.clusters.ready()?;
         let cluster = clusters.get(&target.get()).ok()?;
         (cluster.executor == ExecutorKind::Slurm).then(|| cluster.clone())
@@ -97,7 +105,19 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
         request.resolve(&clusters, &layout).err().map(|e| e.problems()).unwrap_or_default()
     });
     let blocked = move || {
-        if working.problems.get() > 0 {
+        let learner_refusal = learner.get().and_then(|allowed| {
+            let config = working.name.get().unwrap_or_default();
+            if !allowed.configs.contains(&config) {
+                Some(format!("learners may launch {}: choose one of them", allowed.configs.join(", ")))
+            } else if runs.learner_runs_in_use() >= allowed.per_learner as usize {
+                Some(format!("you are using all {} of your runs: wait for one to end, or cancel one", allowed.per_learner))
+            } else {
+                None
+            }
+        });
+        if let Some(refusal) = learner_refusal {
+            Some(refusal)
+        } else if working.problems.get() > 0 {
             Some("fix the config's problems first".to_owned())
         } else if !slurm_problems.with(Problems::is_empty) {
             Some("fix the job settings first".to_owned())
@@ -130,7 +150,13 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
             <div class="toolbar">
                 <label for=config_id.clone()>"config"</label>
                 <select id=config_id class="run-config" on:change=move |ev| working.switch(event_target_value(&ev))>
-                    {move || library.configs.ready().map(|file| file.names().map(|n| {
+                    // A learner's page whose chapter config is not theirs to launch: shown, not offered.
+                    {move || working.name.get().filter(|n| learner.with(|l| l.as_ref().is_some_and(|l| !l.configs.contains(n)))).map(|n| view! {
+                        <option value="" disabled=true selected=true>{format!("{n} (not a learner config)")}</option>
+                    })}
+                    {move || library.configs.ready().map(|file| file.names()
+                        .filter(|n| learner.with(|l| l.as_ref().is_none_or(|l| l.configs.iter().any(|c| c == n))))
+                        .map(|n| {
                         let selected = working.name.get().as_deref() == Some(n);
                         view! { <option value=n.to_owned() selected=selected>{n.to_owned()}</option> }
                     }).collect_view())}
@@ -141,13 +167,19 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
                 <label for=target_id.clone()>"where"</label>
                 <select id=target_id class="run-target" on:change=move |ev| { target.set(event_target_value(&ev)); previewed.set(None); }>
                     <option value=LOCAL selected=true>"this machine"</option>
-                    {move || library.clusters.ready().map(|clusters| clusters.names()
+                    {move || library.clusters.ready().filter(|_| learner.with(Option::is_none)).map(|clusters| clusters.names()
                         .filter(|n| clusters.get(n).is_ok_and(|c| c.executor == ExecutorKind::Slurm))
                         .map(|n| view! { <option value=n.to_owned()>{format!("{n} (Slurm)")}</option> })
                         .collect_view())}
                 </select>
             </div>
-            <Show when=move || runs.may_launch() fallback=|| view! { <ViewerNote /> }>
+            <Show when=move || runs.may_launch() || learner.with(Option::is_some) fallback=|| view! { <ViewerNote /> }>
+            {move || learner.get().map(|allowed| view! {
+                <p class="muted learner-quota">{move || format!(
+                    "As a learner you launch {} on this machine's CPU: you are using {} of your {} runs.",
+                    allowed.configs.join(", "), runs.learner_runs_in_use(), allowed.per_learner
+                )}</p>
+            })}
             {move || slurm_cluster.get().map(|cluster| view! { <SlurmFields cluster request=slurm problems=slurm_problems /> })}
             <div class="toolbar">
                 {move || match slurm_cluster.get() {
@@ -191,11 +223,13 @@ mod tests {
     use std::sync::Arc;
 
     use scalebook_shared::config::ConfigFile;
-    use scalebook_shared::protocol::{Role, ServerInfo};
+    use scalebook_shared::protocol::{Learner, LearnerIdentity, LearnerKey, LearnerRuns, Role, ServerInfo};
+    use wasm_bindgen::JsCast;
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
-    use crate::testing::{mount, settle};
+    use crate::runs::test_record;
+    use crate::testing::{Mounted, mount, settle};
 
     const CONFIGS: &str = include_str!("../../../config/ViT.yaml");
 
@@ -207,13 +241,29 @@ mod tests {
             heartbeat_secs: 20,
             max_local_ranks: 1,
             role,
+            learner_runs: LearnerRuns::default(),
+            learner: None,
         }
     }
 
-    #[wasm_bindgen_test]
-    async fn a_viewer_sees_a_note_where_the_instructor_has_the_launch_button() {
-        let runs = Runs::unconnected();
-        let block = mount(move || {
+    /// A viewer's welcome when learners may launch `per_learner` runs of `cpu_tiny`.
+    fn learner_welcome(per_learner: u32) -> ServerInfo {
+        let key = LearnerKey::parse(&"0a".repeat(16)).unwrap();
+        ServerInfo {
+            learner_runs: LearnerRuns { per_learner, configs: vec!["cpu_tiny".into()] },
+            learner: Some(LearnerIdentity { key, learner: Learner::parse("aaaaaaaaaaaa").unwrap() }),
+            ..welcome(Role::Viewer)
+        }
+    }
+
+    /// Every element of `block` matching `css`, in document order.
+    fn all(block: &Mounted, css: &str) -> Vec<web_sys::Element> {
+        let list = block.root.query_selector_all(css).unwrap();
+        (0..list.length()).filter_map(|i| list.item(i)?.dyn_into().ok()).collect()
+    }
+
+    fn mount_block(runs: Runs) -> Mounted {
+        mount(move || {
             let file = Arc::new(ConfigFile::parse(CONFIGS).unwrap());
             provide_context(Library {
                 configs: LocalResource::new(move || std::future::ready(Ok(file.clone()))),
@@ -222,7 +272,13 @@ mod tests {
             });
             provide_context(runs);
             view! { <RunBlock config="cpu_short".to_owned() dp=1 /> }
-        });
+        })
+    }
+
+    #[wasm_bindgen_test]
+    async fn a_viewer_sees_a_note_where_the_instructor_has_the_launch_button() {
+        let runs = Runs::unconnected();
+        let block = mount_block(runs);
         runs.server.set(Some(welcome(Role::Viewer)));
         settle().await;
         assert!(block.find("button.launch").is_none(), "a viewer's page offers a launch");
@@ -234,5 +290,32 @@ mod tests {
         settle().await;
         assert!(block.find("button.launch").is_some(), "the instructor's page has no launch");
         assert!(block.find(".viewer-note").is_none());
+    }
+
+    #[wasm_bindgen_test]
+    async fn a_learner_launches_learner_configs_here_and_cancels_only_their_own_runs() {
+        let runs = Runs::unconnected();
+        let block = mount_block(runs);
+        runs.server.set(Some(learner_welcome(2)));
+        settle().await;
+        assert!(block.find(".viewer-note").is_none() && block.find("button.launch").is_some(), "a learner has no launch");
+        // The chapter's cpu_short is not a learner config: shown, not offered; only cpu_tiny is.
+        let offered: Vec<String> =
+            all(&block, "select.run-config option:not([disabled])").iter().map(|o| o.text_content().unwrap()).collect();
+        assert_eq!(offered, ["cpu_tiny"]);
+        assert!(block.find("button.launch").unwrap().has_attribute("disabled"));
+        assert_eq!(block.text(".learner-quota"), "As a learner you launch cpu_tiny on this machine's CPU: you are using 0 of your 2 runs.");
+
+        // Their own run, the instructor's and another learner's: theirs first, each marked,
+        // and only theirs may be cancelled.
+        let (me, other) = (Learner::parse("aaaaaaaaaaaa").unwrap(), Learner::parse("bbbbbbbbbbbb").unwrap());
+        let records = vec![test_record("r1", None), test_record("r2", Some(&other)), test_record("r3", Some(&me))];
+        let own = records[2].clone();
+        runs.records.set(records.clone());
+        settle().await;
+        let whose: Vec<String> = all(&block, ".run-list tbody tr").iter().map(|r| r.get_attribute("data-whose").unwrap()).collect();
+        assert_eq!(whose, ["yours", "learner", "instructor's"]);
+        assert_eq!(block.text(".learner-quota"), "As a learner you launch cpu_tiny on this machine's CPU: you are using 1 of your 2 runs.");
+        assert!(runs.may_cancel(&own) && !runs.may_cancel(&records[0]) && !runs.may_cancel(&records[1]));
     }
 }

@@ -1,10 +1,11 @@
 //! A run as the run block follows it: its state and reason, the log streaming in, cancel; and
-//! the list of every run, to chart or reopen. On a viewer's page the controls that would start
-//! or stop a run give way to [`ViewerNote`].
+//! the list of every run, to chart or reopen, each marked with whose it is (a learner's own
+//! listed first). On a viewer's page the controls that would start or stop a run give way to
+//! [`ViewerNote`], except a learner's for their own runs when the instructor allows them.
 
 use leptos::prelude::*;
 use scalebook_shared::charts::format_clock;
-use scalebook_shared::protocol::{RunId, RunRecord};
+use scalebook_shared::protocol::RunId;
 
 use crate::runs::Runs;
 
@@ -44,7 +45,7 @@ pub fn CurrentRun(id: RunId, runs: Runs) -> impl IntoView {
                         <span class=format!("badge state-{}", state.label().replace(' ', "-"))>{state.label()}</span>
                         {format!(" run {} of {}", r.id, r.config)}
                         {reason.map(|why| view! { <span class="reason">{format!(": {why}")}</span> })}
-                        {(!state.is_final() && runs.may_launch()).then(|| view! {
+                        {(!state.is_final() && runs.may_cancel(&r)).then(|| view! {
                             <button type="button" class="cancel" on:click=move |_| { runs.cancel(&cancel_id); }>"Cancel"</button>
                         })}
                     </p>
@@ -65,9 +66,7 @@ pub fn ViewerNote() -> impl IntoView {
 #[component]
 pub fn RunList(runs: Runs, current: RwSignal<Option<RunId>>, open: Callback<RunId>) -> impl IntoView {
     let rows = move || {
-        let mut records: Vec<RunRecord> = runs.records.get();
-        records.reverse();
-        records
+        runs.listed()
             .into_iter()
             .map(|r| {
                 let id = r.id.clone();
@@ -81,9 +80,11 @@ pub fn RunList(runs: Runs, current: RwSignal<Option<RunId>>, open: Callback<RunI
                 };
                 let toggle_id = id.clone();
                 let open_id = id.clone();
+                let whose = runs.whose(&r).label();
                 view! {
-                    <tr data-run=id.to_string() class:current=is_current>
+                    <tr data-run=id.to_string() data-whose=whose class:current=is_current>
                         <td class="mono">{id.to_string()}</td>
+                        <td class="whose">{whose}</td>
                         <td>{r.config.clone()}</td>
                         <td>{r.state().label()}</td>
                         <td>{format_clock(r.created_at, -(js_sys::Date::new_0().get_timezone_offset() as i32))}</td>
@@ -99,7 +100,7 @@ pub fn RunList(runs: Runs, current: RwSignal<Option<RunId>>, open: Callback<RunI
         <details class="run-list">
             <summary>{move || format!("All runs ({})", runs.records.with(Vec::len))}</summary>
             <table>
-                <thead><tr><th>"run"</th><th>"config"</th><th>"state"</th><th>"created"</th><th></th><th></th></tr></thead>
+                <thead><tr><th>"run"</th><th>"whose"</th><th>"config"</th><th>"state"</th><th>"created"</th><th></th><th></th></tr></thead>
                 <tbody>{rows}</tbody>
             </table>
         </details>

@@ -5,6 +5,7 @@ use leptos::prelude::*;
 
 use super::markdown::{Segment, segments};
 use crate::blocks::Block;
+use crate::classroom::Classroom;
 use crate::library::{load, when_loaded};
 use crate::net::urls;
 use crate::working::WorkingConfig;
@@ -15,6 +16,8 @@ const FIRST_RENDER_MARK: &str = "scalebook-first-chapter";
 pub fn ChapterPage(slug: String, title: String) -> impl IntoView {
     let content = load("chapter", urls::resolve(&format!("chapters/{slug}.md")), |text| Ok(segments(text)));
     provide_context(WorkingConfig::new());
+    let classroom = expect_context::<Classroom>();
+    classroom.chapter_opened();
 
     let article = NodeRef::<leptos::html::Article>::new();
     Effect::new(move |_| {
@@ -29,10 +32,18 @@ pub fn ChapterPage(slug: String, title: String) -> impl IntoView {
             }
         }
     });
+    // Told from inside the rendered text, so it runs once the blocks are on the page (and
+    // after the scroll to the top above): a following page then scrolls to the presented block.
+    let rendered = slug.clone();
+    let show = move |segments: std::sync::Arc<Vec<Segment>>| {
+        let rendered = rendered.clone();
+        Effect::new(move |_| classroom.chapter_rendered(&rendered));
+        segments.iter().cloned().map(segment_view).collect_view()
+    };
 
     view! {
         <article class="chapter" node_ref=article tabindex="-1" aria-label=title data-chapter=slug>
-            {when_loaded("chapter", move || content.into_future(), |segments| segments.iter().cloned().map(segment_view).collect_view())}
+            {when_loaded("chapter", move || content.into_future(), show)}
         </article>
     }
 }

@@ -5,18 +5,23 @@
 //! The runs charted together ("overlaid") are kept in localStorage, so a reload (or the next
 //! day's session) reopens them.
 
+mod learner;
 mod requests;
 mod stream;
 
+pub use learner::Whose;
+#[cfg(test)]
+pub use learner::record as test_record;
 pub use stream::{RunStream, start_wall};
 
 use std::collections::HashMap;
 
 use leptos::prelude::*;
 use scalebook_shared::protocol::{
-    ClientMessage, ClientRequest, ErrorCode, ErrorReport, LaunchRequest, PROTOCOL_VERSION, RunId, RunRecord, ServerInfo, ServerMessage,
-    ServerReply,
+    Audience, ClientMessage, ClientRequest, ErrorCode, ErrorReport, LaunchRequest, PROTOCOL_VERSION, Presentation, RunId, RunRecord,
+    ServerInfo, ServerMessage, ServerReply,
 };
+use scalebook_shared::protocol::{Learner, LearnerRuns};
 use send_wrapper::SendWrapper;
 
 use crate::net::urls;
@@ -45,6 +50,10 @@ pub struct Runs {
     pub server: RwSignal<Option<ServerInfo>>,
     /// The last error the server reported that no block asked for.
     pub notice: RwSignal<Option<String>>,
+    /// What the instructor presents now (see `classroom`).
+    pub presentation: RwSignal<Option<Presentation>>,
+    /// How many watch and follow (told to an instructor's page).
+    pub audience: RwSignal<Audience>,
     answers: RwSignal<HashMap<u64, Answer>>,
     /// Launches and previews waiting for their answer, matched by request id.
     requests: StoredValue<Requests>,
@@ -72,6 +81,8 @@ impl Runs {
             connection: RwSignal::new(ConnectionState::Connecting),
             server: RwSignal::new(None),
             notice: RwSignal::new(None),
+            presentation: RwSignal::new(None),
+            audience: RwSignal::new(Audience::default()),
             answers: RwSignal::new(HashMap::new()),
             requests: StoredValue::new(Requests::default()),
             streams: StoredValue::new(HashMap::new()),
@@ -80,7 +91,7 @@ impl Runs {
     }
 
     /// Sends a message whose answer (if any) nobody waits for.
-    fn send(&self, message: &ClientMessage) -> bool {
+    pub fn send(&self, message: &ClientMessage) -> bool {
         self.send_request(&ClientRequest { id: None, message: message.clone() })
     }
 
@@ -91,7 +102,8 @@ impl Runs {
     /// After every (re)connection: introduce ourselves, fetch the run list, and resume every
     /// stream from where it stopped.
     fn connected(&self) {
-        self.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, learner_key: None });
+        // A viewer's page presents the key of its earlier visits: its runs stay its own.
+        self.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, learner_key: learner::load_key() });
         self.send(&ClientMessage::ListRuns);
         let resume: Vec<ClientMessage> =
             self.streams.with_value(|streams| streams.iter().map(|(id, stream)| stream.subscribe_message(id)).collect());
@@ -151,11 +163,49 @@ impl Runs {
         }
     }
 
-    /// Whether this page's link may launch, cancel and submit runs (reactive). The server
-    /// decides and enforces it; the page only hides what would be refused. Until the server's
-    /// `welcome` says, the controls show: a viewer's page learns it is one within a moment.
+    /// Whether this page's link may launch any run anywhere, and cancel any (reactive): the
+    /// instructor's. A learner's narrower rights are [`Runs::learner_runs`]. The server
+    /// decides and enforces both; the page only hides what would be refused. Until the
+    /// server's `welcome` says, the controls show: a viewer's page learns it is one within a
+    /// moment.
     pub fn may_launch(&self) -> bool {
         self.server.with(|server| server.as_ref().is_none_or(|info| info.role.may_launch()))
+    }
+
+    /// What this page may launch as a learner (reactive): on a viewer's page, when the
+    /// instructor lets learners launch, the learner configs and how many runs at once.
+    pub fn learner_runs(&self) -> Option<LearnerRuns> {
+        self.server.with(|server| {
+            let info = server.as_ref().filter(|info| !info.role.may_launch() && info.learner.is_some())?;
+            (info.learner_runs.per_learner > 0).then(|| info.learner_runs.clone())
+        })
+    }
+
+    /// This page's learner (a viewer's page, once welcomed; reactive).
+    pub fn learner(&self) -> Option<Learner> {
+        self.server.with(|server| server.as_ref()?.learner.as_ref().map(|identity| identity.learner.clone()))
+    }
+
+    /// Whose `record` is, seen from this page (reactive).
+    pub fn whose(&self, record: &RunRecord) -> Whose {
+        Whose::of(record, self.learner().as_ref())
+    }
+
+    /// Whether this page may cancel `record` (reactive): the instructor's any, a learner their own.
+    pub fn may_cancel(&self, record: &RunRecord) -> bool {
+        self.may_launch() || (self.learner_runs().is_some() && self.whose(record) == Whose::Yours)
+    }
+
+    /// How many of this learner's runs are queued or running (reactive).
+    pub fn learner_runs_in_use(&self) -> usize {
+        let me = self.learner();
+        self.records.with(|records| records.iter().filter(|r| !r.state().is_final() && me.is_some() && r.learner == me).count())
+    }
+
+    /// Every run as the run lists show them (reactive): this learner's own first, then the
+    /// rest, newest first within each.
+    pub fn listed(&self) -> Vec<RunRecord> {
+        learner::own_first(self.records.get(), self.learner().as_ref())
     }
 
     pub fn answer(&self, ticket: u64) -> Option<Answer> {
@@ -179,6 +229,15 @@ impl Runs {
         save_charted(&self.charted.get_untracked());
     }
 
+    /// Charts exactly `ids` for a presentation this page follows: the learner's own list stays
+    /// saved, and comes back with the next visit.
+    pub fn show_charted(&self, ids: &[RunId]) {
+        for id in ids {
+            self.watch(id);
+        }
+        self.charted.set(ids.to_vec());
+    }
+
     fn handle(&self, reply: ServerReply) {
         // The request this answers, if it is one this page waits on.
         let ticket = reply.id.as_ref().and_then(|id| self.requests.try_update_value(|r| r.settle(id)).flatten());
@@ -190,7 +249,12 @@ impl Runs {
             }
         };
         match reply.message {
-            ServerMessage::Welcome { server, .. } => self.server.set(Some(server)),
+            ServerMessage::Welcome { server, .. } => {
+                if let Some(identity) = &server.learner {
+                    learner::save_key(&identity.key);
+                }
+                self.server.set(Some(server));
+            }
             ServerMessage::Runs { runs } => self.records.set(runs),
             ServerMessage::RunUpdate { run } => self.records.update(|records| match records.iter_mut().find(|r| r.id == run.id) {
                 Some(known) => *known = run,
@@ -218,6 +282,8 @@ impl Runs {
             }
             ServerMessage::Error(report) if ticket.is_some() => answer(Answer::Refused(report)),
             ServerMessage::Error(report) => self.error(report),
+            ServerMessage::Presenting { presentation } => self.presentation.set(presentation),
+            ServerMessage::Audience(audience) => self.audience.set(audience),
             ServerMessage::Pong { .. } | ServerMessage::Heartbeat { .. } => {}
         }
     }

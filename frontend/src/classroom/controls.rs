@@ -1,0 +1,48 @@
+//! The classroom's controls in the page header: "Present" and the head count on an
+//! instructor's page; "Following the instructor" and "Catch up" on a page that can follow a
+//! presentation. With nothing presented, a learner's header shows none of it.
+
+use leptos::prelude::*;
+use scalebook_shared::protocol::Role;
+
+use super::{Classroom, model};
+use crate::runs::Runs;
+
+#[component]
+pub fn ClassroomControls() -> impl IntoView {
+    let classroom = expect_context::<Classroom>();
+    let runs = expect_context::<Runs>();
+    let (presenting, following) = (classroom.presenting, classroom.following);
+    let instructor = move || runs.server.with(|info| info.as_ref().is_some_and(|info| info.role == Role::Instructor));
+    let may_follow = move || runs.presentation.with(Option::is_some) && !presenting.get();
+    let behind = move || may_follow() && (!following.get() || classroom.differs());
+    view! {
+        <div class="classroom" role="group" aria-label="Classroom">
+            <Show when=instructor>
+                <button type="button" class="present" aria-pressed=move || presenting.get().to_string()
+                    title="Show the room where this page is: its chapter, the block in view, the open answer and the charts"
+                    on:click=move |_| classroom.set_presenting(!presenting.get_untracked())>
+                    "Present"
+                </button>
+                <Show when=move || presenting.get()>
+                    <span class="audience" role="status">{move || model::audience_label(runs.audience.get())}</span>
+                </Show>
+            </Show>
+            <Show when=may_follow>
+                <button type="button" class="follow" aria-pressed=move || following.get().to_string()
+                    on:click=move |_| classroom.set_following(!following.get_untracked())>
+                    "Following the instructor"
+                </button>
+                <span class="hint">
+                    {move || if following.get() { "Picking another chapter stops following." } else { "On your own." }}
+                </span>
+            </Show>
+            <Show when=behind>
+                <button type="button" class="catch-up" title="Go where the instructor is, and follow again"
+                    on:click=move |_| classroom.set_following(true)>
+                    "Catch up"
+                </button>
+            </Show>
+        </div>
+    }
+}

@@ -1,0 +1,237 @@
+//! Presenter mode, in the page. The instructor's page, while it presents, tells the server where
+//! it is (chapter, block in view, open quiz answer) and what its charts show; every page that
+//! follows goes there as each `presenting` arrives, until its learner breaks away. The server
+//! keeps the latest presentation and hands it to each new connection, so a late joiner lands
+//! where the instructor is. Provided as context by the app.
+
+mod controls;
+mod dom;
+mod model;
+
+pub use controls::ClassroomControls;
+pub use model::ChartControls;
+
+use std::time::Duration;
+
+use leptos::ev;
+use leptos::prelude::*;
+use scalebook_shared::protocol::{ClientMessage, Presentation, Role};
+
+use crate::chapters;
+use crate::runs::Runs;
+use model::{Dispatch, Outbox};
+
+/// This page's part in the class: presenting, following, or neither.
+#[derive(Clone, Copy)]
+pub struct Classroom {
+    /// Whether this page presents (an instructor's page, by its own choice).
+    presenting: RwSignal<bool>,
+    /// Whether this page follows the presentation: on by default for a viewer's page.
+    following: RwSignal<bool>,
+    /// The x axis and smoothing all chart blocks show; `None` until the chapter's first chart
+    /// block sets it from its spec (each chapter starts from what its text asks for).
+    pub charts: RwSignal<Option<ChartControls>>,
+    /// The chapter whose blocks are on the page, once its text is rendered.
+    rendered: RwSignal<Option<String>>,
+    block_in_view: RwSignal<Option<u32>>,
+    open_quiz: RwSignal<Option<u32>>,
+    /// What this page would present now.
+    here: Memo<Presentation>,
+    outbox: StoredValue<Outbox>,
+    /// What this page shows of the presentation in the chapter on screen, when following.
+    shown: StoredValue<Option<Presentation>>,
+    /// Whether the first `welcome` has set the default of following.
+    greeted: StoredValue<bool>,
+    runs: Runs,
+    current: Signal<String>,
+}
+
+impl Classroom {
+    /// The classroom of the page whose chapter is `current`, talking through `runs`.
+    pub fn start(runs: Runs, current: Signal<String>) -> Classroom {
+        let charts = RwSignal::new(None);
+        let block_in_view = RwSignal::new(None);
+        let open_quiz = RwSignal::new(None);
+        let here = Memo::new(move |_| {
+            runs.charted.with(|charted| model::presentation(&current.get(), block_in_view.get(), open_quiz.get(), charted, charts.get()))
+        });
+        let classroom = Classroom {
+            presenting: RwSignal::new(false),
+            following: RwSignal::new(false),
+            charts,
+            rendered: RwSignal::new(None),
+            block_in_view,
+            open_quiz,
+            here,
+            outbox: StoredValue::new(Outbox::default()),
+            shown: StoredValue::new(None),
+            greeted: StoredValue::new(false),
+            runs,
+            current,
+        };
+        Effect::new(move |_| {
+            if let Some(role) = runs.server.with(|info| info.as_ref().map(|info| info.role)) {
+                untrack(|| classroom.welcomed(role));
+            }
+        });
+        Effect::new(move |_| {
+            here.track();
+            if classroom.presenting.get() {
+                untrack(|| classroom.schedule());
+            }
+        });
+        Effect::new(move |_| {
+            let presented = runs.presentation.get();
+            if classroom.following.get() {
+                let rendered = classroom.rendered.get();
+                untrack(|| classroom.follow(presented, rendered));
+            }
+        });
+        // Scroll events come at most once a frame, and only a presenting page measures.
+        let _ = window_event_listener(ev::scroll, move |_| {
+            if classroom.presenting.get_untracked() {
+                classroom.track_block();
+            }
+        });
+        classroom
+    }
+
+    /// Presents this page, or stops. A presenting page does not follow.
+    pub fn set_presenting(self, on: bool) {
+        self.presenting.set(on);
+        if on {
+            if self.following.get_untracked() {
+                self.set_following(false);
+            }
+            self.outbox.update_value(Outbox::forget);
+            self.track_block();
+        } else {
+            self.runs.send(&ClientMessage::StopPresenting);
+        }
+    }
+
+    /// Follows the presentation (going where it is now: catching up), or breaks away.
+    pub fn set_following(self, on: bool) {
+        self.shown.set_value(None);
+        self.following.set(on);
+        self.runs.send(&ClientMessage::Follow { following: on });
+    }
+
+    /// Whether this page shows something else than the presentation (see [`model::differs`]).
+    pub fn differs(self) -> bool {
+        self.runs.presentation.with(|presented| {
+            presented
+                .as_ref()
+                .is_some_and(|p| self.runs.charted.with(|charted| model::differs(p, &self.current.get(), charted, self.charts.get())))
+        })
+    }
+
+    /// The learner went to `chapter` (a hash change): leaving the presented chapter by hand
+    /// breaks away, as a learner who clicks elsewhere expects.
+    pub fn navigated(self, chapter: &str) {
+        let away = self.runs.presentation.with_untracked(|p| model::breaks_away(self.following.get_untracked(), p.as_ref(), chapter));
+        if away {
+            self.set_following(false);
+        }
+    }
+
+    /// A chapter page is starting: nothing of it is in view or open yet, and its chart blocks
+    /// start from their own spec.
+    pub fn chapter_opened(self) {
+        self.rendered.set(None);
+        self.block_in_view.set(None);
+        self.open_quiz.set(None);
+        self.charts.set(None);
+        self.shown.set_value(None);
+    }
+
+    /// The chapter's text and blocks are on the page.
+    pub fn chapter_rendered(self, chapter: &str) {
+        self.rendered.set(Some(chapter.to_owned()));
+        if self.presenting.get_untracked() {
+            self.track_block();
+        }
+    }
+
+    /// A quiz's answer (in the block holding `quiz`) was opened or closed.
+    pub fn quiz_toggled(self, quiz: &web_sys::Element, open: bool) {
+        let Some(position) = dom::position_of(quiz) else { return };
+        let current = self.open_quiz.get_untracked();
+        if open && current != Some(position) {
+            self.open_quiz.set(Some(position));
+        } else if !open && current == Some(position) {
+            self.open_quiz.set(None);
+        }
+    }
+
+    /// After every `welcome` (a new connection): a viewer's page follows by default, and the
+    /// server, which counts followers per connection, hears it again; a presenting page
+    /// presents again in full.
+    fn welcomed(self, role: Role) {
+        if !self.greeted.get_value() {
+            self.greeted.set_value(true);
+            self.following.set(role == Role::Viewer);
+        }
+        if self.following.get_untracked() {
+            self.runs.send(&ClientMessage::Follow { following: true });
+        }
+        if self.presenting.get_untracked() {
+            self.outbox.update_value(Outbox::forget);
+            self.schedule();
+        }
+    }
+
+    fn schedule(self) {
+        match self.outbox.try_update_value(|outbox| outbox.changed(js_sys::Date::now())) {
+            Some(Dispatch::Now) => self.flush(),
+            Some(Dispatch::After(ms)) => set_timeout(move || self.flush(), Duration::from_millis(ms.ceil() as u64)),
+            Some(Dispatch::Due) | None => {}
+        }
+    }
+
+    /// Sends where the page is now, if it changed and can be presented (a page on an
+    /// unknown chapter has nowhere to take the room).
+    fn flush(self) {
+        let here = self.here.try_get_untracked().filter(|here| self.presenting.get_untracked() && here.problems().is_empty());
+        if let Some(presentation) = self.outbox.try_update_value(|outbox| outbox.flush(here, js_sys::Date::now())).flatten() {
+            self.runs.send(&ClientMessage::Present { presentation });
+        }
+    }
+
+    fn track_block(self) {
+        let block = dom::block_in_view();
+        if block != self.block_in_view.get_untracked() {
+            self.block_in_view.set(block);
+        }
+    }
+
+    /// Goes where `presented` is: the charted runs at once, then the chapter, then (once that
+    /// chapter is `rendered`) whatever changed in it.
+    fn follow(self, presented: Option<Presentation>, rendered: Option<String>) {
+        let Some(presented) = presented else { return };
+        if self.runs.charted.with_untracked(|charted| *charted != presented.charts.runs) {
+            self.runs.show_charted(&presented.charts.runs);
+        }
+        if self.current.get_untracked() != presented.chapter {
+            chapters::navigate(&presented.chapter);
+            return;
+        }
+        if rendered.as_deref() != Some(presented.chapter.as_str()) {
+            return;
+        }
+        let steps = self.shown.with_value(|shown| model::steps(shown.as_ref(), &presented));
+        if let Some(controls) = steps.charts {
+            self.charts.set(Some(controls));
+        }
+        if let Some(quiz) = steps.close_quiz {
+            dom::set_answer_open(quiz, false);
+        }
+        if let Some(quiz) = steps.open_quiz {
+            dom::set_answer_open(quiz, true);
+        }
+        if let Some(block) = steps.scroll_to {
+            dom::scroll_to(block);
+        }
+        self.shown.set_value(Some(presented));
+    }
+}

@@ -1,0 +1,246 @@
+//! The classroom's decisions, kept apart from the browser so they are tested on their own:
+//! what the presenting page sends and when, what a following page must change to be where the
+//! presentation is, and when a learner has left it.
+
+use scalebook_shared::charts::XAxis;
+use scalebook_shared::protocol::{Audience, ChartView, MAX_PRESENTED_RUNS, Presentation, RunId};
+
+/// The shortest gap between two `present` messages. The server takes 20 a second; dragging the
+/// smoothing slider fires far more input events than that, and ten updates a second still
+/// reach a follower well within the quarter of a second the room may wait.
+pub const PRESENT_INTERVAL_MS: f64 = 100.0;
+
+/// The x axis and smoothing that every chart block of the page shows (page-wide, so one
+/// presentation carries them).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChartControls {
+    pub axis: XAxis,
+    pub smoothing: f64,
+}
+
+/// Where a page is and what its charts show, as the presentation it would send. A page with no
+/// chart controls yet (no chart block rendered) presents the protocol's defaults.
+pub fn presentation(chapter: &str, block: Option<u32>, quiz: Option<u32>, runs: &[RunId], controls: Option<ChartControls>) -> Presentation {
+    let defaults = ChartView::default();
+    let controls = controls.unwrap_or(ChartControls { axis: defaults.axis, smoothing: defaults.smoothing });
+    Presentation {
+        chapter: chapter.to_owned(),
+        block,
+        quiz,
+        charts: ChartView {
+            runs: runs.iter().take(MAX_PRESENTED_RUNS).cloned().collect(),
+            axis: controls.axis,
+            smoothing: controls.smoothing,
+        },
+    }
+}
+
+/// When a change of the presenting page goes out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Dispatch {
+    /// At once: nothing was sent for a while.
+    Now,
+    /// After this many milliseconds (then with whatever the page shows by then).
+    After(f64),
+    /// A send is already due, and it will carry this change too.
+    Due,
+}
+
+/// The presenting page's outgoing side: at most one `present` per [`PRESENT_INTERVAL_MS`], each
+/// carrying the latest place, and never the same presentation twice in a row.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    sent: Option<Presentation>,
+    sent_at: Option<f64>,
+    due: bool,
+}
+
+impl Outbox {
+    /// The page changed at `now` (milliseconds): when to send.
+    pub fn changed(&mut self, now: f64) -> Dispatch {
+        if self.due {
+            return Dispatch::Due;
+        }
+        match self.sent_at.map(|at| now - at).filter(|since| *since < PRESENT_INTERVAL_MS) {
+            None => Dispatch::Now,
+            Some(since) => {
+                self.due = true;
+                Dispatch::After(PRESENT_INTERVAL_MS - since)
+            }
+        }
+    }
+
+    /// The time to send has come: what to send of `here` (`None`: the page has nothing to
+    /// present now).
+    pub fn flush(&mut self, here: Option<Presentation>, now: f64) -> Option<Presentation> {
+        self.due = false;
+        let here = here.filter(|here| self.sent.as_ref() != Some(here))?;
+        self.sent = Some(here.clone());
+        self.sent_at = Some(now);
+        Some(here)
+    }
+
+    /// Forgets what was sent (a new connection, or presenting again), so the next change goes
+    /// out in full.
+    pub fn forget(&mut self) {
+        self.sent = None;
+    }
+}
+
+/// What a following page changes, in the chapter on its screen, to show a presentation.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Steps {
+    pub scroll_to: Option<u32>,
+    /// The quiz answer this page opened for the presentation before, now closed.
+    pub close_quiz: Option<u32>,
+    pub open_quiz: Option<u32>,
+    pub charts: Option<ChartControls>,
+}
+
+/// The steps from `shown` (what the page already shows of the presentation, in the chapter
+/// now on screen; `None` after arriving in it or catching up) to `next`. Only what changed is
+/// redone: a new smoothing must not pull back a learner who scrolled a little.
+pub fn steps(shown: Option<&Presentation>, next: &Presentation) -> Steps {
+    let shown = shown.filter(|shown| shown.chapter == next.chapter);
+    let changed = |part: fn(&Presentation) -> Option<u32>| shown.is_none_or(|shown| part(shown) != part(next));
+    let controls = |p: &Presentation| ChartControls { axis: p.charts.axis, smoothing: p.charts.smoothing };
+    Steps {
+        scroll_to: next.block.filter(|_| changed(|p| p.block)),
+        close_quiz: shown.and_then(|shown| shown.quiz).filter(|_| changed(|p| p.quiz)),
+        open_quiz: next.quiz.filter(|_| changed(|p| p.quiz)),
+        charts: Some(controls(next)).filter(|c| shown.is_none_or(|shown| controls(shown) != *c)),
+    }
+}
+
+/// Whether a following page that arrived at `chapter` by the learner's own hand has broken
+/// away: a hash change to where the presentation is was the page following it.
+pub fn breaks_away(following: bool, presented: Option<&Presentation>, chapter: &str) -> bool {
+    following && presented.is_some_and(|p| p.chapter != chapter)
+}
+
+/// Whether the page shows something else than the presentation: another chapter, other runs
+/// charted, or other chart controls (a page with no chart block yet has no controls to differ).
+/// Where it is in the chapter is the learner's own: it never counts.
+pub fn differs(presented: &Presentation, chapter: &str, runs: &[RunId], controls: Option<ChartControls>) -> bool {
+    presented.chapter != chapter
+        || presented.charts.runs != runs
+        || controls.is_some_and(|c| c.axis != presented.charts.axis || c.smoothing != presented.charts.smoothing)
+}
+
+/// The block in view: the first one, in page order, not yet scrolled past the top of the window,
+/// given the bottom edges of the chapter's blocks relative to it.
+pub fn block_in_view(bottoms: impl IntoIterator<Item = f64>) -> Option<u32> {
+    bottoms.into_iter().position(|bottom| bottom > 0.0).and_then(|at| u32::try_from(at).ok())
+}
+
+/// The instructor's head count, as the header says it.
+pub fn audience_label(audience: Audience) -> String {
+    let viewers = if audience.viewers == 1 { "viewer" } else { "viewers" };
+    format!("{} following ({} {viewers} connected)", audience.following, audience.viewers)
+}
+
+#[cfg(test)]
+mod tests {
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    use super::*;
+
+    fn at(chapter: &str, block: Option<u32>, quiz: Option<u32>) -> Presentation {
+        presentation(chapter, block, quiz, &[], Some(ChartControls { axis: XAxis::Step, smoothing: 0.6 }))
+    }
+
+    fn run(id: &str) -> RunId {
+        RunId::parse(id).unwrap()
+    }
+
+    #[wasm_bindgen_test]
+    fn a_page_presents_its_place_and_at_most_the_runs_the_server_takes() {
+        let runs: Vec<RunId> = (0..MAX_PRESENTED_RUNS + 2).map(|i| run(&format!("r{i}"))).collect();
+        let p = presentation("single-gpu", Some(2), None, &runs, None);
+        assert_eq!(p.charts.runs, runs[..MAX_PRESENTED_RUNS]);
+        assert_eq!((p.charts.axis, p.charts.smoothing), (ChartView::default().axis, ChartView::default().smoothing));
+        assert!(p.problems().is_empty());
+        let wall = presentation("single-gpu", None, None, &[], Some(ChartControls { axis: XAxis::Wall, smoothing: 0.9 }));
+        assert_eq!((wall.charts.axis, wall.charts.smoothing), (XAxis::Wall, 0.9));
+    }
+
+    #[wasm_bindgen_test]
+    fn changes_go_out_at_once_then_at_most_one_per_interval_with_the_latest_place() {
+        let mut outbox = Outbox::default();
+        assert_eq!(outbox.changed(1000.0), Dispatch::Now);
+        assert_eq!(outbox.flush(Some(at("a", Some(1), None)), 1000.0), Some(at("a", Some(1), None)));
+        // A burst within the interval: one send, when the interval is over, of the last place.
+        assert_eq!(outbox.changed(1030.0), Dispatch::After(70.0));
+        assert_eq!(outbox.changed(1050.0), Dispatch::Due);
+        assert_eq!(outbox.flush(Some(at("a", Some(3), None)), 1100.0), Some(at("a", Some(3), None)));
+        // A page with nothing sound to present sends nothing, and is not left waiting.
+        assert_eq!(outbox.changed(1150.0), Dispatch::After(50.0));
+        assert_eq!(outbox.flush(None, 1200.0), None);
+        // Back where it was sent from: nothing to send.
+        assert_eq!(outbox.changed(1300.0), Dispatch::Now);
+        assert_eq!(outbox.flush(Some(at("a", Some(3), None)), 1300.0), None);
+        // After a reconnection the same place goes out again.
+        outbox.forget();
+        assert_eq!(outbox.changed(1500.0), Dispatch::Now);
+        assert_eq!(outbox.flush(Some(at("a", Some(3), None)), 1500.0), Some(at("a", Some(3), None)));
+    }
+
+    #[wasm_bindgen_test]
+    fn a_follower_redoes_only_what_changed_and_closes_the_answer_it_opened() {
+        let first = at("a", Some(2), Some(4));
+        // Arriving: everything.
+        let all = steps(None, &first);
+        assert_eq!((all.scroll_to, all.close_quiz, all.open_quiz), (Some(2), None, Some(4)));
+        assert_eq!(all.charts, Some(ChartControls { axis: XAxis::Step, smoothing: 0.6 }));
+        // Only the smoothing moved: the learner's scroll stays.
+        let mut smoother = first.clone();
+        smoother.charts.smoothing = 0.9;
+        assert_eq!(
+            steps(Some(&first), &smoother),
+            Steps { charts: Some(ChartControls { axis: XAxis::Step, smoothing: 0.9 }), ..Steps::default() }
+        );
+        // Another answer opened: the old one is closed.
+        let other_quiz = at("a", Some(2), Some(6));
+        assert_eq!(steps(Some(&first), &other_quiz), Steps { close_quiz: Some(4), open_quiz: Some(6), ..Steps::default() });
+        let closed = at("a", Some(2), None);
+        assert_eq!(steps(Some(&first), &closed), Steps { close_quiz: Some(4), ..Steps::default() });
+        // What was shown in another chapter is gone with it: nothing to close there.
+        let elsewhere = at("b", Some(1), Some(4));
+        assert_eq!(steps(Some(&first), &elsewhere), Steps { scroll_to: Some(1), open_quiz: Some(4), ..all });
+    }
+
+    #[wasm_bindgen_test]
+    fn only_a_learner_leaving_the_presented_chapter_breaks_away() {
+        let p = at("b", None, None);
+        assert!(breaks_away(true, Some(&p), "c"));
+        assert!(!breaks_away(true, Some(&p), "b"), "the page following the presentation");
+        assert!(!breaks_away(false, Some(&p), "c"), "already on its own");
+        assert!(!breaks_away(true, None, "c"), "nothing presented");
+    }
+
+    #[wasm_bindgen_test]
+    fn a_page_differs_by_chapter_runs_or_controls_never_by_scroll() {
+        let mut p = at("b", Some(3), Some(5));
+        p.charts.runs = vec![run("r1")];
+        let controls = Some(ChartControls { axis: XAxis::Step, smoothing: 0.6 });
+        assert!(!differs(&p, "b", &[run("r1")], controls));
+        assert!(!differs(&p, "b", &[run("r1")], None));
+        assert!(differs(&p, "a", &[run("r1")], controls));
+        assert!(differs(&p, "b", &[], controls));
+        assert!(differs(&p, "b", &[run("r1")], Some(ChartControls { axis: XAxis::Wall, smoothing: 0.6 })));
+    }
+
+    #[wasm_bindgen_test]
+    fn the_block_in_view_is_the_first_not_scrolled_past() {
+        assert_eq!(block_in_view([-300.0, -1.0, 40.0, 900.0]), Some(2));
+        assert_eq!(block_in_view([10.0]), Some(0));
+        assert_eq!(block_in_view([-10.0, -5.0]), None);
+        assert_eq!(block_in_view([]), None);
+    }
+
+    #[wasm_bindgen_test]
+    fn the_head_count_reads_naturally() {
+        assert_eq!(audience_label(Audience { viewers: 1, following: 1 }), "1 following (1 viewer connected)");
+        assert_eq!(audience_label(Audience { viewers: 12, following: 9 }), "9 following (12 viewers connected)");
+    }
+}

@@ -1,0 +1,104 @@
+//! This page as a learner: the key it keeps across visits (so the runs it launched stay its
+//! own after a reload), and whose each run is, as the run lists show it.
+
+use leptos::prelude::window;
+use scalebook_shared::protocol::{Learner, LearnerKey, RunRecord};
+
+const KEY_STORAGE: &str = "scalebook-learner-key";
+
+/// The key an earlier visit was given, if this browser kept one.
+pub fn load_key() -> Option<LearnerKey> {
+    let storage = window().local_storage().ok().flatten()?;
+    LearnerKey::parse(&storage.get_item(KEY_STORAGE).ok().flatten()?).ok()
+}
+
+/// Keeps the key the server gave, to present in the next visit's `hello`.
+pub fn save_key(key: &LearnerKey) {
+    if let Some(storage) = window().local_storage().ok().flatten() {
+        let _ = storage.set_item(KEY_STORAGE, key.as_str());
+    }
+}
+
+/// Whose a run is, seen from this page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Whose {
+    /// Launched by this page's learner.
+    Yours,
+    /// Launched by another learner.
+    Learner,
+    /// Launched from the instructor's link.
+    Instructor,
+}
+
+impl Whose {
+    /// Whose `record` is, for a page whose learner is `me` (`None`: the instructor's page).
+    pub fn of(record: &RunRecord, me: Option<&Learner>) -> Whose {
+        match &record.learner {
+            None => Whose::Instructor,
+            Some(learner) if Some(learner) == me => Whose::Yours,
+            Some(_) => Whose::Learner,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Whose::Yours => "yours",
+            Whose::Learner => "learner",
+            Whose::Instructor => "instructor's",
+        }
+    }
+}
+
+/// `records` (oldest first, as the server lists them) as a run list shows them: the learner's
+/// own first, then everyone else's, newest first within each.
+pub fn own_first(mut records: Vec<RunRecord>, me: Option<&Learner>) -> Vec<RunRecord> {
+    records.reverse();
+    // A stable sort: each group keeps the newest-first order.
+    records.sort_by_key(|record| Whose::of(record, me) != Whose::Yours);
+    records
+}
+
+/// A running local run `id` of `cpu_tiny` launched by `learner` (`None`: the instructor),
+/// for the tests of the pages that list runs.
+#[cfg(test)]
+pub fn record(id: &str, learner: Option<&Learner>) -> RunRecord {
+    use scalebook_shared::layout::{Layout, Sizes};
+    use scalebook_shared::protocol::{ExecutorSpec, RunId, RunState, StateChange};
+    RunRecord {
+        id: RunId::parse(id).unwrap(),
+        config: "cpu_tiny".into(),
+        overrides: vec![],
+        effective: Default::default(),
+        layout: Layout::new(Sizes::default(), "tp-cp-dp").unwrap(),
+        executor: ExecutorSpec::Local,
+        seed: None,
+        history: vec![StateChange { state: RunState::Running, at: 0.0, reason: None }],
+        created_at: 0.0,
+        started_at: None,
+        ended_at: None,
+        handle: None,
+        cancel_requested: false,
+        learner: learner.cloned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    use super::*;
+
+    #[wasm_bindgen_test]
+    fn a_learners_own_runs_come_first_and_every_run_says_whose_it_is() {
+        let (me, other) = (Learner::parse("aaaaaaaaaaaa").unwrap(), Learner::parse("bbbbbbbbbbbb").unwrap());
+        let records = vec![record("r1", Some(&me)), record("r2", None), record("r3", Some(&other)), record("r4", Some(&me))];
+        let listed: Vec<String> = own_first(records.clone(), Some(&me)).iter().map(|r| r.id.to_string()).collect();
+        assert_eq!(listed, ["r4", "r1", "r3", "r2"]);
+        let whose: Vec<&str> = records.iter().map(|r| Whose::of(r, Some(&me)).label()).collect();
+        assert_eq!(whose, ["yours", "instructor's", "learner", "yours"]);
+        // The instructor's page: newest first, nothing is its learner's.
+        let listed: Vec<String> = own_first(records.clone(), None).iter().map(|r| r.id.to_string()).collect();
+        assert_eq!(listed, ["r4", "r3", "r2", "r1"]);
+        assert_eq!(Whose::of(&records[0], None), Whose::Learner);
+    }
+}

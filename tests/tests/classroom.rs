@@ -1,0 +1,75 @@
+//! Presenter mode between two real pages under a proxy prefix: the instructor's page presents,
+//! a learner's page opened later through the viewer link lands where the instructor is and
+//! follows (chapter, open answer, runs charted, smoothing), breaks away when its learner picks
+//! another chapter, and catches up again; the instructor sees how many follow.
+
+use scalebook_e2e::notebook::{STEP_LOSS, launch_tiny_run, series_css};
+use scalebook_e2e::{Browser, PrefixProxy, Server, with_tiny_data};
+
+/// The link handed to the room (chosen, so the test need not derive it).
+const VIEWER_TOKEN: &str = "classroom-viewer-link-0123456789";
+
+/// Records, in the learner's page, when the chapter `single-gpu` is on its screen.
+const ARRIVAL: &str = "window.arrived = null; new MutationObserver(() => { \
+    if (!window.arrived && document.querySelector(\"article.chapter[data-chapter='single-gpu'] .block\")) window.arrived = Date.now(); \
+}).observe(document.body, { subtree: true, childList: true, attributes: true });";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_follows_the_presenting_instructor_and_can_break_away() -> anyhow::Result<()> {
+    let workdir = with_tiny_data("scalebook-e2e-classroom")?;
+    let server = Server::start_in(workdir.path(), &["--viewer-token", VIEWER_TOKEN])?;
+    let proxy = PrefixProxy::start(server.addr).await?;
+    let instructor = Browser::start().await?;
+    let viewer = Browser::start().await?;
+
+    instructor.client.goto(&proxy.url(&format!("/?token={}#/model-and-data", server.token))).await?;
+    instructor.wait_attr(".connection", "data-state", |s| s == "open").await?;
+    instructor.click(".classroom button.present").await?;
+    instructor.wait_attr(".classroom button.present", "aria-pressed", |p| p == "true").await?;
+    // The instructor opens an answer further down: the page scrolls to it.
+    instructor.click(".block.quiz summary").await?;
+    instructor.wait_eval("document.querySelector('.block.quiz details').open && window.scrollY > 0").await?;
+
+    // A learner joins late, on another chapter: the page lands where the instructor is, with
+    // the same answer open and the same block in view, and follows.
+    viewer.client.goto(&proxy.url(&format!("/?token={VIEWER_TOKEN}#/rank-groups"))).await?;
+    viewer.wait_attr("article.chapter", "data-chapter", |c| c == "model-and-data").await?;
+    viewer.wait_eval("document.querySelector('.block.quiz details').open && window.scrollY > 0").await?;
+    viewer.wait_attr(".classroom button.follow", "aria-pressed", |p| p == "true").await?;
+    assert!(viewer.attr(".classroom button.present", "aria-pressed").await.is_none(), "a viewer cannot present");
+    instructor.wait_text(".classroom .audience", |t| t.starts_with("1 following")).await?;
+
+    // The instructor moves on: the learner's page follows. The time from the click to the
+    // chapter on the learner's screen is printed (both pages read the same clock), not
+    // asserted: a test on a busy machine checks what happens, the benchmark how fast.
+    viewer.eval(ARRIVAL).await?;
+    let clicked =
+        instructor.eval("const t = Date.now(); document.querySelector(\"nav.toc a[href='#/single-gpu']\").click(); return t;").await?;
+    viewer.wait_eval("window.arrived").await?;
+    let arrived = viewer.eval("return window.arrived").await?;
+    let latency = arrived.as_f64().unwrap_or(f64::MAX) - clicked.as_f64().unwrap_or(0.0);
+    println!("the learner's page followed in {latency} ms");
+    // The instructor launches a run: the learner's page charts it.
+    let run = launch_tiny_run(&instructor, 20).await?;
+    viewer.wait_attr(&series_css(STEP_LOSS, &run), "data-points", |p| p.parse().is_ok_and(|n: u32| n > 0)).await?;
+    // The charts' smoothing follows too.
+    instructor.paste_into(".charts input.smoothing", "0.9").await?;
+    viewer.wait_value(".charts input.smoothing", |v| v == "0.9").await?;
+
+    // The learner picks another chapter: the page breaks away, and says how to come back.
+    viewer.click("nav.toc a[href='#/rank-groups']").await?;
+    viewer.wait_attr(".classroom button.follow", "aria-pressed", |p| p == "false").await?;
+    instructor.wait_text(".classroom .audience", |t| t.starts_with("0 following")).await?;
+    instructor.click("nav.toc a[href='#/data-loading']").await?;
+    viewer.click(".classroom button.catch-up").await?;
+    viewer.wait_attr("article.chapter", "data-chapter", |c| c == "data-loading").await?;
+    viewer.wait_attr(".classroom button.follow", "aria-pressed", |p| p == "true").await?;
+    instructor.wait_text(".classroom .audience", |t| t.starts_with("1 following")).await?;
+
+    // Presenting stops: the learner's header shows nothing of the classroom any more.
+    instructor.click(".classroom button.present").await?;
+    viewer.wait_eval("document.querySelector('.classroom button') === null").await?;
+
+    viewer.close().await?;
+    instructor.close().await
+}
