@@ -128,7 +128,8 @@ impl Session {
                 let learner = self.learner_launch(&request)?;
                 let mut plan = self.plan(request).await?;
                 if learner.is_some() {
-                    invalid(learners::size_problems(plan.layout.world(), runs.max_local_ranks()))?;
+                    let (settings, served) = (&self.state.limits.learners, &self.state.configs.file);
+                    invalid(learners::size_problems(&plan.effective, plan.layout.world(), runs.max_local_ranks(), settings, served))?;
                 }
                 plan.learner = learner;
                 let record = runs.launch(plan).await.map_err(|e| report(&e, None))?;

@@ -138,6 +138,10 @@ async fn a_learner_launches_within_the_rules_and_cancels_only_their_own_runs() {
     let preview =
         serde_json::json!({ "type": "preview_slurm", "config": "cpu_tiny", "executor": { "kind": "slurm", "cluster": "perlmutter" } });
     assert_eq!(refusal(&mut a, &preview.to_string()).await.map(|e| e.code), Some(ErrorCode::Forbidden));
+    // No larger than the largest learner config (cpu_short), in each measure.
+    let large = launch("too-large", &["embed_dim=512", "num_iters=1024"]);
+    let refused = launched(&mut a, large).await.unwrap_err();
+    assert_eq!((refused.code, fields(&refused)), (ErrorCode::InvalidLaunch, vec!["embed_dim", "num_iters"]));
 
     // Two at once, not three.
     let first = launched(&mut a, launch("a1", &["num_iters=4"])).await.unwrap();

@@ -77,8 +77,13 @@ fn the_api_and_the_websocket_need_the_token_and_the_page_does_not() {
         }
         let mut client = server.connect().await;
         client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, learner_key: None }).await;
-        let welcome = client.recv(WAIT).await;
-        let ServerMessage::Welcome { version, server: info } = welcome else { panic!("{welcome:?}") };
+        // The presentation as it stands comes as the connection opens, in any order with this.
+        let (version, info) = client
+            .recv_until(WAIT, |m| match m {
+                ServerMessage::Welcome { version, server } => Some((*version, server.clone())),
+                _ => None,
+            })
+            .await;
         assert_eq!(version, PROTOCOL_VERSION);
         assert!(info.configs.iter().any(|c| c == "cpu_tiny"));
         assert_eq!((info.max_message_bytes, info.max_local_ranks), (65536, 1));
