@@ -18,10 +18,9 @@ use std::collections::HashMap;
 
 use leptos::prelude::*;
 use scalebook_shared::protocol::{
-    Audience, ClientMessage, ClientRequest, ErrorCode, ErrorReport, LaunchRequest, PROTOCOL_VERSION, Presentation, RunId, RunRecord,
-    ServerInfo, ServerMessage, ServerReply,
+    Audience, ClientMessage, ClientRequest, ErrorCode, ErrorReport, LaunchRequest, Learner, LearnerRuns, PROTOCOL_VERSION, Presentation,
+    RunId, RunRecord, ServerInfo, ServerMessage, ServerReply,
 };
-use scalebook_shared::protocol::{Learner, LearnerRuns};
 use send_wrapper::SendWrapper;
 
 use crate::net::urls;
