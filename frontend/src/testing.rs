@@ -1,11 +1,18 @@
 //! Helpers for the component tests: mount a component into a fresh element of the test page,
 //! let the reactive system settle, and act on the result as a user would.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use leptos::mount::mount_to;
 use leptos::prelude::*;
+use scalebook_shared::config::ConfigFile;
 use wasm_bindgen::{JsCast, JsValue};
+
+use crate::library::Library;
+
+/// The project's training configs, as the server serves them.
+pub const CONFIGS: &str = include_str!("../../config/ViT.yaml");
 
 /// A mounted component; it is unmounted and removed when dropped.
 pub struct Mounted {
@@ -24,6 +31,17 @@ pub fn mount<V: IntoView + 'static>(view: impl FnOnce() -> V + 'static) -> Mount
     document().body().unwrap().append_child(&root).unwrap();
     let handle = mount_to(root.clone(), view);
     Mounted { root, _handle: Box::new(handle) }
+}
+
+/// Provides (inside a view being mounted) the library a block that reads configs finds: the
+/// project's configs, loaded; the clusters and the baseline never arrive.
+pub fn provide_configs() {
+    let file = Arc::new(ConfigFile::parse(CONFIGS).unwrap());
+    provide_context(Library {
+        configs: LocalResource::new(move || std::future::ready(Ok(file.clone()))),
+        clusters: LocalResource::new(std::future::pending),
+        baseline: LocalResource::new(std::future::pending),
+    });
 }
 
 impl Mounted {

@@ -76,7 +76,8 @@ impl Token {
 /// What the viewer token is hashed from, before the instructor's token (see [`Token::viewer`]).
 const VIEWER_DERIVATION: &[u8] = b"scalebook viewer token v1\0";
 
-fn hex(bytes: &[u8]) -> String {
+/// `bytes` as lowercase hex digits, two a byte.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

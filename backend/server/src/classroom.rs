@@ -54,11 +54,6 @@ impl Classroom {
         Seat { classroom: self.clone(), viewer, following: false }
     }
 
-    /// The head count now.
-    pub fn audience(&self) -> Audience {
-        *self.audience.borrow()
-    }
-
     /// Every head count from now on, starting with the current one (send each after
     /// [`AUDIENCE_SETTLE`], so changes arriving together go as one).
     pub fn audiences(&self) -> watch::Receiver<Audience> {
@@ -105,10 +100,10 @@ mod tests {
         viewer.follow(true);
         viewer.follow(true);
         instructor.follow(true);
-        assert_eq!(classroom.audience(), Audience { viewers: 1, following: 2 });
+        assert_eq!(*classroom.audiences().borrow(), Audience { viewers: 1, following: 2 });
         instructor.follow(false);
         drop(viewer);
-        assert_eq!(classroom.audience(), Audience { viewers: 0, following: 0 });
+        assert_eq!(*classroom.audiences().borrow(), Audience { viewers: 0, following: 0 });
     }
 
     #[tokio::test]

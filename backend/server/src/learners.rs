@@ -12,6 +12,8 @@ use scalebook_shared::config::{ConfigFile, ParamCount, TrainConfig, tokens_per_s
 use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, Learner, LearnerIdentity, LearnerKey, LearnerRuns, RunRecord};
 use sha2::{Digest, Sha256};
 
+use crate::auth::hex;
+
 /// What a learner's public name is hashed from, before the key: keeps this hash from equalling
 /// any other use of SHA-256 over the same text.
 const LEARNER_DERIVATION: &[u8] = b"scalebook learner v1\0";
@@ -56,8 +58,8 @@ pub fn settings(per_learner: u32, named: &[String], served: &ConfigFile) -> Resu
 /// as its learner.
 pub fn identity(key: LearnerKey) -> LearnerIdentity {
     let digest = Sha256::new().chain_update(LEARNER_DERIVATION).chain_update(key.as_str().as_bytes()).finalize();
-    let name: String = digest[..LEARNER_NAME_BYTES].iter().map(|b| format!("{b:02x}")).collect();
-    let learner = Learner::parse(&name).unwrap_or_else(|_| unreachable!("{LEARNER_NAME_BYTES} bytes are a learner's hex digits"));
+    let learner = Learner::parse(&hex(&digest[..LEARNER_NAME_BYTES]))
+        .unwrap_or_else(|_| unreachable!("{LEARNER_NAME_BYTES} bytes are a learner's hex digits"));
     LearnerIdentity { key, learner }
 }
 
@@ -68,8 +70,7 @@ const LEARNER_NAME_BYTES: usize = scalebook_shared::protocol::LEARNER_LEN / 2;
 pub fn new_identity() -> Result<LearnerIdentity, getrandom::Error> {
     let mut bytes = [0u8; scalebook_shared::protocol::LEARNER_KEY_LEN / 2];
     getrandom::fill(&mut bytes)?;
-    let text: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let key = LearnerKey::parse(&text).unwrap_or_else(|_| unreachable!("random bytes are a key's hex digits"));
+    let key = LearnerKey::parse(&hex(&bytes)).unwrap_or_else(|_| unreachable!("random bytes are a key's hex digits"));
     Ok(identity(key))
 }
 
@@ -204,8 +205,7 @@ mod tests {
         assert!(!key_a.as_str().contains(a.learner.as_str()));
         // Pinned: a change of the derivation would orphan every learner's runs.
         let digest = Sha256::digest(format!("scalebook learner v1\0{}", "0a".repeat(16)).as_bytes());
-        let expected: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(a.learner.as_str(), expected);
+        assert_eq!(a.learner.as_str(), hex(&digest[..6]));
         let (x, y) = (new_identity().unwrap(), new_identity().unwrap());
         assert_ne!(x.key, y.key);
         assert_eq!(identity(x.key.clone()).learner, x.learner);

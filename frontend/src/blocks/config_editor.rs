@@ -234,9 +234,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
-    use crate::testing::{mount, settle};
-
-    const CONFIGS: &str = include_str!("../../../config/ViT.yaml");
+    use crate::testing::{mount, provide_configs, settle};
 
     fn value(editor: &crate::testing::Mounted, css: &str) -> String {
         let field = editor.find(css).unwrap();
@@ -248,12 +246,7 @@ mod tests {
         let slot = Rc::new(Cell::new(None::<WorkingConfig>));
         let out = slot.clone();
         let editor = mount(move || {
-            let file = Arc::new(ConfigFile::parse(CONFIGS).unwrap());
-            provide_context(Library {
-                configs: LocalResource::new(move || std::future::ready(Ok(file.clone()))),
-                clusters: LocalResource::new(std::future::pending),
-                baseline: LocalResource::new(std::future::pending),
-            });
+            provide_configs();
             let working = WorkingConfig::new();
             provide_context(working);
             out.set(Some(working));

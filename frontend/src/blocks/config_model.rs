@@ -139,8 +139,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
-
-    const CONFIGS: &str = include_str!("../../../config/ViT.yaml");
+    use crate::testing::CONFIGS;
 
     fn draft(name: &str) -> Draft {
         Draft::new(name, ConfigFile::parse(CONFIGS).unwrap().get(name).unwrap())

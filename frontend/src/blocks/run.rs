@@ -220,18 +220,13 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use scalebook_shared::config::ConfigFile;
     use scalebook_shared::protocol::{Learner, LearnerIdentity, LearnerKey, LearnerRuns, Role, ServerInfo};
     use wasm_bindgen::JsCast;
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
     use crate::runs::test_record;
-    use crate::testing::{Mounted, mount, settle};
-
-    const CONFIGS: &str = include_str!("../../../config/ViT.yaml");
+    use crate::testing::{Mounted, mount, provide_configs, settle};
 
     fn welcome(role: Role) -> ServerInfo {
         ServerInfo {
@@ -264,12 +259,7 @@ mod tests {
 
     fn mount_block(runs: Runs) -> Mounted {
         mount(move || {
-            let file = Arc::new(ConfigFile::parse(CONFIGS).unwrap());
-            provide_context(Library {
-                configs: LocalResource::new(move || std::future::ready(Ok(file.clone()))),
-                clusters: LocalResource::new(std::future::pending),
-                baseline: LocalResource::new(std::future::pending),
-            });
+            provide_configs();
             provide_context(runs);
             view! { <RunBlock config="cpu_short".to_owned() dp=1 /> }
         })

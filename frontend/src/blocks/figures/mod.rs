@@ -88,18 +88,11 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
-    use crate::testing::{mount, settle};
-
-    const CONFIGS: &str = include_str!("../../../../config/ViT.yaml");
+    use crate::testing::{mount, provide_configs, settle};
 
     fn with_configs<V: IntoView + 'static>(view: impl FnOnce() -> V + 'static) -> crate::testing::Mounted {
         mount(move || {
-            let file = Arc::new(ConfigFile::parse(CONFIGS).unwrap());
-            provide_context(Library {
-                configs: LocalResource::new(move || std::future::ready(Ok(file.clone()))),
-                clusters: LocalResource::new(std::future::pending),
-                baseline: LocalResource::new(std::future::pending),
-            });
+            provide_configs();
             view()
         })
     }
