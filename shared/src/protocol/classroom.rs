@@ -18,6 +18,8 @@ pub const MAX_SLUG_LEN: usize = 64;
 pub const MAX_PRESENTED_RUNS: usize = 16;
 /// The highest block index a presentation may name (a chapter has a few dozen blocks).
 pub const MAX_BLOCK_INDEX: u32 = 1024;
+/// The highest element index a presentation may name (a chapter has a few hundred).
+pub const MAX_ELEMENT_INDEX: u32 = 16384;
 
 /// Where the instructor's page is, and what its charts show.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,6 +30,11 @@ pub struct Presentation {
     /// The block in view: its position among the chapter's blocks, from 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block: Option<u32>,
+    /// The place in the text at the top of the window: the chapter's top-level element there
+    /// (paragraph, heading, list, block...), by position from 0. Counted in elements, not
+    /// pixels, so a learner's narrower window lands on the same words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub element: Option<u32>,
     /// The quiz whose answer is open, by its position among the chapter's blocks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quiz: Option<u32>,
@@ -64,6 +71,9 @@ impl Presentation {
             if index.is_some_and(|i| i > MAX_BLOCK_INDEX) {
                 problems.push(field, format!("a block position is at most {MAX_BLOCK_INDEX}"));
             }
+        }
+        if self.element.is_some_and(|i| i > MAX_ELEMENT_INDEX) {
+            problems.push("element", format!("an element position is at most {MAX_ELEMENT_INDEX}"));
         }
         if self.charts.runs.len() > MAX_PRESENTED_RUNS {
             problems.push("charts.runs", format!("{} runs, at most {MAX_PRESENTED_RUNS} may be charted", self.charts.runs.len()));
@@ -162,7 +172,7 @@ mod tests {
     use super::*;
 
     fn presentation() -> Presentation {
-        Presentation { chapter: "data-parallel".into(), block: Some(3), quiz: None, charts: ChartView::default() }
+        Presentation { chapter: "data-parallel".into(), block: Some(3), element: None, quiz: None, charts: ChartView::default() }
     }
 
     #[test]
@@ -186,10 +196,11 @@ mod tests {
         p.chapter = "../etc".into();
         p.block = Some(MAX_BLOCK_INDEX + 1);
         p.quiz = Some(u32::MAX);
+        p.element = Some(MAX_ELEMENT_INDEX + 1);
         p.charts.smoothing = f64::NAN;
         p.charts.runs = vec![RunId::parse("r1").unwrap(); MAX_PRESENTED_RUNS + 1];
         let fields: Vec<String> = p.problems().0.into_iter().map(|problem| problem.field).collect();
-        assert_eq!(fields, ["chapter", "block", "quiz", "charts.runs", "charts.smoothing"]);
+        assert_eq!(fields, ["chapter", "block", "quiz", "element", "charts.runs", "charts.smoothing"]);
         assert!(serde_json::from_str::<Presentation>(r#"{"chapter": "a", "scroll": 5}"#).is_err());
     }
 

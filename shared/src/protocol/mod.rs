@@ -6,18 +6,23 @@
 //! survive a server restart, so a browser that reconnects with the last numbers it saw gets
 //! exactly what it missed, from any server that reads the same run directory.
 
+mod class;
 mod classroom;
 mod history;
 mod role;
 mod run;
 mod slurm;
 
+pub use class::{
+    CLASS_LINK_SCHEME, ClassLink, ClassState, FINGERPRINT_LEN, FOLLOWER_TOKEN_LEN, Follower, FollowerId, Introduction,
+    MAX_FOLLOWER_NAME_LEN, MAX_SUMMARISED_RUNS, RunSummary, follower_name_ok,
+};
 pub use classroom::{
     Audience, ChartView, HexName, LEARNER_KEY_LEN, LEARNER_LEN, Learner, LearnerIdentity, LearnerKey, LearnerRuns, MAX_BLOCK_INDEX,
-    MAX_PRESENTED_RUNS, MAX_SLUG_LEN, Presentation,
+    MAX_ELEMENT_INDEX, MAX_PRESENTED_RUNS, MAX_SLUG_LEN, Presentation,
 };
 pub use history::{Bucket, Series, bucketize, series};
-pub use role::Role;
+pub use role::{Role, Secret};
 pub use run::{ExecutorSpec, LaunchRequest, MAX_RUN_ID_LEN, RunHandle, RunId, RunRecord, RunState, StateChange};
 pub use slurm::{MAX_FIELD_LEN, SlurmJob, SlurmRequest};
 
@@ -34,7 +39,11 @@ use crate::metrics::MetricPoint;
 /// `presenting` and `audience` from the server; `hello` may carry a learner key, `welcome`
 /// the learner runs allowed and the viewer's learner identity; runs record their learner;
 /// error code `quota_exceeded`.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// Version 5: the class of many servers: `hello` may carry the token (a socket opened without
+/// one must send it first), role `follower`; `introduce`, `new_class_link`, `remove_follower`,
+/// `join_class` and `leave_class` from a client, `roster`, `class_link` and `class` from the
+/// server; error code `unauthorized`.
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// The longest request id accepted.
 pub const MAX_REQUEST_ID_LEN: usize = 64;
@@ -124,11 +133,14 @@ pub fn request_id_of(text: &str) -> Option<RequestId> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ClientMessage {
-    /// Optional first message: the server answers `welcome`, or `error` (`version_mismatch`).
-    /// The token is not sent here: the WebSocket upgrade itself must carry it, so an
-    /// unauthenticated client never holds a socket open.
+    /// The first message: the server answers `welcome`, or `error` (`version_mismatch`).
+    /// A socket opened without a token (the page's: its token never travels in a URL, where
+    /// proxies log it) must send it here, first, within the server's deadline for strangers;
+    /// until then the server sends nothing, and a wrong token closes it (`unauthorized`).
     Hello {
         version: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<Secret>,
         /// A viewer page's learner key from an earlier visit (see [`LearnerIdentity`]), so
         /// its runs stay its own across reloads.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -172,6 +184,24 @@ pub enum ClientMessage {
     Follow {
         following: bool,
     },
+    /// A follower server says who it is and, if its learner allows, what it runs (class
+    /// listener only; refused with `bad_message` and the problems when a field breaks a rule).
+    Introduce(Introduction),
+    /// The instructor makes a new class link: the old one stops working, and every follower
+    /// that joined with it is disconnected.
+    NewClassLink,
+    /// The instructor removes a follower from the class (disconnected; barred until the next
+    /// class link).
+    RemoveFollower {
+        follower: FollowerId,
+    },
+    /// This server's owner joins the class of a link (the page's "Join a class" field):
+    /// `error` (`bad_message`) naming what is wrong with a link that is not one.
+    JoinClass {
+        link: Secret,
+    },
+    /// This server's owner stops following the class.
+    LeaveClass,
 }
 
 /// What the server sends.
@@ -234,6 +264,20 @@ pub enum ServerMessage {
     },
     /// How many watch and follow; sent to instructor connections when it changes.
     Audience(Audience),
+    /// The follower servers connected to this server's class listener; sent to instructor
+    /// connections when it changes.
+    Roster {
+        followers: Vec<Follower>,
+    },
+    /// The class link learners join with (`None`: this server has no class listener); sent to
+    /// instructor connections only, as they open and when a new link is made.
+    ClassLink {
+        #[serde(default)]
+        link: Option<Secret>,
+    },
+    /// Where this server stands with the class it follows; sent to every connection as it
+    /// opens and on each change.
+    Class(ClassState),
 }
 
 /// What the browser learns about the server it talks to.
@@ -306,6 +350,8 @@ pub enum ErrorCode {
     NotCancellable,
     /// The link's role may not do this (a viewer's launch, cancel or Slurm preview).
     Forbidden,
+    /// The socket's first message did not carry a token this server accepts (it closes).
+    Unauthorized,
     /// A learner already has as many runs queued or running as the instructor allows.
     QuotaExceeded,
     /// The server failed (a file it could not write); the message says what.
@@ -348,9 +394,10 @@ mod tests {
 
     #[test]
     fn every_client_message_round_trips() {
-        round_trip_client(ClientMessage::Hello { version: PROTOCOL_VERSION, learner_key: None });
+        round_trip_client(ClientMessage::Hello { version: PROTOCOL_VERSION, token: None, learner_key: None });
         round_trip_client(ClientMessage::Hello {
             version: PROTOCOL_VERSION,
+            token: Some(Secret("t".repeat(32))),
             learner_key: Some(LearnerKey::parse(&"ab".repeat(16)).unwrap()),
         });
         round_trip_client(ClientMessage::Subscribe { run: id("r1"), after_seq: Some(41), after_log_seq: None });
@@ -373,10 +420,18 @@ mod tests {
         round_trip_client(ClientMessage::Cancel { run: id("r1") });
         round_trip_client(ClientMessage::ListRuns);
         round_trip_client(ClientMessage::Ping { nonce: 9 });
-        let presentation = Presentation { chapter: "intro".into(), block: Some(2), quiz: Some(4), charts: ChartView::default() };
+        let presentation =
+            Presentation { chapter: "intro".into(), block: Some(2), element: Some(9), quiz: Some(4), charts: ChartView::default() };
         round_trip_client(ClientMessage::Present { presentation });
         round_trip_client(ClientMessage::StopPresenting);
         round_trip_client(ClientMessage::Follow { following: true });
+        round_trip_client(ClientMessage::Introduce(Introduction { name: "learner1".into(), runs: Some(vec![]) }));
+        round_trip_client(ClientMessage::NewClassLink);
+        round_trip_client(ClientMessage::RemoveFollower { follower: 7 });
+        round_trip_client(ClientMessage::JoinClass { link: Secret("scalebook-class://h:1/#token=x".into()) });
+        round_trip_client(ClientMessage::LeaveClass);
+        let hello = ClientMessage::Hello { version: PROTOCOL_VERSION, token: Some(Secret("sekrit".into())), learner_key: None };
+        assert!(!format!("{hello:?}").contains("sekrit"), "a token never shows in Debug");
     }
 
     #[test]
@@ -411,9 +466,14 @@ mod tests {
         round_trip_server(ServerMessage::Pong { nonce: 9 });
         round_trip_server(ServerMessage::Heartbeat { time: 1.7e9 });
         round_trip_server(ServerMessage::Presenting { presentation: None });
-        let presentation = Presentation { chapter: "intro".into(), block: None, quiz: None, charts: ChartView::default() };
+        let presentation = Presentation { chapter: "intro".into(), block: None, element: None, quiz: None, charts: ChartView::default() };
         round_trip_server(ServerMessage::Presenting { presentation: Some(presentation) });
         round_trip_server(ServerMessage::Audience(Audience { viewers: 3, following: 2 }));
+        let follower = Follower { id: 3, name: "learner1".into(), following: false, since: 1.7e9, runs: None };
+        round_trip_server(ServerMessage::Roster { followers: vec![follower] });
+        round_trip_server(ServerMessage::ClassLink { link: Some(Secret("scalebook-class://h:1/".into())) });
+        round_trip_server(ServerMessage::ClassLink { link: None });
+        round_trip_server(ServerMessage::Class(ClassState::Connecting { address: "h:1".into(), attempt: 2 }));
         assert_eq!(
             serde_json::to_value(ServerMessage::Audience(Audience { viewers: 3, following: 2 })).unwrap(),
             serde_json::json!({"type": "audience", "viewers": 3, "following": 2})

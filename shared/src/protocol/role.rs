@@ -12,6 +12,9 @@ pub enum Role {
     Instructor,
     /// The room's link: every read, no launch, cancel or Slurm job.
     Viewer,
+    /// A learner's own Scalebook following the class through the instructor's class
+    /// listener: reads the instructor's runs and follows the presentation, nothing more.
+    Follower,
 }
 
 impl Role {
@@ -19,5 +22,17 @@ impl Role {
     /// submitted: the preview is the first step of a submission).
     pub fn may_launch(self) -> bool {
         self == Role::Instructor
+    }
+}
+
+/// A token as it travels in a message: never shown by `Debug`, so no log line or panic
+/// message can carry it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
     }
 }

@@ -165,6 +165,10 @@ pub enum RunHandle {
     /// the logdir, and the run's directory in it as TensorBoard names runs (`.` for the logdir
     /// itself). Its points are copied from the event files there; nothing of it runs here.
     Logdir { logdir: String, run: String },
+    /// A run of the class this server follows: the instructor's run `upstream`, at the class
+    /// listener `address`. Its points and log lines are copied here as they arrive; it trains
+    /// on the instructor's side, never here, and only the instructor can stop it.
+    Class { address: String, upstream: RunId },
 }
 
 /// What the browser asks to run. Only typed, validated fields: the server checks every one

@@ -1,0 +1,275 @@
+//! A class of many Scalebooks: each learner runs their own server, under their own account, and
+//! it follows the instructor's through the instructor's **class listener** (a second listener
+//! that only reads and follows, over TLS). This module holds what crosses between them: the
+//! class link a learner is given, how a follower introduces itself (and, if the learner
+//! allows, summarises its own runs), the instructor's roster of followers, and how a follower
+//! tells its own pages where it stands with the class.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::{RunId, RunState};
+use crate::Problems;
+
+/// The scheme of a class link: it is not a web page, so it must not look like one.
+pub const CLASS_LINK_SCHEME: &str = "scalebook-class";
+/// The length of a follower token in hex digits (128 random bits).
+pub const FOLLOWER_TOKEN_LEN: usize = 32;
+/// The length of a certificate fingerprint in hex digits (SHA-256).
+pub const FINGERPRINT_LEN: usize = 64;
+/// The longest name a follower may go by.
+pub const MAX_FOLLOWER_NAME_LEN: usize = 32;
+/// The most runs a follower summarises for the instructor.
+pub const MAX_SUMMARISED_RUNS: usize = 32;
+/// The longest host name a class link may carry.
+pub const MAX_HOST_LEN: usize = 253;
+
+/// What a learner needs to follow a class: where the instructor's class listener is, the
+/// follower token it accepts, and the SHA-256 fingerprint of its self-signed certificate,
+/// which the follower pins (no certificate authority is involved, so the fingerprint is what
+/// tells the real class listener from anyone in between).
+///
+/// Written `scalebook-class://HOST:PORT/#token=TOKEN&sha256=FINGERPRINT`: the secrets sit in
+/// the fragment, which no client sends to a server, so the link never lands in a request log.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClassLink {
+    pub host: String,
+    pub port: u16,
+    pub token: String,
+    /// Lowercase hex, [`FINGERPRINT_LEN`] digits.
+    pub fingerprint: String,
+}
+
+impl fmt::Debug for ClassLink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ClassLink({}:{}, token .., sha256 {})", self.host, self.port, self.fingerprint)
+    }
+}
+
+impl fmt::Display for ClassLink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        write!(f, "{CLASS_LINK_SCHEME}://{host}:{}/#token={}&sha256={}", self.port, self.token, self.fingerprint)
+    }
+}
+
+fn lower_hex(text: &str, len: usize) -> bool {
+    text.len() == len && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+impl ClassLink {
+    /// Reads a class link as a learner pastes it (surrounding blanks ignored), naming what is
+    /// wrong with it: the field of the link and the rule.
+    pub fn parse(text: &str) -> Result<ClassLink, Problems> {
+        let mut problems = Problems::default();
+        let text = text.trim();
+        let Some(rest) = text.strip_prefix(CLASS_LINK_SCHEME).and_then(|r| r.strip_prefix("://")) else {
+            problems.push("class_link", format!("a class link starts with {CLASS_LINK_SCHEME}:// (ask your instructor for theirs)"));
+            return Err(problems);
+        };
+        let (address, fragment) = rest.split_once('#').unwrap_or((rest, ""));
+        let address = address.trim_end_matches('/');
+        let (host, port) = match address.strip_prefix('[') {
+            Some(v6) => v6.split_once("]:").map(|(h, p)| (h, p)).unwrap_or((v6, "")),
+            None => address.rsplit_once(':').unwrap_or((address, "")),
+        };
+        let host_ok = !host.is_empty()
+            && host.len() <= MAX_HOST_LEN
+            && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':'));
+        if !host_ok {
+            problems.push("class_link.host", "the host is a name or an address of letters, digits, `.`, `-` (and `:` in IPv6)");
+        }
+        let port = port.parse::<u16>().ok().filter(|&p| p > 0);
+        if port.is_none() {
+            problems.push("class_link.port", "the link names a port from 1 to 65535 after the host (HOST:PORT)");
+        }
+        let field = |name: &str| fragment.split('&').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('=')).unwrap_or("");
+        let (token, fingerprint) = (field("token"), field("sha256"));
+        if !lower_hex(token, FOLLOWER_TOKEN_LEN) {
+            problems
+                .push("class_link.token", format!("the link's #token= is {FOLLOWER_TOKEN_LEN} lowercase hex digits: copy the whole link"));
+        }
+        if !lower_hex(fingerprint, FINGERPRINT_LEN) {
+            problems
+                .push("class_link.sha256", format!("the link's &sha256= is {FINGERPRINT_LEN} lowercase hex digits: copy the whole link"));
+        }
+        match (problems.is_empty(), port) {
+            (true, Some(port)) => {
+                Ok(ClassLink { host: host.to_owned(), port, token: token.to_owned(), fingerprint: fingerprint.to_owned() })
+            }
+            _ => Err(problems),
+        }
+    }
+
+    /// `host:port` as a person reads it (no secrets).
+    pub fn address(&self) -> String {
+        if self.host.contains(':') { format!("[{}]:{}", self.host, self.port) } else { format!("{}:{}", self.host, self.port) }
+    }
+}
+
+/// Who a follower is, and what it shares: sent by a follower server to the class listener when
+/// it joins and whenever this changes (at most every few seconds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Introduction {
+    /// The learner's Unix user, or the name they chose (see [`Introduction::problems`]).
+    pub name: String,
+    /// The learner's own runs, only when they allow it (`None`: not shared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<Vec<RunSummary>>,
+}
+
+impl Introduction {
+    /// Every problem, each naming its field: the instructor's page shows these names and
+    /// numbers to the room, so they are short, plain and bounded.
+    pub fn problems(&self) -> Problems {
+        let mut problems = Problems::default();
+        if !follower_name_ok(&self.name) {
+            problems.push(
+                "name",
+                format!("1 to {MAX_FOLLOWER_NAME_LEN} letters, digits, spaces, `.`, `_` or `-`, starting with a letter or digit"),
+            );
+        }
+        let runs = self.runs.as_deref().unwrap_or_default();
+        if runs.len() > MAX_SUMMARISED_RUNS {
+            problems.push("runs", format!("{} runs, at most {MAX_SUMMARISED_RUNS} are summarised", runs.len()));
+        }
+        for (i, run) in runs.iter().enumerate() {
+            if !run.problems_free() {
+                problems.push(format!("runs[{i}]"), "a config name or layout too long or not plain text, or a number not finite");
+            }
+        }
+        problems
+    }
+}
+
+/// Whether `name` may stand for a follower (see [`Introduction::problems`]).
+pub fn follower_name_ok(name: &str) -> bool {
+    name.len() <= MAX_FOLLOWER_NAME_LEN
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, ' ' | '.' | '_' | '-'))
+}
+
+/// One of a learner's own runs, as the instructor's roster shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSummary {
+    pub id: RunId,
+    pub config: String,
+    /// The layout in the tutorial's words (`tp=2 cp=1 dp=2`).
+    pub layout: String,
+    pub state: RunState,
+    /// The latest `Loss/train` the run reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<f64>,
+    /// The latest samples per second it reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples_per_sec: Option<f64>,
+}
+
+impl RunSummary {
+    fn problems_free(&self) -> bool {
+        let plain = |text: &str, max: usize| text.len() <= max && text.chars().all(|c| c.is_ascii_graphic() || c == ' ');
+        let finite = |value: Option<f64>| value.is_none_or(f64::is_finite);
+        plain(&self.config, 64) && plain(&self.layout, 64) && finite(self.loss) && finite(self.samples_per_sec)
+    }
+}
+
+/// A follower's number on the class listener, for as long as it stays connected (the
+/// instructor removes a follower by it).
+pub type FollowerId = u64;
+
+/// One follower as the instructor's roster shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Follower {
+    pub id: FollowerId,
+    /// Its introduction's name (`?` until it introduced itself).
+    pub name: String,
+    /// Whether one of its pages follows the presentation (`false`: it broke away).
+    pub following: bool,
+    /// Seconds since the Unix epoch when it joined.
+    pub since: f64,
+    /// Its runs, when its learner shares them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<Vec<RunSummary>>,
+}
+
+/// Where a follower server stands with the class it follows, told to its own pages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ClassState {
+    /// Following nobody.
+    Alone,
+    /// Reaching the class listener at `address` (again, after `attempt` failures).
+    Connecting { address: String, attempt: u32 },
+    /// Following the class at `address`.
+    Joined { address: String },
+    /// The class refused this follower or cannot be trusted; nothing is retried until the
+    /// learner joins again. `reason` says what to do.
+    Refused { address: String, reason: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+    fn fingerprint() -> String {
+        "ab".repeat(32)
+    }
+
+    #[test]
+    fn a_class_link_reads_back_what_it_writes_with_the_secrets_in_the_fragment() {
+        let link = ClassLink { host: "login01.example".into(), port: 8443, token: TOKEN.into(), fingerprint: fingerprint() };
+        let text = link.to_string();
+        assert_eq!(text, format!("scalebook-class://login01.example:8443/#token={TOKEN}&sha256={}", fingerprint()));
+        assert_eq!(ClassLink::parse(&format!("  {text}\n")).unwrap(), link);
+        let v6 = ClassLink { host: "::1".into(), ..link.clone() };
+        assert_eq!(ClassLink::parse(&v6.to_string()).unwrap(), v6);
+        assert_eq!(v6.address(), "[::1]:8443");
+        assert!(!format!("{link:?}").contains(TOKEN), "Debug must not show the token");
+    }
+
+    #[test]
+    fn every_broken_part_of_a_link_is_named() {
+        let fields = |text: &str| ClassLink::parse(text).unwrap_err().0.into_iter().map(|p| p.field).collect::<Vec<_>>();
+        assert_eq!(fields("https://h:1/#token=x"), ["class_link"]);
+        assert_eq!(fields("scalebook-class://h/#token=x&sha256=y"), ["class_link.port", "class_link.token", "class_link.sha256"]);
+        assert_eq!(fields(&format!("scalebook-class://h o:1/#token={TOKEN}&sha256={}", fingerprint())), ["class_link.host"]);
+        assert_eq!(fields(&format!("scalebook-class://h:0/#token={TOKEN}&sha256={}", fingerprint())), ["class_link.port"]);
+        assert_eq!(
+            fields(&format!("scalebook-class://h:1/#token={}&sha256={}", TOKEN.to_uppercase(), fingerprint())),
+            ["class_link.token"]
+        );
+    }
+
+    #[test]
+    fn introductions_are_bounded_and_plain() {
+        let run = RunSummary {
+            id: RunId::parse("r1").unwrap(),
+            config: "cpu_tiny".into(),
+            layout: "tp=1 cp=1 dp=2".into(),
+            state: RunState::Running,
+            loss: Some(0.5),
+            samples_per_sec: None,
+        };
+        let good = Introduction { name: "learner1".into(), runs: Some(vec![run.clone()]) };
+        assert!(good.problems().is_empty());
+        let mut bad = Introduction { name: "<script>".into(), runs: Some(vec![run.clone(); MAX_SUMMARISED_RUNS + 1]) };
+        if let Some(runs) = bad.runs.as_mut() {
+            runs[1].loss = Some(f64::NAN);
+        }
+        let fields: Vec<String> = bad.problems().0.into_iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["name", "runs", "runs[1]"]);
+        assert!(!follower_name_ok("") && !follower_name_ok(" x") && follower_name_ok("Ada L."));
+    }
+
+    #[test]
+    fn class_states_are_tagged() {
+        let joined = ClassState::Joined { address: "h:1".into() };
+        assert_eq!(serde_json::to_value(&joined).unwrap(), serde_json::json!({"state": "joined", "address": "h:1"}));
+        assert_eq!(serde_json::from_str::<ClassState>(r#"{"state": "alone"}"#).unwrap(), ClassState::Alone);
+    }
+}
