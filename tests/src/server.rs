@@ -53,7 +53,7 @@ impl Server {
             let _ = child.kill();
             bail!("scalebook serve did not announce its URL within 120 s");
         };
-        let token = url.split_once("?token=").map(|(_, token)| token.to_owned()).unwrap_or_default();
+        let token = url.split_once("#token=").map(|(_, token)| token.to_owned()).unwrap_or_default();
         let host = url.trim_start_matches("http://").split('/').next().unwrap_or_default();
         let addr = host.parse().with_context(|| format!("no address in {url}"))?;
         Ok(Server { child, url, token, addr, workdir: workdir.to_owned() })

@@ -62,6 +62,7 @@ fn place(k: usize, run: &RunId) -> Presentation {
     Presentation {
         chapter: format!("nav-{k}"),
         block: Some((k % 7) as u32),
+        element: Some(k as u32),
         quiz: k.is_multiple_of(3).then_some(1),
         charts: ChartView {
             runs: vec![run.clone()],

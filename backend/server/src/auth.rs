@@ -1,8 +1,10 @@
 //! The per-launch tokens. On a shared login node every user can reach every localhost port, and
 //! jupyter-server-proxy forwards the user's cookies to whatever listens there; so the API and
-//! the WebSocket answer only requests that carry a token printed at start, in the URL
-//! (`?token=...`, what a browser can put on a WebSocket) or as `Authorization: Bearer ...`.
-//! Cookies are never looked at.
+//! the WebSocket answer only requests that carry a token printed at start, as `Authorization:
+//! Bearer ...` (the page's requests), in a WebSocket's first message (the page's socket), or in
+//! the URL (`?token=...`, the old links' way, still accepted). No link Scalebook prints carries
+//! a token where a server would log it: the links keep it in the fragment (`#token=...`), which
+//! browsers never send. Cookies are never looked at.
 //!
 //! There are two tokens, one per [`Role`]: the instructor's, and the viewer's handed to the
 //! room. The viewer's is derived from the instructor's by a one-way hash (or given), so a
@@ -11,7 +13,7 @@
 //!
 //! The static files (the page shell, the compiled front-end, the chapter texts) are public
 //! tutorial material and carry no data, so they load without the token: the page reads it from
-//! its own URL and sends it with every API call and the WebSocket.
+//! its link's fragment and sends it with every API call and the WebSocket.
 
 use std::sync::Arc;
 
@@ -25,6 +27,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::Error;
+use crate::class::ClassKey;
 use crate::gate::Connection;
 
 /// A secret shared by the server and the page it prints the URL of.
@@ -40,7 +43,12 @@ impl std::fmt::Debug for Token {
 impl Token {
     /// 32 random bytes from the operating system, as 64 hex digits.
     pub fn generate() -> Result<Token, Error> {
-        let mut bytes = [0u8; 32];
+        Token::random::<32>()
+    }
+
+    /// `N` random bytes from the operating system, as `2N` hex digits.
+    pub fn random<const N: usize>() -> Result<Token, Error> {
+        let mut bytes = [0u8; N];
         getrandom::fill(&mut bytes).map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
         Ok(Token(hex(&bytes)))
     }
@@ -67,7 +75,7 @@ impl Token {
 
     /// Compares in time independent of where the first difference is, so the token cannot be
     /// guessed one character at a time from response times.
-    fn matches(&self, presented: &str) -> bool {
+    pub fn matches(&self, presented: &str) -> bool {
         let (a, b) = (self.0.as_bytes(), presented.as_bytes());
         a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
     }
@@ -108,7 +116,7 @@ impl Tokens {
 
     /// The role of a request presenting `presented`, if it is one of the tokens. Both
     /// comparisons always run, so the time taken says nothing about which token was close.
-    fn role_of(&self, presented: &str) -> Option<Role> {
+    pub fn role_of(&self, presented: &str) -> Option<Role> {
         let instructor = self.instructor.matches(presented);
         let viewer = self.viewer.matches(presented);
         match (instructor, viewer) {
@@ -119,35 +127,72 @@ impl Tokens {
     }
 }
 
-/// The token a request presents: the `token` query parameter or a bearer token.
-fn presented(request: &Request) -> Option<&str> {
-    let from_query = request.uri().query().and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("token=")));
-    let from_header = || request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    from_query.or_else(from_header)
+/// Who may come in through one listener, and as what.
+#[derive(Clone)]
+pub enum Keyring {
+    /// A private Unix socket: only its owner can connect, and every connection is theirs.
+    Private,
+    /// The main listener's two links: the instructor's and the viewer's.
+    Links(Arc<Tokens>),
+    /// The class listener: the current follower token, and nothing else (never the
+    /// instructor's, whose server it is).
+    Class(Arc<ClassKey>),
 }
 
-/// Middleware: refuses requests without one of the tokens (when the server has them; on a
-/// private Unix socket, where only its owner can connect, every request is the instructor's),
-/// and puts the request's [`Role`] in its extensions for the handlers.
+impl Keyring {
+    /// The role of a client presenting `presented`, if this listener takes it.
+    pub fn role_of(&self, presented: &str) -> Option<Role> {
+        match self {
+            Keyring::Private => Some(Role::Instructor),
+            Keyring::Links(tokens) => tokens.role_of(presented),
+            Keyring::Class(key) => key.accepts(presented).then_some(Role::Follower),
+        }
+    }
+}
+
+/// How a request came in: with its role decided, or (a WebSocket opened without a token,
+/// as the page opens it so that no URL carries the token) still to show a token in its first
+/// message, checked against the keyring.
+#[derive(Clone)]
+pub enum Admission {
+    Role(Role),
+    Pending(Keyring),
+}
+
+/// The token a request presents: a bearer token, or the `token` query parameter (the old
+/// links' way, still accepted).
+fn presented(request: &Request) -> Option<&str> {
+    let from_header = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    let from_query = || request.uri().query().and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("token=")));
+    from_header.or_else(from_query)
+}
+
+/// Middleware: refuses requests without a token the listener's keyring takes, and puts the
+/// request's [`Admission`] in its extensions for the handlers. A WebSocket upgrade without a
+/// token is let through as pending: the socket must show one first (see `crate::ws`).
 ///
-/// A viewer may only read: every API route is a GET today, and a request of any other method
-/// from a viewer is refused here, so a route added later that changes state is never open to
-/// the room by accident.
-pub async fn authorize(State(tokens): State<Option<Arc<Tokens>>>, mut request: Request, next: Next) -> Response {
-    let role = match &tokens {
-        None => Role::Instructor,
-        Some(tokens) => match presented(&request).map(|given| tokens.role_of(given)) {
-            Some(Some(role)) => role,
-            Some(None) => {
-                return refusal(StatusCode::UNAUTHORIZED, "wrong token: open the URL `scalebook serve` printed, which ends in ?token=...");
-            }
+/// A viewer or follower may only read: every API route is a GET today, and a request of any
+/// other method from them is refused here, so a route added later that changes state is never
+/// open to the room by accident.
+pub async fn authorize(State(keyring): State<Keyring>, mut request: Request, next: Next) -> Response {
+    let role = match (&keyring, presented(&request)) {
+        (Keyring::Private, _) => Role::Instructor,
+        (_, Some(given)) => match keyring.role_of(given) {
+            Some(role) => role,
             None => {
-                return refusal(
-                    StatusCode::UNAUTHORIZED,
-                    "missing token: open the URL `scalebook serve` printed (it ends in ?token=...), or send `Authorization: Bearer TOKEN`",
-                );
+                return refusal(StatusCode::UNAUTHORIZED, "wrong token: open the link `scalebook serve` printed (it ends in #token=...)");
             }
         },
+        (_, None) if is_websocket_upgrade(&request) => {
+            request.extensions_mut().insert(Admission::Pending(keyring));
+            return next.run(request).await;
+        }
+        (_, None) => {
+            return refusal(
+                StatusCode::UNAUTHORIZED,
+                "missing token: open the link `scalebook serve` printed (it ends in #token=...), or send `Authorization: Bearer TOKEN`",
+            );
+        }
     };
     // The connection is no longer a stranger's (see `gate`).
     if let Some(ConnectInfo(connection)) = request.extensions().get::<ConnectInfo<Connection>>() {
@@ -156,8 +201,12 @@ pub async fn authorize(State(tokens): State<Option<Arc<Tokens>>>, mut request: R
     if !role.may_launch() && !matches!(*request.method(), Method::GET | Method::HEAD) {
         return refusal(StatusCode::FORBIDDEN, "the viewer link only reads: only the instructor's link can change anything");
     }
-    request.extensions_mut().insert(role);
+    request.extensions_mut().insert(Admission::Role(role));
     next.run(request).await
+}
+
+fn is_websocket_upgrade(request: &Request) -> bool {
+    request.headers().get(header::UPGRADE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
 fn refusal(status: StatusCode, message: &str) -> Response {

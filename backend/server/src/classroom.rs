@@ -1,17 +1,25 @@
-//! Presenter mode: the latest presentation of the instructor's page, and the room's head count.
+//! Presenter mode: the latest presentation of the instructor's page, the room's head count, and
+//! the roster of follower servers on the class listener (with the instructor's power to remove
+//! one).
 //!
-//! Both are `watch` channels: a page that falls behind needs only the latest presentation, not
+//! All three are `watch` channels: a page that falls behind needs only the latest presentation, not
 //! every step the instructor took, so a burst of navigation costs each follower one message.
 //! The presentation is kept encoded, so five hundred followers share one serialisation.
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use axum::extract::ws::Utf8Bytes;
-use scalebook_shared::protocol::{Audience, Presentation, Role, ServerMessage};
-use tokio::sync::watch;
+use scalebook_shared::protocol::{Audience, Follower, FollowerId, Introduction, Presentation, Role, ServerMessage};
+use tokio::sync::{Notify, watch};
 
+use crate::clock::now;
 use crate::wire::encode;
+
+/// The follower servers on the class listener, by their number.
+pub type Roster = BTreeMap<FollowerId, Follower>;
 
 /// How long the instructor's head count waits after a change before it is sent, so a room
 /// joining at once costs the instructor one message, not five hundred.
@@ -21,6 +29,12 @@ pub struct Classroom {
     /// The encoded `presenting` message for the latest presentation.
     presenting: watch::Sender<Utf8Bytes>,
     audience: watch::Sender<Audience>,
+    roster: watch::Sender<Roster>,
+    /// What ends each follower's connection when the instructor removes it.
+    dismissals: Mutex<HashMap<FollowerId, Arc<Notify>>>,
+    /// Names the instructor removed, kept out until the next class link.
+    barred: Mutex<HashSet<String>>,
+    next_follower: AtomicU64,
 }
 
 impl Default for Classroom {
@@ -28,8 +42,16 @@ impl Default for Classroom {
         Classroom {
             presenting: watch::Sender::new(encode(&ServerMessage::Presenting { presentation: None })),
             audience: watch::Sender::new(Audience::default()),
+            roster: watch::Sender::new(Roster::new()),
+            dismissals: Mutex::default(),
+            barred: Mutex::default(),
+            next_follower: AtomicU64::new(1),
         }
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Classroom {
@@ -45,13 +67,47 @@ impl Classroom {
         receiver
     }
 
-    /// Counts a connection in until the returned seat is dropped.
+    /// Counts a connection in until the returned seat is dropped; a follower server also
+    /// joins the roster.
     pub fn join(self: &Arc<Self>, role: Role) -> Seat {
-        let viewer = role == Role::Viewer;
+        let viewer = role != Role::Instructor;
         if viewer {
             self.audience.send_modify(|a| a.viewers += 1);
         }
-        Seat { classroom: self.clone(), viewer, following: false }
+        let follower = (role == Role::Follower).then(|| {
+            let id = self.next_follower.fetch_add(1, Ordering::Relaxed);
+            let dismissal = Arc::new(Notify::new());
+            lock(&self.dismissals).insert(id, dismissal.clone());
+            self.roster.send_modify(|r| {
+                r.insert(id, Follower { id, name: "?".into(), following: false, since: now(), runs: None });
+            });
+            (id, dismissal)
+        });
+        Seat { classroom: self.clone(), viewer, following: false, follower }
+    }
+
+    /// Every roster from now on, starting with the current one (send each after
+    /// [`AUDIENCE_SETTLE`], as the head count).
+    pub fn rosters(&self) -> watch::Receiver<Roster> {
+        let mut receiver = self.roster.subscribe();
+        receiver.mark_changed();
+        receiver
+    }
+
+    /// The instructor removes follower `id`: its connection ends, and its name is kept out
+    /// until the next class link. `false` when there is no such follower.
+    pub fn remove(&self, id: FollowerId) -> bool {
+        let Some(dismissal) = lock(&self.dismissals).get(&id).cloned() else { return false };
+        if let Some(follower) = self.roster.borrow().get(&id) {
+            lock(&self.barred).insert(follower.name.clone());
+        }
+        dismissal.notify_one();
+        true
+    }
+
+    /// A new class link: whoever was removed may join with it.
+    pub fn new_class_link(&self) {
+        lock(&self.barred).clear();
     }
 
     /// Every head count from now on, starting with the current one (send each after
@@ -63,18 +119,47 @@ impl Classroom {
     }
 }
 
-/// One connection's place in the head count.
+/// One connection's place in the head count (and a follower server's in the roster).
 pub struct Seat {
     classroom: Arc<Classroom>,
     viewer: bool,
     following: bool,
+    follower: Option<(FollowerId, Arc<Notify>)>,
 }
 
 impl Seat {
-    /// Whether the page follows the presentation now.
+    /// Whether the page (or a follower server's pages) follows the presentation now.
     pub fn follow(&mut self, following: bool) {
         if following != std::mem::replace(&mut self.following, following) {
             self.classroom.audience.send_modify(|a| if following { a.following += 1 } else { a.following -= 1 });
+            self.update(|f| f.following = following);
+        }
+    }
+
+    /// A follower server's introduction (checked by the caller): its name and shared runs
+    /// on the roster. Refused for a name the instructor removed.
+    pub fn introduce(&mut self, introduction: Introduction) -> Result<(), String> {
+        if lock(&self.classroom.barred).contains(&introduction.name) {
+            if let Some((_, dismissal)) = &self.follower {
+                dismissal.notify_one();
+            }
+            return Err(format!("{} was removed from the class by the instructor", introduction.name));
+        }
+        self.update(|f| (f.name, f.runs) = (introduction.name, introduction.runs));
+        Ok(())
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Follower)) {
+        if let Some((id, _)) = &self.follower {
+            self.classroom.roster.send_modify(|r| r.get_mut(id).map_or((), change));
+        }
+    }
+
+    /// Resolves when the instructor removes this follower (never, for other connections).
+    pub async fn dismissed(&self) {
+        match &self.follower {
+            Some((_, dismissal)) => dismissal.notified().await,
+            None => std::future::pending().await,
         }
     }
 }
@@ -84,6 +169,12 @@ impl Drop for Seat {
         self.follow(false);
         if self.viewer {
             self.classroom.audience.send_modify(|a| a.viewers -= 1);
+        }
+        if let Some((id, _)) = self.follower.take() {
+            lock(&self.classroom.dismissals).remove(&id);
+            self.classroom.roster.send_modify(|r| {
+                r.remove(&id);
+            });
         }
     }
 }
@@ -107,10 +198,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn followers_join_the_roster_and_a_removed_name_stays_out_until_a_new_link() {
+        let classroom = Arc::new(Classroom::default());
+        let mut seat = classroom.join(Role::Follower);
+        let introduction = |name: &str| Introduction { name: name.into(), runs: None };
+        seat.introduce(introduction("learner1")).unwrap();
+        seat.follow(true);
+        let id = *classroom.rosters().borrow().keys().next().unwrap();
+        assert_eq!(classroom.rosters().borrow()[&id].name, "learner1");
+        assert!(classroom.rosters().borrow()[&id].following);
+        assert!(classroom.remove(id));
+        tokio::time::timeout(Duration::from_secs(10), seat.dismissed()).await.unwrap();
+        drop(seat);
+        assert!(classroom.rosters().borrow().is_empty() && !classroom.remove(id));
+        let mut again = classroom.join(Role::Follower);
+        assert!(again.introduce(introduction("learner1")).is_err());
+        classroom.new_class_link();
+        assert!(again.introduce(introduction("learner1")).is_ok());
+    }
+
+    #[tokio::test]
     async fn a_late_subscriber_gets_only_the_latest_presentation() {
         let classroom = Classroom::default();
         for chapter in ["intro", "data-parallel"] {
-            classroom.present(Some(Presentation { chapter: chapter.into(), block: None, quiz: None, charts: Default::default() }));
+            classroom.present(Some(Presentation {
+                chapter: chapter.into(),
+                block: None,
+                element: None,
+                quiz: None,
+                charts: Default::default(),
+            }));
         }
         let mut later = classroom.presentations();
         later.changed().await.unwrap();

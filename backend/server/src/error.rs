@@ -49,6 +49,12 @@ pub enum Error {
     /// A run followed from a TensorBoard logdir: its training runs elsewhere, out of reach.
     #[error("run {id} is followed from a TensorBoard logdir: stop its training where it runs")]
     FollowedRun { id: RunId },
+    /// A run of the class this server follows: it trains on the instructor's side.
+    #[error("run {id} is the instructor's, followed from the class: only the instructor can stop it")]
+    InstructorsRun { id: RunId },
+    /// The class listener or the class link cannot be set up: what failed.
+    #[error("class: {0}")]
+    Class(String),
     /// A learner (or the room) already has as many runs queued or running as the instructor
     /// allows: the message says the limit.
     #[error("{0}")]

@@ -168,6 +168,11 @@ pub struct GatedStream {
 }
 
 impl GatedStream {
+    /// The connection as request handlers see it (for a listener layered on this one).
+    pub fn connection(&self) -> Connection {
+        Connection(self.visitor.clone())
+    }
+
     /// Whether the connection's time is up (registering to be woken when it will be).
     fn expired(&mut self, cx: &mut Context<'_>) -> bool {
         let limits = self.visitor.gate.limits;

@@ -4,6 +4,7 @@
 pub mod api;
 pub mod auth;
 pub mod base_path;
+pub mod class;
 pub mod classroom;
 pub mod clock;
 pub mod code;

@@ -16,14 +16,16 @@ use tower::ServiceExt as _;
 use tower::util::MapRequest;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
-use crate::auth::{self, Tokens};
+use crate::auth::{self, Keyring};
 use crate::base_path::BasePath;
+use crate::class::ClassKey;
 use crate::state::AppState;
 use crate::{Error, api, headers, static_files, ws};
 
-/// The app at the root. `tokens: None` serves the API, as the instructor, to anyone who can
-/// connect (only for a private Unix socket). Every response carries the security headers of [`headers`].
-pub fn router(state: Arc<AppState>, static_dir: PathBuf, tokens: Option<Tokens>) -> Result<Router, Error> {
+/// The app at the root, with the API for whoever the keyring admits (`Keyring::Private`: as
+/// the instructor, to anyone who can connect, only for a private Unix socket). Every response
+/// carries the security headers of [`headers`].
+pub fn router(state: Arc<AppState>, static_dir: PathBuf, keyring: Keyring) -> Result<Router, Error> {
     let security = Arc::new(headers::for_page(&static_dir)?);
     let api = Router::new()
         .route("/health", get(api::health))
@@ -40,20 +42,42 @@ pub fn router(state: Arc<AppState>, static_dir: PathBuf, tokens: Option<Tokens>)
         .route("/data/sample", get(api::data_sample))
         .route("/code", get(api::code))
         .route("/ws", get(ws::upgrade))
-        .layer(from_fn_with_state(tokens.map(Arc::new), auth::authorize));
-    // One line per request: method, path, status and latency. The span holds the path only,
-    // never the query or the headers, so neither the token (`?token=`, `Authorization`) nor a
-    // cookie reaches the log.
-    let request_log = TraceLayer::new_for_http()
-        .make_span_with(|request: &Request| tracing::info_span!("http", method = %request.method(), path = %request.uri().path()))
-        .on_request(())
-        .on_response(DefaultOnResponse::new().level(tracing::Level::INFO));
+        .layer(from_fn_with_state(keyring, auth::authorize));
     Ok(Router::new()
         .nest("/api", api)
         .merge(static_files::router(static_dir))
         .layer(from_fn_with_state(security, headers::add))
-        .layer(request_log)
+        .layer(request_log())
         .with_state(state))
+}
+
+/// The class listener's app: the WebSocket a follower server joins through (the presentation
+/// and the instructor's runs; every launch, cancel and submission refused by its role) and
+/// the health check, for the follower token alone. No page, no files, nothing else.
+pub fn class_router(state: Arc<AppState>, key: Arc<ClassKey>) -> Router {
+    let api = Router::new()
+        .route("/health", get(api::health))
+        .route("/ws", get(ws::upgrade))
+        .layer(from_fn_with_state(Keyring::Class(key), auth::authorize));
+    Router::new().nest("/api", api).layer(request_log()).with_state(state)
+}
+
+/// One line per request: method, path, status and latency. The span holds the path only,
+/// never the query or the headers, so neither a token (`?token=`, `Authorization`) nor a
+/// cookie reaches the log.
+fn request_log() -> TraceLayer<
+    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
+    fn(&Request) -> tracing::Span,
+    (),
+    DefaultOnResponse,
+> {
+    fn span(request: &Request) -> tracing::Span {
+        tracing::info_span!("http", method = %request.method(), path = %request.uri().path())
+    }
+    TraceLayer::new_for_http()
+        .make_span_with(span as fn(&Request) -> tracing::Span)
+        .on_request(())
+        .on_response(DefaultOnResponse::new().level(tracing::Level::INFO))
 }
 
 /// The app as served: under `base` when there is one (and at the root too, see

@@ -9,6 +9,8 @@ use scalebook_shared::cluster::Clusters;
 use scalebook_shared::config::ConfigFile;
 
 use crate::Error;
+use crate::class::ClassKey;
+use crate::class::follow::Following;
 use crate::classroom::Classroom;
 use crate::limits::LaunchLimits;
 use crate::runs::RunManager;
@@ -102,4 +104,8 @@ pub struct AppState {
     pub ws: WsSettings,
     /// What the instructor presents, and who follows.
     pub classroom: Arc<Classroom>,
+    /// The class listener's key, when this server has one (`--class-listen`).
+    pub class: Option<Arc<ClassKey>>,
+    /// The class this server follows, if any (`--follow`, or the page's "Join a class").
+    pub following: Arc<Following>,
 }

@@ -90,7 +90,7 @@ pub fn start_server(scratch: &Path, extra_args: &[&str]) -> Served {
         .unwrap();
     let stdout = child.stdout.take().unwrap();
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
-    let token_of = |line: &str| line.rsplit_once("?token=").map(|(_, token)| token.to_owned());
+    let token_of = |line: &str| line.rsplit_once("#token=").map(|(_, token)| token.to_owned());
     let mut viewer_token = None;
     let url = lines
         .find_map(|l| {
@@ -103,7 +103,7 @@ pub fn start_server(scratch: &Path, extra_args: &[&str]) -> Served {
         .expect("no URL");
     // Keep draining the server's output so it never blocks on a full pipe.
     std::thread::spawn(move || lines.for_each(drop));
-    let (addr, token) = url.split_once("/?token=").expect("a token URL");
+    let (addr, token) = url.split_once("/#token=").expect("a token URL");
     Served { child, addr: addr.to_owned(), token: token.to_owned(), viewer_token: viewer_token.expect("no viewer link") }
 }
 

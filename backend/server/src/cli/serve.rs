@@ -10,8 +10,13 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::ServiceExt;
 use axum::extract::Request;
-use scalebook_server::auth::{Token, Tokens};
+use scalebook_server::auth::{Keyring, Token, Tokens};
 use scalebook_server::base_path::BasePath;
+use scalebook_server::class::follow::{Following, Me};
+use scalebook_server::class::listener::TlsListener;
+use scalebook_server::class::tls::Identity;
+use scalebook_server::class::{self, ClassKey};
+use scalebook_server::classroom::Classroom;
 use scalebook_server::executor::TrainerCommand;
 use scalebook_server::executor::local::LocalExecutor;
 use scalebook_server::executor::slurm::{SlurmCommands, SlurmExecutor};
@@ -23,12 +28,16 @@ use scalebook_server::routes;
 use scalebook_server::runs::{Executors, RunManager};
 use scalebook_server::state::{AppState, ClustersFile, Configs, WsSettings};
 use scalebook_server::store::RunStore;
+use scalebook_shared::protocol::ClassLink;
 
 /// Where the tokens may come from instead of `--token` and `--viewer-token` (ignored on a Unix
 /// socket). Read by hand rather than through clap: a variable must never appear in `--help`,
 /// and one set for a TCP server must not conflict with `--unix-socket`.
 const TOKEN_VARIABLE: &str = "SCALEBOOK_TOKEN";
 const VIEWER_TOKEN_VARIABLE: &str = "SCALEBOOK_VIEWER_TOKEN";
+/// Where the class link to follow may come from instead of `--follow` (it holds the class's
+/// token, and a command line is visible to every user of the machine).
+const CLASS_LINK_VARIABLE: &str = "SCALEBOOK_CLASS_LINK";
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -100,6 +109,35 @@ pub struct ServeArgs {
     /// scalars stream to every browser.
     #[arg(long = "watch-logdir", value_name = "DIR")]
     watch_logdirs: Vec<PathBuf>,
+    /// Open the class listener on this address (e.g. 0.0.0.0:8443): learners' own Scalebooks
+    /// join the class through it (TLS, a follower token; it reads and follows, never launches).
+    /// Prints the class link to a terminal; the instructor's page shows it too.
+    #[arg(long, value_name = "ADDRESS:PORT")]
+    class_listen: Option<SocketAddr>,
+    /// The host name learners reach the class listener by (default: this machine's name when
+    /// listening on every address, else the address).
+    #[arg(long, value_name = "NAME")]
+    class_host: Option<String>,
+    /// Where the class listener's certificate and follower token are kept (default:
+    /// ~/.local/share/scalebook/class).
+    #[arg(long, value_name = "DIR")]
+    class_dir: Option<PathBuf>,
+    /// Follow the class of this class link (`scalebook-class://...`; `@FILE` reads it from a
+    /// file). Prefer $SCALEBOOK_CLASS_LINK: a command line is visible to every user (`ps`).
+    #[arg(long, value_name = "LINK")]
+    follow: Option<String>,
+    /// The name the instructor's roster shows for this server when it follows a class
+    /// (default: your Unix user).
+    #[arg(long, value_name = "NAME")]
+    class_name: Option<String>,
+    /// When following a class, show the instructor a summary of your own runs (config,
+    /// layout, state, latest loss and samples/s).
+    #[arg(long)]
+    share_runs: bool,
+    /// Print the links with their tokens even when stdout is not a terminal (for wrappers that
+    /// read them; a log keeps whatever is printed to it).
+    #[arg(long)]
+    print_links: bool,
     /// Seconds between WebSocket heartbeats.
     #[arg(long, default_value_t = 20, hide = true)]
     heartbeat_secs: u64,
@@ -127,6 +165,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Some(_) => None,
         None => Some(tokens(&args)?),
     };
+    let follow = class_link_to_follow(args.follow.as_deref())?;
     let clusters_path = args.clusters.clone().unwrap_or_else(|| configs.path.with_file_name("clusters.yaml"));
     let clusters = ClustersFile::load(&clusters_path)?;
     let supervisor = std::env::current_exe().context("cannot find this program's own path")?;
@@ -154,6 +193,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         };
         let runs = RunManager::open(store, executors)?;
         LogdirFollower::start(runs.clone(), &args.watch_logdirs).await?;
+        let classroom = Arc::<Classroom>::default();
+        let class = match args.class_listen {
+            Some(addr) => Some(ClassListener::bind(addr, args.class_host.clone(), args.class_dir.as_deref()).await?),
+            None => None,
+        };
+        let following = Following::new(runs.clone(), classroom.clone(), Me::new(args.class_name.as_deref(), args.share_runs));
         let state = Arc::new(AppState {
             source_root: configs.project_root(),
             configs,
@@ -161,17 +206,39 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             limits,
             runs: runs.clone(),
             ws,
-            classroom: Arc::default(),
+            classroom,
+            class: class.as_ref().map(|c| c.key.clone()),
+            following: following.clone(),
         });
-        let router = routes::router(state, args.static_dir.clone(), tokens.clone())?;
+        if let Some(link) = follow {
+            following.join(link);
+        }
+        let keyring = tokens.clone().map_or(Keyring::Private, |tokens| Keyring::Links(Arc::new(tokens)));
+        let router = routes::router(state.clone(), args.static_dir.clone(), keyring)?;
         let service = routes::service(router, base.clone());
         let prefix = base.as_ref().map_or("", BasePath::as_str);
+        // Links carry their token in the fragment, which no browser sends to a server. They are
+        // printed in full only where no log keeps them (a terminal), when asked to, or when the
+        // token was made here and there is no other way to learn it.
+        let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+        let show = |token: &Token, made_here: bool| match terminal || args.print_links || made_here {
+            true => token.as_str().to_owned(),
+            false => "…".to_owned(),
+        };
+        if let Some(class) = &class {
+            let link = class.key.link();
+            match terminal || args.print_links {
+                true => println!("Class link (learners join with it: scalebook serve --follow LINK, or the page's Join a class): {link}"),
+                false => println!("Class listener on {}: its class link is in the instructor's page (Class)", link.address()),
+            }
+        }
         // Tests and wrappers read the ready line to learn the URL; keep its shape stable, and
         // last, so that when it comes everything is printed.
         match (&listener, &tokens) {
             (Listener::Tcp(l), Some(tokens)) => {
                 let addr = l.local_addr()?;
-                let link = |token: &Token| format!("http://{addr}{prefix}/?token={}", token.as_str());
+                let made_here = args.token.is_none() && std::env::var(TOKEN_VARIABLE).is_err();
+                let link = |token: &Token| format!("http://{addr}{prefix}/#token={}", show(token, made_here));
                 println!("Instructor link (launches and cancels runs: keep it to yourself): {}", link(tokens.instructor()));
                 println!("Viewer link (share this one with the room: it follows and reads, never launches): {}", link(tokens.viewer()));
                 println!("Scalebook is ready: {}", link(tokens.instructor()));
@@ -180,6 +247,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             (Listener::Unix(_, path), _) => println!("Scalebook is ready: unix:{} (no token: only you can open it)", path.display()),
         }
         std::io::stdout().flush()?;
+        if let Some(class) = class {
+            tokio::spawn(class.serve(state));
+        }
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;
         };
@@ -213,6 +283,47 @@ fn tokens(args: &ServeArgs) -> anyhow::Result<Tokens> {
     };
     let viewer = given(&args.viewer_token, VIEWER_TOKEN_VARIABLE).map(|text| Token::given(&text)).transpose()?;
     Ok(Tokens::new(instructor, viewer)?)
+}
+
+/// The class link `--follow` (or `$SCALEBOOK_CLASS_LINK`) names, read from a file for `@FILE`.
+fn class_link_to_follow(flag: Option<&str>) -> anyhow::Result<Option<ClassLink>> {
+    let given = flag.map(str::to_owned).or_else(|| std::env::var(CLASS_LINK_VARIABLE).ok().filter(|l| !l.is_empty()));
+    let Some(given) = given else { return Ok(None) };
+    let text = match given.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path).with_context(|| format!("--follow: cannot read the class link from {path}"))?,
+        None => given,
+    };
+    ClassLink::parse(&text).map(Some).map_err(|problems| anyhow::anyhow!("--follow: not a class link: {problems}"))
+}
+
+/// The class listener: its key, and its TLS listener until it serves.
+struct ClassListener {
+    key: Arc<ClassKey>,
+    listener: TlsListener,
+}
+
+impl ClassListener {
+    async fn bind(addr: SocketAddr, host: Option<String>, dir: Option<&Path>) -> anyhow::Result<ClassListener> {
+        let dir = class::directory(dir)?;
+        let machine = nix::unistd::gethostname().ok().and_then(|name| name.into_string().ok()).unwrap_or_else(|| "localhost".into());
+        let host = host.unwrap_or_else(|| if addr.ip().is_unspecified() { machine.clone() } else { addr.ip().to_string() });
+        let names = vec![host.clone(), machine, "localhost".into()];
+        let identity = Identity::load_or_make(&dir, names)?;
+        let tcp = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("--class-listen: cannot listen on {addr}"))?;
+        let port = tcp.local_addr()?.port();
+        let key = Arc::new(ClassKey::open(&dir, host, port, identity.fingerprint())?);
+        let gated = GatedListener::new(tcp, GateLimits::default());
+        Ok(ClassListener { key, listener: TlsListener::new(gated, identity.server_config()?)? })
+    }
+
+    /// Serves followers until the process ends.
+    async fn serve(self, state: Arc<AppState>) {
+        let router = routes::class_router(state, self.key);
+        let make = ServiceExt::<Request>::into_make_service_with_connect_info::<Connection>(router);
+        if let Err(e) = axum::serve(self.listener, make).await {
+            tracing::warn!("the class listener stopped: {e}");
+        }
+    }
 }
 
 /// The trainer runs are started with: `--trainer`, or `scalebook-train` beside `scalebook`.

@@ -6,6 +6,7 @@
 //! browser saw is always what a restarted server will find ([`records`]); the run directory
 //! is read and written on blocking threads, never on the async workers.
 
+mod class;
 mod local;
 mod logdir;
 mod queue;
@@ -35,6 +36,7 @@ use crate::store::{self, RunStore};
 use crate::stream::{Hub, Subscription};
 use scalebook_shared::rundir::{self, ExitRecord};
 
+pub use self::class::is_class_run;
 use self::records::RecordWriter;
 
 /// How much of the end of `job.log` the state mapping reads.
@@ -98,7 +100,8 @@ impl RunManager {
             updates,
         });
         // Runs read from a logdir are taken up by the logdir follower, if this server has one.
-        for record in records.iter().filter(|r| !r.state().is_final() && !is_logdir_run(r)) {
+        // Runs of a class are the follower's, while it follows.
+        for record in records.iter().filter(|r| !r.state().is_final() && !is_logdir_run(r) && !is_class_run(r)) {
             match record.executor {
                 ExecutorSpec::Local => manager.resume_local(record),
                 ExecutorSpec::Slurm(_) => manager.resume_slurm(record),
@@ -267,6 +270,9 @@ impl RunManager {
         if is_logdir_run(&record) && !state.is_final() {
             return Err(Error::FollowedRun { id: id.clone() });
         }
+        if is_class_run(&record) {
+            return Err(Error::InstructorsRun { id: id.clone() });
+        }
         if state.is_final() {
             return Err(Error::NotCancellable { id: id.clone(), state });
         }
@@ -303,6 +309,7 @@ impl RunManager {
                 RunHandle::Local { pgid, start_ticks } => LocalExecutor::terminate(*pgid, *start_ticks).await.map_err(|e| e.to_string()),
                 RunHandle::Slurm { job_id, slurm_cluster } => this.executors.slurm.cancel(*job_id, slurm_cluster.as_deref()).await,
                 RunHandle::Logdir { .. } => Err("it trains elsewhere; its logdir is only read here".to_owned()),
+                RunHandle::Class { .. } => Err("it is the instructor's; it trains on their side".to_owned()),
             };
             if let Err(e) = stopped {
                 tracing::warn!("cannot stop run {id} ({handle:?}): {e}");

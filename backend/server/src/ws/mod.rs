@@ -10,14 +10,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Extension;
-use axum::extract::State;
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
+use axum::extract::{ConnectInfo, State};
 use axum::response::Response;
-use scalebook_shared::protocol::{Role, ServerMessage};
+use scalebook_shared::protocol::{ClientMessage, ClientRequest, ErrorCode, ErrorReport, Role, ServerMessage, ServerReply, request_id_of};
+use tokio::task::JoinHandle;
 use tokio::time::{Instant, interval_at};
 
-use self::session::{Session, forward_audience, forward_presentations, forward_updates};
+use self::session::{
+    Session, forward_audience, forward_class_links, forward_class_states, forward_presentations, forward_roster, forward_updates,
+};
+use crate::auth::{Admission, Keyring};
 use crate::clock::now;
+use crate::gate::{Connection, GateLimits};
 use crate::state::AppState;
 use crate::wire::encode;
 
@@ -30,24 +35,66 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// (closing the connection); below that, an oversize message gets an error and is dropped.
 const HARD_LIMIT_FACTOR: usize = 16;
 
-/// The connection keeps the role of the token its upgrade carried (see [`crate::auth`]).
-pub async fn upgrade(State(state): State<Arc<AppState>>, Extension(role): Extension<Role>, upgrade: WebSocketUpgrade) -> Response {
+/// A close code of the protocol's own: the class listener ended this follower's connection
+/// (removed by the instructor, or its class link replaced); the reason says which.
+pub const CLOSE_DISMISSED: u16 = 4403;
+
+/// The connection keeps the role of the token its upgrade carried (see [`crate::auth`]), or
+/// takes the role of the token its first message carries.
+pub async fn upgrade(
+    State(state): State<Arc<AppState>>,
+    Extension(admission): Extension<Admission>,
+    door: Option<Extension<ConnectInfo<Connection>>>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
     let hard_limit = state.ws.max_message_bytes * HARD_LIMIT_FACTOR;
-    upgrade.max_message_size(hard_limit).max_frame_size(hard_limit).on_upgrade(move |socket| connection(state, role, socket))
+    let door = door.map(|Extension(ConnectInfo(connection))| connection);
+    upgrade.max_message_size(hard_limit).max_frame_size(hard_limit).on_upgrade(move |socket| connection(state, admission, door, socket))
 }
 
-async fn connection(state: Arc<AppState>, role: Role, mut socket: WebSocket) {
+async fn connection(state: Arc<AppState>, admission: Admission, door: Option<Connection>, mut socket: WebSocket) {
+    let (role, first) = match admission {
+        Admission::Role(role) => (role, None),
+        Admission::Pending(keyring) => match admit(&mut socket, &keyring).await {
+            Some((role, hello)) => {
+                // No longer a stranger's (see `gate`).
+                if let Some(door) = &door {
+                    door.authenticated();
+                }
+                (role, Some(hello))
+            }
+            None => return,
+        },
+    };
     let (out, mut outgoing) = outbox::outbox(OUT_QUEUE, state.ws.max_queued_bytes);
     let watchdog = out.clone();
-    let updates = tokio::spawn(forward_updates(state.runs.clone(), out.clone()));
-    let presentations = tokio::spawn(forward_presentations(state.classroom.presentations(), out.clone()));
-    let audience = (role == Role::Instructor).then(|| tokio::spawn(forward_audience(state.classroom.audiences(), out.clone())));
+    let mut tasks: Vec<JoinHandle<()>> = vec![
+        tokio::spawn(forward_updates(state.runs.clone(), role, out.clone())),
+        tokio::spawn(forward_presentations(state.classroom.presentations(), out.clone())),
+    ];
+    if role == Role::Instructor {
+        tasks.push(tokio::spawn(forward_audience(state.classroom.audiences(), out.clone())));
+        tasks.push(tokio::spawn(forward_class_links(state.class.clone(), out.clone())));
+        if state.class.is_some() {
+            tasks.push(tokio::spawn(forward_roster(state.classroom.rosters(), out.clone())));
+        }
+    }
+    if role != Role::Follower {
+        tasks.push(tokio::spawn(forward_class_states(state.following.states(), out.clone())));
+    }
     let period = state.ws.heartbeat;
     let mut heartbeat = interval_at(Instant::now() + period, period);
     let mut session = Session::new(state, role, out);
     let opened = Instant::now();
     let mut received = 0u64;
     tracing::info!(?role, "websocket opened");
+    if let Some(hello) = first {
+        for reply in session.receive(hello.as_str()).await {
+            if socket.send(Message::Text(encode(&reply))).await.is_err() {
+                return;
+            }
+        }
+    }
     'connection: loop {
         let replies = tokio::select! {
             incoming = socket.recv() => match incoming {
@@ -71,6 +118,11 @@ async fn connection(state: Arc<AppState>, role: Role, mut socket: WebSocket) {
                 too_slow(&mut socket).await;
                 break;
             }
+            reason = session.dismissed() => {
+                tracing::info!("follower dismissed: {reason}");
+                close(&mut socket, CLOSE_DISMISSED, reason).await;
+                break;
+            }
             Some(text) = outgoing.recv() => {
                 // A peer that stopped reading blocks this send; its backlog passing the bound
                 // ends the wait (the frame half sent is of no use to a dropped connection).
@@ -91,12 +143,41 @@ async fn connection(state: Arc<AppState>, role: Role, mut socket: WebSocket) {
             }
         }
     }
-    updates.abort();
-    presentations.abort();
-    if let Some(audience) = audience {
-        audience.abort();
+    for task in tasks {
+        task.abort();
     }
     tracing::info!(received, seconds = opened.elapsed().as_secs(), "websocket closed");
+}
+
+/// Waits for the first message of a socket opened without a token: a `hello` carrying one
+/// the listener's keyring takes, within the strangers' deadline. Anything else is answered
+/// `unauthorized` and the socket closed; nothing else is sent before.
+async fn admit(socket: &mut WebSocket, keyring: &Keyring) -> Option<(Role, Utf8Bytes)> {
+    let first = async {
+        loop {
+            match socket.recv().await {
+                Some(Ok(Message::Text(text))) => return Some(text),
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                _ => return None,
+            }
+        }
+    };
+    let first = tokio::time::timeout(GateLimits::default().stranger_deadline, first).await.ok().flatten()?;
+    let role = match serde_json::from_str::<ClientRequest>(first.as_str()) {
+        Ok(ClientRequest { message: ClientMessage::Hello { token: Some(token), .. }, .. }) => keyring.role_of(&token.0),
+        _ => None,
+    };
+    if let Some(role) = role {
+        return Some((role, first));
+    }
+    let report = ErrorReport::new(
+        ErrorCode::Unauthorized,
+        "the first message must be `hello` with this server's token: open the link Scalebook printed (it ends in #token=...)",
+    );
+    let reply = ServerReply::answer(request_id_of(first.as_str()), ServerMessage::Error(report));
+    let _ = socket.send(Message::Text(encode(&reply))).await;
+    close(socket, close_code::POLICY, "unauthorized").await;
+    None
 }
 
 /// Drops a connection whose backlog passed its bound, telling it to come back.

@@ -9,8 +9,8 @@ use std::time::Instant;
 use axum::extract::ws::Utf8Bytes;
 use scalebook_shared::Problems;
 use scalebook_shared::protocol::{
-    Audience, ClientMessage, ClientRequest, ErrorCode, ErrorReport, ExecutorSpec, LaunchRequest, LearnerIdentity, PROTOCOL_VERSION,
-    RequestId, Role, RunId, ServerInfo, ServerMessage, ServerReply, request_id_of,
+    Audience, ClassLink, ClassState, ClientMessage, ClientRequest, ErrorCode, ErrorReport, ExecutorSpec, LaunchRequest, LearnerIdentity,
+    PROTOCOL_VERSION, RequestId, Role, RunId, RunRecord, Secret, ServerInfo, ServerMessage, ServerReply, request_id_of,
 };
 use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
@@ -18,10 +18,12 @@ use tokio::task::AbortHandle;
 use super::limits::RateLimiter;
 use super::outbox::Outbox;
 use crate::Error;
-use crate::classroom::{AUDIENCE_SETTLE, Seat};
+use crate::auth::Token;
+use crate::class::ClassKey;
+use crate::classroom::{AUDIENCE_SETTLE, Roster, Seat};
 use crate::learners::{self, LearnerLaunch};
 use crate::plan::{self, LaunchPlan};
-use crate::runs::RunManager;
+use crate::runs::{RunManager, is_class_run};
 use crate::state::AppState;
 use crate::stream::Subscription;
 use crate::wire::encode;
@@ -41,6 +43,8 @@ pub struct Session {
     /// The learner a viewer connection launches as (a fresh one until its `hello` presents a
     /// key from an earlier visit); `None` on the instructor's link.
     learner: Option<LearnerIdentity>,
+    /// A follower's class link (on the class listener): when it is replaced, the follower goes.
+    key_changes: Option<watch::Receiver<Token>>,
 }
 
 impl Session {
@@ -52,7 +56,28 @@ impl Session {
                 learners::new_identity().map_err(|e| tracing::warn!("no learner identity for a viewer (it launches nothing): {e}")).ok()
             })
             .flatten();
-        Session { state, role, out, subscriptions: HashMap::new(), limiter, limited: false, seat, learner }
+        let key_changes = state.class.as_ref().filter(|_| role == Role::Follower).map(|key| key.changes());
+        Session { state, role, out, subscriptions: HashMap::new(), limiter, limited: false, seat, learner, key_changes }
+    }
+
+    /// Resolves, with the reason, when a follower must go: the instructor removed it or made
+    /// a new class link (never, for other connections).
+    pub async fn dismissed(&mut self) -> &'static str {
+        let key_changed = async {
+            match &mut self.key_changes {
+                Some(changes) => {
+                    // A closed channel (the server is stopping) is no dismissal.
+                    if changes.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = self.seat.dismissed() => "removed from the class by the instructor",
+            () = key_changed => "the instructor made a new class link: ask them for it",
+        }
     }
 
     /// The replies to one text message from the client (none for a dropped one). Each direct
@@ -110,7 +135,7 @@ impl Session {
         }
         let runs = &self.state.runs;
         match message {
-            ClientMessage::Hello { version, learner_key } if version == PROTOCOL_VERSION => {
+            ClientMessage::Hello { version, learner_key, .. } if version == PROTOCOL_VERSION => {
                 // A viewer's key from an earlier visit: its runs stay its own.
                 if let Some(key) = learner_key
                     && self.learner.is_some()
@@ -123,7 +148,10 @@ impl Session {
                 ErrorCode::VersionMismatch,
                 format!("this server speaks protocol version {PROTOCOL_VERSION}, the page {version}: reload the page"),
             )),
-            ClientMessage::ListRuns => Ok(Some(ServerMessage::Runs { runs: runs.list().await })),
+            ClientMessage::ListRuns => {
+                let role = self.role;
+                Ok(Some(ServerMessage::Runs { runs: runs.list().await.into_iter().filter(|r| shown_to(role, r)).collect() }))
+            }
             ClientMessage::Launch(request) => {
                 let learner = self.learner_launch(&request)?;
                 let mut plan = self.plan(request).await?;
@@ -153,6 +181,9 @@ impl Session {
                 Ok(None)
             }
             ClientMessage::Subscribe { run, after_seq, after_log_seq } => {
+                if !runs.record(&run).await.is_none_or(|record| shown_to(self.role, &record)) {
+                    return Err(ErrorReport::new(ErrorCode::UnknownRun, format!("no run {run}")).with_run(run));
+                }
                 let subscription = runs.subscribe(&run, after_seq, after_log_seq).await.map_err(|e| report(&e, Some(&run)))?;
                 let task = tokio::spawn(forward(runs.clone(), run.clone(), subscription, self.out.clone()));
                 if let Some(previous) = self.subscriptions.insert(run, task.abort_handle()) {
@@ -183,33 +214,78 @@ impl Session {
                 self.seat.follow(following);
                 Ok(None)
             }
+            ClientMessage::Introduce(introduction) => {
+                let problems = introduction.problems();
+                if !problems.is_empty() {
+                    return Err(ErrorReport::new(ErrorCode::BadMessage, "the introduction was refused").with_problems(problems));
+                }
+                self.seat.introduce(introduction).map_err(|message| ErrorReport::new(ErrorCode::Forbidden, message))?;
+                Ok(None)
+            }
+            ClientMessage::NewClassLink => {
+                let key = self.class_key()?;
+                key.renew().map_err(|e| report(&e, None))?;
+                self.state.classroom.new_class_link();
+                Ok(None)
+            }
+            ClientMessage::RemoveFollower { follower } => {
+                self.class_key()?;
+                match self.state.classroom.remove(follower) {
+                    true => Ok(None),
+                    false => Err(ErrorReport::new(ErrorCode::BadMessage, format!("no follower {follower} is in the class"))),
+                }
+            }
+            ClientMessage::JoinClass { link: Secret(text) } => {
+                let link = ClassLink::parse(&text)
+                    .map_err(|problems| ErrorReport::new(ErrorCode::BadMessage, "that is not a class link").with_problems(problems))?;
+                self.state.following.join(link);
+                Ok(None)
+            }
+            ClientMessage::LeaveClass => {
+                self.state.following.leave().await;
+                Ok(None)
+            }
         }
+    }
+
+    /// The class listener's key, or the refusal of a class message on a server without one.
+    fn class_key(&self) -> Result<&Arc<ClassKey>, ErrorReport> {
+        self.state.class.as_ref().ok_or_else(|| {
+            ErrorReport::new(ErrorCode::BadMessage, "this server has no class listener: start it with --class-listen ADDRESS:PORT")
+        })
     }
 
     /// The refusal of a message this connection's role may not send: a viewer reads and
     /// follows, and never starts, stops or submits anything another user would see, except a
     /// learner's own runs when the instructor allows them (their rules are checked with the
-    /// launch and the cancel). Every message is named here, so a new one must be placed on one
-    /// side or the other.
+    /// launch and the cancel); a follower server reads the instructor's runs, follows and
+    /// introduces itself, nothing more. Every message is named here, so a new one must be
+    /// placed on one side or the other.
     fn forbidden(&self, message: &ClientMessage) -> Option<ErrorReport> {
-        if self.role.may_launch() {
-            return None;
-        }
-        let (what, run) = match message {
-            ClientMessage::Launch(_) | ClientMessage::Cancel { .. } if self.launching_learner().is_some() => return None,
-            ClientMessage::Launch(_) => ("launch runs", None),
-            ClientMessage::Cancel { run } => ("cancel runs", Some(run)),
-            ClientMessage::PreviewSlurm(_) => ("prepare Slurm jobs", None),
-            ClientMessage::Present { .. } | ClientMessage::StopPresenting => ("present", None),
-            ClientMessage::Hello { .. }
-            | ClientMessage::Follow { .. }
-            | ClientMessage::Subscribe { .. }
-            | ClientMessage::Unsubscribe { .. }
-            | ClientMessage::ListRuns
-            | ClientMessage::Ping { .. } => return None,
+        let (what, run) = match (self.role, message) {
+            (
+                _,
+                ClientMessage::Hello { .. }
+                | ClientMessage::Follow { .. }
+                | ClientMessage::Subscribe { .. }
+                | ClientMessage::Unsubscribe { .. }
+                | ClientMessage::ListRuns
+                | ClientMessage::Ping { .. },
+            ) => return None,
+            (Role::Follower, ClientMessage::Introduce(_)) => return None,
+            (_, ClientMessage::Introduce(_)) => ("introduce themselves: only a follower server on the class listener does", None),
+            (Role::Instructor, _) => return None,
+            (Role::Viewer, ClientMessage::Launch(_) | ClientMessage::Cancel { .. }) if self.launching_learner().is_some() => return None,
+            (_, ClientMessage::Launch(_)) => ("launch runs", None),
+            (_, ClientMessage::Cancel { run }) => ("cancel runs", Some(run)),
+            (_, ClientMessage::PreviewSlurm(_)) => ("prepare Slurm jobs", None),
+            (_, ClientMessage::Present { .. } | ClientMessage::StopPresenting) => ("present", None),
+            (_, ClientMessage::NewClassLink | ClientMessage::RemoveFollower { .. }) => ("run the class", None),
+            (_, ClientMessage::JoinClass { .. } | ClientMessage::LeaveClass) => ("join or leave a class for this server", None),
         };
+        let who = if self.role == Role::Follower { "a follower" } else { "viewers" };
         let report =
-            ErrorReport::new(ErrorCode::Forbidden, format!("viewers cannot {what}: only the instructor's link can; ask your instructor"));
+            ErrorReport::new(ErrorCode::Forbidden, format!("{who} cannot {what}: only the instructor's link can; ask your instructor"));
         Some(match run {
             Some(run) => report.with_run(run.clone()),
             None => report,
@@ -323,7 +399,7 @@ fn invalid(problems: Problems) -> Result<(), ErrorReport> {
 fn report(error: &Error, run: Option<&RunId>) -> ErrorReport {
     let code = match error {
         Error::UnknownRun { .. } => ErrorCode::UnknownRun,
-        Error::NotCancellable { .. } | Error::FollowedRun { .. } => ErrorCode::NotCancellable,
+        Error::NotCancellable { .. } | Error::FollowedRun { .. } | Error::InstructorsRun { .. } => ErrorCode::NotCancellable,
         Error::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
         _ => ErrorCode::Internal,
     };
@@ -388,16 +464,66 @@ pub async fn forward_audience(mut audiences: watch::Receiver<Audience>, out: Out
     }
 }
 
-/// Forwards every run's changes to one connection; one that fell behind gets the whole list.
-pub async fn forward_updates(runs: Arc<RunManager>, out: Outbox) {
+/// Whether a connection of `role` sees `record`: a follower server only the instructor's own
+/// runs (not the learners' of `--viewer-runs`, nor a class this server follows itself).
+pub fn shown_to(role: Role, record: &RunRecord) -> bool {
+    role != Role::Follower || (record.learner.is_none() && !is_class_run(record))
+}
+
+/// Forwards every run's changes (those its role sees) to one connection; one that fell behind
+/// gets the whole list.
+pub async fn forward_updates(runs: Arc<RunManager>, role: Role, out: Outbox) {
     let mut updates = runs.updates();
     loop {
         let text = match updates.recv().await {
+            Ok(text) if role == Role::Follower => match serde_json::from_str::<ServerMessage>(text.as_str()) {
+                Ok(ServerMessage::RunUpdate { run }) if !shown_to(role, &run) => continue,
+                _ => text,
+            },
             Ok(text) => text,
-            Err(broadcast::error::RecvError::Lagged(_)) => encode(&ServerMessage::Runs { runs: runs.list().await }),
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                encode(&ServerMessage::Runs { runs: runs.list().await.into_iter().filter(|r| shown_to(role, r)).collect() })
+            }
             Err(broadcast::error::RecvError::Closed) => return,
         };
         if out.send(text).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Sends an instructor's connection the roster, then each change once it settled.
+pub async fn forward_roster(mut rosters: watch::Receiver<Roster>, out: Outbox) {
+    while rosters.changed().await.is_ok() {
+        tokio::time::sleep(AUDIENCE_SETTLE).await;
+        let followers = rosters.borrow_and_update().values().cloned().collect();
+        if out.send(encode(&ServerMessage::Roster { followers })).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Sends an instructor's connection the class link (none without a class listener), then
+/// each new one.
+pub async fn forward_class_links(key: Option<Arc<ClassKey>>, out: Outbox) {
+    let link = |key: &ClassKey| Some(Secret(key.link().to_string()));
+    let Some(key) = key else {
+        let _ = out.send(encode(&ServerMessage::ClassLink { link: None })).await;
+        return;
+    };
+    let mut changes = key.changes();
+    loop {
+        if out.send(encode(&ServerMessage::ClassLink { link: link(&key) })).await.is_err() || changes.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Sends a connection where this server stands with the class it follows, then each change.
+pub async fn forward_class_states(mut states: watch::Receiver<ClassState>, out: Outbox) {
+    loop {
+        let state = states.borrow_and_update().clone();
+        if out.send(encode(&ServerMessage::Class(state))).await.is_err() || states.changed().await.is_err() {
             return;
         }
     }

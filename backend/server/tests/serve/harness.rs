@@ -80,6 +80,8 @@ pub struct Server {
     /// The viewer link the server printed, and its token (empty on a Unix socket).
     pub viewer_url: String,
     pub viewer_token: String,
+    /// The class link it printed (with `--class-listen`).
+    pub class_link: Option<String>,
     pub runs_dir: PathBuf,
     /// What the server serves as static files (a stub page; tests may add files).
     pub static_dir: PathBuf,
@@ -121,6 +123,8 @@ impl Server {
         if !args.contains(&"--unix-socket") {
             command.args(["--port", "0"]);
         }
+        // The links with their tokens, for the test to read (stdout is a pipe here).
+        command.arg("--print-links");
         // From the project root, as users run it; also the trainers' working directory, which
         // must outlive a server a test kills.
         // The server's log (stderr) goes to a file a test can read; a failing test prints it.
@@ -131,23 +135,25 @@ impl Server {
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            // The viewer link comes before the ready line (which comes last).
-            let mut viewer_url = None;
+            // The class and viewer links come before the ready line (which comes last).
+            let (mut viewer_url, mut class_link) = (None, None);
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if line.starts_with("Viewer link") {
                     viewer_url = line.split_whitespace().last().map(str::to_owned);
+                } else if line.starts_with("Class link") {
+                    class_link = line.split_whitespace().last().map(str::to_owned);
                 } else if let Some(url) = line.strip_prefix("Scalebook is ready: ") {
-                    let _ = tx.send((url.to_owned(), viewer_url.take()));
+                    let _ = tx.send((url.to_owned(), viewer_url.take(), class_link.take()));
                 }
             }
         });
-        let (url, viewer_url) = rx.recv_timeout(Duration::from_secs(120)).expect("the server did not announce its URL");
-        let token_of = |url: &str| url.split_once("?token=").map(|(_, t)| t.to_owned()).unwrap_or_default();
+        let (url, viewer_url, class_link) = rx.recv_timeout(Duration::from_secs(120)).expect("the server did not announce its URL");
+        let token_of = |url: &str| url.split_once("#token=").map(|(_, t)| t.to_owned()).unwrap_or_default();
         let token = token_of(&url);
         let viewer_url = viewer_url.unwrap_or_default();
         let viewer_token = token_of(&viewer_url);
         let origin = url.strip_prefix("http://").map(|rest| format!("http://{}", rest.split('/').next().unwrap())).unwrap_or_default();
-        Server { child, url, origin, token, viewer_url, viewer_token, runs_dir, static_dir, log, stop_runs: true, _dir: dir }
+        Server { child, url, origin, token, viewer_url, viewer_token, class_link, runs_dir, static_dir, log, stop_runs: true, _dir: dir }
     }
 
     /// `host:port`.
@@ -267,14 +273,35 @@ pub fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> Response {
     http_over(std::net::TcpStream::connect(addr).unwrap(), path, headers)
 }
 
-pub struct Client {
-    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+/// A WebSocket client of the protocol, over plain TCP (a page's) or any other stream (a
+/// follower's TLS).
+pub struct Client<S = MaybeTlsStream<TcpStream>> {
+    ws: WebSocketStream<S>,
 }
 
 impl Client {
     pub async fn connect(url: &str) -> Result<Client, tokio_tungstenite::tungstenite::Error> {
         let (ws, _) = tokio_tungstenite::connect_async(url).await?;
         Ok(Client { ws })
+    }
+}
+
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Client<S> {
+    pub fn over(ws: WebSocketStream<S>) -> Client<S> {
+        Client { ws }
+    }
+
+    /// The close frame the server ends the connection with (messages before it are skipped).
+    pub async fn closed(&mut self, timeout: Duration) -> Option<tokio_tungstenite::tungstenite::protocol::CloseFrame> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.ws.next()).await.expect("not closed in time") {
+                Some(Ok(Message::Close(frame))) => return frame,
+                Some(Ok(_)) => continue,
+                _ => return None,
+            }
+        }
     }
 
     pub async fn send(&mut self, message: &ClientMessage) {

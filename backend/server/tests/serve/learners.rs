@@ -17,7 +17,7 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// What `welcome` tells `client`, after a `hello` with `key`.
 async fn welcome(client: &mut Client, key: Option<LearnerKey>) -> ServerInfo {
-    client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, learner_key: key }).await;
+    client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, token: None, learner_key: key }).await;
     client
         .recv_until(WAIT, |m| match m {
             ServerMessage::Welcome { server, .. } => Some(server.clone()),

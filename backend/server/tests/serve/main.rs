@@ -2,6 +2,7 @@
 //! a WebSocket client speaking the protocol. The run tests need the trainer built beside the
 //! server (`cargo build --bins`).
 
+mod class;
 mod classroom;
 mod delivery;
 mod harness;

@@ -13,7 +13,7 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// The role `welcome` announces to `client`.
 pub async fn role(client: &mut Client) -> Role {
-    client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, learner_key: None }).await;
+    client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, token: None, learner_key: None }).await;
     client
         .recv_until(WAIT, |m| match m {
             ServerMessage::Welcome { server, .. } => Some(server.role),
@@ -24,7 +24,7 @@ pub async fn role(client: &mut Client) -> Role {
 
 /// The answer to `text`: the error it got, or `None` when it was accepted without one (a ping
 /// sent after it is answered first).
-pub async fn refusal(client: &mut Client, text: &str) -> Option<ErrorReport> {
+pub async fn refusal<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(client: &mut Client<S>, text: &str) -> Option<ErrorReport> {
     client.send_text(text).await;
     client.send(&ClientMessage::Ping { nonce: 77 }).await;
     let mut refused = None;

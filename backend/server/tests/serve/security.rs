@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use scalebook_shared::protocol::{ClientMessage, ErrorCode, ErrorReport, PROTOCOL_VERSION, RunId, RunState, ServerMessage};
+use scalebook_shared::protocol::{ClientMessage, ErrorCode, ErrorReport, PROTOCOL_VERSION, RunId, RunState, Secret, ServerMessage};
 
 use crate::harness::{Client, Server, http_get, http_over, temp_dir};
 
@@ -41,7 +41,7 @@ fn the_token_can_come_from_the_environment_and_stay_off_the_command_line() {
 #[test]
 fn the_api_and_the_websocket_need_the_token_and_the_page_does_not() {
     let server = Server::start("token", &[]);
-    assert!(server.url.starts_with("http://127.0.0.1:") && server.url.contains("/?token="), "{}", server.url);
+    assert!(server.url.starts_with("http://127.0.0.1:") && server.url.contains("/#token="), "{}", server.url);
     assert_eq!(server.token.len(), 64);
     let addr = server.addr();
     let token = server.token.as_str();
@@ -71,12 +71,26 @@ fn the_api_and_the_websocket_need_the_token_and_the_page_does_not() {
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        for url in [format!("ws://{addr}/api/ws"), format!("ws://{addr}/api/ws?token=nope")] {
-            let refused = Client::connect(&url).await.err().expect("connected without the token");
-            assert!(refused.to_string().contains("401"), "{refused}");
+        let refused = Client::connect(&format!("ws://{addr}/api/ws?token=nope")).await.err().expect("connected with a wrong token");
+        assert!(refused.to_string().contains("401"), "{refused}");
+        // A socket opened without a token (as the page opens it: no URL carries the token)
+        // must show one in its first message; anything else is refused, and nothing is sent.
+        for first in [
+            ClientMessage::ListRuns,
+            ClientMessage::Hello { version: PROTOCOL_VERSION, token: Some(Secret("nope".into())), learner_key: None },
+        ] {
+            let mut stranger = Client::connect(&format!("ws://{addr}/api/ws")).await.unwrap();
+            stranger.send(&first).await;
+            match stranger.recv(WAIT).await {
+                ServerMessage::Error(report) => assert_eq!(report.code, ErrorCode::Unauthorized),
+                other => panic!("a stranger was sent {other:?}"),
+            }
         }
+        let mut page = Client::connect(&format!("ws://{addr}/api/ws")).await.unwrap();
+        page.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, token: Some(Secret(token.into())), learner_key: None }).await;
+        page.recv_until(WAIT, |m| matches!(m, ServerMessage::Welcome { .. }).then_some(())).await;
         let mut client = server.connect().await;
-        client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, learner_key: None }).await;
+        client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, token: None, learner_key: None }).await;
         // The presentation as it stands comes as the connection opens, in any order with this.
         let (version, info) = client
             .recv_until(WAIT, |m| match m {
@@ -87,7 +101,7 @@ fn the_api_and_the_websocket_need_the_token_and_the_page_does_not() {
         assert_eq!(version, PROTOCOL_VERSION);
         assert!(info.configs.iter().any(|c| c == "cpu_tiny"));
         assert_eq!((info.max_message_bytes, info.max_local_ranks), (65536, 1));
-        client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION + 1, learner_key: None }).await;
+        client.send(&ClientMessage::Hello { version: PROTOCOL_VERSION + 1, token: None, learner_key: None }).await;
         assert_eq!(error(&mut client).await.code, ErrorCode::VersionMismatch);
     });
 }
@@ -210,7 +224,7 @@ async fn binary_floods_are_limited_like_text() {
 async fn a_base_path_serves_the_page_and_api_under_it_and_at_the_root() {
     let base = "/user/ann/proxy/absolute/8080";
     let server = Server::start("base", &["--base-path", &format!("{base}/"), "--heartbeat-secs", "1"]);
-    assert!(server.url.ends_with(&format!("{base}/?token={}", server.token)), "{}", server.url);
+    assert!(server.url.ends_with(&format!("{base}/#token={}", server.token)), "{}", server.url);
     assert_eq!(server.viewer_url, server.url.replace(&server.token, &server.viewer_token));
     let addr = server.addr();
     for page in [base.to_owned(), format!("{base}/"), format!("{base}/index.html"), "/".to_owned()] {

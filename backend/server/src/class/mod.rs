@@ -1,0 +1,123 @@
+//! The class of many servers. Every learner runs their own Scalebook, under their own account,
+//! and it follows the instructor's: the instructor's server opens a **class listener** (TLS,
+//! follower token only: it serves the presentation and the instructor's runs, and nothing that
+//! launches, cancels or submits), and each learner's server joins it with the class link
+//! ([`follow`]), relaying to its own pages. The instructor sees the room as a roster
+//! (`crate::classroom`).
+//!
+//! The class link's token lives in a file of the class directory, so a restart of the
+//! instructor's server keeps the room; a new link replaces it and disconnects every follower
+//! that joined with the old one.
+
+pub mod follow;
+pub mod listener;
+pub mod tls;
+
+use std::path::{Path, PathBuf};
+
+use scalebook_shared::protocol::{ClassLink, FOLLOWER_TOKEN_LEN};
+use tokio::sync::watch;
+
+use crate::Error;
+use crate::auth::Token;
+
+/// The follower token's file in the class directory.
+const TOKEN_FILE: &str = "follower-token";
+
+/// The class listener's half of the class link: where it is, its certificate's fingerprint,
+/// and the follower token, which the instructor can replace at any time.
+pub struct ClassKey {
+    dir: PathBuf,
+    host: String,
+    port: u16,
+    fingerprint: String,
+    token: watch::Sender<Token>,
+}
+
+impl ClassKey {
+    /// The key of the class listener at `host:port`, with the token kept in `dir` (or a new
+    /// one written there).
+    pub fn open(dir: &Path, host: String, port: u16, fingerprint: String) -> Result<ClassKey, Error> {
+        let kept = std::fs::read_to_string(dir.join(TOKEN_FILE)).ok().map(|text| text.trim().to_owned());
+        let token = match kept.filter(|t| t.len() == FOLLOWER_TOKEN_LEN).map(|t| Token::given(&t)) {
+            Some(Ok(token)) => token,
+            _ => new_token(dir)?,
+        };
+        Ok(ClassKey { dir: dir.to_owned(), host, port, fingerprint, token: watch::Sender::new(token) })
+    }
+
+    /// The class link learners join with.
+    pub fn link(&self) -> ClassLink {
+        ClassLink {
+            host: self.host.clone(),
+            port: self.port,
+            token: self.token.borrow().as_str().to_owned(),
+            fingerprint: self.fingerprint.clone(),
+        }
+    }
+
+    /// Whether `presented` is the current follower token.
+    pub fn accepts(&self, presented: &str) -> bool {
+        self.token.borrow().matches(presented)
+    }
+
+    /// Replaces the follower token (kept for restarts); every follower that joined with the
+    /// old one hears of it through [`ClassKey::changes`] and is disconnected.
+    pub fn renew(&self) -> Result<(), Error> {
+        self.token.send_replace(new_token(&self.dir)?);
+        tracing::info!("a new class link was made: followers of the old one are disconnected");
+        Ok(())
+    }
+
+    /// Every change of the token from now on.
+    pub fn changes(&self) -> watch::Receiver<Token> {
+        self.token.subscribe()
+    }
+}
+
+/// A new follower token, written to the class directory (readable by its owner only).
+fn new_token(dir: &Path) -> Result<Token, Error> {
+    let token = Token::random::<{ FOLLOWER_TOKEN_LEN / 2 }>()?;
+    tls::write_private(&dir.join(TOKEN_FILE), token.as_str().as_bytes())?;
+    Ok(token)
+}
+
+/// The class directory: where the certificate, its key and the follower token are kept, made
+/// private to its owner. By default `$XDG_DATA_HOME/scalebook/class` (`~/.local/share/...`):
+/// per user, outside any shared install.
+pub fn directory(given: Option<&Path>) -> Result<PathBuf, Error> {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = match given {
+        Some(dir) => dir.to_owned(),
+        None => {
+            let data = std::env::var_os("XDG_DATA_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
+            let data = data.or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share")));
+            data.ok_or_else(|| Error::Class("neither $XDG_DATA_HOME nor $HOME is set: give --class-dir".into()))?.join("scalebook/class")
+        }
+    };
+    std::fs::create_dir_all(&dir)?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_is_kept_across_restarts_until_renewed() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = ClassKey::open(dir.path(), "h".into(), 1, "ab".repeat(32)).unwrap();
+        let link = key.link();
+        assert_eq!(link.token.len(), FOLLOWER_TOKEN_LEN);
+        assert_eq!(ClassLink::parse(&link.to_string()).unwrap(), link);
+        let again = ClassKey::open(dir.path(), "h".into(), 1, "ab".repeat(32)).unwrap();
+        assert_eq!(again.link(), link);
+        let changes = key.changes();
+        key.renew().unwrap();
+        assert!(changes.has_changed().unwrap());
+        assert!(!key.accepts(&link.token) && key.accepts(&key.link().token));
+        assert_eq!(ClassKey::open(dir.path(), "h".into(), 1, "ab".repeat(32)).unwrap().link(), key.link());
+    }
+}

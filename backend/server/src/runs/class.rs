@@ -1,0 +1,40 @@
+//! Runs of the class this server follows: the instructor's runs, whose files the follower
+//! copies here as they arrive from the class listener (`crate::class::follow`). Each has a run
+//! directory and record like any other, so the pages list, chart and resume them as they do
+//! this server's own; nothing of them runs here, and only the instructor can stop them.
+
+use scalebook_shared::protocol::{RunHandle, RunId, RunRecord};
+
+use super::RunManager;
+
+/// Whether a run is a copy of a run of the class this server follows.
+pub fn is_class_run(record: &RunRecord) -> bool {
+    matches!(record.handle, Some(RunHandle::Class { .. }))
+}
+
+impl RunManager {
+    /// Records `record` (a class run whose directory the follower made) as it stands upstream,
+    /// telling the connections only when it changed, and streams its files while the class
+    /// is followed.
+    pub fn class_run(&self, record: RunRecord) {
+        let id = record.id.clone();
+        {
+            let mut records = self.lock();
+            if records.get(&id) != Some(&record) {
+                records.insert(id.clone(), record.clone());
+                self.save(&record);
+            }
+        }
+        self.hub.follow(&id, &self.store.run_dir(&id));
+    }
+
+    /// The class is no longer followed: the streams of its runs read their files one last
+    /// time and stop polling (a run still running upstream keeps its state until the class is
+    /// followed again).
+    pub async fn class_left(&self) {
+        let ids: Vec<RunId> = self.lock().values().filter(|r| is_class_run(r)).map(|r| r.id.clone()).collect();
+        for id in ids {
+            self.hub.finish(&id).await;
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! The class of many servers over the protocol: the class listener takes the follower token
+//! only and refuses everything but reading and following; a follower server pins the class
+//! listener's certificate, relays the presentation, copies the instructor's runs with every
+//! point exactly once across a 10 s outage, and shows on the instructor's roster; a new class
+//! link disconnects the old one's followers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rustls::pki_types::ServerName;
+use scalebook_server::class::tls::pinned_client;
+use scalebook_shared::protocol::{
+    ClassLink, ClassState, ClientMessage, ErrorCode, Follower, PROTOCOL_VERSION, Presentation, Role, RunId, Secret, ServerMessage,
+};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::harness::{Client, RUN_TIMEOUT, Server, collect, temp_dir, tiny_overrides};
+use crate::roles::refusal;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// An instructor's server with a class listener on a free port (its certificate kept in a
+/// directory of the test's).
+fn instructor(name: &str, class_dir: &std::path::Path) -> (Server, ClassLink) {
+    let dir = class_dir.display().to_string();
+    let server = Server::start(name, &["--class-listen", "127.0.0.1:0", "--class-dir", &dir]);
+    let link = ClassLink::parse(server.class_link.as_deref().expect("no class link printed")).unwrap();
+    (server, link)
+}
+
+/// Opens the class listener's WebSocket as a follower server does, presenting `token`.
+async fn follower_socket(link: &ClassLink, token: &str) -> Result<Client<TlsStream<TcpStream>>, String> {
+    let tcp = TcpStream::connect((link.host.as_str(), link.port)).await.map_err(|e| e.to_string())?;
+    let name = ServerName::try_from(link.host.clone()).unwrap();
+    let tls = TlsConnector::from(pinned_client(&link.fingerprint)).connect(name, tcp).await.map_err(|e| e.to_string())?;
+    let mut request = format!("wss://{}/api/ws", link.address()).into_client_request().unwrap();
+    request.headers_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
+    let (ws, _) = tokio_tungstenite::client_async(request, tls).await.map_err(|e| e.to_string())?;
+    Ok(Client::over(ws))
+}
+
+/// Where `client` is told its server stands with a class, until `pick` accepts it.
+async fn class_state<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    client: &mut Client<S>,
+    pick: impl Fn(&ClassState) -> bool,
+) -> ClassState {
+    client
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::Class(state) if pick(state) => Some(state.clone()),
+            _ => None,
+        })
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_class_listener_takes_only_the_follower_token_and_refuses_all_but_reading() {
+    let class_dir = temp_dir("class-keys");
+    let (server, link) = instructor("class-listener", class_dir.path());
+    // The instructor's and the viewer's tokens open nothing there.
+    for token in [&server.token, &server.viewer_token] {
+        let refused = follower_socket(&link, token).await.err().expect("the class listener took a page's token");
+        assert!(refused.contains("401"), "{refused}");
+    }
+    // A client that does not pin the class listener's certificate is refused by its own TLS.
+    let wrong = ClassLink { fingerprint: "00".repeat(32), ..link.clone() };
+    let refused = follower_socket(&wrong, &link.token).await.err().expect("a wrong fingerprint was accepted");
+    assert!(refused.to_lowercase().contains("fingerprint"), "{refused}");
+    // A learner's server given such a link says so, and stops trying.
+    let learner_keys = temp_dir("class-wrong-keys");
+    let env = [("XDG_DATA_HOME", learner_keys.path().display().to_string())];
+    let learner = Server::start_with_env("class-wrong", &["--follow", &wrong.to_string()], &[(env[0].0, env[0].1.as_str())]);
+    let mut page = learner.connect().await;
+    let ClassState::Refused { reason, .. } = class_state(&mut page, |s| matches!(s, ClassState::Refused { .. })).await else {
+        unreachable!()
+    };
+    assert!(reason.contains("fingerprint") && reason.contains("ask your instructor"), "{reason}");
+
+    let mut follower = follower_socket(&link, &link.token).await.unwrap();
+    follower.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, token: None, learner_key: None }).await;
+    let role = follower.recv_until(WAIT, |m| if let ServerMessage::Welcome { server, .. } = m { Some(server.role) } else { None }).await;
+    assert_eq!(role, Role::Follower);
+    let forbidden = [
+        serde_json::json!({"type": "launch", "config": "cpu_tiny"}),
+        serde_json::json!({"type": "cancel", "run": "r1"}),
+        serde_json::json!({"type": "preview_slurm", "config": "cpu_tiny", "executor": {"kind": "slurm", "cluster": "perlmutter"}}),
+        serde_json::json!({"type": "present", "presentation": {"chapter": "intro"}}),
+        serde_json::json!({"type": "stop_presenting"}),
+        serde_json::json!({"type": "new_class_link"}),
+        serde_json::json!({"type": "remove_follower", "follower": 1}),
+        serde_json::json!({"type": "join_class", "link": link.to_string()}),
+        serde_json::json!({"type": "leave_class"}),
+    ];
+    for message in forbidden {
+        let report = refusal(&mut follower, &message.to_string()).await.unwrap_or_else(|| panic!("{message} was accepted"));
+        assert_eq!(report.code, ErrorCode::Forbidden, "{message}: {report:?}");
+    }
+    // A page may not pretend to be a follower server.
+    let mut page = server.connect().await;
+    let introduce = serde_json::json!({"type": "introduce", "name": "learner1"}).to_string();
+    assert_eq!(refusal(&mut page, &introduce).await.map(|r| r.code), Some(ErrorCode::Forbidden));
+    // Nothing but the WebSocket and the health check is there: no page, no run files.
+    let tcp = TcpStream::connect((link.host.as_str(), link.port)).await.unwrap();
+    let name = ServerName::try_from(link.host.clone()).unwrap();
+    let mut tls = TlsConnector::from(pinned_client(&link.fingerprint)).connect(name, tcp).await.unwrap();
+    let request = format!("GET /api/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n", link.token);
+    tokio::io::AsyncWriteExt::write_all(&mut tls, request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut tls, &mut answer).await.unwrap_or_default();
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_class_link_disconnects_the_old_ones_followers_and_a_removed_follower_goes() {
+    let class_dir = temp_dir("class-renew");
+    let (server, link) = instructor("class-renew", class_dir.path());
+    let mut instructor = server.connect().await;
+    let shown = |m: &ServerMessage| match m {
+        ServerMessage::ClassLink { link: Some(Secret(text)) } => Some(text.clone()),
+        _ => None,
+    };
+    assert_eq!(instructor.recv_until(WAIT, shown).await, link.to_string(), "the page shows the class link to the instructor");
+
+    // Two followers introduce themselves; the instructor's roster shows them.
+    let mut first = follower_socket(&link, &link.token).await.unwrap();
+    let mut second = follower_socket(&link, &link.token).await.unwrap();
+    for (client, name) in [(&mut first, "learner1"), (&mut second, "learner2")] {
+        client.send(&ClientMessage::Introduce(scalebook_shared::protocol::Introduction { name: name.into(), runs: None })).await;
+        client.send(&ClientMessage::Follow { following: true }).await;
+    }
+    let roster = instructor
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::Roster { followers }
+                if followers.iter().filter(|f| f.following && f.name.starts_with("learner")).count() == 2 =>
+            {
+                Some(followers.clone())
+            }
+            _ => None,
+        })
+        .await;
+    let learner2: &Follower = roster.iter().find(|f| f.name == "learner2").unwrap();
+
+    // The instructor removes learner2: its connection ends, saying why.
+    instructor.send(&ClientMessage::RemoveFollower { follower: learner2.id }).await;
+    let frame = second.closed(WAIT).await.expect("no close frame");
+    assert_eq!(u16::from(frame.code), 4403);
+    assert!(frame.reason.contains("removed"), "{}", frame.reason);
+
+    // A new class link: the old one's followers are disconnected, the old token no longer
+    // opens anything, and the instructor's page gets the new link.
+    instructor.send(&ClientMessage::NewClassLink).await;
+    let frame = first.closed(Duration::from_secs(5)).await.expect("no close frame");
+    assert!(frame.reason.contains("new class link"), "{}", frame.reason);
+    let renewed = ClassLink::parse(&instructor.recv_until(WAIT, |m| shown(m).filter(|l| *l != link.to_string())).await).unwrap();
+    assert_ne!(renewed.token, link.token);
+    assert_eq!(renewed.fingerprint, link.fingerprint, "the certificate is kept");
+    assert!(follower_socket(&link, &link.token).await.err().is_some_and(|e| e.contains("401")));
+    assert!(follower_socket(&renewed, &renewed.token).await.is_ok());
+}
+
+/// A TCP relay in front of the class listener that the test can cut, as a network would.
+struct Relay {
+    port: u16,
+    up: Arc<AtomicBool>,
+    cut: Arc<tokio::sync::Notify>,
+}
+
+impl Relay {
+    async fn start(target: (String, u16)) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (up, cut) = (Arc::new(AtomicBool::new(true)), Arc::new(tokio::sync::Notify::new()));
+        let (up2, cut2) = (up.clone(), cut.clone());
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if !up2.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let Ok(mut outbound) = TcpStream::connect((target.0.as_str(), target.1)).await else { continue };
+                let cut = cut2.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        () = cut.notified() => {}
+                    }
+                });
+            }
+        });
+        Relay { port, up, cut }
+    }
+
+    /// Drops every connection through the relay and refuses new ones until [`Relay::restore`].
+    fn cut(&self) {
+        self.up.store(false, Ordering::SeqCst);
+        self.cut.notify_waiters();
+    }
+
+    fn restore(&self) {
+        self.up.store(true, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_server_relays_the_class_and_copies_every_point_exactly_once_across_an_outage() {
+    let keys = temp_dir("class-follow-keys");
+    let (instructor_server, link) = instructor("class-follow", keys.path());
+    let relay = Relay::start((link.host.clone(), link.port)).await;
+    let through_relay = ClassLink { port: relay.port, ..link.clone() };
+
+    // The learner's own server, joining with the class link from the environment.
+    let learner_keys = temp_dir("class-learner-keys");
+    let learner_env = [("SCALEBOOK_CLASS_LINK", through_relay.to_string()), ("XDG_DATA_HOME", learner_keys.path().display().to_string())];
+    let env: Vec<(&str, &str)> = learner_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let learner_server = Server::start_with_env("class-learner", &["--class-name", "learner1", "--share-runs"], &env);
+    let mut page = learner_server.connect().await;
+    class_state(&mut page, |s| matches!(s, ClassState::Joined { .. })).await;
+    page.send(&ClientMessage::Follow { following: true }).await;
+
+    // The instructor sees learner1 following, and runs and presents.
+    let mut instructor = instructor_server.connect().await;
+    instructor
+        .recv_until(WAIT, |m| {
+            matches!(m, ServerMessage::Roster { followers } if followers.iter().any(|f| f.name == "learner1" && f.following)).then_some(())
+        })
+        .await;
+    let id = instructor.launch("cpu_tiny", tiny_overrides(&["num_iters=60"])).await;
+    let local = RunId::parse(&format!("i-{id}")).unwrap();
+    let presentation =
+        Presentation { chapter: "data-parallel".into(), block: Some(1), element: Some(4), quiz: None, charts: Default::default() };
+    let mut shown = presentation.clone();
+    shown.charts.runs = vec![id.clone()];
+    instructor.send(&ClientMessage::Present { presentation: shown }).await;
+    let relayed = page
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::Presenting { presentation: Some(p) } if p.chapter == "data-parallel" => Some(p.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!(relayed.charts.runs, vec![local.clone()], "the charted run is the learner's copy");
+    assert_eq!((relayed.block, relayed.element), (presentation.block, presentation.element));
+
+    // The learner's page charts the instructor's run from its own server.
+    page.recv_until(WAIT, |m| matches!(m, ServerMessage::RunUpdate { run } if run.id == local).then_some(())).await;
+    page.send(&ClientMessage::Subscribe { run: local.clone(), after_seq: Some(0), after_log_seq: None }).await;
+    let mut seen = BTreeMap::new();
+    let first = page
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::Points { run, points } if *run == local => Some(points.clone()),
+            _ => None,
+        })
+        .await;
+    collect(&mut seen, &first);
+
+    // The network between the two servers goes for 10 s while the run trains (the page keeps
+    // what its server still had to send it).
+    relay.cut();
+    let mut outage = |m: &ServerMessage| match m {
+        ServerMessage::Points { run, points } if *run == local => {
+            collect(&mut seen, points);
+            None
+        }
+        ServerMessage::Class(ClassState::Connecting { .. }) => Some(()),
+        _ => None,
+    };
+    page.recv_until(WAIT, &mut outage).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    relay.restore();
+
+    // Every point reaches the learner's page exactly once, and the copy is the run's file.
+    let upstream = instructor_server.runs_dir.join(id.as_str());
+    let copy = learner_server.runs_dir.join(local.as_str());
+    instructor_server.wait_for(&id, |r| r.state().is_final().then_some(())).await;
+    let total = crate::harness::points_in_file(&upstream).len();
+    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+    while seen.len() < total {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if let ServerMessage::Points { run, points } = page.recv(left).await
+            && run == local
+        {
+            collect(&mut seen, &points);
+        }
+    }
+    crate::harness::assert_all_points(&seen, &upstream);
+    assert_eq!(crate::harness::points_in_file(&copy), crate::harness::points_in_file(&upstream));
+
+    // The learner cannot stop the instructor's run from their server.
+    let cancel = serde_json::json!({"type": "cancel", "run": local}).to_string();
+    let refused = refusal(&mut page, &cancel).await.expect("the learner cancelled the instructor's run");
+    assert_eq!(refused.code, ErrorCode::NotCancellable);
+    assert!(refused.message.contains("instructor"), "{}", refused.message);
+}
