@@ -32,6 +32,9 @@ pub const EVENTS_DIR: &str = "logs";
 pub const CHECKPOINTS_DIR: &str = "checkpoints";
 /// The step profiles, one Chrome-trace JSON file per rank ([`crate::profile::trace_file`]).
 pub const PROFILE_DIR: &str = "profile";
+/// A class run's files fetched from the instructor's class listener when a page asked for them
+/// (maps, profiles, the run's config and logs), kept under their names there with `/` as `__`.
+pub const UPSTREAM_DIR: &str = "upstream";
 /// The weather maps, a PNG per epoch and channel ([`crate::weather::map_file`]), listed in
 /// [`MAPS_INDEX`].
 pub const MAPS_DIR: &str = "maps";

@@ -15,17 +15,18 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use futures_util::{SinkExt, StreamExt};
-use scalebook_shared::charts::XAxis;
-use scalebook_shared::protocol::{Audience, ChartView, ClientMessage, Presentation, RunId, ServerMessage};
+use scalebook_shared::protocol::{ClientMessage, RunId};
 use tokio_tungstenite::tungstenite::Message;
 
-use self::support::{PeakRss, Seen, Socket, delay_summary, launch, mib, now, rss_kib, send, start_server, tiny_data, watch_run};
+use self::support::{
+    PeakRss, Seen, SentAt, delay_summary, launch, mib, place, rss_kib, send, start_server, tiny_data, until_all_follow, watch_run,
+};
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -46,9 +47,6 @@ struct Args {
     interval_ms: u64,
 }
 
-/// When the instructor sent each place (`nav-K` is place K).
-type SentAt = Arc<Mutex<Vec<f64>>>;
-
 /// What one follower saw.
 struct Followed {
     seen: Seen,
@@ -56,20 +54,6 @@ struct Followed {
     navigation: Vec<f64>,
     /// The last place it was sent.
     last: Option<usize>,
-}
-
-fn place(k: usize, run: &RunId) -> Presentation {
-    Presentation {
-        chapter: format!("nav-{k}"),
-        block: Some((k % 7) as u32),
-        element: Some(k as u32),
-        quiz: k.is_multiple_of(3).then_some(1),
-        charts: ChartView {
-            runs: vec![run.clone()],
-            axis: if k.is_multiple_of(2) { XAxis::Step } else { XAxis::Relative },
-            smoothing: 0.6,
-        },
-    }
 }
 
 /// One follower: follows the presentation and charts the run until it ends.
@@ -80,31 +64,13 @@ async fn follow(url: String, id: RunId, connected: Arc<AtomicU64>, sent_at: Sent
     connected.fetch_add(1, Ordering::SeqCst);
     let (mut navigation, mut last) = (Vec::new(), None);
     let seen = watch_run(&mut ws, &id, |message, received| {
-        if let ServerMessage::Presenting { presentation: Some(p) } = message
-            && let Some(k) = p.chapter.strip_prefix("nav-").and_then(|k| k.parse::<usize>().ok())
-        {
-            let sent = sent_at.lock().unwrap()[k];
-            navigation.push(received - sent);
+        if let Some((k, delay)) = sent_at.delay(message, received) {
+            navigation.push(delay);
             last = Some(k);
         }
     })
     .await;
     Followed { seen, navigation, last }
-}
-
-/// Reads the instructor's messages until it is told that `viewers` follow; how long that took.
-async fn until_all_follow(instructor: &mut Socket, viewers: usize) -> Duration {
-    let started = Instant::now();
-    let all = Audience { viewers: viewers as u32, following: viewers as u32 };
-    while let Some(Ok(message)) = instructor.next().await {
-        if let Message::Text(text) = message
-            && let Ok(ServerMessage::Audience(audience)) = serde_json::from_str(text.as_str())
-            && audience == all
-        {
-            return started.elapsed();
-        }
-    }
-    panic!("the instructor's connection closed before everyone followed");
 }
 
 fn main() {
@@ -133,9 +99,9 @@ fn main() {
         // The instructor moves on every interval; its own messages are read and dropped.
         let (mut to_server, from_server) = instructor.split();
         let drain = tokio::spawn(from_server.for_each(|_| async {}));
-        for k in 0..args.navigations {
+        for _ in 0..args.navigations {
             tokio::time::sleep(Duration::from_millis(args.interval_ms)).await;
-            sent_at.lock().unwrap().push(now());
+            let k = sent_at.record();
             let present = ClientMessage::Present { presentation: place(k, &id) };
             to_server.send(Message::text(serde_json::to_string(&present).unwrap())).await.unwrap();
         }
@@ -143,17 +109,13 @@ fn main() {
 
         let (mut navigation, mut points) = (Vec::new(), Vec::new());
         let (mut reached_last, mut complete) = (0, 0);
-        let in_file = |id: &RunId| {
-            let metrics = scratch.join("runs").join(id.as_str()).join(scalebook_shared::rundir::METRICS);
-            std::fs::read_to_string(metrics).unwrap().lines().count()
-        };
         let mut followed = Vec::new();
         for follower in followers {
             followed.push(follower.await.unwrap());
         }
         let peak = peak.stop();
         drain.abort();
-        let lines = in_file(&id);
+        let lines = server.metrics_lines(&id);
         for f in followed {
             navigation.extend(f.navigation);
             points.extend(f.seen.delays);

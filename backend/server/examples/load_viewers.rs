@@ -77,10 +77,7 @@ fn main() {
             points.push(seen.points);
         }
         let peak = peak.stop();
-        let in_file = std::fs::read_to_string(scratch.join("runs").join(id.as_str()).join(scalebook_shared::rundir::METRICS))
-            .unwrap()
-            .lines()
-            .count();
+        let in_file = server.metrics_lines(&id);
         let complete = points.iter().filter(|&&p| p == in_file).count();
         println!("viewers: {} (all connected and subscribed in {:.2} s)", args.viewers, connect_time.as_secs_f64());
         println!("run: {} with num_iters={}, {in_file} points, {:.1} s", args.config, args.iters, started.elapsed().as_secs_f64());

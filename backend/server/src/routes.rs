@@ -18,7 +18,7 @@ use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
 use crate::auth::{self, Keyring};
 use crate::base_path::BasePath;
-use crate::class::ClassKey;
+use crate::class::{ClassKey, upstream};
 use crate::state::AppState;
 use crate::{Error, api, headers, static_files, ws};
 
@@ -42,6 +42,7 @@ pub fn router(state: Arc<AppState>, static_dir: PathBuf, keyring: Keyring) -> Re
         .route("/data/sample", get(api::data_sample))
         .route("/code", get(api::code))
         .route("/ws", get(ws::upgrade))
+        .route_layer(from_fn_with_state(state.clone(), upstream::class_run_files))
         .layer(from_fn_with_state(keyring, auth::authorize));
     Ok(Router::new()
         .nest("/api", api)
@@ -52,12 +53,19 @@ pub fn router(state: Arc<AppState>, static_dir: PathBuf, keyring: Keyring) -> Re
 }
 
 /// The class listener's app: the WebSocket a follower server joins through (the presentation
-/// and the instructor's runs; every launch, cancel and submission refused by its role) and
-/// the health check, for the follower token alone. No page, no files, nothing else.
+/// and the instructor's runs; every launch, cancel and submission refused by its role), the
+/// files of the instructor's own runs, and the health check, for the follower token alone.
+/// No page, no run list, no configs, nothing else.
 pub fn class_router(state: Arc<AppState>, key: Arc<ClassKey>) -> Router {
     let api = Router::new()
         .route("/health", get(api::health))
+        .route("/runs/{id}/files/{name}", get(api::run_file))
+        .route("/runs/{id}/profile", get(api::run_profile))
+        .route("/runs/{id}/profile/{rank}", get(api::run_profile_trace))
+        .route("/runs/{id}/maps", get(api::run_maps))
+        .route("/runs/{id}/maps/{file}", get(api::run_map))
         .route("/ws", get(ws::upgrade))
+        .route_layer(from_fn_with_state(state.clone(), upstream::instructors_runs_only))
         .layer(from_fn_with_state(Keyring::Class(key), auth::authorize));
     Router::new().nest("/api", api).layer(request_log()).with_state(state)
 }

@@ -1,26 +1,36 @@
 //! What the load benchmarks share: a real `scalebook serve` on a free port with the tutorial's
-//! configs and a tiny synthetic dataset, its memory, and the statistics they report.
+//! configs and a tiny synthetic dataset, its memory, the instructor's moves and the room's
+//! head count, and the statistics they report.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::{SinkExt, StreamExt};
+use scalebook_server::executor::process;
+use scalebook_shared::charts::XAxis;
 use scalebook_shared::config::data_dir_overrides;
-use scalebook_shared::protocol::{ClientMessage, RunId, ServerMessage};
+use scalebook_shared::protocol::{Audience, ChartView, ClientMessage, Presentation, RunHandle, RunId, RunRecord, ServerMessage};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::tungstenite::Message;
 
-pub type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+/// A client's WebSocket: a page's plain one by default, or any other stream under it (a
+/// follower's TLS to a class listener).
+pub type Socket<S = tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> = tokio_tungstenite::WebSocketStream<S>;
 
-/// A server started for a benchmark, killed when dropped.
+/// A server started for a benchmark, killed when dropped, with the runs it started: a
+/// benchmark that fails half-way leaves no trainer behind.
 pub struct Served {
     pub child: Child,
     /// `host:port`.
     pub addr: String,
     pub token: String,
     pub viewer_token: String,
+    /// The class link it printed (with `--class-listen` and `--print-links`).
+    pub class_link: Option<String>,
+    pub runs_dir: PathBuf,
 }
 
 impl Served {
@@ -28,12 +38,27 @@ impl Served {
     pub fn ws_url(&self, token: &str) -> String {
         format!("ws://{}/api/ws?token={token}", self.addr)
     }
+
+    /// The lines of run `id`'s metrics file: one point each.
+    pub fn metrics_lines(&self, id: &RunId) -> usize {
+        let metrics = self.runs_dir.join(id.as_str()).join(scalebook_shared::rundir::METRICS);
+        std::fs::read_to_string(metrics).unwrap_or_default().lines().count()
+    }
 }
 
 impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A run's processes are a group of their own, which outlives its server by design.
+        let records = std::fs::read_dir(&self.runs_dir).into_iter().flatten().flatten();
+        for record in records.filter_map(|entry| std::fs::read_to_string(entry.path().join("run.json")).ok()) {
+            if let Ok(RunRecord { handle: Some(RunHandle::Local { pgid, start_ticks }), .. }) = serde_json::from_str(&record)
+                && process::leader_alive(pgid, start_ticks)
+            {
+                let _ = process::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+            }
+        }
     }
 }
 
@@ -68,17 +93,26 @@ pub fn workspace() -> PathBuf {
 
 /// Starts the server with a stub page, its runs and data in `scratch`.
 pub fn start_server(scratch: &Path, extra_args: &[&str]) -> Served {
+    start_server_with(scratch, extra_args, &[])
+}
+
+/// As [`start_server`], with `env` added to the server's environment.
+pub fn start_server_with(scratch: &Path, extra_args: &[&str], env: &[(&str, &str)]) -> Served {
     let workspace = workspace();
     let stat = scratch.join("static");
     std::fs::create_dir_all(stat.join("dist")).unwrap();
     std::fs::write(stat.join(scalebook_server::static_files::PAGE), "<!doctype html>").unwrap();
+    // The data root must exist, even for a server that trains nothing.
+    std::fs::create_dir_all(scratch.join("data")).unwrap();
+    let runs_dir = scratch.join("runs");
     let mut child = Command::new(binary("scalebook"))
         // Warnings only: 500 viewers' connections would fill the terminal.
         .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
         .args(["serve", "--port", "0", "--static-dir"])
         .arg(&stat)
         .arg("--runs-dir")
-        .arg(scratch.join("runs"))
+        .arg(&runs_dir)
         .arg("--yaml-config")
         .arg(workspace.join("config/ViT.yaml"))
         .arg("--data-root")
@@ -91,12 +125,15 @@ pub fn start_server(scratch: &Path, extra_args: &[&str]) -> Served {
     let stdout = child.stdout.take().unwrap();
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
     let token_of = |line: &str| line.rsplit_once("#token=").map(|(_, token)| token.to_owned());
-    let mut viewer_token = None;
+    // The class and viewer links come before the ready line (which comes last).
+    let (mut viewer_token, mut class_link) = (None, None);
     let url = lines
         .find_map(|l| {
             let line = l.ok()?;
             if line.starts_with("Viewer link") {
                 viewer_token = token_of(&line);
+            } else if line.starts_with("Class link") {
+                class_link = line.split_whitespace().last().map(str::to_owned);
             }
             line.strip_prefix("Scalebook is ready: http://").map(str::to_owned)
         })
@@ -104,7 +141,8 @@ pub fn start_server(scratch: &Path, extra_args: &[&str]) -> Served {
     // Keep draining the server's output so it never blocks on a full pipe.
     std::thread::spawn(move || lines.for_each(drop));
     let (addr, token) = url.split_once("/#token=").expect("a token URL");
-    Served { child, addr: addr.to_owned(), token: token.to_owned(), viewer_token: viewer_token.expect("no viewer link") }
+    let viewer_token = viewer_token.expect("no viewer link");
+    Served { child, addr: addr.to_owned(), token: token.to_owned(), viewer_token, class_link, runs_dir }
 }
 
 /// The tiny synthetic dataset the tests use (40 x 80 grid, one year), as launch overrides.
@@ -120,7 +158,7 @@ pub fn tiny_data(scratch: &Path) -> Vec<String> {
     data_dir_overrides(&dir.display().to_string())
 }
 
-pub async fn send(ws: &mut Socket, message: &ClientMessage) {
+pub async fn send<S: AsyncRead + AsyncWrite + Unpin>(ws: &mut Socket<S>, message: &ClientMessage) {
     ws.send(Message::text(serde_json::to_string(message).unwrap())).await.unwrap();
 }
 
@@ -153,7 +191,8 @@ pub async fn launch(ws: &mut Socket, config: &str, overrides: &[String]) -> RunI
     }
 }
 
-/// The highest resident memory of `pid` seen every 100 ms while it is sampled.
+/// The highest resident memory of a process (or of several together) seen every 100 ms while
+/// it is sampled.
 pub struct PeakRss {
     peak: Arc<AtomicU64>,
     sampler: tokio::task::JoinHandle<()>,
@@ -161,12 +200,18 @@ pub struct PeakRss {
 
 impl PeakRss {
     pub fn sample(pid: u32) -> PeakRss {
-        let peak = Arc::new(AtomicU64::new(rss_kib(pid)));
+        PeakRss::sample_all(vec![pid])
+    }
+
+    /// The highest total resident memory of the processes `pids` together.
+    pub fn sample_all(pids: Vec<u32>) -> PeakRss {
+        let total = move || pids.iter().map(|&pid| rss_kib(pid)).sum();
+        let peak = Arc::new(AtomicU64::new(total()));
         let sampler = tokio::spawn({
             let peak = peak.clone();
             async move {
                 loop {
-                    peak.fetch_max(rss_kib(pid), Ordering::SeqCst);
+                    peak.fetch_max(total(), Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }
@@ -191,7 +236,11 @@ pub struct Seen {
 
 /// Records the points of run `id` arriving on `ws` (subscribed just before) until the run has
 /// ended and its last points are in, handing every message to `also` with its time of receipt.
-pub async fn watch_run(ws: &mut Socket, id: &RunId, mut also: impl FnMut(&ServerMessage, f64)) -> Seen {
+pub async fn watch_run<S: AsyncRead + AsyncWrite + Unpin>(
+    ws: &mut Socket<S>,
+    id: &RunId,
+    mut also: impl FnMut(&ServerMessage, f64),
+) -> Seen {
     let subscribed = now();
     let mut seen = Seen { delays: Vec::new(), points: 0 };
     let mut ended = false;
@@ -218,4 +267,62 @@ pub async fn watch_run(ws: &mut Socket, id: &RunId, mut also: impl FnMut(&Server
         also(&message, received);
     }
     seen
+}
+
+/// When the instructor sent each place (`nav-K` is place K), shared with every follower.
+#[derive(Clone, Default)]
+pub struct SentAt(Arc<Mutex<Vec<f64>>>);
+
+impl SentAt {
+    /// Place K is sent now: K is the number of places sent before.
+    pub fn record(&self) -> usize {
+        let mut sent = self.0.lock().unwrap();
+        sent.push(now());
+        sent.len() - 1
+    }
+
+    /// How many places were sent.
+    pub fn count(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// The place a `presenting` message received at `received` shows, and the seconds since
+    /// the instructor sent it; `None` for any other message.
+    pub fn delay(&self, message: &ServerMessage, received: f64) -> Option<(usize, f64)> {
+        let ServerMessage::Presenting { presentation: Some(p) } = message else { return None };
+        let k = p.chapter.strip_prefix("nav-")?.parse::<usize>().ok()?;
+        Some((k, received - self.0.lock().unwrap()[k]))
+    }
+}
+
+/// The instructor's place K: each move changes the chapter, block, element, quiz and axis, with
+/// `run` charted.
+pub fn place(k: usize, run: &RunId) -> Presentation {
+    Presentation {
+        chapter: format!("nav-{k}"),
+        block: Some((k % 7) as u32),
+        element: Some(k as u32),
+        quiz: k.is_multiple_of(3).then_some(1),
+        charts: ChartView {
+            runs: vec![run.clone()],
+            axis: if k.is_multiple_of(2) { XAxis::Step } else { XAxis::Relative },
+            smoothing: 0.6,
+        },
+    }
+}
+
+/// Reads the instructor's messages until it is told that `viewers` watch and all of them
+/// follow; how long that took.
+pub async fn until_all_follow(instructor: &mut Socket, viewers: usize) -> Duration {
+    let started = Instant::now();
+    let all = Audience { viewers: viewers as u32, following: viewers as u32 };
+    while let Some(Ok(message)) = instructor.next().await {
+        if let Message::Text(text) = message
+            && let Ok(ServerMessage::Audience(audience)) = serde_json::from_str(text.as_str())
+            && audience == all
+        {
+            return started.elapsed();
+        }
+    }
+    panic!("the instructor's connection closed before everyone followed");
 }

@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use rustls::pki_types::ServerName;
 use scalebook_shared::metrics::tags;
 use scalebook_shared::protocol::{
     ClassLink, ClassState, ClientMessage, Introduction, MAX_FOLLOWER_NAME_LEN, MAX_SUMMARISED_RUNS, PROTOCOL_VERSION, RunSummary,
@@ -26,20 +25,17 @@ use scalebook_shared::rundir;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_rustls::TlsConnector;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 use self::mirror::Mirror;
-use super::tls;
+use super::tls::{self, Unreached};
 use crate::classroom::Classroom;
 use crate::runs::{RunManager, is_class_run};
 use crate::store;
 use crate::ws::CLOSE_DISMISSED;
 
-/// How long reaching the class listener may take, TCP and TLS each.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest wait between two attempts to reach a class listener that is away.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// How often the learner's run summaries are looked at (and sent, when they changed).
@@ -82,7 +78,8 @@ pub struct Following {
     classroom: Arc<Classroom>,
     me: Me,
     state: watch::Sender<ClassState>,
-    task: Mutex<Option<JoinHandle<()>>>,
+    /// The link of the class followed now, and the task following it.
+    following: Mutex<Option<(ClassLink, JoinHandle<()>)>>,
 }
 
 /// How a connection to the class ended.
@@ -99,7 +96,7 @@ fn lost(why: impl Into<String>) -> Ended {
 
 impl Following {
     pub fn new(runs: Arc<RunManager>, classroom: Arc<Classroom>, me: Me) -> Arc<Following> {
-        Arc::new(Following { runs, classroom, me, state: watch::Sender::new(ClassState::Alone), task: Mutex::default() })
+        Arc::new(Following { runs, classroom, me, state: watch::Sender::new(ClassState::Alone), following: Mutex::default() })
     }
 
     /// Where this server stands with its class, now and at every change.
@@ -107,20 +104,28 @@ impl Following {
         self.state.subscribe()
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(ClassLink, JoinHandle<()>)>> {
+        self.following.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The link of the class this server follows, if it follows one.
+    pub fn link(&self) -> Option<ClassLink> {
+        self.lock().as_ref().map(|(link, _)| link.clone())
+    }
+
     /// Follows the class of `link` (instead of any other).
     pub fn join(self: &Arc<Self>, link: ClassLink) {
         tracing::info!(address = %link.address(), "joining a class");
-        let task = tokio::spawn(self.clone().follow(link));
-        let previous = self.task.lock().unwrap_or_else(|p| p.into_inner()).replace(task);
-        if let Some(previous) = previous {
+        let task = tokio::spawn(self.clone().follow(link.clone()));
+        if let Some((_, previous)) = self.lock().replace((link, task)) {
             previous.abort();
         }
     }
 
     /// Stops following: the instructor's presentation no longer stands here.
     pub async fn leave(&self) {
-        let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(task) = task {
+        let taken = self.lock().take();
+        if let Some((_, task)) = taken {
             task.abort();
         }
         self.state.send_replace(ClassState::Alone);
@@ -302,27 +307,15 @@ fn closed(frame: Option<CloseFrame>) -> Ended {
     }
 }
 
-/// Reaches the class listener of `link`: TCP, TLS with its certificate pinned, the WebSocket
-/// upgrade with the follower token in a header (never in the URL).
+/// Reaches the class listener of `link` and opens its WebSocket, with the follower token in a
+/// header (never in the URL).
 async fn connect(link: &ClassLink) -> Result<Socket, Ended> {
-    let address = link.address();
-    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((link.host.as_str(), link.port)))
-        .await
-        .map_err(|_| lost(format!("{address} did not answer within {} s", CONNECT_TIMEOUT.as_secs())))?
-        .map_err(|e| lost(format!("cannot reach {address}: {e}")))?;
-    let name = ServerName::try_from(link.host.clone()).map_err(|e| Ended::Refused(format!("the class link's host is unusable: {e}")))?;
-    let tls = tokio::time::timeout(CONNECT_TIMEOUT, TlsConnector::from(tls::pinned_client(&link.fingerprint)).connect(name, tcp))
-        .await
-        .map_err(|_| lost(format!("{address} did not finish the TLS handshake")))?
-        .map_err(|e| match tls::mismatch_in(&e) {
-            Some(mismatch) => Ended::Refused(format!(
-                "{mismatch}: this is not the instructor's class listener (a wrong link, or someone in between); ask your instructor for the class link again"
-            )),
-            None => lost(format!("TLS with {address} failed: {e}")),
-        })?;
-    let mut request = format!("wss://{address}/api/ws").into_client_request().map_err(|e| Ended::Refused(e.to_string()))?;
-    let bearer = format!("Bearer {}", link.token).parse().map_err(|_| Ended::Refused("the class link's token is unusable".into()))?;
-    request.headers_mut().insert("authorization", bearer);
+    let tls = tls::reach(link).await.map_err(|unreached| match unreached {
+        Unreached::Refused(reason) => Ended::Refused(reason),
+        Unreached::Away(why) => lost(why),
+    })?;
+    let mut request = format!("wss://{}/api/ws", link.address()).into_client_request().map_err(|e| Ended::Refused(e.to_string()))?;
+    request.headers_mut().insert("authorization", tls::bearer(link).map_err(Ended::Refused)?);
     match tokio_tungstenite::client_async(request, tls).await {
         Ok((socket, _)) => Ok(socket),
         Err(tungstenite::Error::Http(response)) if response.status() == 401 => Err(Ended::Refused(

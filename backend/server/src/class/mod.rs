@@ -12,14 +12,22 @@
 pub mod follow;
 pub mod listener;
 pub mod tls;
+pub mod upstream;
 
 use std::path::{Path, PathBuf};
 
-use scalebook_shared::protocol::{ClassLink, FOLLOWER_TOKEN_LEN};
+use scalebook_shared::protocol::{ClassLink, FOLLOWER_TOKEN_LEN, RunRecord};
 use tokio::sync::watch;
 
 use crate::Error;
 use crate::auth::Token;
+use crate::runs::is_class_run;
+
+/// Whether the class listener shows a run to its followers: the instructor's own runs only
+/// (not a learner's run of `--viewer-runs`, nor the runs of a class this server follows).
+pub fn for_followers(record: &RunRecord) -> bool {
+    record.learner.is_none() && !is_class_run(record)
+}
 
 /// The follower token's file in the class directory.
 const TOKEN_FILE: &str = "follower-token";

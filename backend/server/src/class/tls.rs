@@ -6,12 +6,17 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, ring};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, OtherError, ServerConfig, SignatureScheme};
+use scalebook_shared::protocol::ClassLink;
 use sha2::{Digest, Sha256};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 use crate::Error;
 use crate::auth::hex;
@@ -154,6 +159,42 @@ impl ServerCertVerifier for PinnedCertificate {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.provider.signature_verification_algorithms.supported_schemes()
     }
+}
+
+/// How long reaching the class listener may take, TCP and TLS each.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the class listener of a link could not be reached.
+pub enum Unreached {
+    /// Not worth trying again: the reason, for the learner.
+    Refused(String),
+    /// Away for now: what happened.
+    Away(String),
+}
+
+/// A TLS connection to the class listener of `link`, its certificate pinned.
+pub async fn reach(link: &ClassLink) -> Result<TlsStream<TcpStream>, Unreached> {
+    let address = link.address();
+    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((link.host.as_str(), link.port)))
+        .await
+        .map_err(|_| Unreached::Away(format!("{address} did not answer within {} s", CONNECT_TIMEOUT.as_secs())))?
+        .map_err(|e| Unreached::Away(format!("cannot reach {address}: {e}")))?;
+    let name =
+        ServerName::try_from(link.host.clone()).map_err(|e| Unreached::Refused(format!("the class link's host is unusable: {e}")))?;
+    tokio::time::timeout(CONNECT_TIMEOUT, TlsConnector::from(pinned_client(&link.fingerprint)).connect(name, tcp))
+        .await
+        .map_err(|_| Unreached::Away(format!("{address} did not finish the TLS handshake")))?
+        .map_err(|e| match mismatch_in(&e) {
+            Some(mismatch) => Unreached::Refused(format!(
+                "{mismatch}: this is not the instructor's class listener (a wrong link, or someone in between); ask your instructor for the class link again"
+            )),
+            None => Unreached::Away(format!("TLS with {address} failed: {e}")),
+        })
+}
+
+/// The `Authorization` header that presents the link's follower token.
+pub fn bearer(link: &ClassLink) -> Result<axum::http::HeaderValue, String> {
+    format!("Bearer {}", link.token).parse().map_err(|_| "the class link's token is unusable".to_owned())
 }
 
 #[cfg(test)]

@@ -19,11 +19,11 @@ use super::limits::RateLimiter;
 use super::outbox::Outbox;
 use crate::Error;
 use crate::auth::Token;
-use crate::class::ClassKey;
+use crate::class::{ClassKey, for_followers};
 use crate::classroom::{AUDIENCE_SETTLE, Roster, Seat};
 use crate::learners::{self, LearnerLaunch};
 use crate::plan::{self, LaunchPlan};
-use crate::runs::{RunManager, is_class_run};
+use crate::runs::RunManager;
 use crate::state::AppState;
 use crate::stream::Subscription;
 use crate::wire::encode;
@@ -464,10 +464,9 @@ pub async fn forward_audience(mut audiences: watch::Receiver<Audience>, out: Out
     }
 }
 
-/// Whether a connection of `role` sees `record`: a follower server only the instructor's own
-/// runs (not the learners' of `--viewer-runs`, nor a class this server follows itself).
-pub fn shown_to(role: Role, record: &RunRecord) -> bool {
-    role != Role::Follower || (record.learner.is_none() && !is_class_run(record))
+/// Whether a connection of `role` sees `record` (a follower server: see [`for_followers`]).
+fn shown_to(role: Role, record: &RunRecord) -> bool {
+    role != Role::Follower || for_followers(record)
 }
 
 /// Forwards every run's changes (those its role sees) to one connection; one that fell behind

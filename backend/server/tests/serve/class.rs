@@ -14,6 +14,7 @@ use scalebook_server::class::tls::pinned_client;
 use scalebook_shared::protocol::{
     ClassLink, ClassState, ClientMessage, ErrorCode, Follower, PROTOCOL_VERSION, Presentation, Role, RunId, Secret, ServerMessage,
 };
+use scalebook_shared::weather::MapIndex;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
@@ -286,6 +287,19 @@ async fn a_follower_server_relays_the_class_and_copies_every_point_exactly_once_
     }
     crate::harness::assert_all_points(&seen, &upstream);
     assert_eq!(crate::harness::points_in_file(&copy), crate::harness::points_in_file(&upstream));
+
+    // The maps and the config, which the socket does not carry, come from upstream when the
+    // page asks, and stay readable once the instructor's server is gone.
+    let index = learner_server.get(&format!("/api/runs/{local}/maps"));
+    assert_eq!(index.status, 200, "{}", index.body);
+    let index: MapIndex = serde_json::from_str(&index.body).unwrap();
+    let map = &index.maps.last().expect("no maps upstream").file;
+    let png = learner_server.get(&format!("/api/runs/{local}/maps/{map}"));
+    assert!(png.status == 200 && png.bytes.starts_with(b"\x89PNG"), "{} {}", png.status, png.body);
+    assert_eq!(learner_server.get(&format!("/api/runs/{local}/files/config.yaml")).status, 200);
+    instructor_server.kill();
+    let kept = learner_server.get(&format!("/api/runs/{local}/maps/{map}"));
+    assert_eq!((kept.status, kept.bytes), (200, png.bytes));
 
     // The learner cannot stop the instructor's run from their server.
     let cancel = serde_json::json!({"type": "cancel", "run": local}).to_string();
