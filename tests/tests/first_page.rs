@@ -58,7 +58,7 @@ async fn the_app_loads_renders_chapters_and_navigates() -> anyhow::Result<()> {
     browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
 
     // A deep link opens its chapter directly; the pager links to its neighbours.
-    let origin = server.url.split("?token=").next().unwrap();
+    let origin = server.url.split(['?', '#']).next().unwrap();
     browser.client.goto(&format!("{origin}#/rank-groups")).await?;
     browser.wait_attr("article.chapter", "data-chapter", |c| c == "rank-groups").await?;
     browser.wait_attr("nav.pager a[rel=next]", "href", |h| h == "#/tensor-parallel").await?;

@@ -13,6 +13,7 @@ use scalebook_shared::weather::{CHANNELS, ERROR_PANEL, MAPPED_CHANNELS, MapEntry
 use super::data_fetch::fetch_json;
 use super::maps_legend::ColourLegend;
 use super::unique_id;
+use crate::net::object_url::{Picture, api_picture};
 use crate::net::urls;
 use crate::runs::Runs;
 
@@ -74,6 +75,11 @@ pub fn MapsBlock(run: Option<RunId>) -> impl IntoView {
         let (epoch, channel) = (epoch.get()?, channel.get());
         maps.with(|m| m.as_ref()?.iter().find(|e| e.epoch == epoch && e.channel == channel).cloned())
     });
+    let picture = api_picture(move || {
+        let (entry, id) = entry.get().zip(run.get())?;
+        let url = urls::api(&format!("runs/{id}/maps/{}", entry.file));
+        Some((entry, url))
+    });
     let position = move || epochs.with(|e| epoch.get().and_then(|x| e.iter().position(|y| *y == x)).unwrap_or(0));
     let slide = move |text: String| {
         let Ok(at) = text.parse::<usize>() else { return };
@@ -86,6 +92,9 @@ pub fn MapsBlock(run: Option<RunId>) -> impl IntoView {
         if let Some((asked, Err(message))) = answer.get()
             && asked == id
         {
+            return Some((true, message));
+        }
+        if let Some(message) = picture.with(|p| p.as_ref().and_then(|p| p.src.as_ref().err().cloned())) {
             return Some((true, message));
         }
         let ended = state.get().is_some_and(RunState::is_final);
@@ -144,11 +153,13 @@ pub fn MapsBlock(run: Option<RunId>) -> impl IntoView {
                 <div class="maps-panels">
                     {move || entry.get().map(|e| e.panels.iter().map(|p| view! { <span>{panel_title(p)}</span> }).collect_view())}
                 </div>
+                // The attributes describe the picture on screen, which may still be the previous
+                // one while the next loads.
                 <img class="maps-image map-image"
-                    src=move || entry.get().zip(run.get()).map(|(e, id)| urls::api(&format!("runs/{id}/maps/{}", e.file)))
-                    alt=move || entry.get().map(|e| describe(&e))
-                    data-epoch=move || entry.get().map(|e| e.epoch.to_string()).unwrap_or_default()
-                    data-channel=move || entry.get().map(|e| e.channel).unwrap_or_default() />
+                    src=move || picture.with(|p| p.as_ref().and_then(Picture::object_url))
+                    alt=move || picture.with(|p| p.as_ref().map(|p| describe(&p.of)))
+                    data-epoch=move || picture.with(|p| p.as_ref().map(|p| p.of.epoch.to_string()).unwrap_or_default())
+                    data-channel=move || picture.with(|p| p.as_ref().map(|p| p.of.channel.clone()).unwrap_or_default()) />
                 <figcaption>{move || entry.get().map(|e| describe(&e))}</figcaption>
                 {move || entry.get().map(|e| view! {
                     <ColourLegend palette=Palette::Sequential range=e.range units=e.units.clone() label="input, target, prediction".to_owned() />

@@ -1,8 +1,12 @@
-//! Plain HTTP GETs for the files the page reads once (chapters, configs, clusters, baseline).
-//! Everything live goes over the WebSocket: proxies buffer ordinary responses.
+//! Plain HTTP GETs for the files the page reads once (chapters, configs, clusters, baseline)
+//! and the pictures it shows (weather maps). Everything live goes over the WebSocket: proxies
+//! buffer ordinary responses. API requests carry the token as `Authorization: Bearer`, never in
+//! the URL, which proxies and servers write to their logs.
 
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
+
+use super::urls;
 
 /// The body of `url` as text, or a message saying why not (the server's own message for an
 /// API error, e.g. a missing token).
@@ -19,10 +23,27 @@ pub async fn bytes(url: &str) -> Result<Vec<u8>, String> {
     Ok(js_sys::Uint8Array::new(&body).to_vec())
 }
 
+/// The body of `url` as a blob (a picture, shown through an object URL), or why not.
+pub async fn blob(url: &str) -> Result<web_sys::Blob, String> {
+    let response = get(url).await?;
+    let body = JsFuture::from(response.blob().map_err(|e| describe(&e))?).await.map_err(|e| describe(&e))?;
+    body.dyn_into().map_err(|_| "the server's answer is not a file".to_owned())
+}
+
 /// The response to a GET of `url` when it succeeded; the server's message when it did not.
 async fn get(url: &str) -> Result<web_sys::Response, String> {
     let window = leptos::prelude::window();
-    let response = JsFuture::from(window.fetch_with_str(url)).await.map_err(|e| format!("cannot reach the server: {}", describe(&e)))?;
+    let init = web_sys::RequestInit::new();
+    init.set_method("GET");
+    // Only the API needs the token; the page's own files (chapters, the baseline) never see it.
+    if let Some(token) = urls::token().filter(|_| urls::is_api(url)) {
+        let headers = web_sys::Headers::new().map_err(|e| describe(&e))?;
+        headers.set("Authorization", &format!("Bearer {token}")).map_err(|e| describe(&e))?;
+        init.set_headers(&headers);
+    }
+    let response = JsFuture::from(window.fetch_with_str_and_init(url, &init))
+        .await
+        .map_err(|e| format!("cannot reach the server: {}", describe(&e)))?;
     let response: web_sys::Response = response.dyn_into().map_err(|_| "the fetch did not return a response".to_owned())?;
     if response.ok() {
         return Ok(response);
@@ -37,7 +58,10 @@ fn error_message(status: u16, body: &str) -> String {
         .ok()
         .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
         .unwrap_or_else(|| body.trim().chars().take(200).collect());
-    format!("HTTP {status}: {message}")
+    match status {
+        401 => format!("HTTP 401: {message}: {}", urls::UNAUTHORIZED_HINT),
+        _ => format!("HTTP {status}: {message}"),
+    }
 }
 
 fn describe(value: &wasm_bindgen::JsValue) -> String {
@@ -52,8 +76,8 @@ mod tests {
 
     #[wasm_bindgen_test]
     fn api_errors_show_the_servers_message() {
-        let body = r#"{"code": "unauthorized", "message": "missing token: open the URL"}"#;
-        assert_eq!(error_message(401, body), "HTTP 401: missing token: open the URL");
+        let body = r#"{"code": "unauthorized", "message": "missing token"}"#;
+        assert_eq!(error_message(401, body), format!("HTTP 401: missing token: {}", urls::UNAUTHORIZED_HINT));
         assert_eq!(error_message(404, "Not Found\n"), "HTTP 404: Not Found");
     }
 }

@@ -2,7 +2,8 @@
 //! lid, a restarted server) it reconnects with growing pauses and tells its owner, who
 //! resubscribes from the last sequence numbers it saw. A silent socket (no heartbeat for
 //! well over the server's 20 s period) counts as dropped, since a dead TCP connection can take
-//! minutes to report itself.
+//! minutes to report itself. A socket the server refused for its token is not tried again:
+//! the same token would be refused again, every half second.
 
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
@@ -23,6 +24,8 @@ pub enum ConnectionState {
     Reconnecting {
         attempt: u32,
     },
+    /// The server refused this page's token; given up until the page is opened again.
+    Refused,
 }
 
 impl ConnectionState {
@@ -32,6 +35,7 @@ impl ConnectionState {
             ConnectionState::Open => "connected".into(),
             ConnectionState::Reconnecting { attempt: 0 } => "reconnecting…".into(),
             ConnectionState::Reconnecting { attempt } => format!("reconnecting… (attempt {})", attempt + 1),
+            ConnectionState::Refused => "refused this page's link".into(),
         }
     }
 
@@ -41,6 +45,7 @@ impl ConnectionState {
             ConnectionState::Connecting => "connecting",
             ConnectionState::Open => "open",
             ConnectionState::Reconnecting { .. } => "reconnecting",
+            ConnectionState::Refused => "refused",
         }
     }
 }
@@ -166,17 +171,22 @@ impl Socket {
         }
     }
 
-    /// Drops the current socket (closed, failed or silent) and schedules the next attempt.
+    /// Closes the socket for good: the server refused this page's token.
+    pub fn give_up(&self) {
+        let mut inner = self.0.borrow_mut();
+        inner.close();
+        inner.state.set(ConnectionState::Refused);
+    }
+
+    /// Drops the current socket (closed, failed or silent) and schedules the next attempt,
+    /// unless the page gave up on it.
     fn abandon(&self) {
         let (delay, weak) = {
             let mut inner = self.0.borrow_mut();
-            if let Some(ws) = inner.ws.take() {
-                ws.set_onopen(None);
-                ws.set_onmessage(None);
-                ws.set_onclose(None);
-                let _ = ws.close();
+            inner.close();
+            if inner.state.get_untracked() == ConnectionState::Refused {
+                return;
             }
-            inner.retired = inner.handlers.take();
             let attempt = inner.failures;
             inner.failures = inner.failures.saturating_add(1);
             inner.state.set(ConnectionState::Reconnecting { attempt });
@@ -192,6 +202,21 @@ impl Socket {
         };
         if silent {
             self.abandon();
+        }
+    }
+}
+
+impl Inner {
+    /// Closes the socket, if any, and retires its handlers (one of them may be running now).
+    fn close(&mut self) {
+        if let Some(ws) = self.ws.take() {
+            ws.set_onopen(None);
+            ws.set_onmessage(None);
+            ws.set_onclose(None);
+            let _ = ws.close();
+        }
+        if let Some(handlers) = self.handlers.take() {
+            self.retired = Some(handlers);
         }
     }
 }
@@ -220,5 +245,6 @@ mod tests {
         assert_eq!(ConnectionState::Open.label(), "connected");
         assert_eq!(ConnectionState::Reconnecting { attempt: 2 }.label(), "reconnecting… (attempt 3)");
         assert_eq!(ConnectionState::Reconnecting { attempt: 0 }.name(), "reconnecting");
+        assert_eq!(ConnectionState::Refused.name(), "refused");
     }
 }

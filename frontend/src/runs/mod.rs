@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use leptos::prelude::*;
 use scalebook_shared::protocol::{
     Audience, ClientMessage, ClientRequest, ErrorCode, ErrorReport, LaunchRequest, Learner, LearnerRuns, PROTOCOL_VERSION, Presentation,
-    RunId, RunRecord, ServerInfo, ServerMessage, ServerReply,
+    RunId, RunRecord, Secret, ServerInfo, ServerMessage, ServerReply,
 };
 use send_wrapper::SendWrapper;
 
@@ -101,8 +101,10 @@ impl Runs {
     /// After every (re)connection: introduce ourselves, fetch the run list, and resume every
     /// stream from where it stopped.
     fn connected(&self) {
-        // A viewer's page presents the key of its earlier visits: its runs stay its own.
-        self.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, learner_key: learner::load_key() });
+        // The token goes first, in the message (the socket's URL carries none); a viewer's page
+        // also presents the key of its earlier visits, so its runs stay its own.
+        let token = urls::token().map(Secret);
+        self.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, token, learner_key: learner::load_key() });
         self.send(&ClientMessage::ListRuns);
         let resume: Vec<ClientMessage> =
             self.streams.with_value(|streams| streams.iter().map(|(id, stream)| stream.subscribe_message(id)).collect());
@@ -289,6 +291,19 @@ impl Runs {
 
     /// An error that answers no waiting request: about a run, or for the page as a whole.
     fn error(&self, report: ErrorReport) {
+        if report.code == ErrorCode::Unauthorized {
+            // The same token would be refused again: stop, and say what to open instead.
+            self.socket.with_value(|socket| {
+                if let Some(socket) = socket {
+                    socket.give_up();
+                }
+            });
+            self.notice.set(Some(format!(
+                "The server did not accept this page's access token, so nothing live can load: {}.",
+                urls::UNAUTHORIZED_HINT
+            )));
+            return;
+        }
         if let (ErrorCode::UnknownRun, Some(run)) = (report.code, &report.run) {
             // A charted run that is gone (its directory was removed): stop asking for it.
             self.streams.update_value(|s| {
