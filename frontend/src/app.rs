@@ -1,12 +1,13 @@
-//! The page frame: header with the classroom controls and the connection indicator, the table
-//! of contents, the current chapter (from the URL's `#/slug`), previous/next links, and
-//! keyboard navigation.
+//! The page frame: header with the classroom controls and the connection indicator (it stays at
+//! the top of the window), the table of contents, the current chapter (from the URL's
+//! `#/slug`), previous/next links, and keyboard navigation.
 
 use std::sync::Arc;
 
 use leptos::ev;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
+use wasm_bindgen::closure::Closure;
 
 use crate::chapters::{self, ChapterIndex, ChapterPage, Pager, TableOfContents};
 use crate::classroom::{Classroom, ClassroomControls};
@@ -53,8 +54,11 @@ pub fn App() -> impl IntoView {
         }
     });
 
+    let header = NodeRef::<leptos::html::Header>::new();
+    header.on_load(track_height);
+
     view! {
-        <header class="top">
+        <header class="top" node_ref=header>
             <h1>"Scalebook"</h1>
             <span class="tagline">"Deep Learning at Scale, step by step"</span>
             <span class="spacer"></span>
@@ -89,6 +93,24 @@ fn chapter_view(index: &ChapterIndex, slug: &str) -> AnyView {
         }
         .into_any(),
     }
+}
+
+/// Keeps `--header-height` (on the root element) at the sticky header's height, which grows when
+/// its controls wrap: the contents' sticky table and jumps to anchors (`scroll-padding-top`)
+/// then sit below the header, not under it.
+fn track_height(header: web_sys::HtmlElement) {
+    let measured = header.clone();
+    let resized = Closure::<dyn FnMut()>::new(move || {
+        let height = measured.get_bounding_client_rect().height();
+        if let Some(root) = document().document_element().and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok()) {
+            let _ = root.style().set_property("--header-height", &format!("{height}px"));
+        }
+    });
+    if let Ok(observer) = web_sys::ResizeObserver::new(resized.as_ref().unchecked_ref()) {
+        observer.observe(&header);
+    }
+    // The header lives as long as the page, and so does its observer's callback.
+    resized.forget();
 }
 
 /// Whether a key press belongs to a form field (arrow keys move its cursor, not the chapter).

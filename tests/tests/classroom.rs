@@ -1,7 +1,9 @@
 //! Presenter mode between two real pages under a proxy prefix: the instructor's page presents,
 //! a learner's page opened later through the viewer link lands where the instructor is and
 //! follows (chapter, open answer, runs charted, smoothing), breaks away when its learner picks
-//! another chapter, and catches up again; the instructor sees how many follow.
+//! another chapter, and catches up again; the instructor sees how many follow. A presentation
+//! outlives the presenter's reload, and a follower is taken through a chapter's opening text
+//! paragraph by paragraph, not only from block to block.
 
 use scalebook_e2e::notebook::{STEP_LOSS, launch_tiny_run, series_css};
 use scalebook_e2e::{Browser, PrefixProxy, Server, with_tiny_data};
@@ -69,6 +71,85 @@ async fn a_viewer_follows_the_presenting_instructor_and_can_break_away() -> anyh
     // Presenting stops: the learner's header shows nothing of the classroom any more.
     instructor.click(".classroom button.present").await?;
     viewer.wait_eval("document.querySelector('.classroom button') === null").await?;
+
+    viewer.close().await?;
+    instructor.close().await
+}
+
+/// The page of chapter `slug` with `token` in the fragment, as Scalebook prints its links.
+fn page(server: &Server, token: &str, slug: &str) -> String {
+    format!("http://{}/#/{slug}&token={token}", server.addr)
+}
+
+/// An instructor presenting `slug`, and a learner's page following it there.
+async fn presenting_and_following(server: &Server, slug: &str) -> anyhow::Result<(Browser, Browser)> {
+    let instructor = Browser::start().await?;
+    let viewer = Browser::start().await?;
+    instructor.client.goto(&page(server, &server.token, slug)).await?;
+    instructor.wait_attr(".connection", "data-state", |s| s == "open").await?;
+    instructor.click(".classroom button.present").await?;
+    instructor.wait_attr(".classroom button.present", "aria-pressed", |p| p == "true").await?;
+    viewer.client.goto(&page(server, VIEWER_TOKEN, "rank-groups")).await?;
+    viewer.wait_attr("article.chapter", "data-chapter", |c| c == slug).await?;
+    viewer.wait_attr(".classroom button.follow", "aria-pressed", |p| p == "true").await?;
+    Ok((instructor, viewer))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_presentation_goes_on_after_the_presenter_reloads() -> anyhow::Result<()> {
+    let workdir = with_tiny_data("scalebook-e2e-classroom-reload")?;
+    let server = Server::start_in(workdir.path(), &["--viewer-token", VIEWER_TOKEN])?;
+    let (instructor, viewer) = presenting_and_following(&server, "model-and-data").await?;
+    // Neither page's address shows its token any more.
+    for browser in [&instructor, &viewer] {
+        assert!(!browser.client.current_url().await?.as_str().contains("token"), "a token left in the address bar");
+    }
+
+    // The reloaded page presents again (it does not turn into a follower of its own stale
+    // presentation), and the room goes where it goes next.
+    instructor.client.refresh().await?;
+    instructor.wait_attr(".classroom button.present", "aria-pressed", |p| p == "true").await?;
+    assert!(instructor.attr(".classroom button.follow", "aria-pressed").await.is_none(), "the presenter was offered to follow");
+    instructor.click("nav.toc a[href='#/single-gpu']").await?;
+    viewer.wait_attr("article.chapter", "data-chapter", |c| c == "single-gpu").await?;
+    viewer.wait_attr(".classroom button.follow", "aria-pressed", |p| p == "true").await?;
+    instructor.wait_text(".classroom .audience", |t| t.starts_with("1 following")).await?;
+
+    viewer.close().await?;
+    instructor.close().await
+}
+
+/// The top of the window that a reader sees: the bottom of the sticky header.
+const HEADER_BOTTOM: &str = "document.querySelector('header.top').getBoundingClientRect().bottom";
+
+/// The opening paragraph of the chapter on screen that starts with `start`.
+fn paragraph(start: &str) -> String {
+    format!("Array.from(document.querySelectorAll('article.chapter .prose > *')).find(e => e.textContent.startsWith('{start}'))")
+}
+
+/// Whether `element` sits at the top of the window, just below the header.
+fn at_the_top(element: &str) -> String {
+    format!("Math.abs({element}.getBoundingClientRect().top - {HEADER_BOTTOM}) < 2")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_follows_the_instructor_through_a_chapters_opening_text() -> anyhow::Result<()> {
+    let workdir = with_tiny_data("scalebook-e2e-classroom-text")?;
+    let server = Server::start_in(workdir.path(), &["--viewer-token", VIEWER_TOKEN])?;
+    let (instructor, viewer) = presenting_and_following(&server, "profiling").await?;
+    // A paragraph of the profiling chapter long before its first block.
+    let target = paragraph("The profiles are recorded");
+    viewer.wait_eval(&format!("{target} && !({})", at_the_top(&target))).await?;
+
+    // The instructor reads on to it (no block is in view to follow by); the header keeps the
+    // class controls on screen.
+    let scroll = format!("const p = {target}; window.scrollTo(0, window.scrollY + p.getBoundingClientRect().top - {HEADER_BOTTOM})");
+    instructor.eval(&scroll).await?;
+    instructor.wait_eval(&at_the_top(&target)).await?;
+    instructor.wait_eval("document.querySelector('.classroom button.present').getBoundingClientRect().top >= 0").await?;
+    // The learner's window shows that paragraph at its top too, below its own header.
+    viewer.wait_eval(&at_the_top(&target)).await?;
+    viewer.wait_eval("document.querySelector('.classroom button.follow').getBoundingClientRect().top >= 0").await?;
 
     viewer.close().await?;
     instructor.close().await

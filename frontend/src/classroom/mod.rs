@@ -1,8 +1,10 @@
 //! Presenter mode, in the page. The instructor's page, while it presents, tells the server where
-//! it is (chapter, block in view, open quiz answer) and what its charts show; every page that
-//! follows goes there as each `presenting` arrives, until its learner breaks away. The server
-//! keeps the latest presentation and hands it to each new connection, so a late joiner lands
-//! where the instructor is. Provided as context by the app.
+//! it is (chapter, the block and the element of the text at the top of its window, open quiz
+//! answer) and what its charts show; every page that follows goes there as each `presenting`
+//! arrives, until its learner breaks away. The server keeps the latest presentation and hands
+//! it to each new connection, so a late joiner lands where the instructor is; the presenting
+//! tab remembers that it presents, so a reload carries on presenting. Provided as context by
+//! the app.
 
 mod controls;
 mod dom;
@@ -18,8 +20,13 @@ use leptos::prelude::*;
 use scalebook_shared::protocol::{ClientMessage, Presentation, Role};
 
 use crate::chapters;
+use crate::net::session_storage;
 use crate::runs::Runs;
-use model::{Dispatch, Outbox};
+use model::{Dispatch, Outbox, Place};
+
+/// Where a presenting tab notes that it presents (sessionStorage: this tab only, through its
+/// reloads), so a reload resumes the presentation rather than leaving the room on a stale one.
+const PRESENTING_KEY: &str = "scalebook-presenting";
 
 /// This page's part in the class: presenting, following, or neither.
 #[derive(Clone, Copy)]
@@ -33,7 +40,7 @@ pub struct Classroom {
     pub charts: RwSignal<Option<ChartControls>>,
     /// The chapter whose blocks are on the page, once its text is rendered.
     rendered: RwSignal<Option<String>>,
-    block_in_view: RwSignal<Option<u32>>,
+    place: RwSignal<Place>,
     open_quiz: RwSignal<Option<u32>>,
     /// What this page would present now.
     here: Memo<Presentation>,
@@ -50,17 +57,17 @@ impl Classroom {
     /// The classroom of the page whose chapter is `current`, talking through `runs`.
     pub fn start(runs: Runs, current: Signal<String>) -> Classroom {
         let charts = RwSignal::new(None);
-        let block_in_view = RwSignal::new(None);
+        let place = RwSignal::new(Place::default());
         let open_quiz = RwSignal::new(None);
         let here = Memo::new(move |_| {
-            runs.charted.with(|charted| model::presentation(&current.get(), block_in_view.get(), open_quiz.get(), charted, charts.get()))
+            runs.charted.with(|charted| model::presentation(&current.get(), place.get(), open_quiz.get(), charted, charts.get()))
         });
         let classroom = Classroom {
             presenting: RwSignal::new(false),
             following: RwSignal::new(false),
             charts,
             rendered: RwSignal::new(None),
-            block_in_view,
+            place,
             open_quiz,
             here,
             outbox: StoredValue::new(Outbox::default()),
@@ -90,7 +97,7 @@ impl Classroom {
         // Scroll events come at most once a frame, and only a presenting page measures.
         let _ = window_event_listener(ev::scroll, move |_| {
             if classroom.presenting.get_untracked() {
-                classroom.track_block();
+                classroom.track_place();
             }
         });
         classroom
@@ -99,12 +106,15 @@ impl Classroom {
     /// Presents this page, or stops. A presenting page does not follow.
     pub fn set_presenting(self, on: bool) {
         self.presenting.set(on);
+        if let Some(storage) = session_storage() {
+            let _ = if on { storage.set_item(PRESENTING_KEY, "1") } else { storage.remove_item(PRESENTING_KEY) };
+        }
         if on {
             if self.following.get_untracked() {
                 self.set_following(false);
             }
             self.outbox.update_value(Outbox::forget);
-            self.track_block();
+            self.track_place();
         } else {
             self.runs.send(&ClientMessage::StopPresenting);
         }
@@ -139,7 +149,7 @@ impl Classroom {
     /// start from their own spec.
     pub fn chapter_opened(self) {
         self.rendered.set(None);
-        self.block_in_view.set(None);
+        self.place.set(Place::default());
         self.open_quiz.set(None);
         self.charts.set(None);
         self.shown.set_value(None);
@@ -149,7 +159,7 @@ impl Classroom {
     pub fn chapter_rendered(self, chapter: &str) {
         self.rendered.set(Some(chapter.to_owned()));
         if self.presenting.get_untracked() {
-            self.track_block();
+            self.track_place();
         }
     }
 
@@ -166,11 +176,15 @@ impl Classroom {
 
     /// After every `welcome` (a new connection): a viewer's page follows by default, and the
     /// server, which counts followers per connection, hears it again; a presenting page
-    /// presents again in full.
+    /// presents again in full, and so does an instructor's tab that presented before a reload.
     fn welcomed(self, role: Role) {
         if !self.greeted.get_value() {
             self.greeted.set_value(true);
             self.following.set(role == Role::Viewer);
+            let presented_before = session_storage().and_then(|s| s.get_item(PRESENTING_KEY).ok().flatten()).is_some();
+            if role == Role::Instructor && presented_before {
+                self.set_presenting(true);
+            }
         }
         if self.following.get_untracked() {
             self.runs.send(&ClientMessage::Follow { following: true });
@@ -198,10 +212,10 @@ impl Classroom {
         }
     }
 
-    fn track_block(self) {
-        let block = dom::block_in_view();
-        if block != self.block_in_view.get_untracked() {
-            self.block_in_view.set(block);
+    fn track_place(self) {
+        let place = dom::place();
+        if place != self.place.get_untracked() {
+            self.place.set(place);
         }
     }
 
@@ -229,8 +243,8 @@ impl Classroom {
         if let Some(quiz) = steps.open_quiz {
             dom::set_answer_open(quiz, true);
         }
-        if let Some(block) = steps.scroll_to {
-            dom::scroll_to(block);
+        if let Some(target) = steps.scroll_to {
+            dom::scroll_to(target);
         }
         self.shown.set_value(Some(presented));
     }

@@ -18,14 +18,25 @@ pub struct ChartControls {
     pub smoothing: f64,
 }
 
+/// Where in its chapter a page is: what is at the top of its window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Place {
+    /// The block there (see [`first_in_view`]), by position among the chapter's blocks.
+    pub block: Option<u32>,
+    /// The top-level element there (a paragraph, a heading, a list, a block...), by position
+    /// among the chapter's top-level elements.
+    pub element: Option<u32>,
+}
+
 /// Where a page is and what its charts show, as the presentation it would send. A page with no
 /// chart controls yet (no chart block rendered) presents the protocol's defaults.
-pub fn presentation(chapter: &str, block: Option<u32>, quiz: Option<u32>, runs: &[RunId], controls: Option<ChartControls>) -> Presentation {
+pub fn presentation(chapter: &str, place: Place, quiz: Option<u32>, runs: &[RunId], controls: Option<ChartControls>) -> Presentation {
     let defaults = ChartView::default();
     let controls = controls.unwrap_or(ChartControls { axis: defaults.axis, smoothing: defaults.smoothing });
     Presentation {
         chapter: chapter.to_owned(),
-        block,
+        block: place.block,
+        element: place.element,
         quiz,
         charts: ChartView {
             runs: runs.iter().take(MAX_PRESENTED_RUNS).cloned().collect(),
@@ -87,10 +98,19 @@ impl Outbox {
     }
 }
 
+/// What a following page brings to the top of its window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scroll {
+    /// A top-level element of the chapter: the presenter's place in the text.
+    Element(u32),
+    /// A block, for a presentation that names no element.
+    Block(u32),
+}
+
 /// What a following page changes, in the chapter on its screen, to show a presentation.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Steps {
-    pub scroll_to: Option<u32>,
+    pub scroll_to: Option<Scroll>,
     /// The quiz answer this page opened for the presentation before, now closed.
     pub close_quiz: Option<u32>,
     pub open_quiz: Option<u32>,
@@ -104,8 +124,13 @@ pub fn steps(shown: Option<&Presentation>, next: &Presentation) -> Steps {
     let shown = shown.filter(|shown| shown.chapter == next.chapter);
     let changed = |part: fn(&Presentation) -> Option<u32>| shown.is_none_or(|shown| part(shown) != part(next));
     let controls = |p: &Presentation| ChartControls { axis: p.charts.axis, smoothing: p.charts.smoothing };
+    // The element is the finer place: the block only stands in for a presentation without one.
+    let scroll_to = match next.element {
+        Some(element) => Some(Scroll::Element(element)).filter(|_| changed(|p| p.element)),
+        None => next.block.map(Scroll::Block).filter(|_| changed(|p| p.block)),
+    };
     Steps {
-        scroll_to: next.block.filter(|_| changed(|p| p.block)),
+        scroll_to,
         close_quiz: shown.and_then(|shown| shown.quiz).filter(|_| changed(|p| p.quiz)),
         open_quiz: next.quiz.filter(|_| changed(|p| p.quiz)),
         charts: Some(controls(next)).filter(|c| shown.is_none_or(|shown| controls(shown) != *c)),
@@ -127,10 +152,16 @@ pub fn differs(presented: &Presentation, chapter: &str, runs: &[RunId], controls
         || controls.is_some_and(|c| c.axis != presented.charts.axis || c.smoothing != presented.charts.smoothing)
 }
 
-/// The block in view: the first one, in page order, not yet scrolled past the top of the window,
-/// given the bottom edges of the chapter's blocks relative to it.
-pub fn block_in_view(bottoms: impl IntoIterator<Item = f64>) -> Option<u32> {
-    bottoms.into_iter().position(|bottom| bottom > 0.0).and_then(|at| u32::try_from(at).ok())
+/// The first of a chapter's blocks or elements, in page order, not yet scrolled past `top` (the
+/// top of the window below the sticky header), given their bottom edges relative to the window.
+pub fn first_in_view(bottoms: impl IntoIterator<Item = f64>, top: f64) -> Option<u32> {
+    bottoms.into_iter().position(|bottom| bottom > top).and_then(|at| u32::try_from(at).ok())
+}
+
+/// The window's scroll position that puts an element whose top is at `element_top` (relative
+/// to the window, now scrolled to `scroll_y`) at `top`, just below the sticky header.
+pub fn scroll_target(scroll_y: f64, element_top: f64, top: f64) -> f64 {
+    (scroll_y + element_top - top).max(0.0)
 }
 
 /// The instructor's head count, as the header says it.
@@ -146,7 +177,7 @@ mod tests {
     use super::*;
 
     fn at(chapter: &str, block: Option<u32>, quiz: Option<u32>) -> Presentation {
-        presentation(chapter, block, quiz, &[], Some(ChartControls { axis: XAxis::Step, smoothing: 0.6 }))
+        presentation(chapter, Place { block, element: None }, quiz, &[], Some(ChartControls { axis: XAxis::Step, smoothing: 0.6 }))
     }
 
     fn run(id: &str) -> RunId {
@@ -156,11 +187,12 @@ mod tests {
     #[wasm_bindgen_test]
     fn a_page_presents_its_place_and_at_most_the_runs_the_server_takes() {
         let runs: Vec<RunId> = (0..MAX_PRESENTED_RUNS + 2).map(|i| run(&format!("r{i}"))).collect();
-        let p = presentation("single-gpu", Some(2), None, &runs, None);
+        let p = presentation("single-gpu", Place { block: Some(2), element: Some(7) }, None, &runs, None);
+        assert_eq!((p.block, p.element), (Some(2), Some(7)));
         assert_eq!(p.charts.runs, runs[..MAX_PRESENTED_RUNS]);
         assert_eq!((p.charts.axis, p.charts.smoothing), (ChartView::default().axis, ChartView::default().smoothing));
         assert!(p.problems().is_empty());
-        let wall = presentation("single-gpu", None, None, &[], Some(ChartControls { axis: XAxis::Wall, smoothing: 0.9 }));
+        let wall = presentation("single-gpu", Place::default(), None, &[], Some(ChartControls { axis: XAxis::Wall, smoothing: 0.9 }));
         assert_eq!((wall.charts.axis, wall.charts.smoothing), (XAxis::Wall, 0.9));
     }
 
@@ -190,7 +222,7 @@ mod tests {
         let first = at("a", Some(2), Some(4));
         // Arriving: everything.
         let all = steps(None, &first);
-        assert_eq!((all.scroll_to, all.close_quiz, all.open_quiz), (Some(2), None, Some(4)));
+        assert_eq!((all.scroll_to, all.close_quiz, all.open_quiz), (Some(Scroll::Block(2)), None, Some(4)));
         assert_eq!(all.charts, Some(ChartControls { axis: XAxis::Step, smoothing: 0.6 }));
         // Only the smoothing moved: the learner's scroll stays.
         let mut smoother = first.clone();
@@ -206,7 +238,25 @@ mod tests {
         assert_eq!(steps(Some(&first), &closed), Steps { close_quiz: Some(4), ..Steps::default() });
         // What was shown in another chapter is gone with it: nothing to close there.
         let elsewhere = at("b", Some(1), Some(4));
-        assert_eq!(steps(Some(&first), &elsewhere), Steps { scroll_to: Some(1), open_quiz: Some(4), ..all });
+        assert_eq!(steps(Some(&first), &elsewhere), Steps { scroll_to: Some(Scroll::Block(1)), open_quiz: Some(4), ..all });
+    }
+
+    #[wasm_bindgen_test]
+    fn a_follower_goes_to_the_presenters_place_in_the_text_not_only_to_blocks() {
+        let with_element = |block, element| Presentation { element, ..at("a", block, None) };
+        // The opening text, before any block: the element alone says where.
+        let opening = with_element(None, Some(3));
+        assert_eq!(steps(None, &opening).scroll_to, Some(Scroll::Element(3)));
+        // The next paragraph: scrolled to, though the block did not change.
+        let further = with_element(None, Some(4));
+        assert_eq!(steps(Some(&opening), &further).scroll_to, Some(Scroll::Element(4)));
+        // The element is the finer place: a block beside it is not scrolled to.
+        let at_block = with_element(Some(0), Some(6));
+        assert_eq!(steps(Some(&further), &at_block).scroll_to, Some(Scroll::Element(6)));
+        // The same place again (a smoothing moved): no scroll.
+        let mut smoother = at_block.clone();
+        smoother.charts.smoothing = 0.1;
+        assert_eq!(steps(Some(&at_block), &smoother).scroll_to, None);
     }
 
     #[wasm_bindgen_test]
@@ -231,11 +281,23 @@ mod tests {
     }
 
     #[wasm_bindgen_test]
-    fn the_block_in_view_is_the_first_not_scrolled_past() {
-        assert_eq!(block_in_view([-300.0, -1.0, 40.0, 900.0]), Some(2));
-        assert_eq!(block_in_view([10.0]), Some(0));
-        assert_eq!(block_in_view([-10.0, -5.0]), None);
-        assert_eq!(block_in_view([]), None);
+    fn the_place_in_view_is_the_first_not_scrolled_past_the_header() {
+        assert_eq!(first_in_view([-300.0, -1.0, 40.0, 900.0], 0.0), Some(2));
+        assert_eq!(first_in_view([10.0], 0.0), Some(0));
+        assert_eq!(first_in_view([-10.0, -5.0], 0.0), None);
+        assert_eq!(first_in_view([], 0.0), None);
+        // Below a 48-pixel header: what is hidden under it counts as scrolled past.
+        assert_eq!(first_in_view([30.0, 48.0, 60.0], 48.0), Some(2));
+    }
+
+    #[wasm_bindgen_test]
+    fn an_element_is_brought_just_below_the_header() {
+        // 700 px down the chapter, an element 260 px below the window's top, a 48 px header.
+        assert_eq!(scroll_target(700.0, 260.0, 48.0), 912.0);
+        // Above the window: scrolled back up.
+        assert_eq!(scroll_target(700.0, -152.0, 48.0), 500.0);
+        // Near the page's top: never before it.
+        assert_eq!(scroll_target(10.0, 20.0, 48.0), 0.0);
     }
 
     #[wasm_bindgen_test]
