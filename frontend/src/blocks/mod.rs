@@ -35,6 +35,7 @@ mod timeline_view;
 mod units;
 
 pub use spec::{BlockSpec, ChartSpec, GridSpec};
+pub use units::local_clock;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

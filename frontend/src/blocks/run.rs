@@ -220,7 +220,7 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
 
 #[cfg(test)]
 mod tests {
-    use scalebook_shared::protocol::{Learner, LearnerIdentity, LearnerKey, LearnerRuns, Role, ServerInfo};
+    use scalebook_shared::protocol::{Learner, LearnerIdentity, LearnerKey, LearnerRuns, Role, RunHandle, ServerInfo};
     use wasm_bindgen::JsCast;
     use wasm_bindgen_test::wasm_bindgen_test;
 
@@ -307,5 +307,31 @@ mod tests {
         assert_eq!(whose, ["yours", "learner", "instructor's"]);
         assert_eq!(block.text(".learner-quota"), "As a learner you launch cpu_tiny on this machine's CPU: you are using 1 of your 2 runs.");
         assert!(runs.may_cancel(&own) && !runs.may_cancel(&records[0]) && !runs.may_cancel(&records[1]));
+    }
+
+    #[wasm_bindgen_test]
+    async fn the_runs_of_a_followed_class_are_the_instructors_and_never_offer_cancel() {
+        let runs = Runs::unconnected();
+        let block = mount_block(runs);
+        runs.server.set(Some(welcome(Role::Instructor)));
+        let mut mirrored = test_record("r2", None);
+        mirrored.handle = Some(RunHandle::Class { address: "login01:8443".into(), upstream: RunId::parse("r7").unwrap() });
+        runs.records.set(vec![test_record("r1", None), mirrored]);
+        settle().await;
+        let open = |run: &str| {
+            let button = block.find(&format!(".run-list tr[data-run='{run}'] button")).unwrap();
+            button.unchecked_into::<web_sys::HtmlElement>().click();
+        };
+        // This server's own run: its owner may cancel it.
+        open("r1");
+        settle().await;
+        assert!(block.find(".current-run[data-run='r1'] button.cancel").is_some());
+        // The class instructor's: marked theirs, and no cancel even for this server's owner.
+        open("r2");
+        settle().await;
+        assert!(block.find(".current-run[data-run='r2'] .run-state").is_some());
+        assert!(block.find(".current-run button.cancel").is_none(), "a class run offers cancel");
+        assert_eq!(block.text(".run-list tr[data-run='r2'] .whose"), "instructor's");
+        assert!(block.attr(".run-list tr[data-run='r2'] .whose", "title").is_some_and(|t| t.contains("only they can stop it")));
     }
 }

@@ -1,13 +1,14 @@
 //! A run as the run block follows it: its state and reason, the log streaming in, cancel; and
 //! the list of every run, to chart or reopen, each marked with whose it is (a learner's own
 //! listed first). On a viewer's page the controls that would start or stop a run give way to
-//! [`ViewerNote`], except a learner's for their own runs when the instructor allows them.
+//! [`ViewerNote`], except a learner's for their own runs when the instructor allows them; no
+//! page offers to stop a run of the class its server follows.
 
 use leptos::prelude::*;
-use scalebook_shared::charts::format_clock;
 use scalebook_shared::protocol::RunId;
 
-use crate::runs::Runs;
+use super::units::local_clock;
+use crate::runs::{Runs, from_class};
 
 /// Log lines shown (the stream keeps more).
 const LOG_LINES_SHOWN: usize = 200;
@@ -81,13 +82,15 @@ pub fn RunList(runs: Runs, current: RwSignal<Option<RunId>>, open: Callback<RunI
                 let toggle_id = id.clone();
                 let open_id = id.clone();
                 let whose = runs.whose(&r).label();
+                let class_run = from_class(&r)
+                    .then_some("a run of the class you follow: it trains on the instructor's server, and only they can stop it");
                 view! {
                     <tr data-run=id.to_string() data-whose=whose class:current=is_current>
                         <td class="mono">{id.to_string()}</td>
-                        <td class="whose">{whose}</td>
+                        <td class="whose" title=class_run>{whose}</td>
                         <td>{r.config.clone()}</td>
                         <td>{r.state().label()}</td>
-                        <td>{format_clock(r.created_at, -(js_sys::Date::new_0().get_timezone_offset() as i32))}</td>
+                        <td>{local_clock(r.created_at)}</td>
                         <td><label><input type="checkbox" class="chart-toggle" prop:checked=charted
                             on:change=move |ev| runs.set_charted(&toggle_id, event_target_checked(&ev)) />" chart"</label></td>
                         <td><button type="button" on:click=move |_| open.run(open_id.clone())>"Open"</button></td>

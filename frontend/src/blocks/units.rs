@@ -1,7 +1,7 @@
 //! Numbers as people read them in a table: thousands grouped, bytes and seconds in a unit that
 //! keeps them short.
 
-use scalebook_shared::charts::format_number;
+use scalebook_shared::charts::{format_clock, format_number};
 
 /// `23832960` → `23,832,960`.
 pub fn thousands(n: u64) -> String {
@@ -36,6 +36,11 @@ pub fn seconds(s: f64) -> String {
     } else {
         format!("{} s", format_number(s))
     }
+}
+
+/// A moment (seconds since the Unix epoch) as this browser's clock showed it: `14:05:09`.
+pub fn local_clock(unix_seconds: f64) -> String {
+    format_clock(unix_seconds, -(js_sys::Date::new_0().get_timezone_offset() as i32))
 }
 
 #[cfg(test)]

@@ -26,13 +26,16 @@ pub enum Whose {
     Yours,
     /// Launched by another learner.
     Learner,
-    /// Launched from the instructor's link.
+    /// Launched from the instructor's link (of this server, or of the class it follows).
     Instructor,
 }
 
 impl Whose {
     /// Whose `record` is, for a page whose learner is `me` (`None`: the instructor's page).
     pub fn of(record: &RunRecord, me: Option<&Learner>) -> Whose {
+        if super::from_class(record) {
+            return Whose::Instructor;
+        }
         match &record.learner {
             None => Whose::Instructor,
             Some(learner) if Some(learner) == me => Whose::Yours,
@@ -84,6 +87,7 @@ pub fn record(id: &str, learner: Option<&Learner>) -> RunRecord {
 
 #[cfg(test)]
 mod tests {
+    use scalebook_shared::protocol::{RunHandle, RunId};
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
@@ -100,5 +104,16 @@ mod tests {
         let listed: Vec<String> = own_first(records.clone(), None).iter().map(|r| r.id.to_string()).collect();
         assert_eq!(listed, ["r4", "r3", "r2", "r1"]);
         assert_eq!(Whose::of(&records[0], None), Whose::Learner);
+    }
+
+    #[wasm_bindgen_test]
+    fn a_run_of_the_class_this_server_follows_is_the_instructors() {
+        let me = Learner::parse("aaaaaaaaaaaa").unwrap();
+        let mut mirrored = record("r9", Some(&me));
+        mirrored.handle = Some(RunHandle::Class { address: "login01:8443".into(), upstream: RunId::parse("r1").unwrap() });
+        assert!(crate::runs::from_class(&mirrored));
+        assert_eq!(Whose::of(&mirrored, Some(&me)), Whose::Instructor);
+        assert_eq!(Whose::of(&mirrored, None), Whose::Instructor);
+        assert!(!crate::runs::from_class(&record("r1", None)));
     }
 }

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use leptos::prelude::*;
 use scalebook_shared::protocol::{
     Audience, ClientMessage, ClientRequest, ErrorCode, ErrorReport, LaunchRequest, Learner, LearnerRuns, PROTOCOL_VERSION, Presentation,
-    RunId, RunRecord, Secret, ServerInfo, ServerMessage, ServerReply,
+    RunHandle, RunId, RunRecord, Secret, ServerInfo, ServerMessage, ServerReply,
 };
 use send_wrapper::SendWrapper;
 
@@ -192,9 +192,11 @@ impl Runs {
         Whose::of(record, self.learner().as_ref())
     }
 
-    /// Whether this page may cancel `record` (reactive): the instructor's any, a learner their own.
+    /// Whether this page may cancel `record` (reactive): the instructor's any, a learner their
+    /// own; nobody here a run of the class this server follows (it trains on the class
+    /// instructor's side, and only they can stop it).
     pub fn may_cancel(&self, record: &RunRecord) -> bool {
-        self.may_launch() || (self.learner_runs().is_some() && self.whose(record) == Whose::Yours)
+        !from_class(record) && (self.may_launch() || (self.learner_runs().is_some() && self.whose(record) == Whose::Yours))
     }
 
     /// How many of this learner's runs are queued or running (reactive).
@@ -315,6 +317,11 @@ impl Runs {
         }
         self.notice.set(Some(report.message));
     }
+}
+
+/// Whether `record` is a run of the class this server follows, mirrored here.
+pub fn from_class(record: &RunRecord) -> bool {
+    matches!(record.handle, Some(RunHandle::Class { .. }))
 }
 
 fn local_storage() -> Option<web_sys::Storage> {
