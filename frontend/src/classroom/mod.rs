@@ -3,12 +3,17 @@
 //! answer) and what its charts show; every page that follows goes there as each `presenting`
 //! arrives, until its learner breaks away. The server keeps the latest presentation and hands
 //! it to each new connection, so a late joiner lands where the instructor is; the presenting
-//! tab remembers that it presents, so a reload carries on presenting. Provided as context by
-//! the app.
+//! tab remembers that it presents, so a reload carries on presenting. A server that joined a
+//! class relays the class instructor's presentation as its own, and its owner's page follows it
+//! by default. Provided as context by the app.
 
+mod class_model;
+mod class_panel;
 mod controls;
 mod dom;
 mod model;
+mod roster;
+mod roster_model;
 
 pub use controls::ClassroomControls;
 pub use model::ChartControls;
@@ -22,7 +27,7 @@ use scalebook_shared::protocol::{ClientMessage, Presentation, Role};
 use crate::chapters;
 use crate::net::session_storage;
 use crate::runs::Runs;
-use model::{Dispatch, Outbox, Place};
+use model::{ClassFollowing, Dispatch, Outbox, Place};
 
 /// Where a presenting tab notes that it presents (sessionStorage: this tab only, through its
 /// reloads), so a reload resumes the presentation rather than leaving the room on a stale one.
@@ -49,6 +54,7 @@ pub struct Classroom {
     shown: StoredValue<Option<Presentation>>,
     /// Whether the first `welcome` has set the default of following.
     greeted: StoredValue<bool>,
+    class_following: StoredValue<ClassFollowing>,
     runs: Runs,
     current: Signal<String>,
 }
@@ -73,12 +79,20 @@ impl Classroom {
             outbox: StoredValue::new(Outbox::default()),
             shown: StoredValue::new(None),
             greeted: StoredValue::new(false),
+            class_following: StoredValue::new(ClassFollowing::default()),
             runs,
             current,
         };
         Effect::new(move |_| {
             if let Some(role) = runs.server.with(|info| info.as_ref().map(|info| info.role)) {
                 untrack(|| classroom.welcomed(role));
+            }
+        });
+        Effect::new(move |_| {
+            let change = runs.class.with(|state| classroom.class_following.try_update_value(|rule| rule.changed(state)).flatten());
+            // A presenting page does not follow, whatever class its server joined.
+            if let Some(following) = change.filter(|on| !(*on && classroom.presenting.get_untracked())) {
+                untrack(|| classroom.set_following(following));
             }
         });
         Effect::new(move |_| {
@@ -180,7 +194,10 @@ impl Classroom {
     fn welcomed(self, role: Role) {
         if !self.greeted.get_value() {
             self.greeted.set_value(true);
-            self.following.set(role == Role::Viewer);
+            // Following may already be on: the class this server joined said so first.
+            if role == Role::Viewer {
+                self.following.set(true);
+            }
             let presented_before = session_storage().and_then(|s| s.get_item(PRESENTING_KEY).ok().flatten()).is_some();
             if role == Role::Instructor && presented_before {
                 self.set_presenting(true);

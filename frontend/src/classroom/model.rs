@@ -1,9 +1,9 @@
 //! The classroom's decisions, kept apart from the browser so they are tested on their own:
 //! what the presenting page sends and when, what a following page must change to be where the
-//! presentation is, and when a learner has left it.
+//! presentation is, when a learner has left it, and when joining a class makes a page follow.
 
 use scalebook_shared::charts::XAxis;
-use scalebook_shared::protocol::{Audience, ChartView, MAX_PRESENTED_RUNS, Presentation, RunId};
+use scalebook_shared::protocol::{Audience, ChartView, ClassState, MAX_PRESENTED_RUNS, Presentation, RunId};
 
 /// The shortest gap between two `present` messages. The server takes 20 a second; dragging the
 /// smoothing slider fires far more input events than that, and ten updates a second still
@@ -164,6 +164,31 @@ pub fn scroll_target(scroll_y: f64, element_top: f64, top: f64) -> f64 {
     (scroll_y + element_top - top).max(0.0)
 }
 
+/// Whether joining and leaving a class makes a page follow: a page follows the class it joins
+/// (or opens in) by default, as a viewer's page follows its instructor, and stops when the
+/// class is left or refuses it. A reconnection to the same class changes nothing, so a
+/// learner who broke away stays away.
+#[derive(Debug, Default)]
+pub struct ClassFollowing {
+    /// The address of the class the page is in.
+    joined: Option<String>,
+}
+
+impl ClassFollowing {
+    /// The server's class state is now `state`: `Some(following)` when the page should start
+    /// (`true`) or stop following, `None` when it keeps what it does.
+    pub fn changed(&mut self, state: &ClassState) -> Option<bool> {
+        match state {
+            ClassState::Joined { address } if self.joined.as_ref() != Some(address) => {
+                self.joined = Some(address.clone());
+                Some(true)
+            }
+            ClassState::Joined { .. } | ClassState::Connecting { .. } => None,
+            ClassState::Alone | ClassState::Refused { .. } => self.joined.take().map(|_| false),
+        }
+    }
+}
+
 /// The instructor's head count, as the header says it.
 pub fn audience_label(audience: Audience) -> String {
     let viewers = if audience.viewers == 1 { "viewer" } else { "viewers" };
@@ -298,6 +323,25 @@ mod tests {
         assert_eq!(scroll_target(700.0, -152.0, 48.0), 500.0);
         // Near the page's top: never before it.
         assert_eq!(scroll_target(10.0, 20.0, 48.0), 0.0);
+    }
+
+    #[wasm_bindgen_test]
+    fn a_page_follows_the_class_it_joins_until_it_leaves() {
+        let mut rule = ClassFollowing::default();
+        let joined = |address: &str| ClassState::Joined { address: address.into() };
+        let connecting = ClassState::Connecting { address: "h:1".into(), attempt: 0 };
+        assert_eq!(rule.changed(&ClassState::Alone), None, "a page that never joined keeps what it does");
+        assert_eq!(rule.changed(&connecting), None);
+        assert_eq!(rule.changed(&joined("h:1")), Some(true), "joined: follow");
+        // A dropped connection to the class, then back: the learner's own choice stays.
+        assert_eq!(rule.changed(&ClassState::Connecting { address: "h:1".into(), attempt: 2 }), None);
+        assert_eq!(rule.changed(&joined("h:1")), None);
+        // Another class: follow it.
+        assert_eq!(rule.changed(&joined("h:2")), Some(true));
+        assert_eq!(rule.changed(&ClassState::Alone), Some(false), "left: stop following");
+        assert_eq!(rule.changed(&ClassState::Alone), None);
+        assert_eq!(rule.changed(&joined("h:2")), Some(true), "joined again: follow again");
+        assert_eq!(rule.changed(&ClassState::Refused { address: "h:2".into(), reason: "removed".into() }), Some(false));
     }
 
     #[wasm_bindgen_test]

@@ -18,8 +18,8 @@ use std::collections::HashMap;
 
 use leptos::prelude::*;
 use scalebook_shared::protocol::{
-    Audience, ClientMessage, ClientRequest, ErrorCode, ErrorReport, LaunchRequest, Learner, LearnerRuns, PROTOCOL_VERSION, Presentation,
-    RunHandle, RunId, RunRecord, Secret, ServerInfo, ServerMessage, ServerReply,
+    Audience, ClassState, ClientMessage, ClientRequest, ErrorCode, ErrorReport, Follower, LaunchRequest, Learner, LearnerRuns,
+    PROTOCOL_VERSION, Presentation, RunHandle, RunId, RunRecord, Secret, ServerInfo, ServerMessage, ServerReply,
 };
 use send_wrapper::SendWrapper;
 
@@ -53,6 +53,13 @@ pub struct Runs {
     pub presentation: RwSignal<Option<Presentation>>,
     /// How many watch and follow (told to an instructor's page).
     pub audience: RwSignal<Audience>,
+    /// The link learners join this server's class with (told to an instructor's page; `None`:
+    /// this server has no class listener).
+    pub class_link: RwSignal<Option<Secret>>,
+    /// The follower servers in this server's class (told to an instructor's page).
+    pub roster: RwSignal<Vec<Follower>>,
+    /// Where this server stands with the class it follows.
+    pub class: RwSignal<ClassState>,
     answers: RwSignal<HashMap<u64, Answer>>,
     /// Launches and previews waiting for their answer, matched by request id.
     requests: StoredValue<Requests>,
@@ -82,6 +89,9 @@ impl Runs {
             notice: RwSignal::new(None),
             presentation: RwSignal::new(None),
             audience: RwSignal::new(Audience::default()),
+            class_link: RwSignal::new(None),
+            roster: RwSignal::new(Vec::new()),
+            class: RwSignal::new(ClassState::Alone),
             answers: RwSignal::new(HashMap::new()),
             requests: StoredValue::new(Requests::default()),
             streams: StoredValue::new(HashMap::new()),
@@ -287,6 +297,9 @@ impl Runs {
             ServerMessage::Error(report) => self.error(report),
             ServerMessage::Presenting { presentation } => self.presentation.set(presentation),
             ServerMessage::Audience(audience) => self.audience.set(audience),
+            ServerMessage::ClassLink { link } => self.class_link.set(link),
+            ServerMessage::Roster { followers } => self.roster.set(followers),
+            ServerMessage::Class(state) => self.class.set(state),
             ServerMessage::Pong { .. } | ServerMessage::Heartbeat { .. } => {}
         }
     }

@@ -1,0 +1,125 @@
+//! The class panel's decisions, apart from the page: whether the link a learner pastes is one
+//! (each problem named as [`ClassLink::parse`] names it), and where this server stands with its
+//! class, in words.
+
+use scalebook_shared::Problems;
+use scalebook_shared::protocol::{ClassLink, ClassState};
+
+/// What the "Join a class" field holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LinkCheck {
+    /// Nothing yet: nothing to complain about, nothing to join.
+    Empty,
+    /// Not a class link: every problem, each naming its part of the link.
+    Broken(Problems),
+    /// A class link, ready to join.
+    Ready(ClassLink),
+}
+
+/// Checks the field's `text` as the learner types or pastes it.
+pub fn check_link(text: &str) -> LinkCheck {
+    if text.trim().is_empty() {
+        return LinkCheck::Empty;
+    }
+    match ClassLink::parse(text) {
+        Ok(link) => LinkCheck::Ready(link),
+        Err(problems) => LinkCheck::Broken(problems),
+    }
+}
+
+/// Where this server stands with the class it follows, as the panel says it.
+pub fn state_words(state: &ClassState) -> String {
+    match state {
+        ClassState::Alone => "not in a class".into(),
+        ClassState::Connecting { address, attempt: 0 } => format!("reaching {address}…"),
+        // As the connection indicator counts: the attempt now under way.
+        ClassState::Connecting { address, attempt } => format!("reaching {address}, attempt {}…", attempt + 1),
+        ClassState::Joined { address } => format!("following the class at {address}"),
+        ClassState::Refused { address, reason } => format!("refused by {address}: {reason}"),
+    }
+}
+
+/// A stable name of the state, for styling and tests.
+pub fn state_name(state: &ClassState) -> &'static str {
+    match state {
+        ClassState::Alone => "alone",
+        ClassState::Connecting { .. } => "connecting",
+        ClassState::Joined { .. } => "joined",
+        ClassState::Refused { .. } => "refused",
+    }
+}
+
+/// Whether the panel offers "Join a class": on a learner's own server; not on one that holds a
+/// class of its own (`has_listener`), unless it is in another class anyway (then it says so).
+pub fn offers_join(has_listener: bool, state: &ClassState) -> bool {
+    !has_listener || *state != ClassState::Alone
+}
+
+/// Whether the page offers to present: not while this server follows a class, whose
+/// instructor's presentation it relays as its own (a page already presenting may stop).
+pub fn offers_present(presenting: bool, state: &ClassState) -> bool {
+    presenting || *state == ClassState::Alone
+}
+
+/// Whether the learner may paste a link to join: not while a class is joined or being reached
+/// (leave it first); again after a refusal, which nothing retries.
+pub fn may_join(state: &ClassState) -> bool {
+    matches!(state, ClassState::Alone | ClassState::Refused { .. })
+}
+
+#[cfg(test)]
+mod tests {
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    use super::*;
+
+    const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+    fn fields(text: &str) -> Vec<String> {
+        match check_link(text) {
+            LinkCheck::Broken(problems) => problems.0.into_iter().map(|p| p.field).collect(),
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    #[wasm_bindgen_test]
+    fn the_link_field_names_each_broken_part_and_nothing_while_empty() {
+        assert_eq!(check_link(""), LinkCheck::Empty);
+        assert_eq!(check_link("  \n"), LinkCheck::Empty);
+        // A web address pasted by mistake: the scheme is named, nothing else.
+        assert_eq!(fields("http://login01:8443/#token=x"), ["class_link"]);
+        // Half a link (cut off after the host): every missing part.
+        assert_eq!(fields("scalebook-class://login01"), ["class_link.port", "class_link.token", "class_link.sha256"]);
+        let fingerprint = "ab".repeat(32);
+        assert_eq!(fields(&format!("scalebook-class://login01:8443/#token={TOKEN}&sha256={}", &fingerprint[..10])), ["class_link.sha256"]);
+        let text = format!(" scalebook-class://login01:8443/#token={TOKEN}&sha256={fingerprint}\n");
+        let LinkCheck::Ready(link) = check_link(&text) else { panic!("a whole link is ready") };
+        assert_eq!(link.address(), "login01:8443");
+    }
+
+    #[wasm_bindgen_test]
+    fn the_class_state_reads_as_words() {
+        let address = || "login01:8443".to_owned();
+        assert_eq!(state_words(&ClassState::Alone), "not in a class");
+        assert_eq!(state_words(&ClassState::Connecting { address: address(), attempt: 0 }), "reaching login01:8443…");
+        assert_eq!(state_words(&ClassState::Connecting { address: address(), attempt: 2 }), "reaching login01:8443, attempt 3…");
+        assert_eq!(state_words(&ClassState::Joined { address: address() }), "following the class at login01:8443");
+        let refused = ClassState::Refused { address: address(), reason: "removed by the instructor".into() };
+        assert_eq!(state_words(&refused), "refused by login01:8443: removed by the instructor");
+        assert!(may_join(&ClassState::Alone) && may_join(&refused));
+        assert!(!may_join(&ClassState::Joined { address: address() }));
+        assert_eq!(state_name(&refused), "refused");
+    }
+
+    #[wasm_bindgen_test]
+    fn a_server_in_a_class_neither_presents_nor_offers_its_own_class_a_second_one() {
+        let joined = ClassState::Joined { address: "login01:8443".into() };
+        // A learner's own server: join, and no presenting while in the class.
+        assert!(offers_join(false, &ClassState::Alone) && offers_join(false, &joined));
+        assert!(offers_present(false, &ClassState::Alone) && !offers_present(false, &joined));
+        assert!(offers_present(true, &joined), "a page presenting may still stop");
+        // The instructor's server, with its class listener: no "Join a class" to confuse.
+        assert!(!offers_join(true, &ClassState::Alone));
+        assert!(offers_join(true, &joined), "in a class all the same: say so, with Leave");
+    }
+}

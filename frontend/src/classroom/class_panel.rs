@@ -1,0 +1,226 @@
+//! The class panel of the owner's page (an instructor's link: the owner of this server), opened
+//! from the header. Two parts:
+//!
+//! - **Join a class**: a learner pastes the class link their instructor gave them; it is
+//!   checked as they type, each problem named beside the field; Join makes this server follow
+//!   that class, and the panel says where it stands (reaching it, following, refused) with a
+//!   Leave button.
+//! - **Your class**, when this server has a class listener: the class link to hand out (Copy),
+//!   a New class link button (the old link stops working), and the roster of followers.
+
+use leptos::prelude::*;
+use scalebook_shared::protocol::{ClassState, ClientMessage, Secret};
+use wasm_bindgen::JsCast;
+
+use super::class_model::{self, LinkCheck};
+use super::roster::Roster;
+use crate::blocks::unique_id;
+use crate::runs::Runs;
+
+#[component]
+pub fn ClassPanel(id: &'static str) -> impl IntoView {
+    let runs = expect_context::<Runs>();
+    view! {
+        <div class="class-panel" id=id role="region" aria-label="Class">
+            {move || runs.class_link.get().map(|link| view! { <YourClass link=link.0 runs /> })}
+            <Show when=move || runs.class.with(|state| class_model::offers_join(runs.class_link.with(Option::is_some), state))>
+                <JoinClass runs />
+            </Show>
+        </div>
+    }
+}
+
+#[component]
+fn JoinClass(runs: Runs) -> impl IntoView {
+    let text = RwSignal::new(String::new());
+    let check = Memo::new(move |_| text.with(|t| class_model::check_link(t)));
+    let state = runs.class;
+    let join = move || {
+        if let LinkCheck::Ready(link) = check.get_untracked()
+            && runs.send(&ClientMessage::JoinClass { link: Secret(link.to_string()) })
+        {
+            text.set(String::new());
+        }
+    };
+    let (field_id, problems_id) = (unique_id("class-link-field"), unique_id("class-link-problems"));
+    view! {
+        <section class="join-class">
+            <h2>"Join a class"</h2>
+            <Show when=move || state.with(|s| *s != ClassState::Alone)>
+                <p class="class-state" data-state=move || state.with(class_model::state_name) role="status">
+                    {move || state.with(class_model::state_words)}
+                    " "
+                    <button type="button" class="leave" on:click=move |_| { runs.send(&ClientMessage::LeaveClass); }>"Leave"</button>
+                </p>
+            </Show>
+            <Show when=move || state.with(class_model::may_join)>
+                <form class="toolbar" on:submit=move |ev| { ev.prevent_default(); join(); }>
+                    <label for=field_id.clone()>"class link"</label>
+                    <input id=field_id.clone() class="class-link-field" type="text" spellcheck="false" autocomplete="off"
+                        placeholder="scalebook-class://HOST:PORT/#token=…&sha256=…"
+                        aria-describedby=problems_id.clone()
+                        aria-invalid=move || check.with(|c| matches!(c, LinkCheck::Broken(_))).to_string()
+                        prop:value=move || text.get()
+                        on:input=move |ev| text.set(event_target_value(&ev)) />
+                    <button type="submit" class="join" disabled=move || !check.with(|c| matches!(c, LinkCheck::Ready(_)))>"Join"</button>
+                </form>
+                <ul class="link-problems" id=problems_id.clone()>
+                    {move || match check.get() {
+                        LinkCheck::Broken(problems) => problems.0.into_iter().map(|p| view! {
+                            <li class="error" data-field=p.field.clone()>{p.to_string()}</li>
+                        }).collect_view().into_any(),
+                        LinkCheck::Ready(link) => view! { <li class="ok">{format!("a class link to {}", link.address())}</li> }.into_any(),
+                        LinkCheck::Empty => view! {
+                            <li class="muted">"Paste the link your instructor gave you: this Scalebook then follows their presentation and shows their runs."</li>
+                        }.into_any(),
+                    }}
+                </ul>
+            </Show>
+        </section>
+    }
+}
+
+#[component]
+fn YourClass(link: String, runs: Runs) -> impl IntoView {
+    let field = NodeRef::<leptos::html::Input>::new();
+    let copied = RwSignal::new(None::<&'static str>);
+    let copy = move |_| {
+        copied.set(Some(if field.get().is_some_and(|input| copy_from(&input)) { "copied" } else { "selected: copy it with Ctrl+C" }))
+    };
+    let field_id = unique_id("class-link");
+    view! {
+        <section class="your-class">
+            <h2>"Your class"</h2>
+            <div class="toolbar">
+                <label for=field_id.clone()>"class link"</label>
+                <input id=field_id class="class-link" type="text" readonly=true spellcheck="false" node_ref=field prop:value=link
+                    on:focus=move |ev| select_target(&ev) />
+                <button type="button" class="copy" on:click=copy>"Copy"</button>
+                <span class="muted copied" role="status">{move || copied.get()}</span>
+            </div>
+            <p class="muted">
+                "Learners paste it into their own Scalebook's class panel. "
+                <button type="button" class="new-link" on:click=move |_| { copied.set(None); runs.send(&ClientMessage::NewClassLink); }>
+                    "New class link"
+                </button>
+                " makes another: the old one stops working, and those who joined with it are disconnected."
+            </p>
+            <Roster runs />
+        </section>
+    }
+}
+
+/// Selects the text of the field an event came from (a click into the link selects all of it).
+fn select_target(ev: &leptos::ev::FocusEvent) {
+    if let Some(input) = ev.target().and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok()) {
+        input.select();
+    }
+}
+
+/// Copies `input`'s text to the clipboard; whether that worked. The field's text is selected
+/// either way, for a copy by hand. The old `copy` command works where the Clipboard API does
+/// not: on a page served over plain HTTP from another host, as a classroom server may be.
+fn copy_from(input: &web_sys::HtmlInputElement) -> bool {
+    input.select();
+    let document = leptos::prelude::document().unchecked_into::<web_sys::HtmlDocument>();
+    document.exec_command("copy").unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use scalebook_shared::protocol::{Follower, RunId, RunState, RunSummary};
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    use super::*;
+    use crate::testing::{Mounted, mount, settle};
+
+    fn mount_panel(runs: Runs) -> Mounted {
+        mount(move || {
+            provide_context(runs);
+            view! { <ClassPanel id="class-panel-test" /> }
+        })
+    }
+
+    fn texts(panel: &Mounted, css: &str) -> Vec<String> {
+        let list = panel.root.query_selector_all(css).unwrap();
+        (0..list.length()).filter_map(|i| list.item(i)?.text_content()).collect()
+    }
+
+    fn click(panel: &Mounted, css: &str) {
+        panel.find(css).unwrap_or_else(|| panic!("no {css}")).unchecked_into::<web_sys::HtmlElement>().click();
+    }
+
+    #[wasm_bindgen_test]
+    async fn a_pasted_link_is_checked_as_it_is_typed_and_the_class_state_is_told_in_words() {
+        let runs = Runs::unconnected();
+        let panel = mount_panel(runs);
+        settle().await;
+        assert!(panel.find(".your-class").is_none(), "a server without a class listener has no class of its own");
+        assert!(panel.find(".join-class").is_some());
+        assert!(panel.find("button.join").unwrap().has_attribute("disabled"));
+        panel.input(".class-link-field", "scalebook-class://login01:8443/#token=abc");
+        settle().await;
+        let fields: Vec<String> =
+            texts(&panel, ".link-problems li.error").iter().map(|t| t.split(':').next().unwrap().to_owned()).collect();
+        assert_eq!(fields, ["class_link.token", "class_link.sha256"]);
+        assert_eq!(panel.attr(".class-link-field", "aria-invalid").as_deref(), Some("true"));
+        panel.input(".class-link-field", &format!("scalebook-class://login01:8443/#token={}&sha256={}", "0a".repeat(16), "ab".repeat(32)));
+        settle().await;
+        assert!(!panel.find("button.join").unwrap().has_attribute("disabled"));
+        assert_eq!(panel.text(".link-problems li.ok"), "a class link to login01:8443");
+
+        runs.class.set(ClassState::Connecting { address: "login01:8443".into(), attempt: 1 });
+        settle().await;
+        assert_eq!(panel.attr(".class-state", "data-state").as_deref(), Some("connecting"));
+        assert!(panel.text(".class-state").starts_with("reaching login01:8443, attempt 2…"));
+        assert!(panel.find(".class-link-field").is_none(), "no second class while one is being reached");
+        runs.class.set(ClassState::Joined { address: "login01:8443".into() });
+        settle().await;
+        assert!(panel.text(".class-state").starts_with("following the class at login01:8443"));
+        assert!(panel.find(".class-state button.leave").is_some());
+    }
+
+    #[wasm_bindgen_test]
+    async fn the_roster_lists_followers_and_their_runs_sorted_by_any_column() {
+        let runs = Runs::unconnected();
+        let panel = mount_panel(runs);
+        let summary = |id: &str, loss: f64| RunSummary {
+            id: RunId::parse(id).unwrap(),
+            config: "cpu_tiny".into(),
+            layout: "tp=1 cp=1 dp=1".into(),
+            state: RunState::Running,
+            loss: Some(loss),
+            samples_per_sec: Some(12.5),
+        };
+        runs.class_link.set(Some(Secret("scalebook-class://login01:8443/#token=t&sha256=f".into())));
+        runs.roster.set(vec![
+            Follower { id: 1, name: "ada".into(), following: true, since: 0.0, runs: Some(vec![summary("a1", 0.5), summary("a2", 0.2)]) },
+            Follower { id: 2, name: "bob".into(), following: false, since: 60.0, runs: None },
+        ]);
+        settle().await;
+        assert_eq!(panel.text(".roster-counts"), "2 followers, 1 following");
+        assert!(panel.find(".join-class").is_none(), "the class's own server offers to join another");
+        assert_eq!(
+            panel.find("input.class-link").unwrap().unchecked_into::<web_sys::HtmlInputElement>().value(),
+            runs.class_link.get_untracked().unwrap().0
+        );
+        let names = || texts(&panel, "table.roster tbody td.name");
+        assert_eq!(names(), ["ada", "ada", "bob"]);
+        assert_eq!(texts(&panel, "table.roster tbody td.following"), ["following", "following", "broke away"]);
+        // One Remove per follower.
+        assert_eq!(panel.root.query_selector_all("table.roster button.remove").unwrap().length(), 2);
+
+        // By loss, lowest first, then the other way; bob, with no run, stays last both ways.
+        click(&panel, "table.roster button.sort[data-column='loss']");
+        settle().await;
+        assert_eq!(texts(&panel, "table.roster tbody tr td:nth-child(7)"), ["0.2", "0.5", ""]);
+        assert_eq!(panel.attr("table.roster th[aria-sort='ascending'] button", "data-column").as_deref(), Some("loss"));
+        click(&panel, "table.roster button.sort[data-column='loss']");
+        settle().await;
+        assert_eq!(texts(&panel, "table.roster tbody tr td:nth-child(7)"), ["0.5", "0.2", ""]);
+        click(&panel, "table.roster button.sort[data-column='name']");
+        click(&panel, "table.roster button.sort[data-column='name']");
+        settle().await;
+        assert_eq!(names(), ["bob", "ada", "ada"]);
+    }
+}

@@ -1,0 +1,64 @@
+//! The roster on the instructor's page: every follower server of the class, with the runs its
+//! learner shares, in one table sorted by whichever header was clicked (see [`roster_model`]).
+
+use leptos::prelude::*;
+use scalebook_shared::protocol::ClientMessage;
+
+use super::roster_model::{self, Column, Row, Sort};
+use crate::blocks::local_clock;
+use crate::runs::Runs;
+
+#[component]
+pub fn Roster(runs: Runs) -> impl IntoView {
+    let sort = RwSignal::new(Sort::default());
+    let rows = Memo::new(move |_| runs.roster.with(|followers| roster_model::rows(followers, sort.get())));
+    let header = move |column: Column| {
+        view! {
+            <th aria-sort=move || sort.get().aria(column)>
+                <button type="button" class="sort" data-column=column.title() on:click=move |_| sort.update(|s| *s = s.clicked(column))>
+                    {column.title()}
+                    <span class="arrow" aria-hidden="true">{move || match sort.get().aria(column) {
+                        "ascending" => " ▲",
+                        "descending" => " ▼",
+                        _ => "",
+                    }}</span>
+                </button>
+            </th>
+        }
+    };
+    view! {
+        <p class="roster-counts" role="status">{move || runs.roster.with(|followers| roster_model::counts(followers))}</p>
+        <Show when=move || runs.roster.with(|followers| !followers.is_empty())>
+            <div class="roster-scroll">
+                <table class="roster">
+                    <thead><tr>{Column::ALL.map(header)}<th></th></tr></thead>
+                    <tbody>{move || rows.get().into_iter().map(|row| view! { <RosterRow row runs /> }).collect_view()}</tbody>
+                </table>
+            </div>
+        </Show>
+    }
+}
+
+#[component]
+fn RosterRow(row: Row, runs: Runs) -> impl IntoView {
+    let (follower, name) = (row.follower, row.name.clone());
+    let run = row.run.clone();
+    view! {
+        <tr data-follower=row.follower data-run=run.as_ref().map(|r| r.id.to_string())>
+            <td class="name">{row.name.clone()}</td>
+            <td class="following" data-following=row.following.to_string()>{row.following_label()}</td>
+            <td class="since">{local_clock(row.since)}</td>
+            <td class="mono">{run.as_ref().map(|r| r.config.clone())}</td>
+            <td class="mono">{run.as_ref().map(|r| r.layout.clone())}</td>
+            <td>{run.as_ref().map(|r| r.state.label())}</td>
+            <td class="number">{row.loss()}</td>
+            <td class="number">{row.speed()}</td>
+            <td>{row.first.then(|| view! {
+                <button type="button" class="remove" title=format!("Disconnect {name}; they cannot join again until the next class link")
+                    on:click=move |_| { runs.send(&ClientMessage::RemoveFollower { follower }); }>
+                    "Remove"
+                </button>
+            })}</td>
+        </tr>
+    }
+}
