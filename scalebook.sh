@@ -4,12 +4,13 @@
 #   ./scalebook.sh run [serve flags...]   set up what is missing, build, start the app
 #   ./scalebook.sh test                   set up what is missing, build, run every test
 #   ./scalebook.sh setup                  set up what is missing, build nothing
+#   ./scalebook.sh install PREFIX         set up, build, and install for every user (PREFIX/bin/scalebook)
 #   ./scalebook.sh bench [flags...]       Scalebook beside the tutorial's PyTorch code (BENCHMARKS.md)
 #   ./scalebook.sh cargo ARGS...          cargo with the pinned environment (for developers)
 #
 # Every subcommand works from any working directory (jupyter-server-proxy starts its commands
 # in Jupyter's own directory): it changes to the checkout first, and relative paths given to
-# `run` (a --unix-socket, a --runs-dir) are made absolute before that.
+# `run` (a --unix-socket, a --runs-dir) or to `install` (its PREFIX) are made absolute before that.
 #
 # Everything is idempotent: each step checks for its result first, so on a machine that is
 # already set up the setup part takes seconds. Downloads and build outputs live in one cache
@@ -35,6 +36,9 @@ WASM_PROFILE=wasm-release
 APT_BUILD=(pkg-config libhdf5-dev brotli zopfli)
 # The Slurm executor's tests start a real one-node cluster (slurm-wlm with munge), as root.
 APT_TEST=(chromium chromium-driver slurm-wlm munge)
+# `install` points the installed binaries at the installed libtorch (patchelf) and copies only
+# what changed, each file written aside and renamed into place (rsync).
+APT_INSTALL=(patchelf rsync)
 
 # The environment torch-sys watches must never change between builds, or it rebuilds its
 # C++ wrapper (about two minutes). Absolute paths into the shared cache keep it identical
@@ -196,7 +200,7 @@ absolute_paths() {
     for arg in "$@"; do
         if [ -n "$path_next" ] && [ "${arg#/}" = "$arg" ]; then arg="$CALLER_DIR/$arg"; fi
         path_next=""
-        case "$arg" in --unix-socket | --runs-dir | --static-dir | --yaml-config | --clusters | --trainer | --slurm-bin-dir) path_next=1 ;; esac
+        case "$arg" in --unix-socket | --runs-dir | --static-dir | --yaml-config | --clusters | --trainer | --slurm-bin-dir | --data-root | --watch-logdir) path_next=1 ;; esac
         printf '%s\0' "$arg"
     done
 }
@@ -222,6 +226,182 @@ ensure_synthetic_data() {
     fi
 }
 
+# The directories whose Rust files the chapters' code blocks show (SOURCE_DIRS in
+# backend/server/src/code.rs), read relative to the parent of the config file's directory.
+SOURCE_DIRS=(shared/src backend/server/src backend/trainer/src frontend/src)
+# The file that marks a directory as a Scalebook install, which a new install may replace.
+INSTALL_MARK=.scalebook-install
+
+# `install PREFIX`: what `run` builds and serves, put under PREFIX for every user of the
+# machine (directories 755, files 644, programs 755), so that a class runs PREFIX/bin/scalebook
+# with nothing to compile and nothing read from this checkout or this user's cache:
+#   libexec/    scalebook and scalebook-train, side by side (the server starts the trainer
+#               beside itself and itself as a run's supervisor), looking for libraries in lib/
+#   lib/        the libraries they load from the torch wheel, in the wheel's site-packages
+#               layout (torch/lib, nvidia/cu13/lib), where libtorch's own RPATH finds them
+#   static/ config/ data/synthetic/   the page, the configs, the CPU configs' dataset
+#   shared/src backend/*/src frontend/src   the sources the chapters' code blocks show
+#   bin/        the launcher (write_launcher)
+# A re-install updates in place, file by file: rsync writes each changed file under a
+# temporary name and renames it over the old one, so a running server never reads half a
+# file (nor a trainer a half-written library), and unchanged files are not copied again.
+# Only these directories are synchronised (files gone from the build are removed there);
+# anything else under PREFIX, such as an instructor's own data in PREFIX/data, is left alone.
+# Since that removes files, PREFIX must be new, empty, or an earlier install (marked by
+# $INSTALL_MARK): never a shared prefix such as /usr/local, whose lib/ and bin/ hold others'.
+cmd_install() {
+    if [ $# -ne 1 ]; then
+        echo "usage: $0 install PREFIX" >&2
+        exit 2
+    fi
+    local prefix=$1
+    if [ "${prefix#/}" = "$prefix" ]; then prefix="$CALLER_DIR/$prefix"; fi
+    if [ -n "$(ls -A "$prefix" 2>/dev/null)" ] && [ ! -f "$prefix/$INSTALL_MARK" ]; then
+        echo "$prefix holds files that no Scalebook install put there: install into a new or empty directory (e.g. /opt/scalebook)" >&2
+        exit 2
+    fi
+    setup "${APT_INSTALL[@]}"
+    build_frontend
+    build_native
+    ensure_synthetic_data
+    say "installing into $prefix"
+    umask 022
+    local stage
+    stage=$(mktemp -d)
+    # shellcheck disable=SC2064 # the path is fixed now
+    trap "rm -rf '$stage'" EXIT
+    stage_native "$stage"
+    mkdir -p "$stage/bin"
+    write_launcher > "$stage/bin/scalebook"
+    chmod 755 "$stage/bin/scalebook"
+    # Written by this script: as new as it is, so an unchanged launcher is not copied again.
+    touch -r "$ROOT/scalebook.sh" "$stage/bin/scalebook"
+    mkdir -p "$prefix"
+    echo "Installed by Scalebook's \`scalebook.sh install\`, which replaces what it put here." > "$prefix/$INSTALL_MARK"
+    local dir
+    for dir in libexec lib bin; do sync_dir "$stage/$dir" "$prefix/$dir" --delete-after; done
+    for dir in config data/synthetic "${SOURCE_DIRS[@]}"; do sync_dir "$ROOT/$dir" "$prefix/$dir" --delete-after; done
+    # The page last, in two steps: the new module beside the old one, then the page naming it.
+    sync_dir "$ROOT/static" "$prefix/static" --exclude=.inputs --exclude=/dist/index.html
+    sync_dir "$ROOT/static" "$prefix/static" --exclude=.inputs --delete-after
+    check_libraries "$prefix"
+    say "installed: $(du -sh "$prefix" | cut -f1) in $prefix; run $prefix/bin/scalebook"
+}
+
+# The installed command: the server run from the install for whoever calls it. It starts in
+# PREFIX, so that the defaults (static, config/ViT.yaml, and the data/synthetic the CPU configs
+# name, which the server lets runs read as the project's data/) are the install's, and writes
+# the caller's runs to ${SCALEBOOK_HOME:-$HOME/scalebook}/runs (the install is read-only).
+write_launcher() {
+    cat <<'EOF'
+#!/usr/bin/env bash
+# Scalebook, installed by `scalebook.sh install`: nothing to build, nothing to set up.
+#
+#   scalebook [serve] [flags...]      the notebook server (`serve` unless a subcommand is named)
+#   scalebook layout --tp 2 --dp 2    any other subcommand of `scalebook`
+#
+# Runs are written to ${SCALEBOOK_HOME:-$HOME/scalebook}/runs unless --runs-dir says otherwise.
+# It runs in the install, yet relative paths given to it are relative to where it was called
+# from (jupyter-server-proxy starts it in Jupyter's own directory).
+set -euo pipefail
+
+PREFIX=$(dirname "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")")
+CALLER_DIR=$PWD
+
+absolute() {
+    case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$CALLER_DIR" "$1" ;; esac
+}
+
+takes_path() {
+    case $1 in
+        --unix-socket | --runs-dir | --runs | --static-dir | --yaml-config | --yaml | --clusters | --trainer | \
+            --slurm-bin-dir | --data-root | --watch-logdir) return 0 ;;
+    esac
+    return 1
+}
+
+args=()
+path_next=""
+runs_dir_given=""
+for arg in "$@"; do
+    if [ -n "$path_next" ]; then
+        arg=$(absolute "$arg")
+        path_next=""
+    elif takes_path "$arg"; then
+        path_next=1
+    elif [[ $arg == --*=* ]] && takes_path "${arg%%=*}"; then
+        arg="${arg%%=*}=$(absolute "${arg#*=}")"
+    elif [ "${1:-} ${2:-}" = "tb import" ] && [ ${#args[@]} -ge 2 ] && [ "${arg#-}" = "$arg" ]; then
+        arg=$(absolute "$arg") # the logdir
+    fi
+    case $arg in --runs-dir | --runs-dir=* | --runs | --runs=*) runs_dir_given=1 ;; esac
+    args+=("$arg")
+done
+case "${args[0]:-}" in "" | -*) args=(serve "${args[@]}") ;; esac
+if [ -z "$runs_dir_given" ] && { [ "${args[0]}" = serve ] || [ "${args[*]:0:2}" = "tb import" ]; }; then
+    args+=(--runs-dir "$(absolute "${SCALEBOOK_HOME:-$HOME/scalebook}")/runs")
+fi
+
+# libtorch's OpenMP threads spin while waiting by default, which starves everything else on a
+# few shared cores; `scalebook.sh run` sets the same.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+cd "$PREFIX"
+exec "$PREFIX/libexec/scalebook" "${args[@]}"
+EOF
+}
+
+# Fails unless the installed binaries find every library they load, and none of them in the
+# torch wheel they were built against (in the cache, which the install's users cannot read).
+check_libraries() {
+    local prefix=$1 site bin listing
+    site=$(dirname "$(realpath "$LIBTORCH")")
+    for bin in scalebook scalebook-train; do
+        listing=$(env -u LD_LIBRARY_PATH ldd "$prefix/libexec/$bin")
+        if grep -q 'not found' <<<"$listing" || awk '$2 == "=>" { print $3 }' <<<"$listing" | xargs realpath | grep -q -F "$site/"; then
+            echo "$listing" >&2
+            echo "the installed $bin does not load its libraries from $prefix (above)" >&2
+            exit 1
+        fi
+    done
+}
+
+# Makes directory `to` hold what `from` holds (links followed), readable by everyone; rsync
+# options after the two (files gone from `from` stay in `to` unless one is --delete-after).
+sync_dir() {
+    local from=$1 to=$2
+    shift 2
+    mkdir -p "$(dirname "$to")"
+    rsync --recursive --copy-links --perms --times --chmod=ugo=rX,u+w "$@" "$from/" "$to/"
+}
+
+# Into `stage`: libexec/ with copies of the release binaries, and lib/ with links to the
+# libraries they load from the torch wheel's site-packages (as ldd finds them through the
+# build's RUNPATH into the cache), under their paths in site-packages. A copy that loads any
+# gets those directories, relative to libexec/, as its RUNPATH; the copies keep the build's
+# times, so an unchanged binary is not copied again.
+stage_native() {
+    local stage=$1 site bin lib relative dir runpath
+    site=$(dirname "$(realpath "$LIBTORCH")")
+    mkdir -p "$stage/libexec" "$stage/lib"
+    for bin in scalebook scalebook-train; do
+        cp -p "$CARGO_TARGET_DIR/release/$bin" "$stage/libexec/$bin"
+        runpath=""
+        while read -r lib; do
+            relative=$(realpath "$(dirname "$lib")")/$(basename "$lib")
+            relative=${relative#"$site"/}
+            case "$relative" in /*) continue ;; esac
+            mkdir -p "$stage/lib/$(dirname "$relative")"
+            ln -sf "$lib" "$stage/lib/$relative"
+            dir="\$ORIGIN/../lib/$(dirname "$relative")"
+            case ":$runpath:" in *":$dir:"*) ;; *) runpath+=":$dir" ;; esac
+        done < <(env -u LD_LIBRARY_PATH ldd "$stage/libexec/$bin" | awk '$2 == "=>" { print $3 }')
+        if [ -n "$runpath" ]; then
+            patchelf --set-rpath "${runpath#:}" "$stage/libexec/$bin"
+            touch -r "$CARGO_TARGET_DIR/release/$bin" "$stage/libexec/$bin"
+        fi
+    done
+}
+
 # The binaries `run` starts, against the tutorial's own code written in PyTorch
 # (bench/reference.py), alternating, on the same files and config (bench/side_by_side.py).
 cmd_bench() {
@@ -242,7 +422,7 @@ check_house_rules() {
 }
 
 cmd_test() {
-    setup "${APT_TEST[@]}"
+    setup "${APT_TEST[@]}" "${APT_INSTALL[@]}"
     setup_python_readers
     setup_trunk
     build_frontend
@@ -267,7 +447,8 @@ case "${1:-}" in
     run) shift; cmd_run "$@" ;;
     test) shift; cmd_test "$@" ;;
     cargo) shift; exec cargo "$@" ;;
-    setup) shift; setup "${APT_TEST[@]}" ;;
+    setup) shift; setup "${APT_TEST[@]}" "${APT_INSTALL[@]}" ;;
+    install) shift; cmd_install "$@" ;;
     bench) shift; cmd_bench "$@" ;;
-    *) echo "usage: $0 run [serve flags...] | test | setup | bench [flags...] | cargo ARGS..." >&2; exit 2 ;;
+    *) echo "usage: $0 run [serve flags...] | test | setup | install PREFIX | bench [flags...] | cargo ARGS..." >&2; exit 2 ;;
 esac

@@ -19,7 +19,7 @@ pub struct Jupyter {
     child: Child,
     /// `http://127.0.0.1:PORT/user/learner/`.
     pub url: String,
-    /// Jupyter's working directory (not the checkout), also where its config is.
+    /// Jupyter's working directory and `HOME` (not the checkout), also where its config is.
     pub home: TempDir,
 }
 
@@ -39,6 +39,7 @@ impl Jupyter {
         std::fs::write(home.path().join("jupyter_server_config.py"), settings)?;
         let mut child = Command::new(python())
             .args(["-m", "jupyter_server", "--config=jupyter_server_config.py"])
+            .env("HOME", home.path())
             .env("JUPYTER_CONFIG_DIR", home.path())
             .env("JUPYTER_DATA_DIR", home.path().join("data"))
             .env("JUPYTER_RUNTIME_DIR", home.path().join("runtime"))

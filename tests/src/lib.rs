@@ -1,9 +1,10 @@
 //! Harness for end-to-end tests: the real `scalebook` server process, a real headless Chromium
-//! driven over WebDriver, a prefix-stripping proxy like JupyterHub's, and scratch directories
-//! with generated training data. Everything is torn down when its handle drops, so a failing
-//! test leaves no process behind.
+//! driven over WebDriver, a prefix-stripping proxy like JupyterHub's, scratch directories
+//! with generated training data, and installs made by `scalebook.sh install`. Everything is
+//! torn down when its handle drops, so a failing test leaves no process behind.
 
 mod browser;
+pub mod install;
 pub mod jupyter;
 pub mod notebook;
 mod proxy;
