@@ -24,6 +24,9 @@ pub type Roster = BTreeMap<FollowerId, Follower>;
 /// How long the instructor's head count waits after a change before it is sent, so a room
 /// joining at once costs the instructor one message, not five hundred.
 pub const AUDIENCE_SETTLE: Duration = Duration::from_millis(100);
+/// How long the presenting page may be away before the room is told it is gone: a reload
+/// comes back well within it.
+pub const PRESENTER_GRACE: Duration = Duration::from_secs(5);
 
 pub struct Classroom {
     /// The encoded `presenting` message for the latest presentation.
@@ -34,7 +37,11 @@ pub struct Classroom {
     dismissals: Mutex<HashMap<FollowerId, Arc<Notify>>>,
     /// Names the instructor removed, kept out until the next class link.
     barred: Mutex<HashSet<String>>,
-    next_follower: AtomicU64,
+    /// The seat that presents, by number (`None`: nobody presents).
+    presenter: Mutex<Option<u64>>,
+    /// Whether that seat's page is connected (see [`PRESENTER_GRACE`]).
+    presenter_connected: watch::Sender<bool>,
+    next_seat: AtomicU64,
 }
 
 impl Default for Classroom {
@@ -45,7 +52,9 @@ impl Default for Classroom {
             roster: watch::Sender::new(Roster::new()),
             dismissals: Mutex::default(),
             barred: Mutex::default(),
-            next_follower: AtomicU64::new(1),
+            presenter: Mutex::default(),
+            presenter_connected: watch::Sender::new(true),
+            next_seat: AtomicU64::new(1),
         }
     }
 }
@@ -55,9 +64,21 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Classroom {
-    /// The instructor presents `presentation` (`None`: stops presenting).
+    /// `presentation` is presented (`None`: nobody presents), by a page of this server or,
+    /// on a server following a class, by the class's instructor.
     pub fn present(&self, presentation: Option<Presentation>) {
         self.presenting.send_replace(encode(&ServerMessage::Presenting { presentation }));
+    }
+
+    /// Whether the presenting page is connected (on a server following a class: as the
+    /// class listener says).
+    pub fn presenter_connected(&self, connected: bool) {
+        self.presenter_connected.send_if_modified(|now| std::mem::replace(now, connected) != connected);
+    }
+
+    /// Whether the presenting page is connected, now and at every change.
+    pub fn presenter_states(&self) -> watch::Receiver<bool> {
+        self.presenter_connected.subscribe()
     }
 
     /// Every presentation from now on, starting with the current one.
@@ -74,8 +95,9 @@ impl Classroom {
         if viewer {
             self.audience.send_modify(|a| a.viewers += 1);
         }
+        let number = self.next_seat.fetch_add(1, Ordering::Relaxed);
         let follower = (role == Role::Follower).then(|| {
-            let id = self.next_follower.fetch_add(1, Ordering::Relaxed);
+            let id = number;
             let dismissal = Arc::new(Notify::new());
             lock(&self.dismissals).insert(id, dismissal.clone());
             self.roster.send_modify(|r| {
@@ -83,7 +105,7 @@ impl Classroom {
             });
             (id, dismissal)
         });
-        Seat { classroom: self.clone(), viewer, following: false, follower }
+        Seat { classroom: self.clone(), number, viewer, following: false, follower }
     }
 
     /// Every roster from now on, starting with the current one (send each after
@@ -122,12 +144,20 @@ impl Classroom {
 /// One connection's place in the head count (and a follower server's in the roster).
 pub struct Seat {
     classroom: Arc<Classroom>,
+    number: u64,
     viewer: bool,
     following: bool,
     follower: Option<(FollowerId, Arc<Notify>)>,
 }
 
 impl Seat {
+    /// This seat's page presents `presentation` (`None`: stops presenting).
+    pub fn present(&self, presentation: Option<Presentation>) {
+        *lock(&self.classroom.presenter) = presentation.as_ref().map(|_| self.number);
+        self.classroom.present(presentation);
+        self.classroom.presenter_connected(true);
+    }
+
     /// Whether the page (or a follower server's pages) follows the presentation now.
     pub fn follow(&mut self, following: bool) {
         if following != std::mem::replace(&mut self.following, following) {
@@ -166,6 +196,19 @@ impl Seat {
 
 impl Drop for Seat {
     fn drop(&mut self) {
+        // The presenting page left: unless it (or another) presents again within the grace,
+        // the room is told it is gone.
+        if *lock(&self.classroom.presenter) == Some(self.number)
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let (classroom, number) = (self.classroom.clone(), self.number);
+            runtime.spawn(async move {
+                tokio::time::sleep(PRESENTER_GRACE).await;
+                if *lock(&classroom.presenter) == Some(number) {
+                    classroom.presenter_connected(false);
+                }
+            });
+        }
         self.follow(false);
         if self.viewer {
             self.classroom.audience.send_modify(|a| a.viewers -= 1);
@@ -215,6 +258,27 @@ mod tests {
         assert!(again.introduce(introduction("learner1")).is_err());
         classroom.new_class_link();
         assert!(again.introduce(introduction("learner1")).is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_room_is_told_when_the_presenter_is_gone_and_a_reload_in_time_is_no_news() {
+        let classroom = Arc::new(Classroom::default());
+        let presentation = Presentation { chapter: "intro".into(), block: None, element: None, quiz: None, charts: Default::default() };
+        let states = classroom.presenter_states();
+        // A reload: the page leaves and presents again within the grace.
+        let first = classroom.join(Role::Instructor);
+        first.present(Some(presentation.clone()));
+        drop(first);
+        let reloaded = classroom.join(Role::Instructor);
+        reloaded.present(Some(presentation.clone()));
+        tokio::time::sleep(PRESENTER_GRACE * 2).await;
+        assert!(*states.borrow());
+        // Gone for good.
+        drop(reloaded);
+        tokio::time::sleep(PRESENTER_GRACE * 2).await;
+        assert!(!*states.borrow());
+        classroom.join(Role::Instructor).present(Some(presentation));
+        assert!(*states.borrow());
     }
 
     #[tokio::test]

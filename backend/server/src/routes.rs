@@ -14,6 +14,7 @@ use axum::middleware::from_fn_with_state;
 use axum::routing::get;
 use tower::ServiceExt as _;
 use tower::util::MapRequest;
+use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
 use crate::auth::{self, Keyring};
@@ -70,15 +71,13 @@ pub fn class_router(state: Arc<AppState>, key: Arc<ClassKey>) -> Router {
     Router::new().nest("/api", api).layer(request_log()).with_state(state)
 }
 
+/// The request log's layer (see [`request_log`]).
+type RequestLog = TraceLayer<SharedClassifier<ServerErrorsAsFailures>, fn(&Request) -> tracing::Span, (), DefaultOnResponse>;
+
 /// One line per request: method, path, status and latency. The span holds the path only,
 /// never the query or the headers, so neither a token (`?token=`, `Authorization`) nor a
 /// cookie reaches the log.
-fn request_log() -> TraceLayer<
-    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
-    fn(&Request) -> tracing::Span,
-    (),
-    DefaultOnResponse,
-> {
+fn request_log() -> RequestLog {
     fn span(request: &Request) -> tracing::Span {
         tracing::info_span!("http", method = %request.method(), path = %request.uri().path())
     }

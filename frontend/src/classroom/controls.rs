@@ -52,6 +52,12 @@ pub fn ClassroomControls() -> impl IntoView {
                 <span class="hint">
                     {move || if following.get() { "Picking another chapter stops following." } else { "On your own." }}
                 </span>
+                <Show when=move || !runs.presenter_connected.get()>
+                    <span class="presenter-gone" role="status"
+                        title="The presenting page closed or lost its connection; the presentation stays where it was until it is back">
+                        "The instructor's page has left: the presentation stands still."
+                    </span>
+                </Show>
             </Show>
             <Show when=behind>
                 <button type="button" class="catch-up" title="Go where the instructor is, and follow again"

@@ -51,6 +51,9 @@ pub struct Runs {
     pub notice: RwSignal<Option<String>>,
     /// What the instructor presents now (see `classroom`).
     pub presentation: RwSignal<Option<Presentation>>,
+    /// Whether the page that presents is connected (`false`: it left; the presentation stands
+    /// still until it comes back).
+    pub presenter_connected: RwSignal<bool>,
     /// How many watch and follow (told to an instructor's page).
     pub audience: RwSignal<Audience>,
     /// The link learners join this server's class with (told to an instructor's page; `None`:
@@ -88,6 +91,7 @@ impl Runs {
             server: RwSignal::new(None),
             notice: RwSignal::new(None),
             presentation: RwSignal::new(None),
+            presenter_connected: RwSignal::new(true),
             audience: RwSignal::new(Audience::default()),
             class_link: RwSignal::new(None),
             roster: RwSignal::new(Vec::new()),
@@ -296,6 +300,7 @@ impl Runs {
             ServerMessage::Error(report) if ticket.is_some() => answer(Answer::Refused(report)),
             ServerMessage::Error(report) => self.error(report),
             ServerMessage::Presenting { presentation } => self.presentation.set(presentation),
+            ServerMessage::Presenter { connected } => self.presenter_connected.set(connected),
             ServerMessage::Audience(audience) => self.audience.set(audience),
             ServerMessage::ClassLink { link } => self.class_link.set(link),
             ServerMessage::Roster { followers } => self.roster.set(followers),

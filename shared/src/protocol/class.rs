@@ -71,7 +71,7 @@ impl ClassLink {
         let (address, fragment) = rest.split_once('#').unwrap_or((rest, ""));
         let address = address.trim_end_matches('/');
         let (host, port) = match address.strip_prefix('[') {
-            Some(v6) => v6.split_once("]:").map(|(h, p)| (h, p)).unwrap_or((v6, "")),
+            Some(v6) => v6.split_once("]:").unwrap_or((v6, "")),
             None => address.rsplit_once(':').unwrap_or((address, "")),
         };
         let host_ok = !host.is_empty()

@@ -42,7 +42,7 @@ use crate::metrics::MetricPoint;
 /// Version 5: the class of many servers: `hello` may carry the token (a socket opened without
 /// one must send it first), role `follower`; `introduce`, `new_class_link`, `remove_follower`,
 /// `join_class` and `leave_class` from a client, `roster`, `class_link` and `class` from the
-/// server; error code `unauthorized`.
+/// server; `presenter` (whether the presenting page is connected); error code `unauthorized`.
 pub const PROTOCOL_VERSION: u32 = 5;
 
 /// The longest request id accepted.
@@ -262,6 +262,12 @@ pub enum ServerMessage {
         #[serde(default)]
         presentation: Option<Presentation>,
     },
+    /// Whether the page that presents is connected: `false` once it left and did not come
+    /// back within a few seconds (a reload comes back; a closed laptop does not), so the room
+    /// knows the presentation stands still. Sent to every connection as it opens and on change.
+    Presenter {
+        connected: bool,
+    },
     /// How many watch and follow; sent to instructor connections when it changes.
     Audience(Audience),
     /// The follower servers connected to this server's class listener; sent to instructor
@@ -469,6 +475,7 @@ mod tests {
         let presentation = Presentation { chapter: "intro".into(), block: None, element: None, quiz: None, charts: ChartView::default() };
         round_trip_server(ServerMessage::Presenting { presentation: Some(presentation) });
         round_trip_server(ServerMessage::Audience(Audience { viewers: 3, following: 2 }));
+        round_trip_server(ServerMessage::Presenter { connected: false });
         let follower = Follower { id: 3, name: "learner1".into(), following: false, since: 1.7e9, runs: None };
         round_trip_server(ServerMessage::Roster { followers: vec![follower] });
         round_trip_server(ServerMessage::ClassLink { link: Some(Secret("scalebook-class://h:1/".into())) });

@@ -241,6 +241,10 @@ impl Following {
                 self.classroom.present(presentation.map(|p| mirror.localise(p)));
                 vec![]
             }
+            ServerMessage::Presenter { connected } => {
+                self.classroom.presenter_connected(connected);
+                vec![]
+            }
             ServerMessage::Error(report) => {
                 tracing::warn!(code = ?report.code, "the class listener refused a message: {}", report.message);
                 vec![]

@@ -22,7 +22,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the notebook in the browser.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Show the rank groups of a tp/cp/dp/pp layout.
     Layout(layout::LayoutArgs),
     /// Inspect training configs.
@@ -43,7 +43,7 @@ pub use scalebook_shared::rundir::exit_code::INVALID_INPUT as EXIT_INVALID_INPUT
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Layout(args) => layout::run(args),
         Command::Config(cmd) => config::run(cmd),
         Command::Estimate(args) => estimate::run(args),

@@ -18,7 +18,8 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, interval_at};
 
 use self::session::{
-    Session, forward_audience, forward_class_links, forward_class_states, forward_presentations, forward_roster, forward_updates,
+    Session, forward_audience, forward_class_links, forward_class_states, forward_presentations, forward_presenter, forward_roster,
+    forward_updates,
 };
 use crate::auth::{Admission, Keyring};
 use crate::clock::now;
@@ -71,6 +72,7 @@ async fn connection(state: Arc<AppState>, admission: Admission, door: Option<Con
     let mut tasks: Vec<JoinHandle<()>> = vec![
         tokio::spawn(forward_updates(state.runs.clone(), role, out.clone())),
         tokio::spawn(forward_presentations(state.classroom.presentations(), out.clone())),
+        tokio::spawn(forward_presenter(state.classroom.presenter_states(), out.clone())),
     ];
     if role == Role::Instructor {
         tasks.push(tokio::spawn(forward_audience(state.classroom.audiences(), out.clone())));

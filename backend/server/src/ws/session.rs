@@ -203,11 +203,11 @@ impl Session {
                 if !problems.is_empty() {
                     return Err(ErrorReport::new(ErrorCode::BadMessage, "the presentation was refused").with_problems(problems));
                 }
-                self.state.classroom.present(Some(presentation));
+                self.seat.present(Some(presentation));
                 Ok(None)
             }
             ClientMessage::StopPresenting => {
-                self.state.classroom.present(None);
+                self.seat.present(None);
                 Ok(None)
             }
             ClientMessage::Follow { following } => {
@@ -523,6 +523,16 @@ pub async fn forward_class_states(mut states: watch::Receiver<ClassState>, out: 
     loop {
         let state = states.borrow_and_update().clone();
         if out.send(encode(&ServerMessage::Class(state))).await.is_err() || states.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Sends a connection whether the presenting page is connected, then each change.
+pub async fn forward_presenter(mut states: watch::Receiver<bool>, out: Outbox) {
+    loop {
+        let connected = *states.borrow_and_update();
+        if out.send(encode(&ServerMessage::Presenter { connected })).await.is_err() || states.changed().await.is_err() {
             return;
         }
     }

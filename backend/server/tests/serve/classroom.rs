@@ -107,3 +107,32 @@ async fn a_viewer_cannot_present_or_stop_the_presentation() {
     let mut late = server.connect_viewer().await;
     assert_eq!(presented(&mut late).await, Some(shown));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_presentation_outlives_the_presenters_reload_and_the_room_is_told_when_it_is_gone() {
+    let server = Server::start("presenter-gone", &[]);
+    let mut learner = server.connect_viewer().await;
+    let connected = |m: &ServerMessage| if let ServerMessage::Presenter { connected } = m { Some(*connected) } else { None };
+    let mut instructor = server.connect().await;
+    let first = presentation("data-parallel", &[]);
+    instructor.send(&ClientMessage::Present { presentation: first.clone() }).await;
+    learner.recv_until(WAIT, |m| matches!(m, ServerMessage::Presenting { presentation: Some(p) } if *p == first).then_some(())).await;
+
+    // A reload: the page goes and comes back presenting; the room follows it on.
+    drop(instructor);
+    let mut reloaded = server.connect().await;
+    let next = presentation("tensor-parallel", &[]);
+    reloaded.send(&ClientMessage::Present { presentation: next.clone() }).await;
+    learner.recv_until(WAIT, |m| matches!(m, ServerMessage::Presenting { presentation: Some(p) } if *p == next).then_some(())).await;
+    // A learner joining now lands there, and hears the presenter is connected.
+    let mut late = server.connect_viewer().await;
+    assert_eq!(presented(&mut late).await, Some(next.clone()));
+    assert!(late.recv_until(WAIT, connected).await);
+
+    // The presenting page goes for good: the presentation stays, and the room is told.
+    drop(reloaded);
+    assert!(!learner.recv_until(WAIT, |m| connected(m).filter(|c| !c)).await);
+    let mut again = server.connect_viewer().await;
+    assert_eq!(presented(&mut again).await, Some(next));
+    assert!(!again.recv_until(WAIT, connected).await);
+}
