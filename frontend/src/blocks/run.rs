@@ -332,6 +332,7 @@ mod tests {
         assert!(block.find(".current-run[data-run='r2'] .run-state").is_some());
         assert!(block.find(".current-run button.cancel").is_none(), "a class run offers cancel");
         assert_eq!(block.text(".run-list tr[data-run='r2'] .whose"), "instructor's");
+        assert_eq!(block.text(".run-list tr[data-run='r1'] .whose"), "yours", "the owner's own run");
         assert!(block.attr(".run-list tr[data-run='r2'] .whose", "title").is_some_and(|t| t.contains("only they can stop it")));
     }
 }

@@ -22,21 +22,24 @@ pub fn save_key(key: &LearnerKey) {
 /// Whose a run is, seen from this page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Whose {
-    /// Launched by this page's learner.
+    /// Launched by this page's learner, or from this server's own page by its owner.
     Yours,
     /// Launched by another learner.
     Learner,
-    /// Launched from the instructor's link (of this server, or of the class it follows).
+    /// Launched by the instructor: seen from the shared server's viewer link, or a run of the
+    /// class this server follows.
     Instructor,
 }
 
 impl Whose {
-    /// Whose `record` is, for a page whose learner is `me` (`None`: the instructor's page).
-    pub fn of(record: &RunRecord, me: Option<&Learner>) -> Whose {
+    /// Whose `record` is, for a page whose learner is `me` (a viewer's page), or for the page
+    /// of the server's `owner` (the instructor on theirs, a learner on their own Scalebook).
+    pub fn of(record: &RunRecord, me: Option<&Learner>, owner: bool) -> Whose {
         if super::from_class(record) {
             return Whose::Instructor;
         }
         match &record.learner {
+            None if owner => Whose::Yours,
             None => Whose::Instructor,
             Some(learner) if Some(learner) == me => Whose::Yours,
             Some(_) => Whose::Learner,
@@ -52,12 +55,12 @@ impl Whose {
     }
 }
 
-/// `records` (oldest first, as the server lists them) as a run list shows them: the learner's
-/// own first, then everyone else's, newest first within each.
-pub fn own_first(mut records: Vec<RunRecord>, me: Option<&Learner>) -> Vec<RunRecord> {
+/// `records` (oldest first, as the server lists them) as a run list shows them: the page's
+/// own first (see [`Whose::of`]), then everyone else's, newest first within each.
+pub fn own_first(mut records: Vec<RunRecord>, me: Option<&Learner>, owner: bool) -> Vec<RunRecord> {
     records.reverse();
     // A stable sort: each group keeps the newest-first order.
-    records.sort_by_key(|record| Whose::of(record, me) != Whose::Yours);
+    records.sort_by_key(|record| Whose::of(record, me, owner) != Whose::Yours);
     records
 }
 
@@ -96,14 +99,15 @@ mod tests {
     fn a_learners_own_runs_come_first_and_every_run_says_whose_it_is() {
         let (me, other) = (Learner::parse("aaaaaaaaaaaa").unwrap(), Learner::parse("bbbbbbbbbbbb").unwrap());
         let records = vec![record("r1", Some(&me)), record("r2", None), record("r3", Some(&other)), record("r4", Some(&me))];
-        let listed: Vec<String> = own_first(records.clone(), Some(&me)).iter().map(|r| r.id.to_string()).collect();
+        let listed: Vec<String> = own_first(records.clone(), Some(&me), false).iter().map(|r| r.id.to_string()).collect();
         assert_eq!(listed, ["r4", "r1", "r3", "r2"]);
-        let whose: Vec<&str> = records.iter().map(|r| Whose::of(r, Some(&me)).label()).collect();
+        let whose: Vec<&str> = records.iter().map(|r| Whose::of(r, Some(&me), false).label()).collect();
         assert_eq!(whose, ["yours", "instructor's", "learner", "yours"]);
-        // The instructor's page: newest first, nothing is its learner's.
-        let listed: Vec<String> = own_first(records.clone(), None).iter().map(|r| r.id.to_string()).collect();
-        assert_eq!(listed, ["r4", "r3", "r2", "r1"]);
-        assert_eq!(Whose::of(&records[0], None), Whose::Learner);
+        // The owner's page (the instructor's, or a learner's own Scalebook): its own runs first.
+        let listed: Vec<String> = own_first(records.clone(), None, true).iter().map(|r| r.id.to_string()).collect();
+        assert_eq!(listed, ["r2", "r4", "r3", "r1"]);
+        let whose: Vec<&str> = records.iter().map(|r| Whose::of(r, None, true).label()).collect();
+        assert_eq!(whose, ["learner", "yours", "learner", "learner"]);
     }
 
     #[wasm_bindgen_test]
@@ -112,8 +116,8 @@ mod tests {
         let mut mirrored = record("r9", Some(&me));
         mirrored.handle = Some(RunHandle::Class { address: "login01:8443".into(), upstream: RunId::parse("r1").unwrap() });
         assert!(crate::runs::from_class(&mirrored));
-        assert_eq!(Whose::of(&mirrored, Some(&me)), Whose::Instructor);
-        assert_eq!(Whose::of(&mirrored, None), Whose::Instructor);
+        assert_eq!(Whose::of(&mirrored, Some(&me), false), Whose::Instructor);
+        assert_eq!(Whose::of(&mirrored, None, true), Whose::Instructor);
         assert!(!crate::runs::from_class(&record("r1", None)));
     }
 }

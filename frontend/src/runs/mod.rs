@@ -203,7 +203,7 @@ impl Runs {
 
     /// Whose `record` is, seen from this page (reactive).
     pub fn whose(&self, record: &RunRecord) -> Whose {
-        Whose::of(record, self.learner().as_ref())
+        Whose::of(record, self.learner().as_ref(), self.may_launch())
     }
 
     /// Whether this page may cancel `record` (reactive): the instructor's any, a learner their
@@ -222,7 +222,7 @@ impl Runs {
     /// Every run as the run lists show them (reactive): this learner's own first, then the
     /// rest, newest first within each.
     pub fn listed(&self) -> Vec<RunRecord> {
-        learner::own_first(self.records.get(), self.learner().as_ref())
+        learner::own_first(self.records.get(), self.learner().as_ref(), self.may_launch())
     }
 
     pub fn answer(&self, ticket: u64) -> Option<Answer> {
