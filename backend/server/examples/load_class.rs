@@ -18,8 +18,8 @@
 //! shares this machine's cores.
 //!
 //! ```sh
-//! cargo build --release --bins
-//! cargo run --release --example load_class -p scalebook-server -- --followers 50 --simulated 500
+//! ./scalebook.sh cargo build --release --bins
+//! ./scalebook.sh cargo run --release -p scalebook-server --example load_class -- --followers 50 --simulated 500
 //! ```
 
 mod support;
@@ -44,8 +44,8 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use self::support::{
-    PeakRss, Seen, SentAt, Served, Socket, delay_summary, launch, mib, place, rss_kib, send, start_server, start_server_with, tiny_data,
-    until_all_follow, watch_run,
+    PeakRss, Seen, SentAt, Served, Socket, anon_kib, delay_summary, launch, mib, place, rss_kib, send, start_server, start_server_with,
+    tiny_data, until_all_follow, watch_run,
 };
 
 #[derive(Debug, Parser)]
@@ -86,7 +86,7 @@ struct Progress {
 }
 
 impl Progress {
-    /// Rewrites the progress line on the terminal every second until dropped.
+    /// Rewrites the progress line on the terminal every second, until the task is aborted.
     fn show(self: &Arc<Self>, args: &Args) -> JoinHandle<()> {
         let (progress, started) = (self.clone(), Instant::now());
         let (followers, clients) = (args.followers, args.followers + args.simulated);
@@ -117,6 +117,8 @@ struct Followed {
     navigation: Vec<f64>,
     /// The last place it was sent.
     last: Option<usize>,
+    /// Points that arrived after the run's final state.
+    late: usize,
 }
 
 /// The run once launched (`None` until then).
@@ -148,10 +150,15 @@ async fn chart<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     }
     send(&mut ws, &ClientMessage::Subscribe { run: id.clone(), after_seq: Some(0), after_log_seq }).await;
     progress.subscribed.fetch_add(1, Ordering::Relaxed);
-    let (mut navigation, mut last) = (Vec::new(), None);
+    let (mut navigation, mut last, mut ended, mut late) = (Vec::new(), None, false, 0);
     let seen = watch_run(&mut ws, &id, |message, received| {
-        if let ServerMessage::Points { points, .. } = message {
-            progress.points.fetch_add(points.len() as u64, Ordering::Relaxed);
+        match message {
+            ServerMessage::Points { points, .. } => {
+                progress.points.fetch_add(points.len() as u64, Ordering::Relaxed);
+                late += if ended { points.len() } else { 0 };
+            }
+            ServerMessage::RunUpdate { run } if run.id == id => ended = run.state().is_final(),
+            _ => {}
         }
         if let Some((k, delay)) = sent_at.delay(message, received) {
             navigation.push(delay);
@@ -159,7 +166,7 @@ async fn chart<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
         }
     })
     .await;
-    Followed { seen, navigation, last }
+    Followed { seen, navigation, last, late }
 }
 
 /// A learner's page on their own server (its owner's link): follows, and charts the server's
@@ -188,8 +195,8 @@ async fn follower_socket(link: &ClassLink) -> Result<Socket<TlsStream<TcpStream>
 /// benchmark gives up on it.
 const ATTEMPTS: u32 = 40;
 
-/// A follower server as the class listener sees it: joins (trying again after a quarter
-/// second, as a follower server's first backoff, when the listener turns it away), introduces
+/// A follower server as the class listener sees it: joins (trying again after half a second,
+/// a follower server's first wait, when the listener turns it away), introduces
 /// itself, follows, lists the runs and copies the instructor's run, log included.
 async fn simulated(link: Arc<ClassLink>, k: usize, launched: Launched, progress: Arc<Progress>, sent_at: SentAt) -> Followed {
     let mut attempt = 1;
@@ -200,7 +207,7 @@ async fn simulated(link: Arc<ClassLink>, k: usize, launched: Launched, progress:
             Err(_) => {
                 attempt += 1;
                 progress.retries.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(250)).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }
     };
@@ -234,20 +241,26 @@ fn start_followers(scratch: &Path, link: &str, count: usize, progress: &Progress
 }
 
 /// What a group of clients saw, in a table row's figures.
+#[derive(Default)]
 struct Summary {
     clients: usize,
     reached_last: usize,
     complete: usize,
+    /// Clients told the run's final state before its last points, and those points.
+    told_early: usize,
+    late: usize,
     navigation: Vec<f64>,
     points: Vec<f64>,
 }
 
 impl Summary {
     fn of(followed: Vec<Followed>, last: Option<usize>, lines: usize) -> Summary {
-        let mut summary = Summary { clients: followed.len(), reached_last: 0, complete: 0, navigation: vec![], points: vec![] };
+        let mut summary = Summary { clients: followed.len(), ..Summary::default() };
         for f in followed {
             summary.reached_last += usize::from(f.last.is_some() && f.last == last);
             summary.complete += usize::from(f.seen.points == lines);
+            summary.told_early += usize::from(f.late > 0);
+            summary.late += f.late;
             summary.navigation.extend(f.navigation);
             summary.points.extend(f.seen.delays);
         }
@@ -259,6 +272,7 @@ impl Summary {
         println!("  reached the last place: {} of {}", self.reached_last, self.clients);
         println!("  navigation delay send -> receipt ({} deliveries): {}", self.navigation.len(), delay_summary(&mut self.navigation));
         println!("  received every point: {} of {}", self.complete, self.clients);
+        println!("  told the run ended before its last points: {} of {} ({} points after)", self.told_early, self.clients, self.late);
         println!("  point delay write -> receipt ({} deliveries): {}", self.points.len(), delay_summary(&mut self.points));
     }
 }
@@ -284,7 +298,11 @@ fn main() {
     let pid = instructor.child.id();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let progress = Arc::new(Progress::default());
-    let shown = runtime.block_on(async { progress.show(&args) });
+    // Shown from the runtime's workers while this thread starts the follower servers.
+    let shown = {
+        let _context = runtime.enter();
+        progress.show(&args)
+    };
     let idle_rss = rss_kib(pid);
 
     let started = Instant::now();
@@ -308,6 +326,7 @@ fn main() {
         until_all_follow(&mut control, args.followers + args.simulated).await;
         let join_time = joined.elapsed();
         let joined_rss = (rss_kib(pid), pids.iter().map(|&pid| rss_kib(pid)).sum::<u64>());
+        let joined_anon: u64 = pids.iter().map(|&pid| anon_kib(pid)).sum();
 
         let id = launch(&mut control, &args.config, &overrides).await;
         let run_started = Instant::now();
@@ -345,6 +364,7 @@ fn main() {
         }
         let (pages, simulated) = (all(pages).await, all(simulated).await);
         let run_time = run_started.elapsed();
+        let ended_anon: u64 = pids.iter().map(|&pid| anon_kib(pid)).sum();
         let (peak, followers_peak) = (peak.stop(), followers_peak.stop());
         drain.abort();
         shown.abort();
@@ -379,6 +399,13 @@ fn main() {
             mib(joined_rss.1),
             mib(followers_peak),
             mib(followers_peak) / n
+        );
+        println!(
+            "  of which their own (RssAnon, the rest is the binary's and libraries' pages they share): everyone following {:.1} MiB ({:.2} each), after the run {:.1} MiB ({:.2} each)",
+            mib(joined_anon),
+            mib(joined_anon) / n,
+            mib(ended_anon),
+            mib(ended_anon) / n
         );
     };
     runtime.block_on(async {

@@ -1,6 +1,9 @@
 //! What the load benchmarks share: a real `scalebook serve` on a free port with the tutorial's
 //! configs and a tiny synthetic dataset, its memory, the instructor's moves and the room's
 //! head count, and the statistics they report.
+//!
+//! Each benchmark compiles its own copy of this module and uses a part of it.
+#![allow(dead_code, reason = "each benchmark uses only a part of what they share")]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -69,8 +72,20 @@ pub fn now() -> f64 {
 
 /// The server's resident memory in KiB.
 pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// The part of the server's resident memory that is its own (heap, stacks) in KiB: without the
+/// pages of the binary and libraries, which every process of the same program shares, so a
+/// sum over many servers counts them once per process.
+pub fn anon_kib(pid: u32) -> u64 {
+    status_kib(pid, "RssAnon:")
+}
+
+/// A field of `/proc/PID/status` in KiB (0 once the process is gone).
+fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or("VmRSS: 0 kB");
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_default();
     line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
