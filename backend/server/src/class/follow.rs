@@ -292,9 +292,14 @@ fn latest_figures(metrics: &std::path::Path) -> (Option<f64>, Option<f64>) {
     (latest([tags::step::LOSS_TRAIN, tags::LOSS_TRAIN]), latest([tags::step::SAMPLES_PER_SEC, tags::SAMPLES_PER_SEC]))
 }
 
-/// The wait before attempt `attempt`: a quarter second, doubling, at most [`MAX_BACKOFF`].
-fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis(250).saturating_mul(1 << attempt.min(5)).min(MAX_BACKOFF)
+/// The wait after `failures` failures in a row: a quarter second, doubling, at most
+/// [`MAX_BACKOFF`], each shortened by a random part of up to half, so a room of followers that
+/// lost the class together does not come back in one burst.
+fn backoff(failures: u32) -> Duration {
+    let full = Duration::from_millis(250).saturating_mul(1 << failures.saturating_sub(1).min(5)).min(MAX_BACKOFF);
+    let mut byte = [0u8; 1];
+    let jitter = getrandom::fill(&mut byte).map_or(0.0, |()| f64::from(byte[0]) / 255.0);
+    full.mul_f64(1.0 - jitter / 2.0)
 }
 
 async fn send(socket: &mut Socket, message: &ClientMessage) -> Result<(), String> {
@@ -343,9 +348,10 @@ mod tests {
     }
 
     #[test]
-    fn the_backoff_doubles_up_to_its_cap() {
-        assert_eq!(backoff(0), Duration::from_millis(250));
-        assert_eq!(backoff(1), Duration::from_millis(500));
-        assert_eq!(backoff(30), MAX_BACKOFF);
+    fn the_backoff_doubles_up_to_its_cap_less_a_random_part() {
+        for (failures, full) in [(1, Duration::from_millis(250)), (2, Duration::from_millis(500)), (30, MAX_BACKOFF)] {
+            let waits: Vec<Duration> = (0..20).map(|_| backoff(failures)).collect();
+            assert!(waits.iter().all(|w| *w <= full && *w >= full / 2), "{failures}: {waits:?}");
+        }
     }
 }

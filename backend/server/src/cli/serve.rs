@@ -38,6 +38,8 @@ const VIEWER_TOKEN_VARIABLE: &str = "SCALEBOOK_VIEWER_TOKEN";
 /// Where the class link to follow may come from instead of `--follow` (it holds the class's
 /// token, and a command line is visible to every user of the machine).
 const CLASS_LINK_VARIABLE: &str = "SCALEBOOK_CLASS_LINK";
+/// Connections the class listener holds before they showed the follower token.
+const CLASS_STRANGERS: usize = 1024;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -312,7 +314,9 @@ impl ClassListener {
         let tcp = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("--class-listen: cannot listen on {addr}"))?;
         let port = tcp.local_addr()?.port();
         let key = Arc::new(ClassKey::open(&dir, host, port, identity.fingerprint())?);
-        let gated = GatedListener::new(tcp, GateLimits::default());
+        // A room joins at once, and a follower shows its token only after the TLS handshake:
+        // room for many strangers (past it, the oldest is still closed for a newcomer).
+        let gated = GatedListener::new(tcp, GateLimits { max_strangers: CLASS_STRANGERS, ..GateLimits::default() });
         Ok(ClassListener { key, listener: TlsListener::new(gated, identity.server_config()?)? })
     }
 

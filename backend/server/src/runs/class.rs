@@ -14,18 +14,26 @@ pub fn is_class_run(record: &RunRecord) -> bool {
 
 impl RunManager {
     /// Records `record` (a class run whose directory the follower made) as it stands upstream,
-    /// telling the connections only when it changed, and streams its files while the class
-    /// is followed.
-    pub fn class_run(&self, record: RunRecord) {
+    /// telling the connections only when it changed. A live run's files are streamed; one that
+    /// ended has its files read one last time first, so its viewers get every point copied
+    /// before they hear it ended, and its stream stops polling.
+    pub async fn class_run(&self, record: RunRecord) {
         let id = record.id.clone();
-        {
-            let mut records = self.lock();
-            if records.get(&id) != Some(&record) {
-                records.insert(id.clone(), record.clone());
-                self.save(&record);
-            }
+        match record.state().is_final() {
+            true => self.hub.finish(&id).await,
+            false => self.hub.follow(&id, &self.store.run_dir(&id)),
         }
-        self.hub.follow(&id, &self.store.run_dir(&id));
+        let mut records = self.lock();
+        if records.get(&id) != Some(&record) {
+            records.insert(id.clone(), record.clone());
+            self.save(&record);
+        }
+    }
+
+    /// Lines were copied into class run `id` after it ended (the backlog of a run that ended
+    /// before this server joined): its viewers get them now.
+    pub async fn class_run_grew(&self, id: &RunId) {
+        self.hub.finish(id).await;
     }
 
     /// The class is no longer followed: the streams of its runs read their files one last

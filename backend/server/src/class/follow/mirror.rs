@@ -21,7 +21,11 @@ const PREFIX: &str = "i-";
 
 /// One upstream run's copy.
 struct Copy {
+    local: RunId,
     dir: PathBuf,
+    /// The run has ended upstream: its stream here is not polled, so copied lines are
+    /// announced as they are written.
+    ended: bool,
     /// Lines the copy's metrics file and job log hold.
     points: u64,
     log: u64,
@@ -66,9 +70,12 @@ impl Mirror {
                 .await
                 .map_err(|e| e.to_string())?
                 .map_err(|e| format!("cannot copy run {} into {}: {e}", upstream.id, dir.display()))?;
-            self.copies.insert(upstream.id.clone(), Copy { dir, points, log, subscribed: false });
+            self.copies.insert(upstream.id.clone(), Copy { local: local.clone(), dir, points, log, ended: false, subscribed: false });
         }
         let id = upstream.id.clone();
+        if let Some(copy) = self.copies.get_mut(&id) {
+            copy.ended = upstream.state().is_final();
+        }
         let record = RunRecord {
             id: local,
             handle: Some(RunHandle::Class { address: self.address.clone(), upstream: upstream.id }),
@@ -76,7 +83,7 @@ impl Mirror {
             cancel_requested: false,
             ..upstream
         };
-        self.runs.class_run(record);
+        self.runs.class_run(record).await;
         Ok(self.copies.get_mut(&id).and_then(|copy| {
             let first = !std::mem::replace(&mut copy.subscribed, true);
             first.then(|| subscribe(&id, copy))
@@ -97,6 +104,7 @@ impl Mirror {
         }
         append(copy.dir.join(rundir::METRICS), text).await?;
         copy.points = upto;
+        self.announce_if_ended(upstream).await;
         Ok(())
     }
 
@@ -114,7 +122,15 @@ impl Mirror {
         }
         append(copy.dir.join(rundir::JOB_LOG), text).await?;
         copy.log = upto;
+        self.announce_if_ended(upstream).await;
         Ok(())
+    }
+
+    /// Lines copied into a run that has ended reach its viewers at once (nothing polls it).
+    async fn announce_if_ended(&self, upstream: &RunId) {
+        if let Some(copy) = self.copies.get(upstream).filter(|copy| copy.ended) {
+            self.runs.class_run_grew(&copy.local).await;
+        }
     }
 
     /// The instructor's run rewrote its metrics (a resumed run starts its curve again): the
