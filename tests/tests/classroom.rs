@@ -54,6 +54,8 @@ async fn a_viewer_follows_the_presenting_instructor_and_can_break_away() -> anyh
     // The instructor launches a run: the learner's page charts it.
     let run = launch_tiny_run(&instructor, 20).await?;
     viewer.wait_attr(&series_css(STEP_LOSS, &run), "data-points", |p| p.parse().is_ok_and(|n: u32| n > 0)).await?;
+    // And its run block shows that run (its state and log), as the instructor's does.
+    viewer.wait_attr(".current-run", "data-run", |r| r == run).await?;
     // The charts' smoothing follows too.
     instructor.paste_into(".charts input.smoothing", "0.9").await?;
     viewer.wait_value(".charts input.smoothing", |v| v == "0.9").await?;

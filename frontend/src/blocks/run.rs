@@ -14,9 +14,10 @@ use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, RunId, SlurmReques
 use super::run_status::{CurrentRun, RunList, ViewerNote, remember, remembered};
 use super::slurm_fields::SlurmFields;
 use super::unique_id;
+use crate::classroom::Classroom;
 use crate::library::{Library, Ready};
 use crate::net::ws::ConnectionState;
-use crate::runs::{Answer, Runs};
+use crate::runs::{Answer, Runs, Whose};
 use crate::working::WorkingConfig;
 
 /// Where runs go when no cluster is chosen.
@@ -50,6 +51,19 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
         remember(&memory_key, &id);
         current.set(Some(id));
     });
+    // A page following the instructor shows the run the instructor charts (its state, log and
+    // cancel where allowed), unless it opened one of its own.
+    if let Some(classroom) = use_context::<Classroom>() {
+        Effect::new(move |_| {
+            let Some(presented) = classroom.presented_run() else { return };
+            let own =
+                current.with_untracked(|id| id.as_ref().and_then(|id| runs.record(id)).is_some_and(|r| runs.whose(&r) == Whose::Yours));
+            if !own && current.with_untracked(|id| id.as_ref() != Some(&presented)) {
+                runs.watch(&presented);
+                current.set(Some(presented));
+            }
+        });
+    }
     Effect::new(move |_| {
         let (ticket, preview) = match waiting.get() {
             Some(Waiting::Launch(t)) => (t, None),

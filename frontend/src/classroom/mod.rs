@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use leptos::ev;
 use leptos::prelude::*;
-use scalebook_shared::protocol::{ClientMessage, Presentation, Role};
+use scalebook_shared::protocol::{ClientMessage, Presentation, Role, RunId};
 
 use crate::chapters;
 use crate::net::session_storage;
@@ -139,6 +139,15 @@ impl Classroom {
         self.shown.set_value(None);
         self.following.set(on);
         self.runs.send(&ClientMessage::Follow { following: on });
+    }
+
+    /// The run the presentation charts last, while this page follows it (reactive): what a
+    /// following page's run block shows, as the instructor's does.
+    pub fn presented_run(self) -> Option<RunId> {
+        if !self.following.get() || self.presenting.get() {
+            return None;
+        }
+        self.runs.presentation.with(|presented| presented.as_ref().and_then(|p| p.charts.runs.last().cloned()))
     }
 
     /// Whether this page shows something else than the presentation (see [`model::differs`]).
