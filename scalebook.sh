@@ -34,8 +34,9 @@ WASM_PROFILE=wasm-release
 
 # brotli and zopfli compress the front-end at build time (zopfli: gzip-compatible, 5% smaller).
 APT_BUILD=(pkg-config libhdf5-dev brotli zopfli)
-# The Slurm executor's tests start a real one-node cluster (slurm-wlm with munge), as root.
-APT_TEST=(chromium chromium-driver slurm-wlm munge)
+# The Slurm executor's tests start a real one-node cluster (slurm-wlm with munge), as root;
+# the JupyterHub test's environment is made by Debian's Python (python3-venv).
+APT_TEST=(chromium chromium-driver slurm-wlm munge python3-venv)
 # `install` points the installed binaries at the installed libtorch (patchelf) and copies only
 # what changed, each file written aside and renamed into place (rsync).
 APT_INSTALL=(patchelf rsync)
@@ -85,21 +86,44 @@ setup_python_readers() {
     export SCALEBOOK_PYTHON="$CACHE/py-venv/bin/python"
 }
 
+# A real JupyterHub for the class test (tests/tests/jupyterhub_class.rs): the Hub, its proxy
+# (configurable-http-proxy, from npm) and the single-user servers it starts as each user of
+# the class. Those users run it, so it lives outside root's cache, readable by everyone, made
+# with Debian's Python (pyenv's is under /root, where they cannot go). Only root can start
+# servers as other users, so only root sets it up.
+SCALEBOOK_JUPYTERHUB=${SCALEBOOK_JUPYTERHUB:-/opt/scalebook-jupyterhub}
+HUB_PACKAGES=(jupyterhub==6.1.1 jupyter-server==2.21.1 jupyter-server-proxy==4.6.0 tornado==6.6.1)
+CHP_VERSION=5.3.0
+setup_jupyterhub() {
+    [ "$(id -u)" -eq 0 ] || return 0
+    (
+        umask 022
+        VENV_PYTHON=/usr/bin/python3 setup_venv "$SCALEBOOK_JUPYTERHUB/venv" "JupyterHub for the class test" "${HUB_PACKAGES[@]}"
+        local chp="$SCALEBOOK_JUPYTERHUB/chp/node_modules/.bin/configurable-http-proxy"
+        if [ "$("$chp" --version 2>/dev/null)" != "$CHP_VERSION" ]; then
+            say "installing configurable-http-proxy $CHP_VERSION (JupyterHub's proxy)"
+            npm install --silent --no-audit --no-fund --prefix "$SCALEBOOK_JUPYTERHUB/chp" "configurable-http-proxy@$CHP_VERSION" >/dev/null
+        fi
+    )
+    export SCALEBOOK_JUPYTERHUB
+}
+
 # The side-by-side benchmark's PyTorch reference. `import torch` needs the full wheel with its
 # CUDA dependencies (about 3 GB) even on a CPU, so it has its own environment, installed only
 # by `bench`.
 BENCH_PACKAGES=("torch==$TORCH_VERSION" h5py==3.12.1 numpy==2.1.3 pyyaml==6.0.3)
 
-# A Python environment in the cache holding exactly the given packages; made again from
-# scratch when the list changes.
+# A Python environment holding exactly the given packages, in the cache (or at an absolute
+# path), made by $VENV_PYTHON (default: python3); made again from scratch when the list changes.
 setup_venv() {
-    local venv="$CACHE/$1" what=$2 stamp
+    local venv=$1 what=$2 stamp
+    [ "${venv#/}" != "$venv" ] || venv="$CACHE/$venv"
     shift 2
     stamp="$venv/.scalebook-$(printf '%s_' "$@")"
     if [ ! -f "$stamp" ]; then
         say "installing $what ($*)"
         rm -rf "$venv"
-        python3 -m venv "$venv"
+        "${VENV_PYTHON:-python3}" -m venv "$venv"
         "$venv/bin/pip" install -q "$@"
         touch "$stamp"
     fi
@@ -424,6 +448,7 @@ check_house_rules() {
 cmd_test() {
     setup "${APT_TEST[@]}" "${APT_INSTALL[@]}"
     setup_python_readers
+    setup_jupyterhub
     setup_trunk
     build_frontend
     build_frontend_with_trunk

@@ -244,7 +244,8 @@ impl Drop for DriverGuard {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
+/// A port free on 127.0.0.1 now (another process may take it before it is bound).
+pub fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 

@@ -1,9 +1,11 @@
 //! Harness for end-to-end tests: the real `scalebook` server process, a real headless Chromium
 //! driven over WebDriver, a prefix-stripping proxy like JupyterHub's, scratch directories
-//! with generated training data, and installs made by `scalebook.sh install`. Everything is
-//! torn down when its handle drops, so a failing test leaves no process behind.
+//! with generated training data, installs made by `scalebook.sh install`, and a real JupyterHub
+//! serving Unix users of its own. Everything is torn down when its handle drops, so a failing
+//! test leaves no process behind.
 
 mod browser;
+pub mod hub;
 pub mod install;
 pub mod jupyter;
 pub mod notebook;
@@ -11,7 +13,7 @@ mod proxy;
 mod scratch;
 mod server;
 
-pub use browser::{ARROW_RIGHT, Browser, WAIT};
+pub use browser::{ARROW_RIGHT, Browser, WAIT, free_port};
 pub use proxy::PrefixProxy;
 pub use scratch::with_tiny_data;
 pub use server::Server;

@@ -1,0 +1,186 @@
+//! A class of many Scalebooks under a real JupyterHub (DummyAuthenticator, LocalProcessSpawner,
+//! configurable-http-proxy), as README's "A class of many Scalebooks" holds one: the
+//! instructor installs once for everyone, and each of three real Unix users (`instructor`,
+//! `learner1`, `learner2`) runs that install through jupyter-server-proxy in their own Jupyter
+//! server, with the README's entries in their own `~/.jupyter/jupyter_server_config.py`: the
+//! instructor's holds the class (`--class-listen`), the learners' follow it
+//! (`SCALEBOOK_CLASS_LINK`, learner1 sharing its runs). Nobody is granted anything on anybody's
+//! server. Each logs in through the Hub in a browser of their own; then, in order:
+//! the instructor's page gets the class link and the learners' servers join it; the instructor
+//! presents another chapter and the learners' pages go there; the instructor's run is charted
+//! live on the learners' pages, from their own servers' copies; learner1's own run runs as
+//! learner1; the instructor's roster lists both learners by their Unix names, with learner1's
+//! run; learner1 is refused the instructor's server by the Hub; and no log holds the
+//! instructor's token or the class link's.
+
+use std::os::unix::fs::MetadataExt;
+use std::time::Duration;
+
+use anyhow::{Context, ensure};
+use scalebook_e2e::hub::{self, Hub, readme_recipe_for};
+use scalebook_e2e::install::install;
+use scalebook_e2e::notebook::{STEP_LOSS, launch_tiny_run, series_css, watch_growth};
+use scalebook_e2e::{Browser, WAIT, free_port, workspace_root};
+use scalebook_shared::protocol::{ClassLink, ClassState, RunState, Secret, ServerMessage};
+use scalebook_shared::rundir;
+
+const INSTRUCTOR: &str = "instructor";
+const LEARNERS: [&str; 2] = ["learner1", "learner2"];
+/// The instructor's run: long enough (about 30 s alone on two cores) to be watched growing on
+/// the learners' pages and to be still training when a learner launches a run of their own.
+const INSTRUCTOR_ITERS: u32 = 1000;
+/// A learner's own run: one epoch of cpu_tiny, the shortest run the server accepts.
+const LEARNER_ITERS: u32 = 4;
+/// How long a learner's run may take while three servers, three browsers and the instructor's
+/// run share two cores with builds.
+const RUN_LIMIT: Duration = Duration::from_secs(300);
+/// How a learner's server names its copy of an instructor's run (README: `i-RUN`).
+const COPY_PREFIX: &str = "i-";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_class_of_many_scalebooks_runs_under_jupyterhub() -> anyhow::Result<()> {
+    let Some(hub) = Hub::start(&[INSTRUCTOR, LEARNERS[0], LEARNERS[1]])? else {
+        eprintln!("not root: only root can start Jupyter servers as other users (the JupyterHub class test is skipped)");
+        return Ok(());
+    };
+    // The instructor installs once for everyone, where every user can read it (kept between
+    // test runs: installing over it again copies only what changed).
+    let prefix = hub::environment().join("scalebook");
+    install(&workspace_root().canonicalize()?, &prefix)?;
+    let recipe = readme_recipe_for(&prefix)?;
+
+    // 1. The instructor logs in through the Hub and opens their Scalebook (the Unix socket
+    // entry), which holds the class.
+    let class_port = free_port()?;
+    let entry = "c.ServerProxy.servers[\"scalebook\"]";
+    hub.write_jupyter_config(
+        INSTRUCTOR,
+        &format!(
+            "{recipe}\n# The class, as README's \"A class of many Scalebooks\" says.\n\
+             {entry}[\"command\"] += [\"--class-listen\", \"127.0.0.1:{class_port}\"]\n\
+             # For the test: the port entry's token, looked for in the logs.\nopen(\"port-token\", \"w\").write(TOKEN)\n"
+        ),
+    )?;
+    let instructor = Browser::start().await?;
+    hub.open_as(&instructor, INSTRUCTOR, "scalebook/").await?;
+    instructor.client.goto(&format!("{}/user/{INSTRUCTOR}/scalebook/#/model-and-data", hub.url)).await?;
+    instructor.wait_attr(".connection", "data-state", |s| s == "open").await?;
+    let mut instructor_socket = hub.socket(&instructor, INSTRUCTOR, "scalebook").await?;
+
+    // 2. The instructor's page gets the class link; the learners' servers follow it from their
+    // entries' environment (so the learners log in once it is known), and their pages open
+    // through the Hub.
+    let link = instructor_socket
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::ClassLink { link: Some(Secret(link)) } => Some(link.clone()),
+            _ => None,
+        })
+        .await?;
+    let link = ClassLink::parse(&link).map_err(|problems| anyhow::anyhow!("not a class link: {problems}"))?;
+    ensure!(link.port == class_port, "the class link names port {}, not the class listener's {class_port}", link.port);
+    let mut learners = Vec::new();
+    for name in LEARNERS {
+        let share = if name == LEARNERS[0] { format!("{entry}[\"command\"] += [\"--share-runs\"]\n") } else { String::new() };
+        let follow = format!("{entry}[\"environment\"] = {{\"SCALEBOOK_CLASS_LINK\": {:?}}}\n", link.to_string());
+        hub.write_jupyter_config(
+            name,
+            &format!("{recipe}\n# Following the class, as README's \"A class of many Scalebooks\" says.\n{follow}{share}"),
+        )?;
+        let browser = Browser::start().await?;
+        hub.open_as(&browser, name, "scalebook/").await?;
+        browser.client.goto(&format!("{}/user/{name}/scalebook/#/rank-groups", hub.url)).await?;
+        browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
+        let mut socket = hub.socket(&browser, name, "scalebook").await?;
+        let joined = |m: &ServerMessage| matches!(m, ServerMessage::Class(ClassState::Joined { .. })).then_some(());
+        socket.recv_until(WAIT, joined).await.with_context(|| format!("{name}'s server did not join the class"))?;
+        learners.push((name, browser, socket));
+    }
+
+    // 3. The instructor presents, and moves to another chapter: the learners' pages follow.
+    instructor.click(".classroom button.present").await?;
+    instructor.wait_attr(".classroom button.present", "aria-pressed", |p| p == "true").await?;
+    for (name, browser, _) in &learners {
+        let presented = browser.wait_attr("article.chapter", "data-chapter", |c| c == "model-and-data").await;
+        presented.with_context(|| format!("{name}'s page did not go to the presented chapter"))?;
+    }
+    instructor.click("nav.toc a[href='#/single-gpu']").await?;
+    for (name, browser, _) in &learners {
+        let followed = browser.wait_attr("article.chapter", "data-chapter", |c| c == "single-gpu").await;
+        followed.with_context(|| format!("{name}'s page did not follow the instructor to another chapter"))?;
+    }
+    // The instructor's run is charted live on both learners' pages, from their own servers'
+    // copies.
+    let run = launch_tiny_run(&instructor, INSTRUCTOR_ITERS).await?;
+    let copy = series_css(STEP_LOSS, &format!("{COPY_PREFIX}{run}"));
+    let ((_, first, _), (_, second, _)) = (&learners[0], &learners[1]);
+    let (seen1, seen2) = tokio::try_join!(watch_growth(first, &copy, 2, RUN_LIMIT), watch_growth(second, &copy, 2, RUN_LIMIT))?;
+    println!("the learners' pages drew the instructor's run growing: {seen1:?}, {seen2:?}");
+
+    // 4. learner1 launches a run of their own from their page while the instructor's still
+    // trains: it starts at once (the instructor's run trains on the instructor's side and takes
+    // none of learner1's room), as learner1, in learner1's home.
+    let learner1 = LEARNERS[0];
+    let (_, own_browser, own_socket) = &mut learners[0];
+    launch_tiny_run(own_browser, LEARNER_ITERS).await?;
+    let mut last = None;
+    let ended = own_socket
+        .recv_until(RUN_LIMIT, |m| match m {
+            ServerMessage::RunUpdate { run } if !run.id.as_str().starts_with(COPY_PREFIX) => {
+                last = Some(run.state());
+                run.state().is_final().then(|| run.clone())
+            }
+            _ => None,
+        })
+        .await
+        .with_context(|| format!("{learner1}'s own run did not end; the last state its server told: {last:?}"))?;
+    let own_run = ended.id.clone();
+    let run_dir = hub.home(learner1).join("scalebook/runs").join(own_run.as_str());
+    let job_log = std::fs::read_to_string(run_dir.join(rundir::JOB_LOG)).unwrap_or_default();
+    ensure!(ended.state() == RunState::Completed, "{learner1}'s run ended {:?} ({:?}); its log:\n{job_log}", ended.state(), ended.reason());
+    let uid = hub.user(learner1).uid;
+    for path in [run_dir.clone(), run_dir.join(rundir::METRICS)] {
+        let owner = std::fs::metadata(&path).with_context(|| format!("no {}", path.display()))?.uid();
+        ensure!(owner == uid, "{} belongs to uid {owner}, not to {learner1} ({uid})", path.display());
+    }
+
+    // 5. The instructor's roster lists both learners by their Unix names, and the run learner1
+    // shares; learner2 shares none.
+    let roster = instructor_socket
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::Roster { followers }
+                if LEARNERS.iter().all(|name| followers.iter().any(|f| f.name == *name))
+                    && followers.iter().any(|f| f.name == learner1 && f.runs.iter().flatten().any(|r| r.id == own_run)) =>
+            {
+                Some(followers.clone())
+            }
+            _ => None,
+        })
+        .await
+        .context("the roster never listed both learners and learner1's run")?;
+    ensure!(roster.iter().filter(|f| f.name == LEARNERS[1]).all(|f| f.runs.is_none()), "learner2 shares no runs: {roster:?}");
+
+    // 6. learner1 may not open the instructor's server: the Hub refuses.
+    own_browser.client.goto(&format!("{}/user/{INSTRUCTOR}/scalebook/", hub.url)).await?;
+    own_browser.wait_text("h1", |t| t.starts_with("403")).await?;
+    let path = own_browser.eval("return location.pathname").await?;
+    ensure!(path.as_str().is_some_and(|p| p.starts_with("/hub/")), "the 403 is not the Hub's: {path}");
+
+    // 7. The instructor opens the port entry with its token in the fragment; then no log of the
+    // class (the Hub's, the proxy's, each Jupyter server's, each Scalebook's, the runs')
+    // holds that token or the class link's.
+    let token = std::fs::read_to_string(hub.home(INSTRUCTOR).join("port-token"))?;
+    instructor.client.goto(&format!("{}/user/{INSTRUCTOR}/scalebook-port/#token={token}", hub.url)).await?;
+    instructor.wait_attr(".connection", "data-state", |s| s == "open").await?;
+    for (_, browser, _) in learners {
+        browser.close().await?;
+    }
+    instructor.close().await?;
+    let logs = hub.logs()?;
+    let class_started = format!("Class listener on 127.0.0.1:{class_port}");
+    ensure!(logs[0].1.contains(&class_started), "the Hub's log does not hold the Scalebooks' output (no {class_started:?})");
+    for (path, text) in &logs {
+        ensure!(!text.contains(&token), "{} holds the instructor's token", path.display());
+        ensure!(!text.contains(&link.token), "{} holds the class link's token", path.display());
+    }
+    Ok(())
+}
