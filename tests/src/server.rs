@@ -12,7 +12,7 @@ use crate::{watch_lines, workspace_binary, workspace_root};
 
 pub struct Server {
     child: Child,
-    /// The URL the server printed, e.g. `http://127.0.0.1:41234/?token=3f9c...`: what a user
+    /// The URL the server printed, e.g. `http://127.0.0.1:41234/#token=3f9c...`: what a user
     /// opens.
     pub url: String,
     /// The access token from that URL, for API calls and the WebSocket.
@@ -57,6 +57,14 @@ impl Server {
         let host = url.trim_start_matches("http://").split('/').next().unwrap_or_default();
         let addr = host.parse().with_context(|| format!("no address in {url}"))?;
         Ok(Server { child, url, token, addr, workdir: workdir.to_owned() })
+    }
+}
+
+impl Server {
+    /// The page of chapter `slug`, with the token in the fragment beside the chapter's route
+    /// (`#/slug&token=...`, as a user's link to a chapter reads).
+    pub fn chapter_url(&self, slug: &str) -> String {
+        format!("http://{}/#/{slug}&token={}", self.addr, self.token)
     }
 }
 

@@ -9,7 +9,7 @@ const EDITOR: &str = ".config-editor";
 async fn invalid_edits_show_their_field_errors() -> anyhow::Result<()> {
     let server = Server::start(&[])?;
     let browser = Browser::start().await?;
-    browser.client.goto(&format!("{}#/single-gpu", server.url)).await?;
+    browser.client.goto(&server.chapter_url("single-gpu")).await?;
     browser.wait_value(&format!("{EDITOR} input[data-field=embed_dim]"), |v| v == "128").await?;
 
     // 130 is not divisible by cpu_short's 4 heads: the rule is shown beside embed_dim.

@@ -11,7 +11,7 @@ const BLOCK: &str = ".rank-grid-block";
 async fn the_grid_shows_the_clis_groups() -> anyhow::Result<()> {
     let server = Server::start(&[])?;
     let browser = Browser::start().await?;
-    browser.client.goto(&format!("{}#/rank-groups", server.url)).await?;
+    browser.client.goto(&server.chapter_url("rank-groups")).await?;
 
     // The chapter's first grid is tp 2, cp 2, dp 4 in the order tp-cp-dp.
     let cli = std::process::Command::new(workspace_binary("scalebook")?)

@@ -9,7 +9,7 @@ const BLOCK: &str = ".run-block";
 async fn the_batch_script_is_shown_before_submitting() -> anyhow::Result<()> {
     let server = Server::start(&[])?;
     let browser = Browser::start().await?;
-    browser.client.goto(&format!("{}#/data-parallel", server.url)).await?;
+    browser.client.goto(&server.chapter_url("data-parallel")).await?;
     browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
     // The chapter's working config is the editor's: bs64_opt on 4 data-parallel ranks.
     browser.wait_text(&format!("{BLOCK} select.run-config option:checked"), |t| t == "bs64_opt").await?;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use scalebook_shared::protocol::{ExecutorSpec, RunHandle, RunId, RunRecord, RunState};
 
-use super::{LastWords, RunManager, queue};
+use super::{LastWords, RunManager, is_class_run, queue};
 use crate::clock::now;
 use crate::executor::local::LocalExecutor;
 use crate::executor::outcome;
@@ -23,10 +23,11 @@ fn ranks(record: &RunRecord) -> usize {
     record.layout.world() as usize
 }
 
-/// Whether a run trains on this machine (a run read from a logdir is recorded as local, but
-/// runs elsewhere and takes no slot).
+/// Whether a run trains on this machine (a run read from a logdir, or copied from the class
+/// this server follows, is recorded as the instructor launched it, but runs elsewhere: it
+/// takes no slot, and is never started here).
 fn is_local(record: &RunRecord) -> bool {
-    record.executor == ExecutorSpec::Local && !is_logdir_run(record)
+    record.executor == ExecutorSpec::Local && !is_logdir_run(record) && !is_class_run(record)
 }
 
 impl RunManager {

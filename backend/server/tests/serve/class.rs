@@ -255,6 +255,9 @@ async fn a_follower_server_relays_the_class_and_copies_every_point_exactly_once_
         })
         .await;
     collect(&mut seen, &first);
+    // The learner runs a run of their own meanwhile: the copy of the instructor's run trains
+    // elsewhere, and takes none of this server's slots.
+    let own = page.launch("cpu_tiny", tiny_overrides(&["num_iters=4"])).await;
 
     // The network between the two servers goes for 10 s while the run trains (the page keeps
     // what its server still had to send it).
@@ -287,6 +290,9 @@ async fn a_follower_server_relays_the_class_and_copies_every_point_exactly_once_
     }
     crate::harness::assert_all_points(&seen, &upstream);
     assert_eq!(crate::harness::points_in_file(&copy), crate::harness::points_in_file(&upstream));
+
+    let state = learner_server.wait_for(&own, |r| r.state().is_final().then_some(r.state())).await;
+    assert_eq!(state, scalebook_shared::protocol::RunState::Completed, "the learner's own run");
 
     // The maps and the config, which the socket does not carry, come from upstream when the
     // page asks, and stay readable once the instructor's server is gone.
