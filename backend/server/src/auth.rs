@@ -1,7 +1,8 @@
 //! The per-launch tokens. On a shared login node every user can reach every localhost port, and
 //! jupyter-server-proxy forwards the user's cookies to whatever listens there; so the API and
-//! the WebSocket answer only requests that carry a token printed at start, as `Authorization:
-//! Bearer ...` (the page's requests), in a WebSocket's first message (the page's socket), or in
+//! the WebSocket answer only requests that carry a token printed at start, in the page's header
+//! ([`TOKEN_HEADER`]) or as `Authorization: Bearer ...`, in a WebSocket's first message (the
+//! page's socket), or in
 //! the URL (`?token=...`, the old links' way, still accepted). No link Scalebook prints carries
 //! a token where a server would log it: the links keep it in the fragment (`#token=...`), which
 //! browsers never send. Cookies are never looked at.
@@ -22,7 +23,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use scalebook_shared::protocol::Role;
+use scalebook_shared::protocol::{Role, TOKEN_HEADER};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -159,12 +160,14 @@ pub enum Admission {
     Pending(Keyring),
 }
 
-/// The token a request presents: a bearer token, or the `token` query parameter (the old
-/// links' way, still accepted).
+/// The token a request presents: in the page's header ([`TOKEN_HEADER`]), as a bearer token
+/// (other clients), or as the `token` query parameter (the old links' way, still accepted).
 fn presented(request: &Request) -> Option<&str> {
-    let from_header = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    let headers = request.headers();
+    let from_page = headers.get(TOKEN_HEADER).and_then(|v| v.to_str().ok());
+    let from_bearer = || headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     let from_query = || request.uri().query().and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("token=")));
-    from_header.or_else(from_query)
+    from_page.or_else(from_bearer).or_else(from_query)
 }
 
 /// Middleware: refuses requests without a token the listener's keyring takes, and puts the

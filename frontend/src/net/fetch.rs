@@ -1,8 +1,10 @@
 //! Plain HTTP GETs for the files the page reads once (chapters, configs, clusters, baseline)
 //! and the pictures it shows (weather maps). Everything live goes over the WebSocket: proxies
-//! buffer ordinary responses. API requests carry the token as `Authorization: Bearer`, never in
-//! the URL, which proxies and servers write to their logs.
+//! buffer ordinary responses. API requests carry the token in Scalebook's own header
+//! ([`TOKEN_HEADER`]), never in the URL, which proxies and servers write to their logs, nor in
+//! `Authorization`, which Jupyter's proxy would take for a JupyterHub token and send its hub.
 
+use scalebook_shared::protocol::TOKEN_HEADER;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
@@ -38,7 +40,7 @@ async fn get(url: &str) -> Result<web_sys::Response, String> {
     // Only the API needs the token; the page's own files (chapters, the baseline) never see it.
     if let Some(token) = urls::token().filter(|_| urls::is_api(url)) {
         let headers = web_sys::Headers::new().map_err(|e| describe(&e))?;
-        headers.set("Authorization", &format!("Bearer {token}")).map_err(|e| describe(&e))?;
+        headers.set(TOKEN_HEADER, &token).map_err(|e| describe(&e))?;
         init.set_headers(&headers);
     }
     let response = JsFuture::from(window.fetch_with_str_and_init(url, &init))

@@ -2,7 +2,7 @@
 //! `/` and under any proxy prefix (jupyter-server-proxy strips `{base}/proxy/PORT` and the page
 //! never learns it); and the per-launch access token, which the API and the WebSocket need.
 //! The token never travels in a URL the page builds: proxies and servers log request lines,
-//! so it goes in an `Authorization` header (HTTP) or in the first message (the WebSocket).
+//! so it goes in a header of its own (HTTP) or in the first message (the WebSocket).
 
 use wasm_bindgen::JsValue;
 

@@ -22,7 +22,7 @@ pub use classroom::{
     MAX_ELEMENT_INDEX, MAX_PRESENTED_RUNS, MAX_SLUG_LEN, Presentation,
 };
 pub use history::{Bucket, Series, bucketize, series};
-pub use role::{Role, Secret};
+pub use role::{Role, Secret, TOKEN_HEADER};
 pub use run::{ExecutorSpec, LaunchRequest, MAX_RUN_ID_LEN, RunHandle, RunId, RunRecord, RunState, StateChange};
 pub use slurm::{MAX_FIELD_LEN, SlurmJob, SlurmRequest};
 

@@ -25,6 +25,11 @@ impl Role {
     }
 }
 
+/// The request header the page sends its token in. Not `Authorization`: a proxy in front
+/// (Jupyter's, behind JupyterHub) takes that header for a credential of its own and passes it
+/// on to its hub to check, so a token sent there would leave this server's hands.
+pub const TOKEN_HEADER: &str = "x-scalebook-token";
+
 /// A token as it travels in a message: never shown by `Debug`, so no log line or panic
 /// message can carry it.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]

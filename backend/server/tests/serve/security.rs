@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use scalebook_shared::protocol::{ClientMessage, ErrorCode, ErrorReport, PROTOCOL_VERSION, RunId, RunState, Secret, ServerMessage};
+use scalebook_shared::protocol::{
+    ClientMessage, ErrorCode, ErrorReport, PROTOCOL_VERSION, RunId, RunState, Secret, ServerMessage, TOKEN_HEADER,
+};
 
 use crate::harness::{Client, Server, http_get, http_over, temp_dir};
 
@@ -57,6 +59,9 @@ fn the_api_and_the_websocket_need_the_token_and_the_page_does_not() {
 
     assert_eq!(http_get(addr, &format!("/api/runs?token={token}"), &[]).status, 200);
     assert_eq!(http_get(addr, "/api/configs", &[("Authorization", &format!("Bearer {token}"))]).status, 200);
+    // The page's way: a header of Scalebook's own, which a proxy in front leaves alone.
+    assert_eq!(http_get(addr, "/api/configs", &[(TOKEN_HEADER, token)]).status, 200);
+    assert_eq!(http_get(addr, "/api/configs", &[(TOKEN_HEADER, "wrong-token-0123456789")]).status, 401);
     let page = http_get(addr, "/", &[]);
     assert_eq!(page.status, 200);
     // Every response, the page's and a refusal alike, carries the security headers.
