@@ -93,15 +93,11 @@ impl Mirror {
     /// Appends the points that come next (padding lines upstream that carry none).
     pub async fn points(&mut self, upstream: &RunId, points: Vec<SeqPoint>) -> Result<(), String> {
         let Some(copy) = self.copies.get_mut(upstream) else { return Ok(()) };
-        let mut text = String::new();
-        let mut upto = copy.points;
-        for point in points.into_iter().filter(|p| p.seq > copy.points) {
-            // Lines upstream that hold no point: kept as empty lines.
-            text.extend(std::iter::repeat_n("\n", (point.seq - upto - 1) as usize));
-            text.push_str(&serde_json::to_string(&point.point).map_err(|e| e.to_string())?);
-            text.push('\n');
-            upto = point.seq;
+        let mut lines = Vec::with_capacity(points.len());
+        for point in points {
+            lines.push((point.seq, serde_json::to_string(&point.point).map_err(|e| e.to_string())?));
         }
+        let (text, upto) = numbered(copy.points, lines);
         append(copy.dir.join(rundir::METRICS), text).await?;
         copy.points = upto;
         self.announce_if_ended(upstream).await;
@@ -112,14 +108,7 @@ impl Mirror {
     /// ones).
     pub async fn log(&mut self, upstream: &RunId, lines: Vec<LogLine>) -> Result<(), String> {
         let Some(copy) = self.copies.get_mut(upstream) else { return Ok(()) };
-        let mut text = String::new();
-        let mut upto = copy.log;
-        for line in lines.into_iter().filter(|l| l.seq > copy.log) {
-            text.extend(std::iter::repeat_n("\n", (line.seq - upto - 1) as usize));
-            text.push_str(&line.text);
-            text.push('\n');
-            upto = line.seq;
-        }
+        let (text, upto) = numbered(copy.log, lines.into_iter().map(|line| (line.seq, line.text)));
         append(copy.dir.join(rundir::JOB_LOG), text).await?;
         copy.log = upto;
         self.announce_if_ended(upstream).await;
@@ -154,6 +143,22 @@ impl Mirror {
     }
 }
 
+/// The text that appends numbered `lines` (in order) to a file of `held` lines, and the lines it
+/// will then hold: lines already held are skipped, and a number upstream that carries nothing
+/// here (a damaged line, a log line no longer kept) becomes an empty line, so the numbers stay
+/// the same on both sides.
+fn numbered(held: u64, lines: impl IntoIterator<Item = (u64, String)>) -> (String, u64) {
+    let mut text = String::new();
+    let mut upto = held;
+    for (seq, line) in lines.into_iter().filter(|(seq, _)| *seq > held) {
+        text.extend(std::iter::repeat_n("\n", (seq - upto - 1) as usize));
+        text.push_str(&line);
+        text.push('\n');
+        upto = seq;
+    }
+    (text, upto)
+}
+
 fn subscribe(upstream: &RunId, copy: &Copy) -> ClientMessage {
     ClientMessage::Subscribe { run: upstream.clone(), after_seq: Some(copy.points), after_log_seq: Some(copy.log) }
 }
@@ -180,6 +185,13 @@ async fn append(path: PathBuf, text: String) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_keep_their_numbers_once_each() {
+        let line = |seq: u64| (seq, format!("l{seq}"));
+        assert_eq!(numbered(2, [line(1), line(2), line(3), line(6)]), ("l3\n\n\nl6\n".to_owned(), 6));
+        assert_eq!(numbered(6, [line(5), line(6)]), (String::new(), 6));
+    }
 
     #[test]
     fn upstream_ids_are_prefixed_when_they_fit() {
