@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use axum::extract::ws::Utf8Bytes;
-use scalebook_shared::protocol::{Audience, Follower, FollowerId, Introduction, Presentation, Role, ServerMessage};
+use scalebook_shared::protocol::{Audience, Follower, FollowerId, Introduction, Presentation, Role, RunId, RunSummary, ServerMessage};
 use tokio::sync::{Notify, watch};
 
 use crate::clock::now;
@@ -91,10 +91,7 @@ impl Classroom {
     /// Counts a connection in until the returned seat is dropped; a follower server also
     /// joins the roster.
     pub fn join(self: &Arc<Self>, role: Role) -> Seat {
-        let viewer = role != Role::Instructor;
-        if viewer {
-            self.audience.send_modify(|a| a.viewers += 1);
-        }
+        self.audience.send_modify(|a| *a = counted(*a, role, 1));
         let number = self.next_seat.fetch_add(1, Ordering::Relaxed);
         let follower = (role == Role::Follower).then(|| {
             let id = number;
@@ -105,7 +102,7 @@ impl Classroom {
             });
             (id, dismissal)
         });
-        Seat { classroom: self.clone(), number, viewer, following: false, follower }
+        Seat { classroom: self.clone(), number, role, following: false, follower }
     }
 
     /// Every roster from now on, starting with the current one (send each after
@@ -127,6 +124,14 @@ impl Classroom {
         true
     }
 
+    /// Follower `id`'s name and its summary of run `run`, when it is in the class and shares it.
+    pub fn shared_run(&self, id: FollowerId, run: &RunId) -> Option<(String, RunSummary)> {
+        let roster = self.roster.borrow();
+        let follower = roster.get(&id)?;
+        let summary = follower.runs.as_ref()?.iter().find(|r| r.id == *run)?;
+        Some((follower.name.clone(), summary.clone()))
+    }
+
     /// A new class link: whoever was removed may join with it.
     pub fn new_class_link(&self) {
         lock(&self.barred).clear();
@@ -141,11 +146,23 @@ impl Classroom {
     }
 }
 
+/// The head count with a connection of `role` in (`by` 1) or out (-1): a viewer page counts as
+/// a viewer, a follower server as a follower, an instructor's page as neither.
+fn counted(mut audience: Audience, role: Role, by: i32) -> Audience {
+    let count = match role {
+        Role::Viewer => &mut audience.viewers,
+        Role::Follower => &mut audience.followers,
+        Role::Instructor => return audience,
+    };
+    *count = count.saturating_add_signed(by);
+    audience
+}
+
 /// One connection's place in the head count (and a follower server's in the roster).
 pub struct Seat {
     classroom: Arc<Classroom>,
     number: u64,
-    viewer: bool,
+    role: Role,
     following: bool,
     follower: Option<(FollowerId, Arc<Notify>)>,
 }
@@ -210,9 +227,8 @@ impl Drop for Seat {
             });
         }
         self.follow(false);
-        if self.viewer {
-            self.classroom.audience.send_modify(|a| a.viewers -= 1);
-        }
+        let role = self.role;
+        self.classroom.audience.send_modify(|a| *a = counted(*a, role, -1));
         if let Some((id, _)) = self.follower.take() {
             lock(&self.classroom.dismissals).remove(&id);
             self.classroom.roster.send_modify(|r| {
@@ -231,13 +247,16 @@ mod tests {
         let classroom = Arc::new(Classroom::default());
         let mut viewer = classroom.join(Role::Viewer);
         let mut instructor = classroom.join(Role::Instructor);
+        let follower = classroom.join(Role::Follower);
+        assert_eq!(classroom.audiences().borrow().followers, 1);
+        drop(follower);
         viewer.follow(true);
         viewer.follow(true);
         instructor.follow(true);
-        assert_eq!(*classroom.audiences().borrow(), Audience { viewers: 1, following: 2 });
+        assert_eq!(*classroom.audiences().borrow(), Audience { viewers: 1, followers: 0, following: 2 });
         instructor.follow(false);
         drop(viewer);
-        assert_eq!(*classroom.audiences().borrow(), Audience { viewers: 0, following: 0 });
+        assert_eq!(*classroom.audiences().borrow(), Audience { viewers: 0, followers: 0, following: 0 });
     }
 
     #[tokio::test]

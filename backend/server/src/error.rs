@@ -52,6 +52,9 @@ pub enum Error {
     /// A run of the class this server follows: it trains on the instructor's side.
     #[error("run {id} is the instructor's, followed from the class: only the instructor can stop it")]
     InstructorsRun { id: RunId },
+    /// A learner's run shared with this server's class: it trains on the learner's side.
+    #[error("run {id} is a learner's, shared with the class: only that learner can stop it")]
+    SharedRun { id: RunId },
     /// The class listener or the class link cannot be set up: what failed.
     #[error("class: {0}")]
     Class(String),

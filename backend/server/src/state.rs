@@ -11,6 +11,7 @@ use scalebook_shared::config::ConfigFile;
 use crate::Error;
 use crate::class::ClassKey;
 use crate::class::follow::Following;
+use crate::class::shared::SharedRuns;
 use crate::classroom::Classroom;
 use crate::limits::LaunchLimits;
 use crate::runs::RunManager;
@@ -106,6 +107,8 @@ pub struct AppState {
     pub classroom: Arc<Classroom>,
     /// The class listener's key, when this server has one (`--class-listen`).
     pub class: Option<Arc<ClassKey>>,
+    /// The learners' runs the instructor charts, copied from their followers.
+    pub shared: Arc<SharedRuns>,
     /// The class this server follows, if any (`--follow`, or the page's "Join a class").
     pub following: Arc<Following>,
 }

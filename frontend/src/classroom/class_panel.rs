@@ -128,6 +128,7 @@ fn copy_from(input: &web_sys::HtmlInputElement) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use scalebook_shared::layout::Sizes;
     use scalebook_shared::protocol::{Follower, RunId, RunState, RunSummary};
     use wasm_bindgen_test::wasm_bindgen_test;
 
@@ -187,7 +188,7 @@ mod tests {
         let summary = |id: &str, loss: f64| RunSummary {
             id: RunId::parse(id).unwrap(),
             config: "cpu_tiny".into(),
-            layout: "tp=1 cp=1 dp=1".into(),
+            layout: Sizes::default(),
             state: RunState::Running,
             loss: Some(loss),
             samples_per_sec: Some(12.5),
@@ -222,5 +223,14 @@ mod tests {
         click(&panel, "table.roster button.sort[data-column='name']");
         settle().await;
         assert_eq!(names(), ["bob", "ada", "ada"]);
+
+        // Charting a learner's run charts the instructor's server's copy of it; bob has none.
+        assert_eq!(panel.root.query_selector_all("table.roster input.chart-shared").unwrap().length(), 2);
+        let a1 = panel.find("table.roster tr[data-run='a1'] input.chart-shared").unwrap().unchecked_into::<web_sys::HtmlInputElement>();
+        a1.set_checked(true);
+        a1.dispatch_event(&web_sys::Event::new("change").unwrap()).unwrap();
+        settle().await;
+        assert!(runs.charted.get_untracked().contains(&RunId::parse("l-ada-a1").unwrap()));
+        assert!(a1.checked());
     }
 }

@@ -192,7 +192,13 @@ impl ClassFollowing {
 /// The instructor's head count, as the header says it.
 pub fn audience_label(audience: Audience) -> String {
     let viewers = if audience.viewers == 1 { "viewer" } else { "viewers" };
-    format!("{} following ({} {viewers} connected)", audience.following, audience.viewers)
+    match audience.followers {
+        0 => format!("{} following ({} {viewers} connected)", audience.following, audience.viewers),
+        n => {
+            let servers = if n == 1 { "learner's Scalebook" } else { "learners' Scalebooks" };
+            format!("{} following ({} {viewers} and {n} {servers} connected)", audience.following, audience.viewers)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -346,7 +352,11 @@ mod tests {
 
     #[wasm_bindgen_test]
     fn the_head_count_reads_naturally() {
-        assert_eq!(audience_label(Audience { viewers: 1, following: 1 }), "1 following (1 viewer connected)");
-        assert_eq!(audience_label(Audience { viewers: 12, following: 9 }), "9 following (12 viewers connected)");
+        assert_eq!(audience_label(Audience { viewers: 1, followers: 0, following: 1 }), "1 following (1 viewer connected)");
+        assert_eq!(audience_label(Audience { viewers: 12, followers: 0, following: 9 }), "9 following (12 viewers connected)");
+        assert_eq!(
+            audience_label(Audience { viewers: 0, followers: 2, following: 1 }),
+            "1 following (0 viewers and 2 learners' Scalebooks connected)"
+        );
     }
 }

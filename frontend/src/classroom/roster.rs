@@ -1,5 +1,7 @@
 //! The roster on the instructor's page: every follower server of the class, with the runs its
 //! learner shares, in one table sorted by whichever header was clicked (see [`roster_model`]).
+//! Ticking a run's "chart" charts it beside the instructor's runs: the server copies it from
+//! the learner's server as it trains.
 
 use leptos::prelude::*;
 use scalebook_shared::protocol::ClientMessage;
@@ -31,7 +33,7 @@ pub fn Roster(runs: Runs) -> impl IntoView {
         <Show when=move || runs.roster.with(|followers| !followers.is_empty())>
             <div class="roster-scroll">
                 <table class="roster">
-                    <thead><tr>{Column::ALL.map(header)}<th></th></tr></thead>
+                    <thead><tr>{Column::ALL.map(header)}<th></th><th></th></tr></thead>
                     <tbody>{move || rows.get().into_iter().map(|row| view! { <RosterRow row runs /> }).collect_view()}</tbody>
                 </table>
             </div>
@@ -43,16 +45,36 @@ pub fn Roster(runs: Runs) -> impl IntoView {
 fn RosterRow(row: Row, runs: Runs) -> impl IntoView {
     let (follower, name) = (row.follower, row.name.clone());
     let run = row.run.clone();
+    let chart = row.copy().zip(run.as_ref().map(|r| r.id.clone())).map(|(copy, upstream)| {
+        let charted = {
+            let copy = copy.clone();
+            move || runs.charted.with(|c| c.contains(&copy))
+        };
+        let toggle = move |on: bool| {
+            if on {
+                // Sent before the chart subscribes, so the copy exists when it does.
+                runs.send(&ClientMessage::ChartSharedRun { follower, run: upstream.clone() });
+            }
+            runs.set_charted(&copy, on);
+        };
+        view! {
+            <label title="Chart this run beside yours">
+                <input type="checkbox" class="chart-shared" prop:checked=charted on:change=move |ev| toggle(event_target_checked(&ev)) />
+                " chart"
+            </label>
+        }
+    });
     view! {
         <tr data-follower=row.follower data-run=run.as_ref().map(|r| r.id.to_string())>
             <td class="name">{row.name.clone()}</td>
             <td class="following" data-following=row.following.to_string()>{row.following_label()}</td>
             <td class="since">{local_clock(row.since)}</td>
             <td class="mono">{run.as_ref().map(|r| r.config.clone())}</td>
-            <td class="mono">{run.as_ref().map(|r| r.layout.clone())}</td>
+            <td class="mono">{run.as_ref().map(|r| r.layout_text())}</td>
             <td>{run.as_ref().map(|r| r.state.label())}</td>
             <td class="number">{row.loss()}</td>
             <td class="number">{row.speed()}</td>
+            <td class="chart">{chart}</td>
             <td>{row.first.then(|| view! {
                 <button type="button" class="remove" title=format!("Disconnect {name}; they cannot join again until the next class link")
                     on:click=move |_| { runs.send(&ClientMessage::RemoveFollower { follower }); }>

@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 use std::collections::HashSet;
 
 use scalebook_shared::charts::format_number;
-use scalebook_shared::protocol::{Follower, FollowerId, RunState, RunSummary};
+use scalebook_shared::protocol::{Follower, FollowerId, RunId, RunState, RunSummary, shared_copy_id};
 
 /// A column of the roster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +50,7 @@ impl Column {
             Column::Following => Some(Key::Number(if row.following { 0.0 } else { 1.0 })),
             Column::Since => Some(Key::Number(row.since)),
             Column::Config => run.map(|r| Key::Text(r.config.to_lowercase())),
-            Column::Layout => run.map(|r| Key::Text(r.layout.clone())),
+            Column::Layout => run.map(|r| Key::Text(r.layout_text())),
             // In the order a run lives: queued, running, then how it ended.
             Column::State => {
                 run.map(|r| Key::Number(RunState::ALL.iter().position(|s| *s == r.state).unwrap_or(RunState::ALL.len()) as f64))
@@ -135,6 +135,12 @@ pub struct Row {
 }
 
 impl Row {
+    /// What the instructor's server calls its copy of this row's run, once charted (`None`:
+    /// no run, or one whose name is too long to copy).
+    pub fn copy(&self) -> Option<RunId> {
+        self.run.as_ref().and_then(|run| shared_copy_id(&self.name, &run.id))
+    }
+
     pub fn following_label(&self) -> &'static str {
         if self.following { "following" } else { "broke away" }
     }
@@ -187,20 +193,13 @@ pub fn counts(followers: &[Follower]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use scalebook_shared::protocol::RunId;
+    use scalebook_shared::layout::Sizes;
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
 
     fn run(id: &str, config: &str, state: RunState, loss: Option<f64>, speed: Option<f64>) -> RunSummary {
-        RunSummary {
-            id: RunId::parse(id).unwrap(),
-            config: config.into(),
-            layout: "tp=1 cp=1 dp=1".into(),
-            state,
-            loss,
-            samples_per_sec: speed,
-        }
+        RunSummary { id: RunId::parse(id).unwrap(), config: config.into(), layout: Sizes::default(), state, loss, samples_per_sec: speed }
     }
 
     /// Ada shares two runs, bob none, Cy one (still without a loss); they joined in that order.

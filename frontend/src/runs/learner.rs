@@ -2,7 +2,7 @@
 //! own after a reload), and whose each run is, as the run lists show it.
 
 use leptos::prelude::window;
-use scalebook_shared::protocol::{Learner, LearnerKey, RunRecord};
+use scalebook_shared::protocol::{Learner, LearnerKey, RunHandle, RunRecord};
 
 const KEY_STORAGE: &str = "scalebook-learner-key";
 
@@ -24,7 +24,8 @@ pub fn save_key(key: &LearnerKey) {
 pub enum Whose {
     /// Launched by this page's learner, or from this server's own page by its owner.
     Yours,
-    /// Launched by another learner.
+    /// Launched by another learner (on the shared server, or on their own and shared with
+    /// this server's class).
     Learner,
     /// Launched by the instructor: seen from the shared server's viewer link, or a run of the
     /// class this server follows.
@@ -37,6 +38,9 @@ impl Whose {
     pub fn of(record: &RunRecord, me: Option<&Learner>, owner: bool) -> Whose {
         if super::from_class(record) {
             return Whose::Instructor;
+        }
+        if matches!(record.handle, Some(RunHandle::Shared { .. })) {
+            return Whose::Learner;
         }
         match &record.learner {
             None if owner => Whose::Yours,
@@ -90,7 +94,7 @@ pub fn record(id: &str, learner: Option<&Learner>) -> RunRecord {
 
 #[cfg(test)]
 mod tests {
-    use scalebook_shared::protocol::{RunHandle, RunId};
+    use scalebook_shared::protocol::RunId;
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
@@ -119,5 +123,12 @@ mod tests {
         assert_eq!(Whose::of(&mirrored, Some(&me), false), Whose::Instructor);
         assert_eq!(Whose::of(&mirrored, None, true), Whose::Instructor);
         assert!(!crate::runs::from_class(&record("r1", None)));
+    }
+
+    #[wasm_bindgen_test]
+    fn a_run_a_learner_shared_with_the_class_is_a_learners_on_the_instructors_page() {
+        let mut shared = record("l-ada-r1", None);
+        shared.handle = Some(RunHandle::Shared { follower: "ada".into(), upstream: RunId::parse("r1").unwrap() });
+        assert_eq!(Whose::of(&shared, None, true), Whose::Learner);
     }
 }

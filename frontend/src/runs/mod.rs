@@ -305,7 +305,8 @@ impl Runs {
             ServerMessage::ClassLink { link } => self.class_link.set(link),
             ServerMessage::Roster { followers } => self.roster.set(followers),
             ServerMessage::Class(state) => self.class.set(state),
-            ServerMessage::Pong { .. } | ServerMessage::Heartbeat { .. } => {}
+            // A page is never a follower server: a class listener asks no page for runs.
+            ServerMessage::Pong { .. } | ServerMessage::Heartbeat { .. } | ServerMessage::ShareRun { .. } => {}
         }
     }
 

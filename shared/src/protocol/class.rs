@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{RunId, RunState};
 use crate::Problems;
+use crate::layout::{DEFAULT_ORDER, Layout, Sizes};
 
 /// The scheme of a class link: it is not a web page, so it must not look like one.
 pub const CLASS_LINK_SCHEME: &str = "scalebook-class";
@@ -24,6 +25,10 @@ pub const MAX_FOLLOWER_NAME_LEN: usize = 32;
 pub const MAX_SUMMARISED_RUNS: usize = 32;
 /// The longest host name a class link may carry.
 pub const MAX_HOST_LEN: usize = 253;
+/// The most points one `shared_points` message carries: well within a message's size limit.
+pub const MAX_SHARED_POINTS: usize = 200;
+/// What a shared run's copy is called on the instructor's server, before the follower's name.
+const SHARED_PREFIX: &str = "l-";
 
 /// What a learner needs to follow a class: where the instructor's class listener is, the
 /// follower token it accepts, and the SHA-256 fingerprint of its self-signed certificate,
@@ -137,7 +142,8 @@ impl Introduction {
         }
         for (i, run) in runs.iter().enumerate() {
             if !run.problems_free() {
-                problems.push(format!("runs[{i}]"), "a config name or layout too long or not plain text, or a number not finite");
+                problems
+                    .push(format!("runs[{i}]"), "a config name too long or not plain text, a layout no run has, or a number not finite");
             }
         }
         problems
@@ -151,14 +157,21 @@ pub fn follower_name_ok(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, ' ' | '.' | '_' | '-'))
 }
 
+/// The id of the instructor's copy of run `run` shared by the follower named `name`
+/// (`l-NAME-RUN`, the name's blanks and dots made `_`), or `None` when it would be too long
+/// for a run id. The instructor's page and server both name the copy by it.
+pub fn shared_copy_id(name: &str, run: &RunId) -> Option<RunId> {
+    let name: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    RunId::parse(&format!("{SHARED_PREFIX}{name}-{run}")).ok()
+}
+
 /// One of a learner's own runs, as the instructor's roster shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunSummary {
     pub id: RunId,
     pub config: String,
-    /// The layout in the tutorial's words (`tp=2 cp=1 dp=2`).
-    pub layout: String,
+    pub layout: Sizes,
     pub state: RunState,
     /// The latest `Loss/train` the run reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -170,9 +183,19 @@ pub struct RunSummary {
 
 impl RunSummary {
     fn problems_free(&self) -> bool {
-        let plain = |text: &str, max: usize| text.len() <= max && text.chars().all(|c| c.is_ascii_graphic() || c == ' ');
+        let plain = self.config.len() <= 64 && self.config.chars().all(|c| c.is_ascii_graphic() || c == ' ');
         let finite = |value: Option<f64>| value.is_none_or(f64::is_finite);
-        plain(&self.config, 64) && plain(&self.layout, 64) && finite(self.loss) && finite(self.samples_per_sec)
+        plain && self.layout().is_some() && finite(self.loss) && finite(self.samples_per_sec)
+    }
+
+    /// The run's layout (`None`: sizes no layout has).
+    pub fn layout(&self) -> Option<Layout> {
+        Layout::new(self.layout, DEFAULT_ORDER).ok()
+    }
+
+    /// The layout in the tutorial's words (`tp=2 cp=1 dp=2`).
+    pub fn layout_text(&self) -> String {
+        format!("tp={} cp={} dp={}", self.layout.tp, self.layout.cp, self.layout.dp)
     }
 }
 
@@ -250,7 +273,7 @@ mod tests {
         let run = RunSummary {
             id: RunId::parse("r1").unwrap(),
             config: "cpu_tiny".into(),
-            layout: "tp=1 cp=1 dp=2".into(),
+            layout: Sizes { tp: 1, cp: 1, dp: 2, pp: 1 },
             state: RunState::Running,
             loss: Some(0.5),
             samples_per_sec: None,
@@ -260,10 +283,20 @@ mod tests {
         let mut bad = Introduction { name: "<script>".into(), runs: Some(vec![run.clone(); MAX_SUMMARISED_RUNS + 1]) };
         if let Some(runs) = bad.runs.as_mut() {
             runs[1].loss = Some(f64::NAN);
+            runs[2].layout.pp = 2;
         }
         let fields: Vec<String> = bad.problems().0.into_iter().map(|p| p.field).collect();
-        assert_eq!(fields, ["name", "runs", "runs[1]"]);
+        assert_eq!(fields, ["name", "runs", "runs[1]", "runs[2]"]);
+        assert_eq!(run.layout_text(), "tp=1 cp=1 dp=2");
         assert!(!follower_name_ok("") && !follower_name_ok(" x") && follower_name_ok("Ada L."));
+    }
+
+    #[test]
+    fn a_shared_run_is_copied_under_its_learners_name_when_that_fits() {
+        let run = RunId::parse("20261125-101500-3").unwrap();
+        assert_eq!(shared_copy_id("Ada L.", &run).unwrap().as_str(), "l-Ada_L_-20261125-101500-3");
+        assert_ne!(shared_copy_id("learner1", &run), shared_copy_id("learner2", &run));
+        assert!(shared_copy_id(&"n".repeat(MAX_FOLLOWER_NAME_LEN), &RunId::parse(&"r".repeat(40)).unwrap()).is_none());
     }
 
     #[test]

@@ -92,7 +92,12 @@ impl Presentation {
 pub struct Audience {
     /// Viewer pages connected.
     pub viewers: u32,
-    /// Pages following the presentation (viewers and instructors alike).
+    /// Learners' own servers following this server's class (each stands for its learner's
+    /// pages; the roster says who they are).
+    #[serde(default)]
+    pub followers: u32,
+    /// Pages following the presentation (viewers and instructors alike), and learners' servers
+    /// one of whose pages follows.
     pub following: u32,
 }
 

@@ -15,7 +15,7 @@ mod slurm;
 
 pub use class::{
     CLASS_LINK_SCHEME, ClassLink, ClassState, FINGERPRINT_LEN, FOLLOWER_TOKEN_LEN, Follower, FollowerId, Introduction,
-    MAX_FOLLOWER_NAME_LEN, MAX_SUMMARISED_RUNS, RunSummary, follower_name_ok,
+    MAX_FOLLOWER_NAME_LEN, MAX_SHARED_POINTS, MAX_SUMMARISED_RUNS, RunSummary, follower_name_ok, shared_copy_id,
 };
 pub use classroom::{
     Audience, ChartView, HexName, LEARNER_KEY_LEN, LEARNER_LEN, Learner, LearnerIdentity, LearnerKey, LearnerRuns, MAX_BLOCK_INDEX,
@@ -42,7 +42,9 @@ use crate::metrics::MetricPoint;
 /// Version 5: the class of many servers: `hello` may carry the token (a socket opened without
 /// one must send it first), role `follower`; `introduce`, `new_class_link`, `remove_follower`,
 /// `join_class` and `leave_class` from a client, `roster`, `class_link` and `class` from the
-/// server; `presenter` (whether the presenting page is connected); error code `unauthorized`.
+/// server; `presenter` (whether the presenting page is connected); error code `unauthorized`;
+/// a learner's shared run charted by the instructor: `chart_shared_run` and `shared_points`
+/// from a client, `share_run` from the class listener, run handle `shared`.
 pub const PROTOCOL_VERSION: u32 = 5;
 
 /// The longest request id accepted.
@@ -202,6 +204,23 @@ pub enum ClientMessage {
     },
     /// This server's owner stops following the class.
     LeaveClass,
+    /// The instructor charts a run that follower `follower` shares (one of its roster rows):
+    /// the server keeps a copy of it, named [`shared_copy_id`], and asks the follower for its
+    /// points (`share_run`), now and whenever it joins again.
+    ChartSharedRun {
+        follower: FollowerId,
+        run: RunId,
+    },
+    /// A follower server sends the points of its learner's run `run` that the class listener
+    /// asked for (`share_run`): every point after line `after` up to the last one in `points`,
+    /// in order. `after` must be where the copy ends; a message that does not continue the
+    /// copy is dropped and the run asked for again from there, so no point is lost or doubled.
+    /// `after` 0 with the copy longer starts it over (the learner's run rewrote its metrics).
+    SharedPoints {
+        run: RunId,
+        after: u64,
+        points: Vec<SeqPoint>,
+    },
 }
 
 /// What the server sends.
@@ -284,6 +303,12 @@ pub enum ServerMessage {
     /// Where this server stands with the class it follows; sent to every connection as it
     /// opens and on each change.
     Class(ClassState),
+    /// The class listener asks a follower for the points of its learner's run `run` after
+    /// line `after` (`shared_points`), and every point from then on: the instructor charts it.
+    ShareRun {
+        run: RunId,
+        after: u64,
+    },
 }
 
 /// What the browser learns about the server it talks to.
@@ -474,7 +499,7 @@ mod tests {
         round_trip_server(ServerMessage::Presenting { presentation: None });
         let presentation = Presentation { chapter: "intro".into(), block: None, element: None, quiz: None, charts: ChartView::default() };
         round_trip_server(ServerMessage::Presenting { presentation: Some(presentation) });
-        round_trip_server(ServerMessage::Audience(Audience { viewers: 3, following: 2 }));
+        round_trip_server(ServerMessage::Audience(Audience { viewers: 3, followers: 0, following: 2 }));
         round_trip_server(ServerMessage::Presenter { connected: false });
         let follower = Follower { id: 3, name: "learner1".into(), following: false, since: 1.7e9, runs: None };
         round_trip_server(ServerMessage::Roster { followers: vec![follower] });
@@ -482,8 +507,8 @@ mod tests {
         round_trip_server(ServerMessage::ClassLink { link: None });
         round_trip_server(ServerMessage::Class(ClassState::Connecting { address: "h:1".into(), attempt: 2 }));
         assert_eq!(
-            serde_json::to_value(ServerMessage::Audience(Audience { viewers: 3, following: 2 })).unwrap(),
-            serde_json::json!({"type": "audience", "viewers": 3, "following": 2})
+            serde_json::to_value(ServerMessage::Audience(Audience { viewers: 3, followers: 1, following: 2 })).unwrap(),
+            serde_json::json!({"type": "audience", "viewers": 3, "followers": 1, "following": 2})
         );
     }
 

@@ -169,6 +169,10 @@ pub enum RunHandle {
     /// listener `address`. Its points and log lines are copied here as they arrive; it trains
     /// on the instructor's side, never here, and only the instructor can stop it.
     Class { address: String, upstream: RunId },
+    /// A learner's run that a follower of this server's class shares, charted by the
+    /// instructor: run `upstream` of the follower named `follower`. Its points are copied here
+    /// as they arrive; it trains on the learner's side, and only they can stop it.
+    Shared { follower: String, upstream: RunId },
 }
 
 /// What the browser asks to run. Only typed, validated fields: the server checks every one

@@ -330,7 +330,7 @@ pub fn place(k: usize, run: &RunId) -> Presentation {
 /// follow; how long that took.
 pub async fn until_all_follow(instructor: &mut Socket, viewers: usize) -> Duration {
     let started = Instant::now();
-    let all = Audience { viewers: viewers as u32, following: viewers as u32 };
+    let all = Audience { viewers: viewers as u32, followers: 0, following: viewers as u32 };
     while let Some(Ok(message)) = instructor.next().await {
         if let Message::Text(text) = message
             && let Ok(ServerMessage::Audience(audience)) = serde_json::from_str(text.as_str())

@@ -3,7 +3,8 @@
 //! upgrade's `Authorization` header), relaying to this server's own pages what the instructor
 //! presents and copying the instructor's runs here ([`Mirror`]), so that every page of this
 //! server lists, charts and resumes them as it does its own runs. The learner's own runs stay
-//! theirs: launched here, never sent upstream (unless the learner shares their summaries).
+//! theirs: launched here, never sent upstream, unless the learner shares them: then the roster
+//! shows their summaries, and the points of those the instructor charts go up ([`sharing`]).
 //!
 //! A lost connection is retried with backoff and resumes every run from the lines its copy
 //! holds, so no point is lost or repeated. A refusal that retrying cannot mend (a certificate
@@ -11,6 +12,7 @@
 //! what to do.
 
 mod mirror;
+mod sharing;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,6 +32,7 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 use self::mirror::Mirror;
+use self::sharing::Sharing;
 use super::tls::{self, Unreached};
 use crate::classroom::Classroom;
 use crate::runs::{RunManager, is_class_run};
@@ -44,6 +47,10 @@ const SUMMARY_PERIOD: Duration = Duration::from_secs(3);
 const PING_PERIOD: Duration = Duration::from_secs(20);
 /// How much of the end of a run's metrics file its summary reads.
 const SUMMARY_TAIL_BYTES: u64 = 16 << 10;
+/// The file in the runs directory that keeps the class link a page joined with (private to
+/// this server's user: the link holds the follower token), so a restart follows it again.
+/// Not a run id (it starts with a dot), so the run store never takes it for one.
+pub const KEPT_LINK: &str = ".class-link";
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<TcpStream>>;
 
@@ -113,6 +120,25 @@ impl Following {
         self.lock().as_ref().map(|(link, _)| link.clone())
     }
 
+    /// Follows the class of `link` (instead of any other), as the page asked: the link is kept,
+    /// so this server follows it again after a restart (until it leaves).
+    pub fn join_and_keep(self: &Arc<Self>, link: ClassLink) {
+        if let Err(e) = tls::write_private(&self.kept(), link.to_string().as_bytes()) {
+            tracing::warn!("the class link is not kept for the next start: {e}");
+        }
+        self.join(link);
+    }
+
+    /// The class link a page joined with before this server last stopped, if it did not leave.
+    pub fn kept_link(&self) -> Option<ClassLink> {
+        let text = std::fs::read_to_string(self.kept()).ok()?;
+        ClassLink::parse(&text).map_err(|problems| tracing::warn!("the kept class link is not one ({problems}): ignored")).ok()
+    }
+
+    fn kept(&self) -> std::path::PathBuf {
+        self.runs.store().dir().join(KEPT_LINK)
+    }
+
     /// Follows the class of `link` (instead of any other).
     pub fn join(self: &Arc<Self>, link: ClassLink) {
         tracing::info!(address = %link.address(), "joining a class");
@@ -122,8 +148,14 @@ impl Following {
         }
     }
 
-    /// Stops following: the instructor's presentation no longer stands here.
+    /// Stops following: the instructor's presentation no longer stands here, nor after a
+    /// restart.
     pub async fn leave(&self) {
+        if let Err(e) = std::fs::remove_file(self.kept())
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!("the kept class link could not be removed: {e}");
+        }
         let taken = self.lock().take();
         if let Some((_, task)) = taken {
             task.abort();
@@ -171,6 +203,7 @@ impl Following {
         let mut introduced = None;
         let mut summaries = tokio::time::interval(SUMMARY_PERIOD);
         let mut pings = tokio::time::interval_at(tokio::time::Instant::now() + PING_PERIOD, PING_PERIOD);
+        let mut sharing = Sharing::new(self.runs.clone(), self.me.share_runs);
         for message in [ClientMessage::Hello { version: PROTOCOL_VERSION, token: None, learner_key: None }, ClientMessage::ListRuns] {
             if let Err(e) = send(&mut socket, &message).await {
                 return end(e);
@@ -179,7 +212,7 @@ impl Following {
         loop {
             let outgoing = tokio::select! {
                 frame = socket.next() => match frame {
-                    Some(Ok(Message::Text(text))) => match self.receive(text.as_str(), mirror).await {
+                    Some(Ok(Message::Text(text))) => match self.receive(text.as_str(), mirror, &mut sharing).await {
                         Ok(replies) => replies,
                         Err(e) => return end(e),
                     },
@@ -206,6 +239,7 @@ impl Following {
                     }
                 }
                 _ = pings.tick() => vec![ClientMessage::Ping { nonce: 0 }],
+                shared = sharing.next() => vec![shared],
             };
             for message in outgoing {
                 if let Err(e) = send(&mut socket, &message).await {
@@ -216,7 +250,7 @@ impl Following {
     }
 
     /// Handles one message from the class listener; returns what to send back.
-    async fn receive(&self, text: &str, mirror: &mut Mirror) -> Result<Vec<ClientMessage>, String> {
+    async fn receive(&self, text: &str, mirror: &mut Mirror, sharing: &mut Sharing) -> Result<Vec<ClientMessage>, String> {
         let reply: ServerReply =
             serde_json::from_str(text).map_err(|e| format!("the class listener sent what this server cannot read: {e}"))?;
         Ok(match reply.message {
@@ -245,6 +279,12 @@ impl Following {
                 self.classroom.presenter_connected(connected);
                 vec![]
             }
+            ServerMessage::ShareRun { run, after } => {
+                if let Err(refused) = sharing.ask(run, after).await {
+                    tracing::warn!("{refused}");
+                }
+                vec![]
+            }
             ServerMessage::Error(report) => {
                 tracing::warn!(code = ?report.code, "the class listener refused a message: {}", report.message);
                 vec![]
@@ -266,16 +306,13 @@ impl Following {
         let runs = recent
             .into_iter()
             .zip(latest.into_iter().chain(std::iter::repeat((None, None))))
-            .map(|(record, (loss, samples_per_sec))| {
-                let sizes = record.layout.sizes();
-                RunSummary {
-                    layout: format!("tp={} cp={} dp={}", sizes.tp, sizes.cp, sizes.dp),
-                    config: record.config.chars().take(64).collect(),
-                    state: record.state(),
-                    id: record.id,
-                    loss,
-                    samples_per_sec,
-                }
+            .map(|(record, (loss, samples_per_sec))| RunSummary {
+                layout: record.layout.sizes(),
+                config: record.config.chars().take(64).collect(),
+                state: record.state(),
+                id: record.id,
+                loss,
+                samples_per_sec,
             })
             .collect();
         Introduction { name: self.me.name.clone(), runs: Some(runs) }

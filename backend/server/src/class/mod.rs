@@ -3,14 +3,16 @@
 //! follower token only: it serves the presentation and the instructor's runs, and nothing that
 //! launches, cancels or submits), and each learner's server joins it with the class link
 //! ([`follow`]), relaying to its own pages. The instructor sees the room as a roster
-//! (`crate::classroom`).
+//! (`crate::classroom`), and charts the runs learners share beside their own ([`shared`]).
 //!
 //! The class link's token lives in a file of the class directory, so a restart of the
 //! instructor's server keeps the room; a new link replaces it and disconnects every follower
 //! that joined with the old one.
 
+pub mod copy;
 pub mod follow;
 pub mod listener;
+pub mod shared;
 pub mod tls;
 pub mod upstream;
 

@@ -14,6 +14,7 @@ use scalebook_server::auth::{Keyring, Token, Tokens};
 use scalebook_server::base_path::BasePath;
 use scalebook_server::class::follow::{Following, Me};
 use scalebook_server::class::listener::TlsListener;
+use scalebook_server::class::shared::SharedRuns;
 use scalebook_server::class::tls::Identity;
 use scalebook_server::class::{self, ClassKey};
 use scalebook_server::classroom::Classroom;
@@ -210,9 +211,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             ws,
             classroom,
             class: class.as_ref().map(|c| c.key.clone()),
+            shared: SharedRuns::new(runs.clone()),
             following: following.clone(),
         });
-        if let Some(link) = follow {
+        // A link given now wins over the one a page joined with before.
+        if let Some(link) = follow.or_else(|| following.kept_link()) {
             following.join(link);
         }
         let keyring = tokens.clone().map_or(Keyring::Private, |tokens| Keyring::Links(Arc::new(tokens)));

@@ -1,19 +1,22 @@
-//! Runs of the class this server follows: the instructor's runs, whose files the follower
-//! copies here as they arrive from the class listener (`crate::class::follow`). Each has a run
-//! directory and record like any other, so the pages list, chart and resume them as they do
-//! this server's own; nothing of them runs here, and only the instructor can stop them.
+//! Runs of a class that train on another server: on a learner's, the instructor's runs, whose
+//! files the follower copies here as they arrive from the class listener
+//! (`crate::class::follow`); on the instructor's, the learners' runs the instructor charts,
+//! copied as their followers send them (`crate::class::shared`). Each has a run directory and
+//! record like any other, so the pages list, chart and resume them as they do this server's
+//! own; nothing of them runs here, and only their owner can stop them.
 
 use scalebook_shared::protocol::{RunHandle, RunId, RunRecord};
 
 use super::RunManager;
 
-/// Whether a run is a copy of a run of the class this server follows.
+/// Whether a run is a copy of a class's run that trains elsewhere: the instructor's (on a
+/// follower) or a learner's (on the instructor's server).
 pub fn is_class_run(record: &RunRecord) -> bool {
-    matches!(record.handle, Some(RunHandle::Class { .. }))
+    matches!(record.handle, Some(RunHandle::Class { .. } | RunHandle::Shared { .. }))
 }
 
 impl RunManager {
-    /// Records `record` (a class run whose directory the follower made) as it stands upstream,
+    /// Records `record` (a class run whose directory was made for it) as it stands upstream,
     /// telling the connections only when it changed. A live run's files are streamed; one that
     /// ended has its files read one last time first, so its viewers get every point copied
     /// before they hear it ended, and its stream stops polling.
@@ -40,7 +43,8 @@ impl RunManager {
     /// time and stop polling (a run still running upstream keeps its state until the class is
     /// followed again).
     pub async fn class_left(&self) {
-        let ids: Vec<RunId> = self.lock().values().filter(|r| is_class_run(r)).map(|r| r.id.clone()).collect();
+        let followed = |r: &&RunRecord| matches!(r.handle, Some(RunHandle::Class { .. }));
+        let ids: Vec<RunId> = self.lock().values().filter(followed).map(|r| r.id.clone()).collect();
         for id in ids {
             self.hub.finish(&id).await;
         }

@@ -270,8 +270,10 @@ impl RunManager {
         if is_logdir_run(&record) && !state.is_final() {
             return Err(Error::FollowedRun { id: id.clone() });
         }
-        if is_class_run(&record) {
-            return Err(Error::InstructorsRun { id: id.clone() });
+        match record.handle {
+            Some(RunHandle::Class { .. }) => return Err(Error::InstructorsRun { id: id.clone() }),
+            Some(RunHandle::Shared { .. }) => return Err(Error::SharedRun { id: id.clone() }),
+            _ => {}
         }
         if state.is_final() {
             return Err(Error::NotCancellable { id: id.clone(), state });
@@ -310,6 +312,7 @@ impl RunManager {
                 RunHandle::Slurm { job_id, slurm_cluster } => this.executors.slurm.cancel(*job_id, slurm_cluster.as_deref()).await,
                 RunHandle::Logdir { .. } => Err("it trains elsewhere; its logdir is only read here".to_owned()),
                 RunHandle::Class { .. } => Err("it is the instructor's; it trains on their side".to_owned()),
+                RunHandle::Shared { .. } => Err("it is a learner's; it trains on their side".to_owned()),
             };
             if let Err(e) = stopped {
                 tracing::warn!("cannot stop run {id} ({handle:?}): {e}");

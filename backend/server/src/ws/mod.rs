@@ -18,8 +18,8 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, interval_at};
 
 use self::session::{
-    Session, forward_audience, forward_class_links, forward_class_states, forward_presentations, forward_presenter, forward_roster,
-    forward_updates,
+    Session, forward_asks, forward_audience, forward_class_links, forward_class_states, forward_presentations, forward_presenter,
+    forward_roster, forward_updates,
 };
 use crate::auth::{Admission, Keyring};
 use crate::clock::now;
@@ -86,7 +86,11 @@ async fn connection(state: Arc<AppState>, admission: Admission, door: Option<Con
     }
     let period = state.ws.heartbeat;
     let mut heartbeat = interval_at(Instant::now() + period, period);
-    let mut session = Session::new(state, role, out);
+    let shared = state.shared.clone();
+    let mut session = Session::new(state, role, out.clone());
+    if role == Role::Follower {
+        tasks.push(tokio::spawn(forward_asks(shared, session.names(), out)));
+    }
     let opened = Instant::now();
     let mut received = 0u64;
     tracing::info!(?role, "websocket opened");

@@ -2,7 +2,7 @@
 //! message it sends. Every refusal is an `error` message naming what was wrong; the connection
 //! stays open, so one bad request never costs a learner their live charts.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,6 +19,7 @@ use super::limits::RateLimiter;
 use super::outbox::Outbox;
 use crate::Error;
 use crate::auth::Token;
+use crate::class::shared::SharedRuns;
 use crate::class::{ClassKey, for_followers};
 use crate::classroom::{AUDIENCE_SETTLE, Roster, Seat};
 use crate::learners::{self, LearnerLaunch};
@@ -45,6 +46,8 @@ pub struct Session {
     learner: Option<LearnerIdentity>,
     /// A follower's class link (on the class listener): when it is replaced, the follower goes.
     key_changes: Option<watch::Receiver<Token>>,
+    /// The name a follower introduced itself by (`None` before it did).
+    name: watch::Sender<Option<String>>,
 }
 
 impl Session {
@@ -57,7 +60,13 @@ impl Session {
             })
             .flatten();
         let key_changes = state.class.as_ref().filter(|_| role == Role::Follower).map(|key| key.changes());
-        Session { state, role, out, subscriptions: HashMap::new(), limiter, limited: false, seat, learner, key_changes }
+        let name = watch::Sender::new(None);
+        Session { state, role, out, subscriptions: HashMap::new(), limiter, limited: false, seat, learner, key_changes, name }
+    }
+
+    /// The name a follower introduced itself by, now and at every change.
+    pub fn names(&self) -> watch::Receiver<Option<String>> {
+        self.name.subscribe()
     }
 
     /// Resolves, with the reason, when a follower must go: the instructor removed it or made
@@ -219,8 +228,33 @@ impl Session {
                 if !problems.is_empty() {
                     return Err(ErrorReport::new(ErrorCode::BadMessage, "the introduction was refused").with_problems(problems));
                 }
+                let (name, shared) = (introduction.name.clone(), introduction.runs.clone().unwrap_or_default());
                 self.seat.introduce(introduction).map_err(|message| ErrorReport::new(ErrorCode::Forbidden, message))?;
+                self.state.shared.update(&name, &shared).await;
+                self.name.send_if_modified(|now| now.replace(name.clone()).as_ref() != Some(&name));
                 Ok(None)
+            }
+            ClientMessage::ChartSharedRun { follower, run } => {
+                self.class_key()?;
+                let (name, summary) = self.state.classroom.shared_run(follower, &run).ok_or_else(|| {
+                    ErrorReport::new(
+                        ErrorCode::UnknownRun,
+                        format!("follower {follower} shares no run {run} (not in the class, or not shared)"),
+                    )
+                    .with_run(run.clone())
+                })?;
+                self.state.shared.chart(&name, &summary).await.map_err(|e| ErrorReport::new(ErrorCode::BadMessage, e).with_run(run))?;
+                Ok(None)
+            }
+            ClientMessage::SharedPoints { run, after, points } => {
+                let name = self.name.borrow().clone();
+                let name =
+                    name.ok_or_else(|| ErrorReport::new(ErrorCode::BadMessage, "a follower introduces itself before it shares points"))?;
+                self.state
+                    .shared
+                    .points(&name, &run, after, points)
+                    .await
+                    .map_err(|e| ErrorReport::new(ErrorCode::BadMessage, e).with_run(run))
             }
             ClientMessage::NewClassLink => {
                 let key = self.class_key()?;
@@ -238,7 +272,7 @@ impl Session {
             ClientMessage::JoinClass { link: Secret(text) } => {
                 let link = ClassLink::parse(&text)
                     .map_err(|problems| ErrorReport::new(ErrorCode::BadMessage, "that is not a class link").with_problems(problems))?;
-                self.state.following.join(link);
+                self.state.following.join_and_keep(link);
                 Ok(None)
             }
             ClientMessage::LeaveClass => {
@@ -272,15 +306,20 @@ impl Session {
                 | ClientMessage::ListRuns
                 | ClientMessage::Ping { .. },
             ) => return None,
-            (Role::Follower, ClientMessage::Introduce(_)) => return None,
+            (Role::Follower, ClientMessage::Introduce(_) | ClientMessage::SharedPoints { .. }) => return None,
             (_, ClientMessage::Introduce(_)) => ("introduce themselves: only a follower server on the class listener does", None),
+            (_, ClientMessage::SharedPoints { run, .. }) => {
+                ("share a run's points: only a follower server on the class listener does", Some(run))
+            }
             (Role::Instructor, _) => return None,
             (Role::Viewer, ClientMessage::Launch(_) | ClientMessage::Cancel { .. }) if self.launching_learner().is_some() => return None,
             (_, ClientMessage::Launch(_)) => ("launch runs", None),
             (_, ClientMessage::Cancel { run }) => ("cancel runs", Some(run)),
             (_, ClientMessage::PreviewSlurm(_)) => ("prepare Slurm jobs", None),
             (_, ClientMessage::Present { .. } | ClientMessage::StopPresenting) => ("present", None),
-            (_, ClientMessage::NewClassLink | ClientMessage::RemoveFollower { .. }) => ("run the class", None),
+            (_, ClientMessage::NewClassLink | ClientMessage::RemoveFollower { .. } | ClientMessage::ChartSharedRun { .. }) => {
+                ("run the class", None)
+            }
             (_, ClientMessage::JoinClass { .. } | ClientMessage::LeaveClass) => ("join or leave a class for this server", None),
         };
         let who = if self.role == Role::Follower { "a follower" } else { "viewers" };
@@ -487,6 +526,33 @@ pub async fn forward_updates(runs: Arc<RunManager>, role: Role, out: Outbox) {
         };
         if out.send(text).await.is_err() {
             return;
+        }
+    }
+}
+
+/// Sends a follower's connection what the instructor charts of its learner's runs (`share_run`),
+/// once it introduced itself and whenever the instructor charts another.
+pub async fn forward_asks(shared: Arc<SharedRuns>, mut names: watch::Receiver<Option<String>>, out: Outbox) {
+    let mut charts = shared.charts();
+    let mut asked = HashSet::new();
+    loop {
+        let name = names.borrow_and_update().clone();
+        for ask in match &name {
+            Some(name) => shared.asks(name, &mut asked).await,
+            None => vec![],
+        } {
+            if out.send(encode(&ask)).await.is_err() {
+                return;
+            }
+        }
+        tokio::select! {
+            changed = names.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                asked.clear();
+            }
+            changed = charts.changed() => if changed.is_err() { return },
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The class of many servers over the protocol: the class listener takes the follower token
 //! only and refuses everything but reading and following; a follower server pins the class
 //! listener's certificate, relays the presentation, copies the instructor's runs with every
-//! point exactly once across a 10 s outage, and shows on the instructor's roster; a new class
-//! link disconnects the old one's followers.
+//! point exactly once across a 10 s outage, and shows on the instructor's roster, where the
+//! instructor charts a learner's run, copied from the learner's server; a new class link
+//! disconnects the old one's followers.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use rustls::pki_types::ServerName;
 use scalebook_server::class::tls::pinned_client;
 use scalebook_shared::protocol::{
     ClassLink, ClassState, ClientMessage, ErrorCode, Follower, PROTOCOL_VERSION, Presentation, Role, RunId, Secret, ServerMessage,
+    shared_copy_id,
 };
 use scalebook_shared::weather::MapIndex;
 use tokio::net::{TcpListener, TcpStream};
@@ -95,15 +97,20 @@ async fn the_class_listener_takes_only_the_follower_token_and_refuses_all_but_re
         serde_json::json!({"type": "remove_follower", "follower": 1}),
         serde_json::json!({"type": "join_class", "link": link.to_string()}),
         serde_json::json!({"type": "leave_class"}),
+        serde_json::json!({"type": "chart_shared_run", "follower": 1, "run": "r1"}),
     ];
     for message in forbidden {
         let report = refusal(&mut follower, &message.to_string()).await.unwrap_or_else(|| panic!("{message} was accepted"));
         assert_eq!(report.code, ErrorCode::Forbidden, "{message}: {report:?}");
     }
+    // Points of a run nobody asked for are refused.
+    let unasked = serde_json::json!({"type": "shared_points", "run": "r1", "after": 0, "points": []}).to_string();
+    assert_eq!(refusal(&mut follower, &unasked).await.map(|r| r.code), Some(ErrorCode::BadMessage));
     // A page may not pretend to be a follower server.
     let mut page = server.connect().await;
     let introduce = serde_json::json!({"type": "introduce", "name": "learner1"}).to_string();
     assert_eq!(refusal(&mut page, &introduce).await.map(|r| r.code), Some(ErrorCode::Forbidden));
+    assert_eq!(refusal(&mut page, &unasked).await.map(|r| r.code), Some(ErrorCode::Forbidden));
     // Nothing but the WebSocket and the health check is there: no page, no run files.
     let tcp = TcpStream::connect((link.host.as_str(), link.port)).await.unwrap();
     let name = ServerName::try_from(link.host.clone()).unwrap();
@@ -294,6 +301,40 @@ async fn a_follower_server_relays_the_class_and_copies_every_point_exactly_once_
     let state = learner_server.wait_for(&own, |r| r.state().is_final().then_some(r.state())).await;
     assert_eq!(state, scalebook_shared::protocol::RunState::Completed, "the learner's own run");
 
+    // The instructor charts the learner's run from the roster: their server copies it from the
+    // learner's, every point exactly once, and their page charts the copy.
+    let follower = instructor
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::Roster { followers } => followers
+                .iter()
+                .find(|f| f.runs.as_ref().is_some_and(|runs| runs.iter().any(|r| r.id == own && r.state.is_final())))
+                .map(|f| f.id),
+            _ => None,
+        })
+        .await;
+    instructor.send(&ClientMessage::ChartSharedRun { follower, run: own.clone() }).await;
+    let copy = shared_copy_id("learner1", &own).unwrap();
+    instructor.recv_until(WAIT, |m| matches!(m, ServerMessage::RunUpdate { run } if run.id == copy).then_some(())).await;
+    instructor.send(&ClientMessage::Subscribe { run: copy.clone(), after_seq: Some(0), after_log_seq: None }).await;
+    let learners_run = learner_server.runs_dir.join(own.as_str());
+    let total = crate::harness::points_in_file(&learners_run).len();
+    let mut shared = BTreeMap::new();
+    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+    while shared.len() < total {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if let ServerMessage::Points { run, points } = instructor.recv(left).await
+            && run == copy
+        {
+            collect(&mut shared, &points);
+        }
+    }
+    crate::harness::assert_all_points(&shared, &learners_run);
+    let state = instructor_server.wait_for(&copy, |r| Some(r.state())).await;
+    assert_eq!(state, scalebook_shared::protocol::RunState::Completed);
+    let cancel = serde_json::json!({"type": "cancel", "run": copy}).to_string();
+    let refused = refusal(&mut instructor, &cancel).await.expect("the instructor cancelled a learner's run");
+    assert!(refused.message.contains("learner"), "{}", refused.message);
+
     // The maps and the config, which the socket does not carry, come from upstream when the
     // page asks, and stay readable once the instructor's server is gone.
     let index = learner_server.get(&format!("/api/runs/{local}/maps"));
@@ -312,4 +353,28 @@ async fn a_follower_server_relays_the_class_and_copies_every_point_exactly_once_
     let refused = refusal(&mut page, &cancel).await.expect("the learner cancelled the instructor's run");
     assert_eq!(refused.code, ErrorCode::NotCancellable);
     assert!(refused.message.contains("instructor"), "{}", refused.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_class_joined_from_the_page_is_followed_again_after_a_restart_until_the_learner_leaves() {
+    let keys = temp_dir("class-kept-keys");
+    let (_instructor_server, link) = instructor("class-kept", keys.path());
+    let runs = temp_dir("class-kept-runs");
+    let runs_dir = runs.path().display().to_string();
+    let start = || Server::start("class-kept-learner", &["--runs-dir", &runs_dir, "--class-name", "learner1"]);
+
+    let learner = start();
+    let mut page = learner.connect().await;
+    page.send(&ClientMessage::JoinClass { link: Secret(link.to_string()) }).await;
+    class_state(&mut page, |s| matches!(s, ClassState::Joined { .. })).await;
+    let kept = runs.path().join(scalebook_server::class::follow::KEPT_LINK);
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&kept).unwrap().permissions()) & 0o777, 0o600);
+    learner.kill();
+
+    let learner = start();
+    let mut page = learner.connect().await;
+    class_state(&mut page, |s| matches!(s, ClassState::Joined { .. })).await;
+    page.send(&ClientMessage::LeaveClass).await;
+    class_state(&mut page, |s| *s == ClassState::Alone).await;
+    assert!(!kept.exists(), "the link is kept after leaving");
 }

@@ -1,20 +1,16 @@
 //! The instructor's runs, copied into this server's runs directory as they arrive: each
-//! upstream run `ID` becomes the run `i-ID` here, whose `metrics.jsonl` and `job.log` hold the
-//! upstream lines at the same line numbers. Line numbers are the protocol's sequence numbers,
-//! so the copy's length is where its stream resumes after a lost connection, and each point is
-//! written exactly once. A line upstream that carries no point (damaged by a crash mid-write)
-//! or a log line no longer held there is kept as an empty line, so the numbers stay aligned.
+//! upstream run `ID` becomes the run `i-ID` here, a copy line for line (`crate::class::copy`),
+//! so its length is where its stream resumes after a lost connection.
 
 use std::collections::HashMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use scalebook_shared::protocol::{ClientMessage, LogLine, MAX_RUN_ID_LEN, Presentation, RunHandle, RunId, RunRecord, SeqPoint};
 use scalebook_shared::rundir;
 
+use crate::class::copy;
 use crate::runs::RunManager;
-use crate::stream::tail::LineFollower;
 
 /// What an upstream run's id is prefixed with here.
 const PREFIX: &str = "i-";
@@ -65,11 +61,7 @@ impl Mirror {
         };
         if !self.copies.contains_key(&upstream.id) {
             let dir = self.runs.store().run_dir(&local);
-            let opened = dir.clone();
-            let (points, log) = tokio::task::spawn_blocking(move || open(&opened))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| format!("cannot copy run {} into {}: {e}", upstream.id, dir.display()))?;
+            let (points, log) = copy::open(dir.clone()).await?;
             self.copies.insert(upstream.id.clone(), Copy { local: local.clone(), dir, points, log, ended: false, subscribed: false });
         }
         let id = upstream.id.clone();
@@ -93,12 +85,8 @@ impl Mirror {
     /// Appends the points that come next (padding lines upstream that carry none).
     pub async fn points(&mut self, upstream: &RunId, points: Vec<SeqPoint>) -> Result<(), String> {
         let Some(copy) = self.copies.get_mut(upstream) else { return Ok(()) };
-        let mut lines = Vec::with_capacity(points.len());
-        for point in points {
-            lines.push((point.seq, serde_json::to_string(&point.point).map_err(|e| e.to_string())?));
-        }
-        let (text, upto) = numbered(copy.points, lines);
-        append(copy.dir.join(rundir::METRICS), text).await?;
+        let (text, upto) = copy::numbered(copy.points, copy::point_lines(points)?);
+        copy::append(copy.dir.join(rundir::METRICS), text).await?;
         copy.points = upto;
         self.announce_if_ended(upstream).await;
         Ok(())
@@ -108,8 +96,8 @@ impl Mirror {
     /// ones).
     pub async fn log(&mut self, upstream: &RunId, lines: Vec<LogLine>) -> Result<(), String> {
         let Some(copy) = self.copies.get_mut(upstream) else { return Ok(()) };
-        let (text, upto) = numbered(copy.log, lines.into_iter().map(|line| (line.seq, line.text)));
-        append(copy.dir.join(rundir::JOB_LOG), text).await?;
+        let (text, upto) = copy::numbered(copy.log, lines.into_iter().map(|line| (line.seq, line.text)));
+        copy::append(copy.dir.join(rundir::JOB_LOG), text).await?;
         copy.log = upto;
         self.announce_if_ended(upstream).await;
         Ok(())
@@ -126,8 +114,7 @@ impl Mirror {
     /// copy starts again too, from the first line.
     pub async fn restart(&mut self, upstream: &RunId) -> Result<Option<ClientMessage>, String> {
         let Some(copy) = self.copies.get_mut(upstream) else { return Ok(None) };
-        let path = copy.dir.join(rundir::METRICS);
-        tokio::task::spawn_blocking(move || std::fs::write(path, b"")).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+        copy::restart(&copy.dir).await?;
         copy.points = 0;
         Ok(Some(subscribe(upstream, copy)))
     }
@@ -143,55 +130,13 @@ impl Mirror {
     }
 }
 
-/// The text that appends numbered `lines` (in order) to a file of `held` lines, and the lines it
-/// will then hold: lines already held are skipped, and a number upstream that carries nothing
-/// here (a damaged line, a log line no longer kept) becomes an empty line, so the numbers stay
-/// the same on both sides.
-fn numbered(held: u64, lines: impl IntoIterator<Item = (u64, String)>) -> (String, u64) {
-    let mut text = String::new();
-    let mut upto = held;
-    for (seq, line) in lines.into_iter().filter(|(seq, _)| *seq > held) {
-        text.extend(std::iter::repeat_n("\n", (seq - upto - 1) as usize));
-        text.push_str(&line);
-        text.push('\n');
-        upto = seq;
-    }
-    (text, upto)
-}
-
 fn subscribe(upstream: &RunId, copy: &Copy) -> ClientMessage {
     ClientMessage::Subscribe { run: upstream.clone(), after_seq: Some(copy.points), after_log_seq: Some(copy.log) }
-}
-
-/// Makes a copy's directory (or finds it again) and counts the lines its files hold.
-fn open(dir: &Path) -> std::io::Result<(u64, u64)> {
-    std::fs::create_dir_all(dir)?;
-    let count = |name: &str| -> std::io::Result<u64> {
-        let mut follower = LineFollower::new(&dir.join(name));
-        follower.poll_to_end()?;
-        Ok(follower.line_count())
-    };
-    Ok((count(rundir::METRICS)?, count(rundir::JOB_LOG)?))
-}
-
-async fn append(path: PathBuf, text: String) -> Result<(), String> {
-    if text.is_empty() {
-        return Ok(());
-    }
-    let write = move || std::fs::OpenOptions::new().create(true).append(true).open(&path)?.write_all(text.as_bytes());
-    tokio::task::spawn_blocking(write).await.map_err(|e| e.to_string())?.map_err(|e| format!("cannot write a class run's copy: {e}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lines_keep_their_numbers_once_each() {
-        let line = |seq: u64| (seq, format!("l{seq}"));
-        assert_eq!(numbered(2, [line(1), line(2), line(3), line(6)]), ("l3\n\n\nl6\n".to_owned(), 6));
-        assert_eq!(numbered(6, [line(5), line(6)]), (String::new(), 6));
-    }
 
     #[test]
     fn upstream_ids_are_prefixed_when_they_fit() {
