@@ -10,8 +10,8 @@
 //! presents another chapter and the learners' pages go there; the instructor's run is charted
 //! live on the learners' pages, from their own servers' copies; learner1's own run runs as
 //! learner1; the instructor's roster lists both learners by their Unix names, with learner1's
-//! run; learner1 is refused the instructor's server by the Hub; and no log holds the
-//! instructor's token or the class link's.
+//! run, which the instructor charts from the roster; learner1 is refused the instructor's
+//! server by the Hub; and no log holds the instructor's token or the class link's.
 
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
@@ -158,6 +158,13 @@ async fn a_class_of_many_scalebooks_runs_under_jupyterhub() -> anyhow::Result<()
         .await
         .context("the roster never listed both learners and learner1's run")?;
     ensure!(roster.iter().filter(|f| f.name == LEARNERS[1]).all(|f| f.runs.is_none()), "learner2 shares no runs: {roster:?}");
+    // The instructor charts it from the roster, beside their own run: their server copies it
+    // from learner1's.
+    instructor.click(".classroom button.class-toggle").await?;
+    instructor.click(&format!("table.roster tr[data-run='{own_run}'] input.chart-shared")).await?;
+    let shared = series_css(STEP_LOSS, &format!("l-{learner1}-{own_run}"));
+    let drawn = watch_growth(&instructor, &shared, 1, RUN_LIMIT).await;
+    drawn.with_context(|| format!("the instructor's page did not chart {learner1}'s run from the roster"))?;
 
     // 6. learner1 may not open the instructor's server: the Hub refuses.
     own_browser.client.goto(&format!("{}/user/{INSTRUCTOR}/scalebook/", hub.url)).await?;
