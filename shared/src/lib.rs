@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod estimate;
+pub mod launch;
 pub mod layout;
 pub mod metrics;
 pub mod profile;

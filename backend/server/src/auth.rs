@@ -18,16 +18,15 @@
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use scalebook_shared::protocol::{Role, TOKEN_HEADER};
-use serde_json::json;
+use scalebook_shared::protocol::{ErrorCode, Role, TOKEN_HEADER};
 use sha2::{Digest, Sha256};
 
 use crate::Error;
+use crate::api::ApiError;
 use crate::class::ClassKey;
 use crate::gate::Connection;
 
@@ -213,8 +212,8 @@ fn is_websocket_upgrade(request: &Request) -> bool {
 }
 
 fn refusal(status: StatusCode, message: &str) -> Response {
-    let code = if status == StatusCode::FORBIDDEN { "forbidden" } else { "unauthorized" };
-    (status, Json(json!({ "code": code, "message": message }))).into_response()
+    let code = if status == StatusCode::FORBIDDEN { ErrorCode::Forbidden } else { ErrorCode::Unauthorized };
+    ApiError::new(status, code, message).into_response()
 }
 
 #[cfg(test)]

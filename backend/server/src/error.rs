@@ -29,6 +29,18 @@ pub enum Error {
     /// can carry).
     #[error("cannot write the batch script: {0}")]
     SlurmScript(String),
+    /// A Slurm command that could not be started (not installed, not on `PATH`).
+    #[error("cannot run {program}: {source}")]
+    SlurmUnrunnable { program: String, source: std::io::Error },
+    /// A Slurm command that did not answer in time (a slurmctld that hangs).
+    #[error("{program} did not answer within {secs} s")]
+    SlurmTimeout { program: String, secs: u64 },
+    /// A Slurm command that failed, with the reason it gave (the first line of its stderr).
+    #[error("{command} refused: {reason}")]
+    SlurmRefused { command: &'static str, reason: String },
+    /// A Slurm command whose answer this server cannot read.
+    #[error("{command} printed what this server cannot read: {answer:?}")]
+    SlurmUnreadable { command: &'static str, answer: String },
     /// A chapter's code block names a file outside the project's Rust sources.
     #[error("`{0}` is not a Rust file of this project's sources ({dirs})", dirs = crate::code::SOURCE_DIRS.join(", "))]
     NotSource(String),

@@ -5,8 +5,8 @@
 use scalebook_shared::cluster::Clusters;
 use scalebook_shared::config::{ConfigFile, TrainConfig};
 use scalebook_shared::layout::Layout;
-use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, SlurmJob};
-use scalebook_shared::{Error, Problems};
+use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, SlurmJob, TrainDevice};
+use scalebook_shared::{Error, Problems, launch};
 
 use crate::learners::LearnerLaunch;
 use crate::limits::LaunchLimits;
@@ -29,8 +29,20 @@ pub struct LaunchPlan {
     pub executor: ExecutorSpec,
     pub target: Target,
     pub seed: Option<u64>,
-    /// The learner launching it (`None`: the instructor), set by the connection that asks.
+    /// The learner launching it (`None`: the instructor).
     pub learner: Option<LearnerLaunch>,
+    /// The device the run must train on (`None`: the trainer's choice).
+    pub device: Option<TrainDevice>,
+}
+
+/// Who launches, which decides the rules a launch keeps.
+#[derive(Debug, Clone)]
+pub enum Launcher {
+    /// The instructor's link: anything this server may run.
+    Instructor,
+    /// A learner on the viewer link: only the learners' configs, on this machine's CPU, no
+    /// larger than the largest learner config, within their quota (kept with the run records).
+    Learner(LearnerLaunch),
 }
 
 /// Where a validated launch runs, with everything the executor needs decided.
@@ -40,10 +52,44 @@ pub enum Target {
     Slurm { cluster: String, job: Box<SlurmJob> },
 }
 
-/// Checks `request` against `configs` (and, for Slurm, `clusters`), reporting every problem
-/// at once: the overrides, the layout, the config's rules for the layout's world, and what
-/// the executor can run.
-pub fn plan(configs: &ConfigFile, clusters: Option<&Clusters>, limits: &LaunchLimits, request: LaunchRequest) -> Result<LaunchPlan, Error> {
+/// What a launch is checked against: the configs and clusters this server serves, and the
+/// bounds of its machine.
+pub struct Policy<'a> {
+    pub configs: &'a ConfigFile,
+    pub clusters: Option<&'a Clusters>,
+    pub limits: &'a LaunchLimits,
+    /// The most rank processes that run here at once (`--max-local-ranks`).
+    pub max_local_ranks: usize,
+}
+
+/// Checks `request` by `launcher` against the policy, reporting every problem at once: a
+/// learner's rules first, then the overrides, the layout, the config's rules for the layout's
+/// world, what the executor can run, and the size a learner may launch. The plan is complete:
+/// who launches it and the device it trains on included.
+pub fn plan(policy: &Policy<'_>, request: LaunchRequest, launcher: Launcher) -> Result<LaunchPlan, Error> {
+    let learner = match launcher {
+        Launcher::Instructor => None,
+        Launcher::Learner(launch) => {
+            invalid(launch::learner_problems(&policy.limits.learners, &request))?;
+            Some(launch)
+        }
+    };
+    let mut plan = check(policy.configs, policy.clusters, policy.limits, request)?;
+    if learner.is_some() {
+        let (settings, served) = (&policy.limits.learners, policy.configs);
+        invalid(launch::learner_size_problems(&plan.effective, plan.layout.world(), policy.max_local_ranks, settings, served))?;
+        plan.device = Some(TrainDevice::Cpu);
+    }
+    plan.learner = learner;
+    Ok(plan)
+}
+
+fn invalid(problems: Problems) -> Result<(), Error> {
+    if problems.is_empty() { Ok(()) } else { Err(Error::Invalid(problems)) }
+}
+
+/// Checks `request` against `configs` (and, for Slurm, `clusters`), whoever launches it.
+fn check(configs: &ConfigFile, clusters: Option<&Clusters>, limits: &LaunchLimits, request: LaunchRequest) -> Result<LaunchPlan, Error> {
     let mut effective = configs.get(&request.config)?;
     let mut problems = Problems::default();
     if request.overrides.len() > MAX_OVERRIDES {
@@ -69,7 +115,7 @@ pub fn plan(configs: &ConfigFile, clusters: Option<&Clusters>, limits: &LaunchLi
     // that world are the ones the browser and the trainer check; the job settings are checked
     // too whenever the sizes make a layout, so every problem is reported at once.
     let sizes = effective.sizes(request.dp as usize);
-    let world = effective.tensor_parallel.saturating_mul(effective.context_parallel).saturating_mul(request.dp as usize);
+    let world = effective.world(request.dp as usize);
     let known = problems.0.len();
     if request.dp == 0 {
         problems.push("dp", "must be at least 1");
@@ -107,6 +153,7 @@ pub fn plan(configs: &ConfigFile, clusters: Option<&Clusters>, limits: &LaunchLi
             target,
             seed: request.seed,
             learner: None,
+            device: None,
         }),
         _ => Err(Error::Invalid(problems)),
     }
@@ -158,7 +205,9 @@ mod tests {
     }
 
     fn plan(configs: &ConfigFile, request: LaunchRequest) -> Result<LaunchPlan, Error> {
-        super::plan(configs, Some(&clusters()), &limits(), request)
+        let (clusters, limits) = (clusters(), limits());
+        let policy = Policy { configs, clusters: Some(&clusters), limits: &limits, max_local_ranks: 2 };
+        super::plan(&policy, request, Launcher::Instructor)
     }
 
     fn request(config: &str, overrides: &[&str]) -> LaunchRequest {
@@ -245,7 +294,9 @@ mod tests {
         let hostile = SlurmRequest { account: Some("a;b".into()), ..SlurmRequest::default() };
         let fields = fields(plan(&configs(), on_perlmutter(request("cpu_tiny", &["num_heads=7"]), hostile)).unwrap_err());
         assert!(fields.contains(&"slurm.account".to_owned()) && fields.len() >= 2, "{fields:?}");
-        let err = super::plan(&configs(), None, &limits(), on_perlmutter(request("cpu_tiny", &[]), SlurmRequest::default())).unwrap_err();
+        let (configs, limits) = (configs(), limits());
+        let policy = Policy { configs: &configs, clusters: None, limits: &limits, max_local_ranks: 2 };
+        let err = super::plan(&policy, on_perlmutter(request("cpu_tiny", &[]), SlurmRequest::default()), Launcher::Instructor).unwrap_err();
         assert!(err.to_string().contains("no clusters file"), "{err}");
     }
 

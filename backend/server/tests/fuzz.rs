@@ -8,11 +8,12 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
+use scalebook_server::learners::LearnerLaunch;
 use scalebook_server::limits::LaunchLimits;
-use scalebook_server::plan::plan;
+use scalebook_server::plan::{Launcher, Policy, plan};
 use scalebook_shared::cluster::Clusters;
 use scalebook_shared::config::ConfigFile;
-use scalebook_shared::protocol::{ClientMessage, ClientRequest};
+use scalebook_shared::protocol::{ClientMessage, ClientRequest, Learner};
 
 /// The longest problem text accepted for any message.
 const MAX_PROBLEM_CHARS: usize = 600;
@@ -41,11 +42,16 @@ fn load() -> Served {
 
 fn check(served: &Served, text: &str) {
     let Ok(request) = serde_json::from_str::<ClientRequest>(text) else { return };
-    if let ClientMessage::Launch(launch) | ClientMessage::PreviewSlurm(launch) = request.message
-        && let Err(e) = plan(&served.configs, Some(&served.clusters), &served.limits, launch)
-    {
-        for problem in e.problems().0 {
-            assert!(problem.message.chars().count() <= MAX_PROBLEM_CHARS, "a {}-char problem for {}", problem.message.len(), problem.field);
+    let (ClientMessage::Launch(launch) | ClientMessage::PreviewSlurm(launch)) = request.message else { return };
+    let policy = Policy { configs: &served.configs, clusters: Some(&served.clusters), limits: &served.limits, max_local_ranks: 2 };
+    // As the instructor launches it, and as a learner does (whose rules come first).
+    let learner = LearnerLaunch { learner: Learner::parse("0123456789ab").unwrap(), per_learner: 1 };
+    for launcher in [Launcher::Instructor, Launcher::Learner(learner)] {
+        if let Err(e) = plan(&policy, launch.clone(), launcher) {
+            for problem in e.problems().0 {
+                let chars = problem.message.chars().count();
+                assert!(chars <= MAX_PROBLEM_CHARS, "a {chars}-char problem for {}", problem.field);
+            }
         }
     }
 }

@@ -73,7 +73,7 @@ impl Draft {
         if let Err(e) = config.apply_overrides(&readable) {
             problems.0.extend(e.problems().0);
         }
-        let world = config.tensor_parallel.saturating_mul(config.context_parallel).saturating_mul(dp as usize);
+        let world = config.world(dp as usize);
         if let Err(e) = config.validate(world) {
             problems.0.extend(e.problems().0);
         }

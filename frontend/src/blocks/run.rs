@@ -6,10 +6,10 @@
 //! told how many of their runs they are using.
 
 use leptos::prelude::*;
-use scalebook_shared::Problems;
 use scalebook_shared::cluster::ExecutorKind;
 use scalebook_shared::config::TrainConfig;
 use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, RunId, SlurmRequest};
+use scalebook_shared::{Problems, launch};
 
 use super::run_status::{CurrentRun, RunList, ViewerNote, remember, remembered};
 use super::slurm_fields::SlurmFields;
@@ -101,7 +101,7 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
     // The layout the server will derive: the config's tp, cp and order with the chosen dp.
     let layout = move || {
         let config = effective()?;
-        config.layout(config.tensor_parallel * config.context_parallel * working.dp.get() as usize).ok()
+        config.layout_for_dp(working.dp.get() as usize).ok()
     };
     let request = move || -> Option<LaunchRequest> {
         let executor = match slurm_cluster.get() {
@@ -118,11 +118,28 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
         let request = SlurmRequest { cluster: target.get(), ..slurm.get() };
         request.resolve(&clusters, &layout).err().map(|e| e.problems()).unwrap_or_default()
     });
+    // A learner's rules, as the server will check them (`shared::launch`), each naming the
+    // field that broke it: shown as the learner edits, gone once fixed.
+    let learner_problems = Memo::new(move |_| {
+        let (Some(allowed), Some(request)) = (learner.get(), request()) else { return Problems::default() };
+        let mut problems = launch::learner_problems(&allowed, &request);
+        if let (Some(config), Some(file), Some(max_local_ranks)) =
+            (effective(), library.configs.ready(), runs.server.with(|s| s.as_ref().map(|s| s.max_local_ranks)))
+        {
+            let world = u32::try_from(config.world(request.dp as usize)).unwrap_or(u32::MAX);
+            problems.0.extend(launch::learner_size_problems(&config, world, max_local_ranks, &allowed, &file).0);
+        }
+        problems
+    });
+    // A refusal stands for the request it answered: a changed request clears it.
+    Effect::new(move |_| {
+        request();
+        refusal.set(None);
+    });
     let blocked = move || {
         let learner_refusal = learner.get().and_then(|allowed| {
-            let config = working.name.get().unwrap_or_default();
-            if !allowed.configs.contains(&config) {
-                Some(format!("learners may launch {}: choose one of them", allowed.configs.join(", ")))
+            if !learner_problems.with(Problems::is_empty) {
+                Some("a learner may not launch this: see below".to_owned())
             } else if runs.learner_runs_in_use() >= allowed.per_learner as usize {
                 Some(format!("you are using all {} of your runs: wait for one to end, or cancel one", allowed.per_learner))
             } else {
@@ -220,9 +237,13 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
                     <pre>{script}</pre>
                 </details>
             })}
+            <ul class="learner-problems">
+                {move || learner_problems.get().0.into_iter().map(|p| view! { <li class="error" data-field=p.field.clone()>{p.to_string()}</li> }).collect_view()}
+            </ul>
             {move || refusal.get().map(|(message, problems)| view! {
                 <div class="refusal" role="alert">
-                    <p class="error">{message}</p>
+                    // The message lists the problems too: said once, each beside its field.
+                    <p class="error">{if problems.is_empty() { message } else { "The server refused the launch:".to_owned() }}</p>
                     {problems.0.into_iter().map(|p| view! { <p class="error" data-field=p.field.clone()>{p.to_string()}</p> }).collect_view()}
                 </div>
             })}
@@ -241,6 +262,7 @@ mod tests {
     use super::*;
     use crate::runs::test_record;
     use crate::testing::{Mounted, mount, provide_configs, settle};
+    use crate::working::WorkingConfig;
 
     fn welcome(role: Role) -> ServerInfo {
         ServerInfo {
@@ -321,6 +343,37 @@ mod tests {
         assert_eq!(whose, ["yours", "learner", "instructor's"]);
         assert_eq!(block.text(".learner-quota"), "As a learner you launch cpu_tiny on this machine's CPU: you are using 1 of your 2 runs.");
         assert!(runs.may_cancel(&own) && !runs.may_cancel(&records[0]) && !runs.may_cancel(&records[1]));
+    }
+
+    #[wasm_bindgen_test]
+    async fn a_learner_sees_each_bound_beside_its_field_as_they_edit_and_it_goes_once_fixed() {
+        let (runs, working) = (Runs::unconnected(), WorkingConfig::new());
+        let block = mount(move || {
+            provide_configs();
+            provide_context(runs);
+            provide_context(working);
+            view! { <RunBlock config="cpu_short".to_owned() dp=1 /> }
+        });
+        runs.server.set(Some(learner_welcome(2)));
+        settle().await;
+        let fields =
+            || -> Vec<String> { all(&block, ".learner-problems li").iter().filter_map(|li| li.get_attribute("data-field")).collect() };
+        // cpu_short is not a learner config, and larger than cpu_tiny, the largest there is.
+        assert_eq!(fields(), ["config", "embed_dim", "global_batch_size", "num_iters"]);
+        working.switch("cpu_tiny".into());
+        settle().await;
+        assert!(fields().is_empty(), "{:?}", fields());
+        // A model larger than any learner config, on more ranks than this server runs at once.
+        working.overrides.set(vec!["embed_dim=4096".into()]);
+        working.dp.set(2);
+        settle().await;
+        assert_eq!(fields(), ["dp", "embed_dim"]);
+        assert!(block.text(".learner-problems li[data-field='embed_dim']").contains("reduce embed_dim or depth"));
+        assert!(block.find("button.launch").unwrap().has_attribute("disabled"));
+        working.overrides.set(vec![]);
+        working.dp.set(1);
+        settle().await;
+        assert!(fields().is_empty(), "fixed, yet {:?}", fields());
     }
 
     #[wasm_bindgen_test]

@@ -89,6 +89,7 @@ pub fn record(id: &str, learner: Option<&Learner>) -> RunRecord {
         handle: None,
         cancel_requested: false,
         learner: learner.cloned(),
+        device: None,
     }
 }
 

@@ -135,8 +135,25 @@ impl TrainConfig {
     /// in the config's `parallel_order`. Every problem of the config is reported first.
     pub fn layout(&self, world: usize) -> Result<Layout, Error> {
         self.validate(world)?;
-        let dp = world / (self.tensor_parallel * self.context_parallel);
+        let dp = world / self.model_parallel();
         Layout::new(self.sizes(dp), &self.parallel_order)
+    }
+
+    /// The ranks one replica spans: tp·cp (the tutorial's `{tp·cp}MP`).
+    pub fn model_parallel(&self) -> usize {
+        self.tensor_parallel.saturating_mul(self.context_parallel)
+    }
+
+    /// The ranks of a run with `dp` replicas: tp·cp·dp. Saturates rather than wraps, so a world
+    /// no machine has is refused by [`TrainConfig::validate`] by name, never mistaken for a small one.
+    pub fn world(&self, dp: usize) -> usize {
+        self.model_parallel().saturating_mul(dp)
+    }
+
+    /// The rank layout of a launch with `dp` replicas (the step every launch takes: dp, then the
+    /// world, then the layout), with every problem of the config first.
+    pub fn layout_for_dp(&self, dp: usize) -> Result<Layout, Error> {
+        self.layout(self.world(dp))
     }
 
     /// The layout's sizes with `dp` replicas: the config's tp and cp, no pipeline stages.

@@ -23,7 +23,7 @@ pub use classroom::{
 };
 pub use history::{Bucket, Series, bucketize, series};
 pub use role::{Role, Secret, TOKEN_HEADER};
-pub use run::{ExecutorSpec, LaunchRequest, MAX_RUN_ID_LEN, RunHandle, RunId, RunRecord, RunState, StateChange};
+pub use run::{ExecutorSpec, LaunchRequest, MAX_RUN_ID_LEN, RunHandle, RunId, RunRecord, RunState, StateChange, TrainDevice};
 pub use slurm::{MAX_FIELD_LEN, SlurmJob, SlurmRequest};
 
 use serde::{Deserialize, Serialize};
@@ -387,6 +387,18 @@ pub enum ErrorCode {
     QuotaExceeded,
     /// The server failed (a file it could not write); the message says what.
     Internal,
+    /// A request over HTTP with a path or query that breaks a rule; `problems` names the part.
+    BadRequest,
+    /// Nothing there to answer with over HTTP: no such file, item, rank, dataset or clusters
+    /// file; the message says which.
+    NotFound,
+    /// A run's file that is not written yet (a map, a profile): ask again later.
+    NotYet,
+    /// A class run's file that only the server it trains on has, which is out of reach now.
+    Unreachable,
+    /// A file the server reads for every request (the clusters file) breaks a rule;
+    /// `problems` names the field. The file's owner must mend it.
+    InvalidFile,
 }
 
 impl ErrorReport {

@@ -230,6 +230,27 @@ pub struct RunRecord {
     /// The learner who launched it; `None` for the instructor's runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learner: Option<Learner>,
+    /// The device the launch fixed (a learner's run: the CPU); `None`: the trainer's choice
+    /// (a GPU when it has one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<TrainDevice>,
+}
+
+/// A device the server may fix for a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrainDevice {
+    /// The CPU: a learner's run leaves the machine's GPUs to the instructor.
+    Cpu,
+}
+
+impl TrainDevice {
+    /// The trainer's `--device` value.
+    pub fn flag(self) -> &'static str {
+        match self {
+            TrainDevice::Cpu => "cpu",
+        }
+    }
 }
 
 impl RunRecord {
@@ -333,6 +354,7 @@ mod tests {
             handle: None,
             cancel_requested: false,
             learner: None,
+            device: None,
         };
         record.transition(RunState::Running, 2.0, None);
         record.transition(RunState::OutOfMemory, 3.0, Some("CUDA out of memory".into()));

@@ -192,6 +192,7 @@ fn record(local: &RunId, name: &str, run: &RunSummary) -> Result<RunRecord, Stri
         handle: Some(RunHandle::Shared { follower: name.to_owned(), upstream: run.id.clone() }),
         cancel_requested: false,
         learner: None,
+        device: None,
     };
     if run.state != record.state() {
         record.transition(run.state, at, None);

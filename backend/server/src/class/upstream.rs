@@ -15,12 +15,13 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, Limited};
 use hyper_util::rt::TokioIo;
-use scalebook_shared::protocol::{ClassLink, RunHandle, RunId};
+use scalebook_shared::protocol::{ClassLink, ErrorCode, RunHandle, RunId};
 use scalebook_shared::rundir;
-use serde_json::json;
 
 use super::for_followers;
 use super::tls::{self, Unreached};
+use crate::Error;
+use crate::api::ApiError;
 use crate::state::AppState;
 
 /// The largest file fetched from the class listener.
@@ -71,7 +72,7 @@ pub async fn class_run_files(State(state): State<Arc<AppState>>, request: Reques
             Ok(bytes) => answer(StatusCode::OK, part, bytes),
             Err(_) => {
                 let message = format!("run {id} is the instructor's, and its {part} cannot be fetched from the class: {why}");
-                (StatusCode::BAD_GATEWAY, axum::Json(json!({ "code": "class_unreachable", "message": message }))).into_response()
+                ApiError::new(StatusCode::BAD_GATEWAY, ErrorCode::Unreachable, message).into_response()
             }
         },
     }
@@ -84,8 +85,7 @@ pub async fn instructors_runs_only(State(state): State<Arc<AppState>>, request: 
     if let Some((id, _)) = run_part(request.uri().path()) {
         let shown = state.runs.record(&id).await.is_some_and(|record| for_followers(&record));
         if !shown {
-            return (StatusCode::NOT_FOUND, axum::Json(json!({ "code": "unknown_run", "message": format!("no run {id}") })))
-                .into_response();
+            return ApiError::from(Error::UnknownRun { id }).into_response();
         }
     }
     next.run(request).await

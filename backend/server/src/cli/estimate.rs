@@ -116,9 +116,7 @@ fn pick_gpu<'c>(clusters: &'c Clusters, args: &EstimateArgs) -> Result<(&'c Clus
 }
 
 fn layout_of(config: &TrainConfig, dp: u32) -> Result<Layout, Invalid> {
-    let size = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-    let sizes = Sizes { tp: size(config.tensor_parallel), cp: size(config.context_parallel), dp, pp: 1 };
-    Ok(Layout::new(sizes, &config.parallel_order)?)
+    Ok(Layout::new(config.sizes(dp as usize), &config.parallel_order)?)
 }
 
 /// The readable form: the verdict first, then memory, time, collectives and every term.

@@ -40,14 +40,12 @@ pub struct Started {
 
 impl LocalExecutor {
     /// The trainer's arguments for `record`, writing into `run_dir`: `train ...` for one
-    /// rank, `launch --nproc N -- train ...` for more. A learner's run trains on the CPU
-    /// (`--device cpu`): the machine's GPUs stay the instructor's, and a room of small runs
-    /// cannot fill their memory.
+    /// rank, `launch --nproc N -- train ...` for more, on the device the launch fixed, if any.
     pub fn trainer_args(&self, record: &RunRecord, run_dir: &Path) -> Vec<OsString> {
         let spec = TrainSpec { config: &record.config, seed: record.seed };
         let mut train = self.command.train_args(spec, run_dir);
-        if record.learner.is_some() {
-            train.extend(["--device".into(), "cpu".into()]);
+        if let Some(device) = record.device {
+            train.extend(["--device".into(), device.flag().into()]);
         }
         match record.layout.world() {
             1 => train,
@@ -148,6 +146,7 @@ mod tests {
             handle: None,
             cancel_requested: false,
             learner: None,
+            device: None,
         }
     }
 
@@ -166,10 +165,10 @@ mod tests {
     }
 
     #[test]
-    fn a_learners_run_trains_on_the_cpu() {
-        let mut learners = record(2);
-        learners.learner = Some(scalebook_shared::protocol::Learner::parse("0123456789ab").unwrap());
-        let args = executor().trainer_args(&learners, Path::new("/srv/runs/r1"));
+    fn a_run_trains_on_the_device_its_launch_fixed() {
+        let mut on_cpu = record(2);
+        on_cpu.device = Some(scalebook_shared::protocol::TrainDevice::Cpu);
+        let args = executor().trainer_args(&on_cpu, Path::new("/srv/runs/r1"));
         assert_eq!(words(&args)[words(&args).len() - 2..], ["--device", "cpu"]);
         assert!(!words(&executor().trainer_args(&record(2), Path::new("/srv/runs/r1"))).contains(&"--device"));
     }

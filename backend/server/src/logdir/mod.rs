@@ -73,6 +73,7 @@ pub fn create_run(store: &RunStore, source: &SourceRun, new: NewRecords, live: b
         handle: Some(RunHandle::Logdir { logdir: source.logdir.to_string_lossy().into_owned(), run: source.name.clone() }),
         cancel_requested: false,
         learner: None,
+        device: None,
     };
     record.transition(RunState::Running, created_at, None);
     if !live {

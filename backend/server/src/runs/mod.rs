@@ -181,7 +181,7 @@ impl RunManager {
         let data = plan.effective.train_data_path.trim_end_matches("/train");
         let title = format!("Scalebook run {id}: config {} on {cluster}, {ranks}, data in {data}", plan.config);
         let spec = TrainSpec { config: &plan.config, seed: plan.seed };
-        self.executors.slurm.script(&title, job, spec, &self.store.run_dir(id)).map_err(Error::SlurmScript)
+        self.executors.slurm.script(&title, job, spec, &self.store.run_dir(id))
     }
 
     /// Creates the run directory and record of a validated launch, queued. A local run starts
@@ -245,6 +245,7 @@ impl RunManager {
             handle: None,
             cancel_requested: false,
             learner: plan.learner.as_ref().map(|launch| launch.learner.clone()),
+            device: plan.device,
         };
         let written = (|| -> Result<(), Error> {
             std::fs::write(dir.join(rundir::CONFIG), plan.effective.to_yaml(&plan.config))?;
@@ -309,7 +310,9 @@ impl RunManager {
         tokio::spawn(async move {
             let stopped = match &handle {
                 RunHandle::Local { pgid, start_ticks } => LocalExecutor::terminate(*pgid, *start_ticks).await.map_err(|e| e.to_string()),
-                RunHandle::Slurm { job_id, slurm_cluster } => this.executors.slurm.cancel(*job_id, slurm_cluster.as_deref()).await,
+                RunHandle::Slurm { job_id, slurm_cluster } => {
+                    this.executors.slurm.cancel(*job_id, slurm_cluster.as_deref()).await.map_err(|e| e.to_string())
+                }
                 RunHandle::Logdir { .. } => Err("it trains elsewhere; its logdir is only read here".to_owned()),
                 RunHandle::Class { .. } => Err("it is the instructor's; it trains on their side".to_owned()),
                 RunHandle::Shared { .. } => Err("it is a learner's; it trains on their side".to_owned()),

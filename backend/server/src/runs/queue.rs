@@ -69,6 +69,7 @@ pub(crate) fn test_run(id: &str, created: f64, learner: Option<Learner>, state: 
         handle: None,
         cancel_requested: false,
         learner,
+        device: None,
     }
 }
 

@@ -43,11 +43,11 @@ impl RunManager {
                     self.stop(&id, handle);
                 }
             }
-            Err(reason) => {
+            Err(refused) => {
                 self.hub.finish(&id).await;
                 self.modify(&id, |r| {
                     if !r.state().is_final() {
-                        r.transition(RunState::Failed, now(), Some(reason));
+                        r.transition(RunState::Failed, now(), Some(refused.to_string()));
                     }
                 });
             }

@@ -23,7 +23,7 @@ use crate::class::shared::SharedRuns;
 use crate::class::{ClassKey, for_followers};
 use crate::classroom::{AUDIENCE_SETTLE, Roster, Seat};
 use crate::learners::{self, LearnerLaunch};
-use crate::plan::{self, LaunchPlan};
+use crate::plan::{self, LaunchPlan, Launcher, Policy};
 use crate::runs::RunManager;
 use crate::state::AppState;
 use crate::stream::Subscription;
@@ -162,13 +162,8 @@ impl Session {
                 Ok(Some(ServerMessage::Runs { runs: runs.list().await.into_iter().filter(|r| shown_to(role, r)).collect() }))
             }
             ClientMessage::Launch(request) => {
-                let learner = self.learner_launch(&request)?;
-                let mut plan = self.plan(request).await?;
-                if learner.is_some() {
-                    let (settings, served) = (&self.state.limits.learners, &self.state.configs.file);
-                    invalid(learners::size_problems(&plan.effective, plan.layout.world(), runs.max_local_ranks(), settings, served))?;
-                }
-                plan.learner = learner;
+                let launcher = self.launcher()?;
+                let plan = self.plan(request, launcher).await?;
                 let record = runs.launch(plan).await.map_err(|e| report(&e, None))?;
                 Ok(Some(ServerMessage::Launched { run: record.id }))
             }
@@ -178,7 +173,7 @@ impl Session {
                     problems.push("executor", "only a Slurm launch has a batch script: choose a slurm cluster");
                     return Err(ErrorReport::new(ErrorCode::InvalidLaunch, "nothing to preview").with_problems(problems));
                 }
-                let plan = self.plan(request).await?;
+                let plan = self.plan(request, Launcher::Instructor).await?;
                 let script = runs.preview_script(&plan).map_err(|e| report(&e, None))?;
                 Ok(Some(ServerMessage::SlurmScript { script }))
             }
@@ -336,18 +331,16 @@ impl Session {
         self.learner.as_ref().filter(|_| self.state.limits.learners.per_learner > 0)
     }
 
-    /// Who a launch is made by: `None` for the instructor's link; for a viewer, their
-    /// learner, once the request keeps the learners' rules (else `invalid_launch` naming each
-    /// field broken).
-    fn learner_launch(&self, request: &LaunchRequest) -> Result<Option<LearnerLaunch>, ErrorReport> {
+    /// Who launches from this connection: the instructor, or a viewer's learner when the
+    /// instructor lets learners launch (whose rules `plan` then checks).
+    fn launcher(&self) -> Result<Launcher, ErrorReport> {
         if self.role.may_launch() {
-            return Ok(None);
+            return Ok(Launcher::Instructor);
         }
-        let settings = &self.state.limits.learners;
         let identity =
             self.launching_learner().ok_or_else(|| ErrorReport::new(ErrorCode::Forbidden, "this viewer has no learner identity"))?;
-        invalid(learners::problems(settings, request))?;
-        Ok(Some(LearnerLaunch { learner: identity.learner.clone(), per_learner: settings.per_learner }))
+        let per_learner = self.state.limits.learners.per_learner;
+        Ok(Launcher::Learner(LearnerLaunch { learner: identity.learner.clone(), per_learner }))
     }
 
     /// The refusal of a viewer's cancel of a run that is not their own (the instructor's, or
@@ -370,12 +363,19 @@ impl Session {
     /// Validates a launch against the served configs, clusters and limits, on a blocking
     /// thread: it looks at the data paths on disk (a shared filesystem may be slow), and the
     /// async workers stay free for every other connection meanwhile.
-    async fn plan(&self, request: LaunchRequest) -> Result<LaunchPlan, ErrorReport> {
+    async fn plan(&self, request: LaunchRequest, launcher: Launcher) -> Result<LaunchPlan, ErrorReport> {
         let state = self.state.clone();
-        let planned =
-            tokio::task::spawn_blocking(move || plan::plan(&state.configs.file, state.clusters.clusters.as_ref(), &state.limits, request))
-                .await
-                .map_err(|e| ErrorReport::new(ErrorCode::Internal, format!("the launch could not be checked: {e}")))?;
+        let planned = tokio::task::spawn_blocking(move || {
+            let policy = Policy {
+                configs: &state.configs.file,
+                clusters: state.clusters.clusters.as_ref(),
+                limits: &state.limits,
+                max_local_ranks: state.runs.max_local_ranks(),
+            };
+            plan::plan(&policy, request, launcher)
+        })
+        .await
+        .map_err(|e| ErrorReport::new(ErrorCode::Internal, format!("the launch could not be checked: {e}")))?;
         planned.map_err(|e| ErrorReport::new(ErrorCode::InvalidLaunch, format!("the launch was refused: {e}")).with_problems(e.problems()))
     }
 
@@ -425,14 +425,6 @@ fn error(id: Option<RequestId>, mut report: ErrorReport) -> ServerReply {
         cut(&mut problem.message);
     }
     ServerReply::answer(id, ServerMessage::Error(report))
-}
-
-/// `problems` as the refusal of a launch, when there are any.
-fn invalid(problems: Problems) -> Result<(), ErrorReport> {
-    match problems.is_empty() {
-        true => Ok(()),
-        false => Err(ErrorReport::new(ErrorCode::InvalidLaunch, format!("the launch was refused: {problems}")).with_problems(problems)),
-    }
 }
 
 fn report(error: &Error, run: Option<&RunId>) -> ErrorReport {

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 use scalebook_server::class::tls::pinned_client;
+use scalebook_shared::metrics::MetricPoint;
 use scalebook_shared::protocol::{
     ClassLink, ClassState, ClientMessage, ErrorCode, Follower, PROTOCOL_VERSION, Presentation, Role, RunId, Secret, ServerMessage,
     shared_copy_id,
@@ -58,6 +59,22 @@ async fn class_state<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
             _ => None,
         })
         .await
+}
+
+/// Collects `client`'s points of run `id` into `seen` until it has as many as the (ended) run
+/// in `run_dir` holds, then checks they are exactly its points, each once.
+async fn collect_all(client: &mut Client, id: &RunId, seen: &mut BTreeMap<u64, MetricPoint>, run_dir: &std::path::Path) {
+    let total = crate::harness::points_in_file(run_dir).len();
+    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+    while seen.len() < total {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if let ServerMessage::Points { run, points } = client.recv(left).await
+            && run == *id
+        {
+            collect(seen, &points);
+        }
+    }
+    crate::harness::assert_all_points(seen, run_dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -285,17 +302,7 @@ async fn a_follower_server_relays_the_class_and_copies_every_point_exactly_once_
     let upstream = instructor_server.runs_dir.join(id.as_str());
     let copy = learner_server.runs_dir.join(local.as_str());
     instructor_server.wait_for(&id, |r| r.state().is_final().then_some(())).await;
-    let total = crate::harness::points_in_file(&upstream).len();
-    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
-    while seen.len() < total {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        if let ServerMessage::Points { run, points } = page.recv(left).await
-            && run == local
-        {
-            collect(&mut seen, &points);
-        }
-    }
-    crate::harness::assert_all_points(&seen, &upstream);
+    collect_all(&mut page, &local, &mut seen, &upstream).await;
     assert_eq!(crate::harness::points_in_file(&copy), crate::harness::points_in_file(&upstream));
 
     let state = learner_server.wait_for(&own, |r| r.state().is_final().then_some(r.state())).await;
@@ -317,18 +324,7 @@ async fn a_follower_server_relays_the_class_and_copies_every_point_exactly_once_
     instructor.recv_until(WAIT, |m| matches!(m, ServerMessage::RunUpdate { run } if run.id == copy).then_some(())).await;
     instructor.send(&ClientMessage::Subscribe { run: copy.clone(), after_seq: Some(0), after_log_seq: None }).await;
     let learners_run = learner_server.runs_dir.join(own.as_str());
-    let total = crate::harness::points_in_file(&learners_run).len();
-    let mut shared = BTreeMap::new();
-    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
-    while shared.len() < total {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        if let ServerMessage::Points { run, points } = instructor.recv(left).await
-            && run == copy
-        {
-            collect(&mut shared, &points);
-        }
-    }
-    crate::harness::assert_all_points(&shared, &learners_run);
+    collect_all(&mut instructor, &copy, &mut BTreeMap::new(), &learners_run).await;
     let state = instructor_server.wait_for(&copy, |r| Some(r.state())).await;
     assert_eq!(state, scalebook_shared::protocol::RunState::Completed);
     let cancel = serde_json::json!({"type": "cancel", "run": copy}).to_string();

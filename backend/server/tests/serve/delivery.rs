@@ -58,6 +58,7 @@ fn the_clusters_file_reaches_the_browser_validated_and_as_json() {
     let text = std::fs::read_to_string(&file).unwrap().replace("gpus_per_node: 4", "gpus_per_node: 0");
     std::fs::write(&file, text).unwrap();
     let refused = server.get("/api/clusters.json");
-    assert_eq!(refused.status, 422);
+    assert_eq!((refused.status, refused.json()["code"].as_str()), (422, Some("invalid_file")));
+    assert_eq!(refused.json()["problems"][0]["field"], "perlmutter.gpus_per_node", "{}", refused.body);
     assert!(refused.json()["message"].as_str().unwrap().contains("perlmutter.gpus_per_node"), "{}", refused.body);
 }

@@ -64,13 +64,13 @@ async fn a_runs_traces_are_listed_and_served_and_nothing_else_is() {
         assert_eq!(Trace::parse(&response.body).unwrap().len(), 3);
     }
 
-    refused(&server.get(&format!("/api/runs/{id}/profile/2")), 404, "no_file_yet", "rank 2");
+    refused(&server.get(&format!("/api/runs/{id}/profile/2")), 404, "not_yet", "rank 2");
     for bad in ["01", "+1", "x", "rank0.trace.json", "..%2Fsecret.json", "..%2F..%2Frun.json", "-1"] {
-        refused(&server.get(&format!("/api/runs/{id}/profile/{bad}")), 404, "unknown_rank", "is not a rank");
+        refused(&server.get(&format!("/api/runs/{id}/profile/{bad}")), 404, "not_found", "is not a rank");
     }
     refused(&server.get("/api/runs/19990101-000000-9/profile"), 404, "unknown_run", "no run 19990101-000000-9");
     refused(&server.get("/api/runs/19990101-000000-9/profile/0"), 404, "unknown_run", "no run");
-    refused(&server.get("/api/runs/..%2F..%2Fetc/profile/0"), 400, "bad_run_id", "");
+    refused(&server.get("/api/runs/..%2F..%2Fetc/profile/0"), 400, "bad_request", "");
     // Like every API route, it needs the token.
     let anonymous = crate::harness::http_get(server.addr(), &format!("/api/runs/{id}/profile/0"), &[]);
     assert_eq!(anonymous.status, 401);

@@ -172,7 +172,7 @@ async fn bad_requests_get_clear_errors_and_the_server_keeps_serving() {
     for name in ["exit.json", "..%2F..%2F..%2Fetc%2Fpasswd", "%2Fetc%2Fpasswd"] {
         let response = server.get(&format!("/api/runs/{id}/files/{name}"));
         assert_eq!(response.status, 404, "{name}");
-        assert_eq!(response.json()["code"], "unknown_file");
+        assert_eq!(response.json()["code"], "not_found");
     }
     assert_eq!(server.get("/api/runs/19990101-000000-1").status, 404);
 

@@ -34,7 +34,7 @@ fn png_size(bytes: &[u8]) -> (u32, u32) {
 fn refused(response: &Response, status: u16, field: &str, says: &str) {
     let body = response.json();
     assert_eq!(response.status, status, "{body}");
-    assert_eq!(body["field"], field, "{body}");
+    assert_eq!(body["problems"][0]["field"], field, "{body}");
     assert!(body["message"].as_str().unwrap().contains(says), "{body}");
 }
 
@@ -118,6 +118,6 @@ async fn a_runs_maps_are_listed_and_served_by_name_only() {
         assert_eq!(response.status, 404, "{name}: {}", response.body);
         assert!(!response.body.contains("\"epoch\""), "{name}: {}", response.body);
     }
-    assert_eq!(server.get(&format!("/api/runs/{id}/maps/epoch9999-t2m.png")).json()["code"], "no_file_yet");
+    assert_eq!(server.get(&format!("/api/runs/{id}/maps/epoch9999-t2m.png")).json()["code"], "not_yet");
     assert_eq!(server.get("/api/runs/19990101-000000-9/maps").json()["code"], "unknown_run");
 }

@@ -72,7 +72,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--device {}: no CUDA device is available (CPU-only libtorch or no GPU)", args.device.unwrap_or_default());
     }
     // The tutorial's layout: `{world}GPU` for data parallelism, `{tp·cp}MP` for model parallelism.
-    let model_parallel = config.tensor_parallel * config.context_parallel;
+    let model_parallel = config.model_parallel();
     let kind = if model_parallel > 1 { format!("{model_parallel}MP") } else { format!("{}GPU", env.world) };
     let run_dir = args.run_dir.unwrap_or_else(|| PathBuf::from(&config.expdir).join(&args.config.config).join(kind).join(&args.run_num));
     let seed = args.seed.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));

@@ -22,6 +22,7 @@ use tokio::sync::Notify;
 use self::poll::Poller;
 use self::script::ScriptInput;
 use super::{TrainSpec, TrainerCommand};
+use crate::Error;
 
 /// How long one Slurm command may take before it counts as failed.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -44,19 +45,19 @@ impl SlurmExecutor {
     }
 
     /// The batch script of `job` training `spec` into `run_dir`.
-    pub fn script(&self, title: &str, job: &SlurmJob, spec: TrainSpec<'_>, run_dir: &Path) -> Result<String, String> {
+    pub fn script(&self, title: &str, job: &SlurmJob, spec: TrainSpec<'_>, run_dir: &Path) -> Result<String, Error> {
         let args = self.command.train_args(spec, run_dir);
         script::render(&ScriptInput { title, job, run_dir, workdir: &self.command.workdir, trainer: &self.command.trainer, args: &args })
     }
 
     /// Submits a saved script from the trainer's working directory.
-    pub async fn submit(&self, script: &Path) -> Result<Submitted, String> {
+    pub async fn submit(&self, script: &Path) -> Result<Submitted, Error> {
         let submitted = sbatch(self.poller.commands(), script, &self.command.workdir).await;
         self.poll_soon();
         submitted
     }
 
-    pub async fn cancel(&self, job_id: u64, slurm_cluster: Option<&str>) -> Result<(), String> {
+    pub async fn cancel(&self, job_id: u64, slurm_cluster: Option<&str>) -> Result<(), Error> {
         let cancelled = scancel(self.poller.commands(), job_id, slurm_cluster).await;
         self.poll_soon();
         cancelled
@@ -125,20 +126,25 @@ impl Output {
     pub fn complaint(&self) -> String {
         self.stderr.lines().map(str::trim).find(|l| !l.is_empty()).map_or_else(|| "it failed without a message".to_owned(), str::to_owned)
     }
+
+    /// `command`'s failure, with its reason.
+    pub fn refusal(&self, command: &'static str) -> Error {
+        Error::SlurmRefused { command, reason: self.complaint() }
+    }
 }
 
 /// Runs `program args` in `dir` (the server's own when `None`).
-pub async fn run(program: &Path, args: &[&OsStr], dir: Option<&Path>) -> Result<Output, String> {
+pub async fn run(program: &Path, args: &[&OsStr], dir: Option<&Path>) -> Result<Output, Error> {
     let mut command = tokio::process::Command::new(program);
     command.args(args).stdin(Stdio::null()).kill_on_drop(true);
     if let Some(dir) = dir {
         command.current_dir(dir);
     }
-    let name = program.display();
+    let program = program.display().to_string();
     let output = match tokio::time::timeout(COMMAND_TIMEOUT, command.output()).await {
         Ok(Ok(output)) => output,
-        Ok(Err(e)) => return Err(format!("cannot run {name}: {e}")),
-        Err(_) => return Err(format!("{name} did not answer within {} s", COMMAND_TIMEOUT.as_secs())),
+        Ok(Err(source)) => return Err(Error::SlurmUnrunnable { program, source }),
+        Err(_) => return Err(Error::SlurmTimeout { program, secs: COMMAND_TIMEOUT.as_secs() }),
     };
     Ok(Output {
         success: output.status.success(),
@@ -148,17 +154,17 @@ pub async fn run(program: &Path, args: &[&OsStr], dir: Option<&Path>) -> Result<
 }
 
 /// Submits `script` from `workdir`; the error is sbatch's own reason.
-pub async fn sbatch(commands: &SlurmCommands, script: &Path, workdir: &Path) -> Result<Submitted, String> {
+pub async fn sbatch(commands: &SlurmCommands, script: &Path, workdir: &Path) -> Result<Submitted, Error> {
     let output = run(&commands.sbatch, &[OsStr::new("--parsable"), script.as_os_str()], Some(workdir)).await?;
     if !output.success {
-        return Err(format!("sbatch refused the job: {}", output.complaint()));
+        return Err(output.refusal("sbatch"));
     }
-    parse_parsable(&output.stdout).ok_or_else(|| format!("sbatch printed no job id: {:?}", output.stdout.trim()))
+    parse_parsable(&output.stdout).ok_or_else(|| Error::SlurmUnreadable { command: "sbatch", answer: output.stdout.trim().to_owned() })
 }
 
 /// `scancel`s a job. A job that has already ended is not an error: Slurm answers with success
 /// or "already completing", and the next poll records the end either way.
-pub async fn scancel(commands: &SlurmCommands, job_id: u64, slurm_cluster: Option<&str>) -> Result<(), String> {
+pub async fn scancel(commands: &SlurmCommands, job_id: u64, slurm_cluster: Option<&str>) -> Result<(), Error> {
     let id = job_id.to_string();
     let mut args = vec![OsStr::new(&id)];
     let cluster_arg = slurm_cluster.map(|c| format!("--clusters={c}"));
@@ -166,7 +172,7 @@ pub async fn scancel(commands: &SlurmCommands, job_id: u64, slurm_cluster: Optio
         args.push(OsStr::new(arg));
     }
     let output = run(&commands.scancel, &args, None).await?;
-    if output.success { Ok(()) } else { Err(format!("scancel {id}: {}", output.complaint())) }
+    if output.success { Ok(()) } else { Err(output.refusal("scancel")) }
 }
 
 /// `jobid` or `jobid;cluster`, the last non-empty line of `sbatch --parsable` (a site's
@@ -207,7 +213,8 @@ mod tests {
         assert!(!output.success);
         assert_eq!(output.stdout, "out\n");
         assert_eq!(output.complaint(), "sbatch: error: Invalid account");
+        assert_eq!(output.refusal("sbatch").to_string(), "sbatch refused: sbatch: error: Invalid account");
         let missing = run(Path::new("/nonexistent/sbatch"), &[], None).await.unwrap_err();
-        assert!(missing.contains("cannot run /nonexistent/sbatch"), "{missing}");
+        assert!(matches!(&missing, Error::SlurmUnrunnable { program, .. } if program == "/nonexistent/sbatch"), "{missing}");
     }
 }

@@ -13,6 +13,7 @@ use std::sync::Mutex;
 
 use super::states::{self, JobInfo, SACCT_FORMAT, SQUEUE_FORMAT};
 use super::{Output, SlurmCommands, run};
+use crate::Error;
 
 /// A job to look up.
 #[derive(Debug, Clone)]
@@ -104,20 +105,20 @@ impl Poller {
 
     /// The jobs of `ids` still in the queue. A queue that knows none of them is empty, not an
     /// error (squeue fails with "Invalid job id" when every id it was given has left).
-    async fn squeue(&self, ids: &str, cluster: Option<&str>) -> Result<Vec<JobInfo>, String> {
+    async fn squeue(&self, ids: &str, cluster: Option<&str>) -> Result<Vec<JobInfo>, Error> {
         let format = format!("--format={SQUEUE_FORMAT}");
         let jobs = format!("--jobs={ids}");
         let output = self.query(&self.commands.squeue, &["--noheader", &format, &jobs], cluster).await?;
         match output {
             out if out.success => Ok(states::parse_squeue(&out.stdout)),
             out if out.stderr.contains("Invalid job id") => Ok(Vec::new()),
-            out => Err(format!("squeue: {}", out.complaint())),
+            out => Err(out.refusal("squeue")),
         }
     }
 
     /// `sacct` for jobs that left the queue, or `None` when the site keeps no accounting,
     /// which switches this server to `scontrol` for good.
-    async fn sacct(&self, ids: &str, cluster: Option<&str>) -> Result<Option<Vec<JobInfo>>, String> {
+    async fn sacct(&self, ids: &str, cluster: Option<&str>) -> Result<Option<Vec<JobInfo>>, Error> {
         let format = format!("--format={SACCT_FORMAT}");
         let jobs = format!("--jobs={ids}");
         let output = self.query(&self.commands.sacct, &["-X", "--noheader", "--parsable2", &format, &jobs], cluster).await?;
@@ -130,26 +131,22 @@ impl Poller {
             tracing::info!("this Slurm keeps no accounting: jobs that left the queue are looked up with scontrol");
             return Ok(None);
         }
-        Err(format!("sacct: {}", output.complaint()))
+        Err(output.refusal("sacct"))
     }
 
-    async fn scontrol(&self, job: &JobRef, cluster: Option<&str>) -> Result<Observation, String> {
+    async fn scontrol(&self, job: &JobRef, cluster: Option<&str>) -> Result<Observation, Error> {
         let id = job.job_id.to_string();
         let output = self.query(&self.commands.scontrol, &["show", "job", &id], cluster).await?;
         if !output.success {
-            return if output.stderr.contains("Invalid job id") {
-                Ok(Observation::Gone)
-            } else {
-                Err(format!("scontrol: {}", output.complaint()))
-            };
+            return if output.stderr.contains("Invalid job id") { Ok(Observation::Gone) } else { Err(output.refusal("scontrol")) };
         }
         match states::parse_scontrol(&output.stdout) {
             Some(info) if info.job_id == job.job_id => Ok(recognise(&info, job)),
-            _ => Err(format!("scontrol show job {id}: unreadable answer {:?}", output.stdout.lines().next().unwrap_or(""))),
+            _ => Err(Error::SlurmUnreadable { command: "scontrol", answer: output.stdout.lines().next().unwrap_or("").to_owned() }),
         }
     }
 
-    async fn query(&self, program: &Path, args: &[&str], cluster: Option<&str>) -> Result<Output, String> {
+    async fn query(&self, program: &Path, args: &[&str], cluster: Option<&str>) -> Result<Output, Error> {
         // Options before the rest: scontrol reads none after its subcommand.
         let argv: Vec<&OsStr> = cluster.into_iter().chain(args.iter().copied()).map(OsStr::new).collect();
         run(program, &argv, None).await

@@ -12,8 +12,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use scalebook_shared::protocol::SlurmJob;
-
 use scalebook_shared::rundir::{self, ExitRecord};
+
+use crate::Error;
 
 /// The first port of the per-job rendezvous range (the tutorial's `MASTER_PORT`).
 const BASE_PORT: u32 = 29500;
@@ -32,7 +33,7 @@ pub struct ScriptInput<'a> {
 }
 
 /// The script, or why it cannot be written (a server path that no `#SBATCH` line can carry).
-pub fn render(input: &ScriptInput<'_>) -> Result<String, String> {
+pub fn render(input: &ScriptInput<'_>) -> Result<String, Error> {
     let job = input.job;
     let log = slurm_path(&input.run_dir.join(rundir::JOB_LOG))?;
     let mut out = String::from("#!/bin/bash\n");
@@ -80,7 +81,7 @@ pub fn render(input: &ScriptInput<'_>) -> Result<String, String> {
     }
     command.push(quote(&utf8(input.trainer)?));
     for arg in input.args {
-        let arg = arg.to_str().ok_or_else(|| format!("the trainer argument {arg:?} is not UTF-8"))?;
+        let arg = arg.to_str().ok_or_else(|| Error::SlurmScript(format!("the trainer argument {arg:?} is not UTF-8")))?;
         command.push(quote(arg));
     }
     let _ = writeln!(body, "{}", command.join(" "));
@@ -105,20 +106,20 @@ pub fn quote(text: &str) -> String {
 
 /// A path for an `#SBATCH` line: sbatch splits those lines on blanks, reads quotes itself and
 /// expands `%` patterns in file names, so only plain characters are accepted.
-fn slurm_path(path: &Path) -> Result<String, String> {
+fn slurm_path(path: &Path) -> Result<String, Error> {
     let text = utf8(path)?;
     let plain = |c: char| c.is_ascii_alphanumeric() || "_-./+,@".contains(c);
     if text.chars().all(plain) {
         Ok(text)
     } else {
-        Err(format!(
+        Err(Error::SlurmScript(format!(
             "the runs directory path {text:?} cannot go in an #SBATCH line: use a path of letters, digits and _-./+,@ for --runs-dir"
-        ))
+        )))
     }
 }
 
-fn utf8(path: &Path) -> Result<String, String> {
-    path.to_str().map(str::to_owned).ok_or_else(|| format!("the path {} is not UTF-8", path.display()))
+fn utf8(path: &Path) -> Result<String, Error> {
+    path.to_str().map(str::to_owned).ok_or_else(|| Error::SlurmScript(format!("the path {} is not UTF-8", path.display())))
 }
 
 #[cfg(test)]
@@ -142,7 +143,7 @@ mod tests {
         }
     }
 
-    fn render_with(job: &SlurmJob, run_dir: &str, args: &[&str]) -> Result<String, String> {
+    fn render_with(job: &SlurmJob, run_dir: &str, args: &[&str]) -> Result<String, Error> {
         let args: Vec<OsString> = args.iter().map(OsString::from).collect();
         render(&ScriptInput {
             title: "Scalebook run r1: bs64_opt on perlmutter",
@@ -250,7 +251,7 @@ mod tests {
     #[test]
     fn a_runs_directory_no_sbatch_line_can_carry_is_refused() {
         for bad in ["/runs/a b", "/runs/100%", "/runs/x\n#SBATCH --uid=0", "/runs/'q'"] {
-            let err = render_with(&job(), bad, &["train"]).unwrap_err();
+            let err = render_with(&job(), bad, &["train"]).unwrap_err().to_string();
             assert!(err.contains("cannot go in an #SBATCH line"), "{bad}: {err}");
         }
     }

@@ -1,15 +1,18 @@
 //! The REST side of the API: the configs, the runs and their files. Everything live goes over
 //! the WebSocket instead (jupyter-server-proxy buffers ordinary responses).
 
+mod error;
+
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+pub use error::ApiError;
 use scalebook_shared::cluster::Clusters;
 use scalebook_shared::profile::trace::TraceList;
-use scalebook_shared::protocol::{RunId, RunRecord};
+use scalebook_shared::protocol::{ErrorCode, ErrorReport, RunId, RunRecord};
 use scalebook_shared::rundir;
 use scalebook_shared::weather::MapIndex;
 use serde_json::json;
@@ -20,35 +23,6 @@ use crate::profiles;
 use crate::state::AppState;
 use crate::weather::maps;
 use crate::weather::sample::{self, SampleQuery, SampleView};
-
-/// An API failure as JSON: `{"code": ..., "message": ...}` with a fitting status, and the
-/// `field` of the request that broke a rule when one did.
-pub struct ApiError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
-    field: Option<&'static str>,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into(), field: None }
-    }
-
-    fn on(self, field: &'static str) -> ApiError {
-        ApiError { field: Some(field), ..self }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut body = json!({ "code": self.code, "message": self.message });
-        if let Some(field) = self.field {
-            body["field"] = json!(field);
-        }
-        (self.status, Json(body)).into_response()
-    }
-}
 
 pub async fn health() -> Json<serde_json::Value> {
     Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
@@ -67,11 +41,11 @@ pub async fn configs_yaml(State(state): State<Arc<AppState>>) -> Response {
 /// start). Sent as JSON, so the browser needs no YAML reader for it.
 pub async fn clusters(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
     let path = &state.clusters.path;
-    let text = tokio::fs::read_to_string(path)
-        .await
-        .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "no_clusters", format!("cannot read {}: {e}", path.display())))?;
-    let clusters = Clusters::parse(&text)
-        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_clusters", format!("{}: {e}", path.display())))?;
+    let text = tokio::fs::read_to_string(path).await.map_err(|e| ApiError::not_found(format!("cannot read {}: {e}", path.display())))?;
+    let clusters = Clusters::parse(&text).map_err(|e| {
+        let report = ErrorReport::new(ErrorCode::InvalidFile, format!("{}: {e}", path.display())).with_problems(e.problems());
+        ApiError::from_report(StatusCode::UNPROCESSABLE_ENTITY, report)
+    })?;
     Ok(Json(clusters).into_response())
 }
 
@@ -80,8 +54,8 @@ pub async fn list_runs(State(state): State<Arc<AppState>>) -> Json<Vec<RunRecord
 }
 
 pub async fn get_run(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<RunRecord>, ApiError> {
-    let id = run_id(&id)?;
-    state.runs.record(&id).await.map(Json).ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_run", format!("no run {id}")))
+    let id = RunId::parse(&id)?;
+    Ok(Json(state.runs.record(&id).await.ok_or(Error::UnknownRun { id })?))
 }
 
 /// One of a run's files, from a fixed list (the log, the metrics, the record, the config).
@@ -89,11 +63,7 @@ pub async fn run_file(State(state): State<Arc<AppState>>, Path((id, name)): Path
     let id = known_run(&state, &id).await?;
     let path = state.runs.store().served_file(&id, &name).ok_or_else(|| {
         let names = rundir::SERVED.join(", ");
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "unknown_file",
-            format!("a run has no file `{}` to serve; these are: {names}", name.escape_debug()),
-        )
+        ApiError::not_found(format!("a run has no file `{}` to serve; these are: {names}", name.escape_debug())).on("file")
     })?;
     let bytes = read_run_file(&id, &name, &path).await?;
     let content_type = match name.rsplit('.').next() {
@@ -118,26 +88,26 @@ pub async fn code(State(state): State<Arc<AppState>>, Query(query): Query<CodeQu
     let root = state.source_root.clone();
     let found = tokio::task::spawn_blocking(move || code::snippet(&root, &query.path, &query.item))
         .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
-    found.map(Json).map_err(|e| match e {
-        Error::NotSource(_) => ApiError::new(StatusCode::BAD_REQUEST, "not_source", e.to_string()),
-        _ => ApiError::new(StatusCode::NOT_FOUND, "no_item", e.to_string()),
-    })
+        .map_err(|e| ApiError::internal(format!("reading the source stopped: {e}")))?;
+    Ok(Json(found.map_err(|e| match e {
+        // A file that cannot be read is not there for the page.
+        Error::SourceUnreadable { .. } => ApiError::not_found(e.to_string()).on("path"),
+        e => ApiError::from(e),
+    })?))
 }
 
 /// The weather maps run `id` has drawn so far (an empty list before its first epoch ends).
 pub async fn run_maps(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<MapIndex>, ApiError> {
     let id = known_run(&state, &id).await?;
     let index = maps::index(&state.runs.store().run_dir(&id)).await;
-    index.map(Json).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("run {id}: {e}")))
+    index.map(Json).map_err(|e| ApiError::internal(format!("run {id}: {e}")))
 }
 
 /// One of run `id`'s maps, by the name its index gives.
 pub async fn run_map(State(state): State<Arc<AppState>>, Path((id, name)): Path<(String, String)>) -> Result<Response, ApiError> {
     let id = known_run(&state, &id).await?;
-    let path = maps::file(&state.runs.store().run_dir(&id), &name).ok_or_else(|| {
-        ApiError::new(StatusCode::NOT_FOUND, "unknown_file", format!("`{}` is not a map: {}", name.escape_debug(), maps::NAME_RULE))
-    })?;
+    let path = maps::file(&state.runs.store().run_dir(&id), &name)
+        .ok_or_else(|| ApiError::not_found(format!("`{}` is not a map: {}", name.escape_debug(), maps::NAME_RULE)).on("map"))?;
     let bytes = read_run_file(&id, &name, &path).await?;
     // A map never changes once drawn; the index says when there are new ones.
     Ok((StatusCode::OK, [("content-type", "image/png"), ("cache-control", "private, max-age=3600")], bytes).into_response())
@@ -146,13 +116,8 @@ pub async fn run_map(State(state): State<Arc<AppState>>, Path((id, name)): Path<
 /// One channel of one sample of a config's dataset, drawn, with its legend and latitude
 /// weights. The same query always gives the same answer, so the browser may keep it a while.
 pub async fn data_sample(State(state): State<Arc<AppState>>, Query(query): Query<SampleQuery>) -> Result<Response, ApiError> {
-    let refused = |e: Error| match e {
-        Error::BadSample { field, .. } => ApiError::new(StatusCode::BAD_REQUEST, "bad_sample", e.to_string()).on(field),
-        Error::NoData { field, .. } => ApiError::new(StatusCode::NOT_FOUND, "no_data", e.to_string()).on(field),
-        e => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
-    };
-    let (request, config) = query.check(&state.configs.file).map_err(refused)?;
-    let view: SampleView = sample::draw_off_workers(request, config, &state.limits).await.map_err(refused)?;
+    let (request, config) = query.check(&state.configs.file)?;
+    let view: SampleView = sample::draw_off_workers(request, config, &state.limits).await?;
     Ok(([("cache-control", "private, max-age=600")], Json(view)).into_response())
 }
 
@@ -161,26 +126,25 @@ pub async fn data_sample(State(state): State<Arc<AppState>>, Query(query): Query
 pub async fn run_profile(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<TraceList>, ApiError> {
     let id = known_run(&state, &id).await?;
     let traces = profiles::list(&state.runs.store().run_dir(&id)).await;
-    let traces = traces.map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("run {id}: {e}")))?;
+    let traces = traces.map_err(|e| ApiError::internal(format!("run {id}: {e}")))?;
     Ok(Json(TraceList { traces }))
 }
 
 /// Rank `rank`'s trace of run `id`, the Chrome-trace JSON as the profiler wrote it.
 pub async fn run_profile_trace(State(state): State<Arc<AppState>>, Path((id, rank)): Path<(String, String)>) -> Result<Response, ApiError> {
     let id = known_run(&state, &id).await?;
-    let path = profiles::file(&state.runs.store().run_dir(&id), &rank).ok_or_else(|| {
-        ApiError::new(StatusCode::NOT_FOUND, "unknown_rank", format!("`{}` is not a rank: {}", rank.escape_debug(), profiles::RANK_RULE))
-    })?;
+    let path = profiles::file(&state.runs.store().run_dir(&id), &rank)
+        .ok_or_else(|| ApiError::not_found(format!("`{}` is not a rank: {}", rank.escape_debug(), profiles::RANK_RULE)).on("rank"))?;
     let bytes = read_run_file(&id, &format!("profile of rank {rank}"), &path).await?;
     Ok((StatusCode::OK, [("content-type", "application/json")], bytes).into_response())
 }
 
 /// The id in a path, of a run the server knows.
 async fn known_run(state: &AppState, text: &str) -> Result<RunId, ApiError> {
-    let id = run_id(text)?;
+    let id = RunId::parse(text)?;
     match state.runs.record(&id).await {
         Some(_) => Ok(id),
-        None => Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_run", format!("no run {id}"))),
+        None => Err(Error::UnknownRun { id }.into()),
     }
 }
 
@@ -189,12 +153,8 @@ async fn read_run_file(id: &RunId, name: &str, path: &std::path::Path) -> Result
     match tokio::fs::read(path).await {
         Ok(bytes) => Ok(bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(ApiError::new(StatusCode::NOT_FOUND, "no_file_yet", format!("run {id} has no {name} (yet)")))
+            Err(ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotYet, format!("run {id} has no {name} (yet)")))
         }
-        Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("cannot read {name}: {e}"))),
+        Err(e) => Err(ApiError::internal(format!("cannot read {name} of run {id}: {e}"))),
     }
-}
-
-fn run_id(text: &str) -> Result<RunId, ApiError> {
-    RunId::parse(text).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_run_id", e.to_string()))
 }
