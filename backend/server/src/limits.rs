@@ -52,7 +52,8 @@ impl LaunchLimits {
     }
 
     /// Checks a run of `world` ranks on this machine.
-    pub fn check_local(&self, config: &TrainConfig, world: u32, problems: &mut Problems) {
+    /// `overrides` are the launch's: a model too large is blamed on the size key they changed.
+    pub fn check_local(&self, config: &TrainConfig, world: u32, overrides: &[String], problems: &mut Problems) {
         let max_workers = WORKERS_PER_CORE * self.cores;
         if config.num_data_workers > max_workers {
             problems.push(
@@ -70,7 +71,7 @@ impl LaunchLimits {
         let needed = params.saturating_mul(TRAINING_BYTES_PER_PARAM).saturating_mul(u64::from(world));
         if needed > self.memory_bytes {
             problems.push(
-                "depth",
+                size_key(overrides),
                 format!(
                     "a model of {params} parameters needs {} GiB for weights, gradients and Adam state on {world} rank(s); \
                      this machine has {} GiB: reduce depth or embed_dim",
@@ -157,6 +158,14 @@ fn total_memory() -> io::Result<u64> {
         .ok_or_else(|| io::Error::other("/proc/meminfo has no MemTotal line"))
 }
 
+/// The key a model too large for the machine is blamed on: the one of `embed_dim` and `depth`
+/// the launch changed last (a learner who raised `embed_dim` is told about `embed_dim`), else
+/// `depth`.
+fn size_key(overrides: &[String]) -> &'static str {
+    let key = |o: &String| o.split_once('=').map(|(k, _)| k.trim().to_owned());
+    overrides.iter().rev().filter_map(key).find_map(|k| ["embed_dim", "depth"].into_iter().find(|s| *s == k)).unwrap_or("depth")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,7 +188,7 @@ mod tests {
 
     fn fields(limits: &LaunchLimits, config: &TrainConfig) -> Vec<String> {
         let mut problems = Problems::default();
-        limits.check_local(config, 1, &mut problems);
+        limits.check_local(config, 1, &[], &mut problems);
         problems.0.into_iter().map(|p| p.field).collect()
     }
 
@@ -202,7 +211,7 @@ mod tests {
         let big = dir.path().join("data/synthetic/stats/global_means.npy");
         std::fs::File::create(&big).unwrap().set_len(MAX_STATS_FILE_BYTES + 1).unwrap();
         let mut problems = Problems::default();
-        limits.check_local(&config(&[]), 1, &mut problems);
+        limits.check_local(&config(&[]), 1, &[], &mut problems);
         assert!(problems.to_string().contains("more than the 1048576"), "{problems}");
         let directory = config(&["global_means_path=data/synthetic/train"]);
         assert_eq!(fields(&limits, &directory), ["global_means_path"]);
@@ -212,13 +221,18 @@ mod tests {
     fn sizes_beyond_the_machine_are_refused_with_their_bound() {
         let dir = tempfile::tempdir().unwrap();
         let limits = limits(dir.path());
-        let greedy = config(&["num_data_workers=1000000", "depth=1000000", "num_iters=18446744073709551615"]);
+        let greedy = config(&["num_data_workers=1000000", "depth=1000000", "num_iters=4294967295"]);
         let mut problems = Problems::default();
-        limits.check_local(&greedy, 1, &mut problems);
+        limits.check_local(&greedy, 1, &[], &mut problems);
         let text = problems.to_string();
         for (field, bound) in [("num_data_workers", "8 a local run"), ("num_iters", "100000000"), ("depth", "this machine has 24 GiB")] {
             assert!(problems.0.iter().any(|p| p.field == field && p.message.contains(bound)), "{field}: {text}");
         }
+        // A model made too large by its embed_dim is blamed on embed_dim.
+        let wide = ["embed_dim=100000".to_owned()];
+        let mut problems = Problems::default();
+        limits.check_local(&config(&["embed_dim=100000"]), 1, &wide, &mut problems);
+        assert_eq!(problems.0.iter().map(|p| p.field.as_str()).collect::<Vec<_>>(), ["embed_dim"], "{problems}");
     }
 
     #[test]

@@ -135,7 +135,7 @@ fn check(configs: &ConfigFile, clusters: Option<&Clusters>, limits: &LaunchLimit
     let target = layout.as_ref().and_then(|layout| check_executor(&request.executor, clusters, layout, &mut problems));
     // The machine's and the data directories' bounds.
     match (&target, &layout) {
-        (Some(Target::Local), Some(layout)) => limits.check_local(&effective, layout.world(), &mut problems),
+        (Some(Target::Local), Some(layout)) => limits.check_local(&effective, layout.world(), &request.overrides, &mut problems),
         (Some(Target::Slurm { cluster, .. }), _) => {
             if let Some(cluster) = clusters.and_then(|c| c.get(cluster).ok()) {
                 limits.check_slurm(&effective, &cluster.data_root, &mut problems);

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::TrainConfig;
+use super::{FieldKind, TrainConfig};
 use crate::Error;
 
 /// The tutorial's loader turns the literal string `None` into Python's `None`; the port does
@@ -25,10 +25,35 @@ pub(super) fn check(key: &str, value: &Value) -> Result<(), String> {
             None => "unknown key".into(),
         });
     };
+    if matches!(info.kind, FieldKind::Count | FieldKind::OptionalCount)
+        && let Some(problem) = count_problem(value)
+    {
+        return Err(problem);
+    }
     let single = Map::from_iter([(key.to_owned(), value.clone())]);
     serde_json::from_value::<TrainConfig>(Value::Object(single))
         .map(drop)
         .map_err(|_| format!("expected {}, got {}", info.kind.describe(), show(value)))
+}
+
+/// The largest whole number a key takes: the same in the browser (32-bit) and on the server
+/// (64-bit), so both refuse the same values for the same reason. Far above any real config.
+pub const MAX_COUNT: u64 = u32::MAX as u64;
+
+/// What is wrong with a number given for a whole-number key, when it is a number: negative, too
+/// large (YAML reads a long integer as a float: it is shown as the integer it was), or not whole.
+fn count_problem(value: &Value) -> Option<String> {
+    let number = value.as_f64()?;
+    let shown = if number.fract() == 0.0 && number.abs() < 1e300 { format!("{number:.0}") } else { show(value) };
+    if number < 0.0 {
+        Some(format!("a whole number cannot be negative, got {shown}"))
+    } else if number > MAX_COUNT as f64 {
+        Some(format!("at most {MAX_COUNT}, got {shown}"))
+    } else if number.fract() != 0.0 {
+        Some(format!("expected a whole number, got {shown}"))
+    } else {
+        None
+    }
 }
 
 /// `base` with `entries` written over it. Entries must have passed [`check`].
@@ -94,8 +119,13 @@ mod tests {
         assert_eq!(check("lr", &json!(1e-3)), Ok(()));
         assert_eq!(check("lr", &json!(1)), Ok(()), "an integer is a valid number");
         assert_eq!(check("limit_nsamples", &Value::Null), Ok(()));
-        assert_eq!(check("embed_dim", &json!(-3)), Err("expected a whole number, got -3".into()));
+        assert_eq!(check("global_batch_size", &json!(-8)), Err("a whole number cannot be negative, got -8".into()));
         assert_eq!(check("embed_dim", &json!(3.5)), Err("expected a whole number, got 3.5".into()));
+        // Too large, the same on 32 and 64 bits, shown as written rather than as a float.
+        assert_eq!(check("num_iters", &json!(100_000_000_000u64)), Err(format!("at most {MAX_COUNT}, got 100000000000")));
+        assert_eq!(check("embed_dim", &json!(1e20)), Err(format!("at most {MAX_COUNT}, got 100000000000000000000")));
+        assert_eq!(check("limit_nsamples", &json!(-1)), Err("a whole number cannot be negative, got -1".into()));
+        assert_eq!(check("num_iters", &json!(MAX_COUNT)), Ok(()));
         assert_eq!(check("dropout", &Value::Null), Err("expected a number, got None".into()));
         assert_eq!(check("img_size", &json!([1, 2, 3])), Err("expected a list [H, W] of two whole numbers, got [1,2,3]".into()));
         assert_eq!(check("amp_mode", &json!("fp32")), Err("expected one of none, fp16, bf16, got \"fp32\"".into()));
