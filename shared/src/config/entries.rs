@@ -44,7 +44,8 @@ pub const MAX_COUNT: u64 = u32::MAX as u64;
 /// large (YAML reads a long integer as a float: it is shown as the integer it was), or not whole.
 fn count_problem(value: &Value) -> Option<String> {
     let number = value.as_f64()?;
-    let shown = if number.fract() == 0.0 && number.abs() < 1e300 { format!("{number:.0}") } else { show(value) };
+    let as_written = value.is_i64() || value.is_u64() || number.fract() != 0.0 || number.abs() >= 1e300;
+    let shown = if as_written { show(value) } else { format!("{number:.0}") };
     if number < 0.0 {
         Some(format!("a whole number cannot be negative, got {shown}"))
     } else if number > MAX_COUNT as f64 {

@@ -409,12 +409,15 @@ async fn hostile_launches_get_short_refusals_by_field_while_everyone_else_is_ser
     assert_eq!(problems[0].0, "global_means_path");
     assert!(problems[0].1.contains("outside the data directories"), "{problems:?}");
 
-    let greedy = ["num_data_workers=1000000", "depth=1000000", "num_iters=18446744073709551615"];
+    let greedy = ["num_data_workers=1000000", "depth=1000000", "num_iters=4294967295"];
     let (problems, _) = refused(&mut attacker, "greedy", &greedy).await;
     let fields: Vec<&str> = problems.iter().map(|(field, _)| field.as_str()).collect();
     for field in ["num_data_workers", "depth", "num_iters"] {
         assert!(fields.contains(&field), "{field} not refused: {problems:?}");
     }
+    let (problems, _) = refused(&mut attacker, "past a count", &["num_iters=18446744073709551615"]).await;
+    assert_eq!(problems[0].0, "num_iters");
+    assert!(problems[0].1.contains("at most 4294967295, got 18446744073709551615"), "{problems:?}");
     still_serving(&mut learner, 2).await;
 }
 
