@@ -10,6 +10,7 @@ pub mod estimate;
 pub mod launch;
 pub mod layout;
 pub mod metrics;
+pub mod numbers;
 pub mod profile;
 pub mod protocol;
 pub mod published;

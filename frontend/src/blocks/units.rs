@@ -2,19 +2,7 @@
 //! keeps them short.
 
 use scalebook_shared::charts::{format_clock, format_number};
-
-/// `23832960` → `23,832,960`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use scalebook_shared::numbers::thousands;
 
 /// Bytes in decimal units, as bandwidths are given: `1.2 GB`, `25 MB`, `4 B`.
 pub fn bytes(n: u64) -> String {
@@ -48,14 +36,6 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
-
-    #[wasm_bindgen_test]
-    fn thousands_are_grouped() {
-        assert_eq!(thousands(23_832_960), "23,832,960");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(0), "0");
-    }
 
     #[wasm_bindgen_test]
     fn sizes_and_times_pick_their_unit() {

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use scalebook_shared::Error;
 use scalebook_shared::config::{ConfigFile, Derived, TrainConfig, round_significant, yaml_value};
+use scalebook_shared::numbers::thousands;
 
 use super::EXIT_INVALID_INPUT;
 
@@ -133,19 +134,6 @@ fn describe(config: &TrainConfig, d: &Derived) -> String {
 /// A learning rate the way the tutorial writes them (`5e-4`, `3.35803e-7`, `0`).
 fn rate(lr: f64) -> String {
     if lr == 0.0 { "0".into() } else { format!("{:e}", round_significant(lr, 6)) }
-}
-
-/// `23832960` as `23,832,960`.
-pub(super) fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() * 4 / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// Differences shown per config before "+N more".

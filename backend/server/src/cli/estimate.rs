@@ -11,7 +11,9 @@ use scalebook_shared::estimate::{Estimate, EstimateOptions, estimate};
 use scalebook_shared::layout::{Layout, Sizes};
 
 use super::EXIT_INVALID_INPUT;
-use super::config::{FileArgs, Invalid, in_file, load, thousands};
+use scalebook_shared::numbers::thousands;
+
+use super::config::{FileArgs, Invalid, in_file, load};
 
 #[derive(Debug, clap::Args)]
 pub struct EstimateArgs {
