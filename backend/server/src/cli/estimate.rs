@@ -9,10 +9,9 @@ use scalebook_shared::cluster::{Cluster, Clusters, GpuKind};
 use scalebook_shared::config::TrainConfig;
 use scalebook_shared::estimate::{Estimate, EstimateOptions, estimate};
 use scalebook_shared::layout::{Layout, Sizes};
-
-use super::EXIT_INVALID_INPUT;
 use scalebook_shared::numbers::thousands;
 
+use super::EXIT_INVALID_INPUT;
 use super::config::{FileArgs, Invalid, in_file, load};
 
 #[derive(Debug, clap::Args)]
