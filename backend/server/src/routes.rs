@@ -44,6 +44,8 @@ pub fn router(state: Arc<AppState>, static_dir: PathBuf, keyring: Keyring) -> Re
         .route("/code", get(api::code))
         .route("/ws", get(ws::upgrade))
         .route_layer(from_fn_with_state(state.clone(), upstream::class_run_files))
+        // Behind the token check too: a stranger learns nothing of the API, not even its routes.
+        .fallback(api::no_route)
         .layer(from_fn_with_state(keyring, auth::authorize));
     Ok(Router::new()
         .nest("/api", api)

@@ -24,6 +24,11 @@ use crate::state::AppState;
 use crate::weather::maps;
 use crate::weather::sample::{self, SampleQuery, SampleView};
 
+/// Any other path under `/api`.
+pub async fn no_route(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("the API has no route {}", scalebook_shared::excerpt(uri.path())))
+}
+
 pub async fn health() -> Json<serde_json::Value> {
     Json(json!({ "status": "ok", "version": env!("CARGO_PKG_VERSION") }))
 }

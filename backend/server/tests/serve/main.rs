@@ -1,6 +1,6 @@
 //! `scalebook serve` as users and browsers meet it: real server processes, real trainer runs,
-//! a WebSocket client speaking the protocol. The run tests need the trainer built beside the
-//! server (`cargo build --bins`).
+//! a WebSocket client speaking the protocol, and the routes in process (`routes`). The run
+//! tests need the trainer built beside the server (`cargo build --bins`).
 
 mod class;
 mod classroom;
@@ -9,6 +9,7 @@ mod harness;
 mod learners;
 mod profile;
 mod roles;
+mod routes;
 mod runs;
 mod security;
 mod tensorboard;
