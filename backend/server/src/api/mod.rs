@@ -20,6 +20,7 @@ use serde_json::json;
 use crate::Error;
 use crate::code::{self, Snippet};
 use crate::profiles;
+use crate::runs::for_clients;
 use crate::state::AppState;
 use crate::weather::maps;
 use crate::weather::sample::{self, SampleQuery, SampleView};
@@ -55,12 +56,12 @@ pub async fn clusters(State(state): State<Arc<AppState>>) -> Result<Response, Ap
 }
 
 pub async fn list_runs(State(state): State<Arc<AppState>>) -> Json<Vec<RunRecord>> {
-    Json(state.runs.list().await)
+    Json(state.runs.shown().await)
 }
 
 pub async fn get_run(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<RunRecord>, ApiError> {
     let id = RunId::parse(&id)?;
-    Ok(Json(state.runs.record(&id).await.ok_or(Error::UnknownRun { id })?))
+    Ok(Json(for_clients(state.runs.record(&id).await.ok_or(Error::UnknownRun { id })?)))
 }
 
 /// One of a run's files, from a fixed list (the log, the metrics, the record, the config).

@@ -145,7 +145,12 @@ impl RunManager {
         self.lock().get(id).cloned()
     }
 
-    /// Every later change to any run, as encoded `run_update` messages.
+    /// Every run as clients are told it (see [`for_clients`]).
+    pub async fn shown(&self) -> Vec<RunRecord> {
+        self.list().await.into_iter().map(for_clients).collect()
+    }
+
+    /// Every later change to any run, as encoded `run_update` messages (see [`for_clients`]).
     pub fn updates(&self) -> broadcast::Receiver<Utf8Bytes> {
         self.updates.subscribe()
     }
@@ -337,4 +342,14 @@ impl RunManager {
     fn save(&self, record: &RunRecord) {
         self.writer.save(record.clone());
     }
+}
+
+/// `record` as a page, a follower or the REST API is told it: without what only this server's
+/// own processes need (a local run's process group and its start time), which no client has any
+/// use for.
+pub fn for_clients(mut record: RunRecord) -> RunRecord {
+    if matches!(record.handle, Some(RunHandle::Local { .. })) {
+        record.handle = None;
+    }
+    record
 }

@@ -35,7 +35,7 @@ impl RecordWriter {
                         if let Err(e) = store.write_record(&record) {
                             tracing::warn!("cannot record run {}: {e}", record.id);
                         }
-                        let _ = updates.send(encode(&ServerMessage::RunUpdate { run: *record }));
+                        let _ = updates.send(encode(&ServerMessage::RunUpdate { run: super::for_clients(*record) }));
                     }
                     Job::Flush(done) => {
                         let _ = done.send(());

@@ -159,7 +159,7 @@ impl Session {
             )),
             ClientMessage::ListRuns => {
                 let role = self.role;
-                Ok(Some(ServerMessage::Runs { runs: runs.list().await.into_iter().filter(|r| shown_to(role, r)).collect() }))
+                Ok(Some(ServerMessage::Runs { runs: runs.shown().await.into_iter().filter(|r| shown_to(role, r)).collect() }))
             }
             ClientMessage::Launch(request) => {
                 let launcher = self.launcher()?;
@@ -512,7 +512,7 @@ pub async fn forward_updates(runs: Arc<RunManager>, role: Role, out: Outbox) {
             },
             Ok(text) => text,
             Err(broadcast::error::RecvError::Lagged(_)) => {
-                encode(&ServerMessage::Runs { runs: runs.list().await.into_iter().filter(|r| shown_to(role, r)).collect() })
+                encode(&ServerMessage::Runs { runs: runs.shown().await.into_iter().filter(|r| shown_to(role, r)).collect() })
             }
             Err(broadcast::error::RecvError::Closed) => return,
         };

@@ -191,6 +191,21 @@ impl Server {
 impl Server {
     /// Polls the API until run `id`'s record satisfies `pick` (messages that said so may
     /// have gone by before the test listened).
+    /// Waits until run `id`'s record as the server wrote it (with what clients are not told,
+    /// such as a local run's process group) gives what `pick` wants.
+    pub async fn wait_on_disk<T>(&self, id: &RunId, mut pick: impl FnMut(&RunRecord) -> Option<T>) -> T {
+        let path = self.runs_dir.join(id.as_str()).join("run.json");
+        let deadline = Instant::now() + Duration::from_secs(240);
+        loop {
+            let record = std::fs::read_to_string(&path).ok().and_then(|text| serde_json::from_str::<RunRecord>(&text).ok());
+            if let Some(found) = record.as_ref().and_then(&mut pick) {
+                return found;
+            }
+            assert!(Instant::now() < deadline, "run {id} never got there on disk: {record:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     pub async fn wait_for<T>(&self, id: &RunId, mut pick: impl FnMut(&RunRecord) -> Option<T>) -> T {
         let deadline = Instant::now() + Duration::from_secs(240);
         loop {

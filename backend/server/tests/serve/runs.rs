@@ -50,8 +50,11 @@ async fn cancel_stops_every_process_of_a_run_and_queued_runs_wait_their_turn() {
     let mut client = server.connect().await;
     let long = client.launch("cpu_tiny", tiny_overrides(&["num_iters=100000"])).await;
     let waiting = client.launch("cpu_tiny", tiny_overrides(&[])).await;
+    // The process group is on disk, for this server; no client is told it.
+    let started = server.wait_for(&long, |r| (r.state() == RunState::Running).then(|| r.handle.clone())).await;
+    assert_eq!(started, None, "a client was told a local run's process group");
     let (pgid, start_ticks) = server
-        .wait_for(&long, |r| match r.handle {
+        .wait_on_disk(&long, |r| match r.handle {
             Some(RunHandle::Local { pgid, start_ticks }) => Some((pgid, start_ticks)),
             _ => None,
         })
@@ -116,7 +119,7 @@ async fn runs_that_ended_while_no_server_watched_get_their_real_final_state() {
     let first = Server::start("unwatched-a", &["--runs-dir", runs_dir]);
     let mut client = first.connect().await;
     let id = client.launch("cpu_tiny", tiny_overrides(&[])).await;
-    first.wait_for(&id, |r| r.handle.clone()).await;
+    first.wait_on_disk(&id, |r| r.handle.clone()).await;
     first.kill();
     let run_dir = runs.path().join(id.as_str());
     let deadline = std::time::Instant::now() + RUN_TIMEOUT;
