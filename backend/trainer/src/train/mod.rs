@@ -11,32 +11,31 @@ mod maps;
 pub mod optim;
 mod profile;
 mod report;
+mod run;
 mod step;
 mod sync;
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Instant;
 
-use scalebook_shared::config::{BenchyTrial, Derived, TrainConfig, lr_at};
+use scalebook_shared::config::{BenchyTrial, Derived, TrainConfig};
 use scalebook_shared::layout::Token;
 use scalebook_shared::metrics::tags;
-use scalebook_shared::profile::ranges;
 use scalebook_shared::rundir;
 use tch::{Device, nn};
 
 use crate::Error;
 use crate::data::{Batch, DataLoader, Era5Dataset, ShardedSampler, Stats};
 use crate::dist::Comm;
-use crate::ffi::Range;
 use crate::model::VitSpec;
 use crate::output::{Logger, py_float};
 use crate::parallel::Parallel;
 use checkpoint::{Checkpoints, Position};
 use maps::WeatherMaps;
 use profile::StepProfile;
-use report::Reporter;
+use report::{Reporter, ValidReport};
+use run::Run;
 
 pub use lanes::Lanes;
 pub use step::{Learner, StepTimes};
@@ -131,9 +130,7 @@ fn log_config(log: &Logger, opts: &RunOptions) {
 /// Runs (or resumes) training as configured, as one rank of `comm`'s layout. `log` carries
 /// the progress bar, if any; rank 0 writes the run's outputs.
 pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary, Error> {
-    let c = &opts.config;
-    let (root, world) = (comm.is_root(), comm.env().world);
-    if root {
+    if comm.is_root() {
         check_run_dir(&opts.run_dir)?;
         log.attach_file(&opts.run_dir.join(rundir::OUT_LOG))?;
     }
@@ -143,40 +140,12 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     if opts.device.is_cuda() {
         crate::ffi::set_tf32(opts.tf32)?;
     }
-    let model_parallel = comm.size(Token::TP) * comm.size(Token::CP) > 1;
-    let checkpoints = Checkpoints::new(&opts.run_dir, model_parallel.then(|| comm.rank(Token::TP_CP)));
-    // One copy of each shard is enough: the dp replicas are identical.
-    let writes_checkpoint = comm.rank(Token::DP) == 0;
-    let resumed = if opts.resume { Some(checkpoints.load()?) } else { None };
-    // A resumed run keeps its original data order whatever --seed says now.
-    let seed = resumed.as_ref().map_or(opts.seed, |(p, _)| p.seed);
-    let seed = comm.agree(seed as i64)? as u64;
-    tch::manual_seed(seed as i64);
-    let (loaders, derived) = open_loaders(c, seed, opts.device, log, &comm)?;
-    let (iters_per_epoch, num_epochs) = (derived.iters_per_epoch as u64, derived.num_epochs as u64);
-    let global_batch = derived.global_batch_size as f64;
-
-    let parallel = model_parallel.then(|| Parallel::new(comm.clone(), VitSpec::from(c).num_tokens() as usize));
-    let (vs, mut learner) = Learner::build(c, opts.device, parallel)?;
-    if world > 1 {
-        let sync = GradSync::new(comm.clone(), &vs, DdpKnobs::new(c));
-        sync.broadcast_parameters()?;
-        learner.sync = Some(sync);
-    }
-
-    let config_json = resumable_config(c);
-    let (mut epoch0, mut steps) = (0u64, 0u64);
-    if let Some((position, saved)) = &resumed {
-        restore(&vs, &mut learner, position, saved, &config_json, &opts.run_dir)?;
-        (epoch0, steps) = (position.epochs_done, position.steps);
-        log.info(&format!("Resuming after epoch {epoch0} (step {steps})"));
-    }
+    let (mut run, epoch0) = start(opts, log, comm.clone())?;
+    let num_epochs = run.num_epochs;
     let last_epoch = opts.max_epochs.map_or(num_epochs, |n| num_epochs.min(epoch0 + n));
-    let mut report = if root { Reporter::open(&opts.run_dir, opts.resume.then_some(steps))? } else { Reporter::silent() };
     if let Some(bar) = log.progress() {
-        bar.set_length(last_epoch.saturating_sub(epoch0) * iters_per_epoch);
+        bar.set_length(last_epoch.saturating_sub(epoch0) * run.iters_per_epoch);
     }
-
     if let Device::Cuda(i) = opts.device
         && let Ok(used) = crate::ffi::gpu_memory_used(i)
     {
@@ -184,124 +153,87 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     }
     log.info("Starting Training Loop...");
     if !opts.resume {
-        step_zero(&learner, &loaders, &mut report)?;
+        step_zero(&run.learner, &run.loaders, &mut run.report)?;
     }
-    let mut summary =
-        Summary { steps, epochs: num_epochs, final_train_loss: f64::NAN, final_valid_loss: f64::NAN, final_rmse_u10: f64::NAN };
     // SC22's benchy: `io` reads batches and drops them; `synthetic` steps on one cached batch.
-    let trial = c.benchy_trial;
-    let cached = match trial {
-        BenchyTrial::Synthetic => Some(first_batch(&loaders.train)?),
-        BenchyTrial::Full | BenchyTrial::Io => None,
-    };
+    let trial = opts.config.benchy_trial;
     if trial != BenchyTrial::Full {
         log.info(&format!("benchy: timing {}", trial_scope(trial)));
     }
-    let mut profile = StepProfile::new(c, &opts.run_dir, comm.env().rank, opts.device)?;
-    // Rank 0 draws the maps; its tp-cp group (dp rank 0) joins the prediction's forward pass.
-    let mut maps = match trial {
-        BenchyTrial::Full if comm.rank(Token::DP) == 0 => Some(WeatherMaps::new(loaders.valid.dataset(), &opts.run_dir)?),
-        _ => None,
-    };
+    let nan = f64::NAN;
+    let mut summary = Summary { steps: run.steps, epochs: num_epochs, final_train_loss: nan, final_valid_loss: nan, final_rmse_u10: nan };
     for epoch in epoch0..last_epoch {
-        let e = epoch + 1;
-        let start = Instant::now();
-        let mut losses = Vec::with_capacity(iters_per_epoch as usize);
-        let mut batches: Box<dyn Iterator<Item = Result<Batch, Error>>> = match &cached {
-            Some(batch) => Box::new((0..iters_per_epoch).map(|_| Ok(batch.shallow_clone()))),
-            None => Box::new(loaders.train.epoch(epoch)),
-        };
-        for i in 0..iters_per_epoch {
-            profile.before(steps + 1)?;
-            let step_range = Range::enter(&format!("{}{}", ranges::STEP_PREFIX, steps + 1));
-            let wait_start = Instant::now();
-            let wait_range = Range::enter(ranges::DATA_WAIT);
-            let Some(batch) = batches.next() else { break };
-            drop(wait_range);
-            let batch = batch?;
-            let data_wait = wait_start.elapsed().as_secs_f64();
-            if trial == BenchyTrial::Io {
-                steps += 1;
-                report.scalar(steps, e, tags::step::DATA_WAIT, data_wait)?;
-                report.scalar(steps, e, tags::step::SAMPLES_PER_SEC, global_batch / data_wait.max(f64::MIN_POSITIVE))?;
-                if let Some(bar) = log.progress() {
-                    bar.inc(1);
-                }
-                drop(step_range);
-                profile.after(steps, log)?;
-                continue;
-            }
-            let lr = lr_at(c, steps as usize);
-            let step_start = Instant::now();
-            // The tutorial reads the GPU's memory after the forward pass of each epoch's second step.
-            learner.probe_memory = i == 1;
-            let (loss, times) = learner.train_step(&batch, lr)?;
-            if let Some(used) = times.memory_after_forward {
-                log.info(&format!(" Memory usage after forward pass: {} GB.", py_float(used as f64 / GIB)));
-            }
-            let step_time = data_wait + step_start.elapsed().as_secs_f64();
-            steps += 1;
-            losses.push(loss);
-            report.scalar(steps, e, tags::step::LOSS_TRAIN, loss)?;
-            report.scalar(steps, e, tags::step::LEARNING_RATE, lr)?;
-            report.scalar(steps, e, tags::step::SAMPLES_PER_SEC, global_batch / step_time)?;
-            report.scalar(steps, e, tags::step::DATA_WAIT, data_wait)?;
-            report.scalar(steps, e, tags::step::FORWARD, times.forward)?;
-            report.scalar(steps, e, tags::step::BACKWARD, times.backward)?;
-            report.scalar(steps, e, tags::step::OPTIMIZER, times.optimizer)?;
-            if let Some(bar) = log.progress() {
-                bar.set_message(format!("epoch {e}/{num_epochs} loss {loss:.4}"));
-                bar.inc(1);
-            }
-            drop(step_range);
-            profile.after(steps, log)?;
+        if let Some(after) = run.epoch(epoch)? {
+            summary = after;
         }
-        let elapsed = start.elapsed().as_secs_f64();
-        if trial == BenchyTrial::Io {
-            let iters_per_sec = iters_per_epoch as f64 / elapsed;
-            log.info(&format!("Time taken for epoch {e} is {elapsed:.6} sec, avg {:.6} samples/sec", iters_per_sec * global_batch));
-            report.scalar(steps, e, tags::ITERS_PER_SEC, iters_per_sec)?;
-            report.scalar(steps, e, tags::SAMPLES_PER_SEC, iters_per_sec * global_batch)?;
-            report.flush()?;
-            continue;
-        }
-        let iters_per_sec = losses.len() as f64 / elapsed;
-        let samples_per_sec = iters_per_sec * global_batch;
-        let train_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
-        log.info(&format!("Time taken for epoch {e} is {elapsed:.6} sec, avg {samples_per_sec:.6} samples/sec"));
-        log.info(&format!("  Avg train loss={train_loss:.6}"));
-        report.scalar(steps, e, tags::LOSS_TRAIN, train_loss)?;
-        report.scalar(steps, e, tags::LEARNING_RATE, lr_at(c, steps as usize))?;
-        report.scalar(steps, e, tags::ITERS_PER_SEC, iters_per_sec)?;
-        report.scalar(steps, e, tags::SAMPLES_PER_SEC, samples_per_sec)?;
-
-        let val_start = Instant::now();
-        let (valid_loss, rmse_u10) = validate(&learner, &loaders.valid, epoch)?;
-        log.info(&format!("  Avg val loss={}", py_float(valid_loss)));
-        log.info(&format!("  Total validation time: {} sec", py_float(val_start.elapsed().as_secs_f64())));
-        report.scalar(steps, e, tags::LOSS_VALID, valid_loss)?;
-        report.scalar(steps, e, tags::RMSE_U10M_VALID, rmse_u10)?;
-        if let Some(maps) = &mut maps {
-            maps.draw(&learner, e, steps, &mut report)?;
-        }
-        report.flush()?;
-
-        let mut tensors: Vec<_> = vs.variables().into_iter().collect();
-        tensors.extend(learner.optimizer.state());
-        tensors.extend(learner.scaler.iter().flat_map(amp::GradScaler::state));
-        let position = Position { epochs_done: e, steps, seed, config: config_json.clone() };
-        if writes_checkpoint {
-            checkpoints.save(&tensors, root.then_some(&position))?;
-        }
-        summary =
-            Summary { steps, epochs: num_epochs, final_train_loss: train_loss, final_valid_loss: valid_loss, final_rmse_u10: rmse_u10 };
     }
-    profile.save(log)?;
+    run.profile.save(log)?;
     if last_epoch < num_epochs {
         log.info(&format!("Stopping after epoch {last_epoch} of {num_epochs}; continue with --resume"));
     }
     log.info(&format!("DONE ---- rank {}", comm.env().rank));
     Ok(summary)
+}
+
+/// Everything before the first epoch: where a resumed run stands, the seed every rank agrees
+/// on, the loaders, the model and its gradient sync, the reporter, the step profile and the
+/// maps; and the epoch to start from.
+fn start<'a>(opts: &'a RunOptions, log: &'a Logger, comm: Rc<Comm>) -> Result<(Run<'a>, u64), Error> {
+    let c = &opts.config;
+    let model_parallel = comm.size(Token::TP) * comm.size(Token::CP) > 1;
+    let checkpoints = Checkpoints::new(&opts.run_dir, model_parallel.then(|| comm.rank(Token::TP_CP)));
+    let resumed = if opts.resume { Some(checkpoints.load()?) } else { None };
+    // A resumed run keeps its original data order whatever --seed says now.
+    let seed = resumed.as_ref().map_or(opts.seed, |(p, _)| p.seed);
+    let seed = comm.agree(seed as i64)? as u64;
+    tch::manual_seed(seed as i64);
+    let (loaders, derived) = open_loaders(c, seed, opts.device, log, &comm)?;
+    let parallel = model_parallel.then(|| Parallel::new(comm.clone(), VitSpec::from(c).num_tokens() as usize));
+    let (vs, mut learner) = Learner::build(c, opts.device, parallel)?;
+    if comm.env().world > 1 {
+        let sync = GradSync::new(comm.clone(), &vs, DdpKnobs::new(c));
+        sync.broadcast_parameters()?;
+        learner.sync = Some(sync);
+    }
+    let config_json = resumable_config(c);
+    let (mut epoch0, mut steps) = (0u64, 0u64);
+    if let Some((position, saved)) = &resumed {
+        restore(&vs, &mut learner, position, saved, &config_json, &opts.run_dir)?;
+        (epoch0, steps) = (position.epochs_done, position.steps);
+        log.info(&format!("Resuming after epoch {epoch0} (step {steps})"));
+    }
+    let report = if comm.is_root() { Reporter::open(&opts.run_dir, opts.resume.then_some(steps))? } else { Reporter::silent() };
+    let cached = match c.benchy_trial {
+        BenchyTrial::Synthetic => Some(first_batch(&loaders.train)?),
+        BenchyTrial::Full | BenchyTrial::Io => None,
+    };
+    let profile = StepProfile::new(c, &opts.run_dir, comm.env().rank, opts.device)?;
+    let maps = match c.benchy_trial {
+        BenchyTrial::Full if comm.rank(Token::DP) == 0 => Some(WeatherMaps::new(loaders.valid.dataset(), &opts.run_dir)?),
+        _ => None,
+    };
+    let (global_batch, iters_per_epoch, num_epochs) =
+        (derived.global_batch_size as f64, derived.iters_per_epoch as u64, derived.num_epochs as u64);
+    let run = Run {
+        config: c,
+        log,
+        comm,
+        vs,
+        learner,
+        loaders,
+        report,
+        profile,
+        maps,
+        cached,
+        checkpoints,
+        seed,
+        config_json,
+        global_batch,
+        iters_per_epoch,
+        num_epochs,
+        steps,
+    };
+    Ok((run, epoch0))
 }
 
 fn trial_scope(trial: BenchyTrial) -> &'static str {
@@ -324,8 +256,7 @@ fn step_zero(learner: &Learner, loaders: &Loaders, report: &mut Reporter) -> Res
     let (train_loss, _) = learner.evaluate(&first_batch(&loaders.train)?)?;
     let (valid_loss, rmse) = learner.evaluate(&first_batch(&loaders.valid)?)?;
     report.scalar(0, 0, tags::LOSS_TRAIN, learner.dp_mean(train_loss)?)?;
-    report.scalar(0, 0, tags::LOSS_VALID, learner.dp_mean(valid_loss)?)?;
-    report.scalar(0, 0, tags::RMSE_U10M_VALID, learner.dp_mean(rmse.get(0))?)?;
+    report.valid(0, 0, &ValidReport { loss: learner.dp_mean(valid_loss)?, rmse_u10: learner.dp_mean(rmse.get(0))? })?;
     report.flush()
 }
 
