@@ -9,7 +9,7 @@
 //! reader; a test keeps the shipped file equal to what the CSV makes.
 
 use crate::metrics::tags;
-use crate::protocol::{Bucket, Series, series};
+use crate::metrics::{Bucket, Series, series};
 use crate::tfevents::{self, file_version_record, scalar_record};
 use crate::{Error, Problems};
 

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::protocol::Bucket;
+use crate::metrics::Bucket;
 
 /// One series to export.
 #[derive(Debug, Clone, Copy)]

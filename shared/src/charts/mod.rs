@@ -23,4 +23,4 @@ pub use scale::Scale;
 pub use smoothing::{DEFAULT_SMOOTHING, MAX_SMOOTHING, smooth};
 pub use ticks::{format_number, format_tick, linear_ticks, log_ticks, time_ticks};
 
-pub use crate::protocol::Bucket;
+pub use crate::metrics::Bucket;

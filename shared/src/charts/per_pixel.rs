@@ -6,7 +6,7 @@
 use super::XAxis;
 use super::smoothing::smooth;
 use crate::charts::Scale;
-use crate::protocol::Bucket;
+use crate::metrics::Bucket;
 
 /// One point of a drawn series.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -68,7 +68,7 @@ fn multiples(lo: f64, hi: f64, step: f64) -> Vec<f64> {
 }
 
 fn round_to_digits(x: f64, digits: i32) -> f64 {
-    crate::config::round_significant(x, digits)
+    crate::numbers::round_significant(x, digits)
 }
 
 /// A tick label that shows just enough decimals for ticks `step` apart.

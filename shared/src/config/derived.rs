@@ -122,7 +122,7 @@ impl TrainConfig {
             num_epochs,
             steps,
             final_lr: schedule::lr_at(self, steps),
-            lr_sqrt_rule: schedule::round_significant(schedule::sqrt_rule_lr(global_batch_size), 3),
+            lr_sqrt_rule: crate::numbers::round_significant(schedule::sqrt_rule_lr(global_batch_size), 3),
             params: ParamCount::of(self),
         })
     }

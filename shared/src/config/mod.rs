@@ -23,7 +23,9 @@ pub use fields::{
     AmpMode, BenchyTrial, DataLoaderKind, FieldDiff, FieldInfo, FieldKind, FieldOrigin, ModelBackend, Optimizer, TrainConfig,
 };
 pub use load::ConfigFile;
-pub use schedule::{lr_at, round_significant, sqrt_rule_lr};
+pub use schedule::{lr_at, sqrt_rule_lr};
+// Where the tutorial's rates are rounded; kept here too, where configs are read.
+pub use crate::numbers::round_significant;
 pub use write::yaml_value;
 
 /// The config the app starts with: small enough to train visibly on two CPU cores.

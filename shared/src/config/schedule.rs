@@ -15,24 +15,6 @@ pub fn sqrt_rule_lr(global_batch_size: usize) -> f64 {
     RULE_LR * (global_batch_size as f64 / RULE_BATCH).sqrt()
 }
 
-/// `x` rounded to `digits` significant digits, the way the tutorial writes its rates
-/// (7.0710…e-4 becomes 7.07e-4). Scaling by an exact power of ten and dividing back gives the
-/// same double as parsing the rounded decimal.
-pub fn round_significant(x: f64, digits: i32) -> f64 {
-    if x == 0.0 || !x.is_finite() {
-        return x;
-    }
-    // |x| < 10^309, so the exponent fits easily.
-    let shift = digits - 1 - x.abs().log10().floor() as i32;
-    if shift >= 0 {
-        let scale = 10f64.powi(shift);
-        (x * scale).round() / scale
-    } else {
-        let scale = 10f64.powi(-shift);
-        (x / scale).round() * scale
-    }
-}
-
 /// The learning rate after `step` scheduler steps, as the tutorial's trainers set it: cosine
 /// annealing to 0 over `num_iters`, and with `warmup > 0` the `LambdaLR` factor
 /// `min((step + 1) / warmup, cosine)`. Assumes a config that passed validation
@@ -49,6 +31,7 @@ pub fn lr_at(config: &TrainConfig, step: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::numbers::round_significant;
 
     #[test]
     fn rounds_to_significant_digits() {

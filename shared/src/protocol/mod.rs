@@ -8,11 +8,11 @@
 
 mod class;
 mod classroom;
-mod history;
 mod role;
 mod run;
 mod slurm;
 
+pub use crate::metrics::{Bucket, Series, bucketize, series};
 pub use class::{
     CLASS_LINK_SCHEME, ClassLink, ClassState, FINGERPRINT_LEN, FOLLOWER_TOKEN_LEN, Follower, FollowerId, Introduction,
     MAX_FOLLOWER_NAME_LEN, MAX_SHARED_POINTS, MAX_SUMMARISED_RUNS, RunSummary, follower_name_ok, shared_copy_id,
@@ -21,7 +21,6 @@ pub use classroom::{
     Audience, ChartView, HexName, LEARNER_KEY_LEN, LEARNER_LEN, Learner, LearnerIdentity, LearnerKey, LearnerRuns, MAX_BLOCK_INDEX,
     MAX_ELEMENT_INDEX, MAX_PRESENTED_RUNS, MAX_SLUG_LEN, Presentation,
 };
-pub use history::{Bucket, Series, bucketize, series};
 pub use role::{Role, Secret, TOKEN_HEADER};
 pub use run::{ExecutorSpec, LaunchRequest, MAX_RUN_ID_LEN, RunHandle, RunId, RunRecord, RunState, StateChange, TrainDevice};
 pub use slurm::{MAX_FIELD_LEN, SlurmJob, SlurmRequest};

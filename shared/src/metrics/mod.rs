@@ -1,6 +1,10 @@
 //! Metric points as the trainer writes them (`metrics.jsonl`, one JSON object a line) and as
 //! the server and the browser read them, with the tutorial's TensorBoard tag names.
 
+mod history;
+
+pub use history::{Bucket, Series, bucketize, series};
+
 use serde::{Deserialize, Serialize};
 
 /// One scalar at one step, exactly one line of `metrics.jsonl`.

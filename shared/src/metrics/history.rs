@@ -7,7 +7,7 @@ use std::borrow::Borrow;
 
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::MetricPoint;
+use super::MetricPoint;
 
 /// Consecutive points of one tag. A bucket of one point has `min == max == last`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
