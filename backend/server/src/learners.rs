@@ -11,7 +11,7 @@ use scalebook_shared::config::ConfigFile;
 use scalebook_shared::protocol::{Learner, LearnerIdentity, LearnerKey, LearnerRuns, RunRecord};
 use sha2::{Digest, Sha256};
 
-use crate::auth::hex;
+use crate::token::hex;
 
 /// What a learner's public name is hashed from, before the key: keeps this hash from equalling
 /// any other use of SHA-256 over the same text.

@@ -43,7 +43,7 @@ pub fn router(state: Arc<AppState>, static_dir: PathBuf, keyring: Keyring) -> Re
         .route("/data/sample", get(api::data_sample))
         .route("/code", get(api::code))
         .route("/ws", get(ws::upgrade))
-        .route_layer(from_fn_with_state(state.clone(), upstream::class_run_files))
+        .route_layer(from_fn_with_state(state.following.clone(), upstream::class_run_files))
         // Behind the token check too: a stranger learns nothing of the API, not even its routes.
         .fallback(api::no_route)
         .layer(from_fn_with_state(keyring, auth::authorize));
@@ -68,7 +68,7 @@ pub fn class_router(state: Arc<AppState>, key: Arc<ClassKey>) -> Router {
         .route("/runs/{id}/maps", get(api::run_maps))
         .route("/runs/{id}/maps/{file}", get(api::run_map))
         .route("/ws", get(ws::upgrade))
-        .route_layer(from_fn_with_state(state.clone(), upstream::instructors_runs_only))
+        .route_layer(from_fn_with_state(state.runs.clone(), upstream::instructors_runs_only))
         .layer(from_fn_with_state(Keyring::Class(key), auth::authorize));
     Router::new().nest("/api", api).layer(request_log()).with_state(state)
 }

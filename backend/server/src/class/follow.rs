@@ -33,11 +33,11 @@ use tokio_tungstenite::tungstenite::{self, Message};
 
 use self::mirror::Mirror;
 use self::sharing::Sharing;
+use super::CLOSE_DISMISSED;
 use super::tls::{self, Unreached};
 use crate::classroom::Classroom;
 use crate::runs::{RunManager, is_class_run};
 use crate::store;
-use crate::ws::CLOSE_DISMISSED;
 
 /// The longest wait between two attempts to reach a class listener that is away.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -104,6 +104,11 @@ fn lost(why: impl Into<String>) -> Ended {
 impl Following {
     pub fn new(runs: Arc<RunManager>, classroom: Arc<Classroom>, me: Me) -> Arc<Following> {
         Arc::new(Following { runs, classroom, me, state: watch::Sender::new(ClassState::Alone), following: Mutex::default() })
+    }
+
+    /// This server's runs, the class's copies among them.
+    pub fn runs(&self) -> &Arc<RunManager> {
+        &self.runs
     }
 
     /// Where this server stands with its class, now and at every change.

@@ -22,14 +22,18 @@ use scalebook_shared::protocol::{ClassLink, FOLLOWER_TOKEN_LEN, RunRecord};
 use tokio::sync::watch;
 
 use crate::Error;
-use crate::auth::Token;
 use crate::runs::is_class_run;
+use crate::token::Token;
 
 /// Whether the class listener shows a run to its followers: the instructor's own runs only
 /// (not a learner's run of `--viewer-runs`, nor the runs of a class this server follows).
 pub fn for_followers(record: &RunRecord) -> bool {
     record.learner.is_none() && !is_class_run(record)
 }
+
+/// A close code of the protocol's own: the class listener ended this follower's connection
+/// (removed by the instructor, or its class link replaced); the reason says which.
+pub const CLOSE_DISMISSED: u16 = 4403;
 
 /// The follower token's file in the class directory.
 const TOKEN_FILE: &str = "follower-token";

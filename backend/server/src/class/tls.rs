@@ -19,7 +19,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 use crate::Error;
-use crate::auth::hex;
+use crate::token::hex;
 
 /// The certificate and key files in the class directory.
 const CERTIFICATE: &str = "certificate.der";

@@ -18,11 +18,12 @@ use hyper_util::rt::TokioIo;
 use scalebook_shared::protocol::{ClassLink, ErrorCode, RunHandle, RunId};
 use scalebook_shared::rundir;
 
+use super::follow::Following;
 use super::for_followers;
 use super::tls::{self, Unreached};
 use crate::Error;
-use crate::api::ApiError;
-use crate::state::AppState;
+use crate::refusal::ApiError;
+use crate::runs::RunManager;
 
 /// The largest file fetched from the class listener.
 const MAX_BODY_BYTES: usize = 256 << 20;
@@ -44,20 +45,21 @@ fn from_upstream(part: &str) -> bool {
 
 /// Middleware of this server's API: a page's request for a part of a class run that only the
 /// instructor's server has is answered from upstream (and kept), or from what was kept.
-pub async fn class_run_files(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+pub async fn class_run_files(State(following): State<Arc<Following>>, request: Request, next: Next) -> Response {
+    let runs = following.runs();
     let Some((id, part)) = run_part(request.uri().path()).filter(|(_, part)| from_upstream(part)) else {
         return next.run(request).await;
     };
-    let Some(record) = state.runs.record(&id).await else { return next.run(request).await };
+    let Some(record) = runs.record(&id).await else { return next.run(request).await };
     let Some(RunHandle::Class { upstream, .. }) = &record.handle else { return next.run(request).await };
-    let kept = state.runs.store().run_dir(&id).join(rundir::UPSTREAM_DIR).join(part.replace('/', "__"));
+    let kept = runs.store().run_dir(&id).join(rundir::UPSTREAM_DIR).join(part.replace('/', "__"));
     // A run that has ended changes no more: what was fetched once stands.
     if record.state().is_final()
         && let Ok(bytes) = tokio::fs::read(&kept).await
     {
         return answer(StatusCode::OK, part, bytes);
     }
-    let fetched = match state.following.link() {
+    let fetched = match following.link() {
         Some(link) => get(&link, &format!("/api/runs/{upstream}/{part}")).await,
         None => Err("this server does not follow the class now".to_owned()),
     };
@@ -81,9 +83,9 @@ pub async fn class_run_files(State(state): State<Arc<AppState>>, request: Reques
 /// Middleware of the class listener: a run's files only for the instructor's own runs (a
 /// learner's run of `--viewer-runs`, or a class this server follows itself, is nobody's
 /// business there).
-pub async fn instructors_runs_only(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+pub async fn instructors_runs_only(State(runs): State<Arc<RunManager>>, request: Request, next: Next) -> Response {
     if let Some((id, _)) = run_part(request.uri().path()) {
-        let shown = state.runs.record(&id).await.is_some_and(|record| for_followers(&record));
+        let shown = runs.record(&id).await.is_some_and(|record| for_followers(&record));
         if !shown {
             return ApiError::from(Error::UnknownRun { id }).into_response();
         }

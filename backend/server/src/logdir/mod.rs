@@ -1,5 +1,6 @@
 //! TensorBoard logdirs as runs: `scalebook tb import` turns every run of a logdir into a run
-//! directory, and `serve --watch-logdir` follows a logdir live, so a PyTorch run of the
+//! directory, and `serve --watch-logdir` follows a logdir live (`crate::runs::logdir::follow`),
+//! so a PyTorch run of the
 //! tutorial (on this machine, or writing to a cluster's shared filesystem) is listed, charted
 //! and streamed like a run this server launched.
 //!
@@ -9,7 +10,6 @@
 //! second one.
 
 pub mod copy;
-pub mod follow;
 pub mod import;
 pub mod scan;
 

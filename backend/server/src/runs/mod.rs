@@ -8,7 +8,7 @@
 
 mod class;
 mod local;
-mod logdir;
+pub mod logdir;
 mod queue;
 mod records;
 mod slurm;

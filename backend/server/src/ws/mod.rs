@@ -22,6 +22,7 @@ use self::session::{
     forward_roster, forward_updates,
 };
 use crate::auth::{Admission, Keyring};
+use crate::class::CLOSE_DISMISSED;
 use crate::clock::now;
 use crate::gate::{Connection, GateLimits};
 use crate::state::AppState;
@@ -35,10 +36,6 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How many times the protocol limit a frame may be before the socket layer itself refuses it
 /// (closing the connection); below that, an oversize message gets an error and is dropped.
 const HARD_LIMIT_FACTOR: usize = 16;
-
-/// A close code of the protocol's own: the class listener ended this follower's connection
-/// (removed by the instructor, or its class link replaced); the reason says which.
-pub const CLOSE_DISMISSED: u16 = 4403;
 
 /// The connection keeps the role of the token its upgrade carried (see [`crate::auth`]), or
 /// takes the role of the token its first message carries.

@@ -1,15 +1,13 @@
 //! The REST side of the API: the configs, the runs and their files. Everything live goes over
 //! the WebSocket instead (jupyter-server-proxy buffers ordinary responses).
 
-mod error;
-
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-pub use error::ApiError;
+
 use scalebook_shared::cluster::Clusters;
 use scalebook_shared::profile::trace::TraceList;
 use scalebook_shared::protocol::{ErrorCode, ErrorReport, RunId, RunRecord};
@@ -20,6 +18,7 @@ use serde_json::json;
 use crate::Error;
 use crate::code::{self, Snippet};
 use crate::profiles;
+use crate::refusal::ApiError;
 use crate::runs::for_clients;
 use crate::state::AppState;
 use crate::weather::maps;

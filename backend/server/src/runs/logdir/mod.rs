@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use scalebook_shared::protocol::{RunId, RunRecord, RunState};
 
+pub mod follow;
+
 use super::RunManager;
 use crate::clock::now;
 use crate::logdir::{is_logdir_run, source_dir};

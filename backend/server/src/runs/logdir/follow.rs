@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use scalebook_shared::protocol::RunId;
 
-use super::copy::{EventCopy, Progress, read_new};
-use super::scan::{self, SourceRun};
-use super::{create_run, is_in_runs_dir};
 use crate::Error;
+use crate::logdir::copy::{EventCopy, Progress, read_new};
+use crate::logdir::scan::{self, SourceRun};
+use crate::logdir::{create_run, is_in_runs_dir};
 use crate::runs::RunManager;
 
 /// How often the logdirs are listed and their event files read: a point reaches the browsers
