@@ -7,11 +7,15 @@ mod blocks;
 mod chapters;
 mod classroom;
 mod download;
+mod ids;
 mod library;
+mod markdown;
 mod net;
+mod routing;
 mod runs;
 #[cfg(test)]
 mod testing;
+mod units;
 mod working;
 
 fn main() {

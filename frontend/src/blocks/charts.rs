@@ -14,9 +14,9 @@ use wasm_bindgen_futures::JsFuture;
 
 use super::ChartSpec;
 use super::chart_drawing::{BOTTOM, Drawing, HEIGHT, LEFT, Overlay, RIGHT, Settings, Source, TOP, WIDTH, plot_width};
-use super::unique_id;
 use crate::classroom::{ChartControls, Classroom};
 use crate::download;
+use crate::ids::unique_id;
 use crate::library::{Library, Ready};
 use crate::runs::{Runs, start_wall};
 

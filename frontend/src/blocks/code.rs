@@ -4,8 +4,8 @@
 use leptos::prelude::*;
 use serde::Deserialize;
 
-use crate::chapters::markdown::to_html;
 use crate::library::{load, when_loaded};
+use crate::markdown::to_html;
 use crate::net::urls;
 
 /// What `api/code` answers.

@@ -12,7 +12,7 @@ use scalebook_shared::config::{ConfigFile, FieldInfo, FieldKind, FieldOrigin, Tr
 
 use super::config_model::{Checked, Draft, launch_overrides};
 use super::derived_values::DerivedValues;
-use super::unique_id;
+use crate::ids::unique_id;
 use crate::library::{Library, when_loaded};
 use crate::working::WorkingConfig;
 

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::data_fetch::fetch_json;
 use super::data_latitude::LatitudeWeights;
 use super::maps_legend::ColourLegend;
-use super::unique_id;
+use crate::ids::unique_id;
 use crate::library::{Library, Ready};
 use crate::net::urls;
 

@@ -15,7 +15,7 @@ use super::GridSpec;
 use super::estimate_view::EstimateView;
 use super::layout_state::{LayoutControls, LayoutState};
 use super::rank_grid::RankGrid;
-use super::unique_id;
+use crate::ids::unique_id;
 use crate::library::{Library, when_loaded};
 
 #[component]

@@ -8,7 +8,7 @@ use scalebook_shared::{Error, Problems};
 
 use super::GridSpec;
 use super::config_editor::ProblemsFor;
-use super::unique_id;
+use crate::ids::unique_id;
 
 #[derive(Debug, Clone, Copy)]
 pub struct LayoutState {

@@ -12,7 +12,7 @@ use scalebook_shared::weather::{CHANNELS, ERROR_PANEL, MAPPED_CHANNELS, MapEntry
 
 use super::data_fetch::fetch_json;
 use super::maps_legend::ColourLegend;
-use super::unique_id;
+use crate::ids::unique_id;
 use crate::net::object_url::{Picture, api_picture};
 use crate::net::urls;
 use crate::runs::Runs;

@@ -32,12 +32,8 @@ mod timeline;
 mod timeline_drawing;
 mod timeline_ops;
 mod timeline_view;
-mod units;
 
 pub use spec::{BlockSpec, ChartSpec, GridSpec};
-pub use units::local_clock;
-
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use leptos::prelude::*;
 
@@ -73,10 +69,4 @@ pub fn Block(spec: BlockSpec) -> impl IntoView {
         BlockSpec::Maps { run } => view! { <MapsBlock run /> }.into_any(),
         BlockSpec::Timeline { run } => view! { <TimelineBlock run /> }.into_any(),
     }
-}
-
-/// An element id no other block on the page uses (blocks of one kind may appear twice).
-pub fn unique_id(prefix: &str) -> String {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    format!("{prefix}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }

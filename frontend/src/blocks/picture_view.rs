@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 
 use super::picture::{Item, Picture, Shape};
-use crate::chapters::markdown::to_html;
+use crate::markdown::to_html;
 
 /// `kind` names the block in its class (`figure`, `published`), `name` what it draws.
 #[component]

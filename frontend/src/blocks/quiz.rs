@@ -5,8 +5,8 @@
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::chapters::markdown::to_html;
 use crate::classroom::Classroom;
+use crate::markdown::to_html;
 
 #[component]
 pub fn Quiz(question: String, answer: String) -> impl IntoView {

@@ -13,8 +13,8 @@ use scalebook_shared::{Problems, launch};
 
 use super::run_status::{CurrentRun, RunList, ViewerNote, remember, remembered};
 use super::slurm_fields::SlurmFields;
-use super::unique_id;
 use crate::classroom::Classroom;
+use crate::ids::unique_id;
 use crate::library::{Library, Ready};
 use crate::net::ws::ConnectionState;
 use crate::runs::{Answer, Runs, Whose};

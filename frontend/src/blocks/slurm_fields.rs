@@ -8,7 +8,7 @@ use scalebook_shared::cluster::Cluster;
 use scalebook_shared::protocol::SlurmRequest;
 
 use super::config_editor::ProblemsFor;
-use super::unique_id;
+use crate::ids::unique_id;
 
 #[component]
 pub fn SlurmFields(cluster: Cluster, request: RwSignal<SlurmRequest>, problems: Signal<Problems>) -> impl IntoView {

@@ -11,7 +11,7 @@ use super::run_status::{ViewerNote, remember, remembered};
 use super::sweep_model::{
     BAR_HEIGHT, CURVES_HEIGHT, CURVES_MARGIN, LABEL_WIDTH, Measure, WIDTH, bars, bars_height, curves, efficiencies, loss_curve, throughput,
 };
-use super::unique_id;
+use crate::ids::unique_id;
 use crate::library::{Library, Ready};
 use crate::net::ws::ConnectionState;
 use crate::runs::{Answer, Runs};

@@ -11,7 +11,7 @@ use scalebook_shared::protocol::{RunId, RunRecord};
 
 use super::timeline_ops::OpsTableView;
 use super::timeline_view::TimelineView;
-use super::unique_id;
+use crate::ids::unique_id;
 use crate::net::ws::ConnectionState;
 use crate::net::{fetch, urls};
 use crate::runs::Runs;

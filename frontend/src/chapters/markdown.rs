@@ -2,10 +2,10 @@
 //! fenced code blocks whose info string starts with `scalebook`). Any other code block stays
 //! code, so chapters can still show commands and YAML.
 
-use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd, html};
+use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd, html};
 
-use super::citations::cite;
 use crate::blocks::BlockSpec;
+use crate::markdown::{cite, options};
 
 const BLOCK_PREFIX: &str = "scalebook";
 
@@ -18,17 +18,6 @@ pub enum Segment {
         info: String,
         reason: String,
     },
-}
-
-fn options() -> Options {
-    Options::ENABLE_TABLES | Options::ENABLE_FOOTNOTES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_SMART_PUNCTUATION
-}
-
-/// Markdown to HTML, for prose and for the parts of a quiz.
-pub fn to_html(markdown: &str) -> String {
-    let mut out = String::new();
-    html::push_html(&mut out, cite(Parser::new_ext(markdown, options())));
-    out
 }
 
 pub fn segments(markdown: &str) -> Vec<Segment> {
@@ -98,10 +87,5 @@ mod tests {
         let segments = segments(text);
         assert!(matches!(&segments[0], Segment::Html(h) if h.contains("lr: 5E-4") && h.contains("language-scalebooks")), "{segments:?}");
         assert!(matches!(&segments[1], Segment::Broken { reason, .. } if reason.contains("`tq`")));
-    }
-
-    #[wasm_bindgen_test]
-    fn tables_render() {
-        assert!(to_html("| a | b |\n|---|---|\n| 1 | 2 |\n").contains("<table>"));
     }
 }

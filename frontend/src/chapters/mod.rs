@@ -3,13 +3,14 @@
 //! chapter has its own URL (`#/slug`); the part after `#` never reaches the server or the
 //! proxy, so deep links work under any prefix.
 
-mod citations;
 pub mod markdown;
 mod page;
 mod toc;
 
 pub use page::ChapterPage;
 pub use toc::{Pager, TableOfContents};
+
+pub use crate::routing::{href, navigate, slug_from_hash};
 
 use serde::Deserialize;
 
@@ -35,21 +36,6 @@ impl ChapterIndex {
         let at = self.position(slug)?;
         self.chapters.get(at.checked_add_signed(step)?)
     }
-}
-
-/// The chapter a location hash names: `#/rank-groups` → `rank-groups`.
-pub fn slug_from_hash(hash: &str) -> Option<String> {
-    let slug = hash.trim_start_matches('#').trim_start_matches('/').trim_end_matches('/');
-    (!slug.is_empty()).then(|| slug.to_owned())
-}
-
-pub fn href(slug: &str) -> String {
-    format!("#/{slug}")
-}
-
-/// Goes to chapter `slug` (the `hashchange` listener updates the page).
-pub fn navigate(slug: &str) {
-    let _ = leptos::prelude::window().location().set_hash(&format!("/{slug}"));
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use wasm_bindgen::JsCast;
 
 use super::class_model::{self, LinkCheck};
 use super::roster::Roster;
-use crate::blocks::unique_id;
+use crate::ids::unique_id;
 use crate::runs::Runs;
 
 #[component]

@@ -24,8 +24,8 @@ use leptos::ev;
 use leptos::prelude::*;
 use scalebook_shared::protocol::{ClientMessage, Presentation, Role, RunId};
 
-use crate::chapters;
 use crate::net::session_storage;
+use crate::routing;
 use crate::runs::Runs;
 use model::{ClassFollowing, Dispatch, Outbox, Place};
 
@@ -253,7 +253,7 @@ impl Classroom {
             self.runs.show_charted(&presented.charts.runs);
         }
         if self.current.get_untracked() != presented.chapter {
-            chapters::navigate(&presented.chapter);
+            routing::navigate(&presented.chapter);
             return;
         }
         if rendered.as_deref() != Some(presented.chapter.as_str()) {

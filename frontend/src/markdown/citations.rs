@@ -49,7 +49,7 @@ pub fn cite<'a>(events: impl Iterator<Item = Event<'a>>) -> impl Iterator<Item =
 mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
-    use crate::chapters::markdown::to_html;
+    use crate::markdown::to_html;
 
     #[wasm_bindgen_test]
     fn quoted_figures_name_their_source_or_edition() {
