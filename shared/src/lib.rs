@@ -2,6 +2,7 @@
 //! must agree on. No I/O lives here, so the same code compiles to wasm32 for the browser and
 //! natively for the back-end.
 
+pub mod chapter;
 pub mod charts;
 pub mod cluster;
 pub mod config;

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use scalebook_shared::chapter::{self, Part};
 use scalebook_shared::config::{ConfigFile, DEFAULT_CONFIG};
 use scalebook_shared::sweep::parse_variants;
 
@@ -36,41 +37,31 @@ struct Chapter {
 }
 
 impl Chapter {
+    /// Reads a chapter with the page's own grammar (`shared::chapter`).
     fn parse(text: &str) -> Chapter {
         let mut chapter =
             Chapter { headings: Vec::new(), blocks: Vec::new(), sweeps: Vec::new(), prose: String::new(), quotable: String::new() };
-        // Inside a fence: its info string and body so far.
-        let mut fence: Option<(String, String)> = None;
-        for line in text.lines() {
-            match &mut fence {
-                Some((info, body)) if line.trim_start().starts_with("```") => {
-                    if let Some(rest) = info.strip_prefix("scalebook") {
-                        let kind = rest.split_whitespace().next().unwrap_or_default().to_owned();
-                        if kind == "quiz" {
-                            chapter.quotable.push_str(body);
-                        }
-                        if kind == "sweep" {
-                            chapter.sweeps.push((rest.trim_start()["sweep".len()..].trim().to_owned(), body.clone()));
-                        }
-                        chapter.blocks.push((kind, format!("{rest}\n{body}").to_lowercase()));
+        for part in chapter::parts(text) {
+            match part {
+                Part::Block { info, body } => {
+                    let kind = info.split_whitespace().next().unwrap_or_default().to_owned();
+                    if kind == "quiz" {
+                        chapter.quotable.push_str(&body);
                     }
-                    fence = None;
-                }
-                Some((_, body)) => {
-                    body.push_str(line);
-                    body.push('\n');
-                }
-                None if line.trim_start().starts_with("```") => {
-                    fence = Some((line.trim_start().trim_start_matches('`').trim().to_owned(), String::new()));
-                }
-                None => {
-                    if line.starts_with('#') {
-                        chapter.headings.push(line.trim_start_matches('#').trim().to_owned());
+                    if kind == "sweep" {
+                        chapter.sweeps.push((info["sweep".len()..].trim().to_owned(), body.clone()));
                     }
-                    chapter.prose.push_str(&line.to_lowercase());
-                    chapter.prose.push('\n');
-                    chapter.quotable.push_str(line);
-                    chapter.quotable.push('\n');
+                    chapter.blocks.push((kind, format!("{info}\n{body}").to_lowercase()));
+                }
+                Part::Code { .. } => {}
+                Part::Prose(text) => {
+                    for line in text.lines() {
+                        if line.starts_with('#') {
+                            chapter.headings.push(line.trim_start_matches('#').trim().to_owned());
+                        }
+                    }
+                    chapter.prose.push_str(&text.to_lowercase());
+                    chapter.quotable.push_str(&text);
                 }
             }
         }

@@ -1,13 +1,11 @@
 //! A chapter's Markdown as a sequence of prose (rendered to HTML) and interactive blocks (the
-//! fenced code blocks whose info string starts with `scalebook`). Any other code block stays
-//! code, so chapters can still show commands and YAML.
+//! fenced code blocks whose info string starts with `scalebook`, as `shared::chapter` reads
+//! them). Any other code block stays code, so chapters can still show commands and YAML.
 
-use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd, html};
+use scalebook_shared::chapter::{self, Part};
 
 use crate::blocks::BlockSpec;
-use crate::markdown::{cite, options};
-
-const BLOCK_PREFIX: &str = "scalebook";
+use crate::markdown::to_html;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Segment {
@@ -20,48 +18,32 @@ pub enum Segment {
     },
 }
 
+/// The chapter as `shared::chapter` reads it: prose and shown code rendered together, each
+/// block read into its spec (or why it cannot be).
 pub fn segments(markdown: &str) -> Vec<Segment> {
     let mut segments = Vec::new();
-    let mut prose: Vec<Event<'_>> = Vec::new();
-    // While inside a scalebook block: its info string and the text read so far.
-    let mut block: Option<(String, String)> = None;
-    for event in Parser::new_ext(markdown, options()) {
-        match (&mut block, event) {
-            (None, Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info)))) if is_block(&info) => {
-                flush(&mut prose, &mut segments);
-                let rest = info.trim_start()[BLOCK_PREFIX.len()..].trim().to_owned();
-                block = Some((rest, String::new()));
+    let mut text = String::new();
+    for part in chapter::parts(markdown) {
+        match part {
+            Part::Block { info, body } => {
+                flush(&mut text, &mut segments);
+                segments.push(match BlockSpec::parse(&info, &body) {
+                    Ok(spec) => Segment::Block(spec),
+                    Err(reason) => Segment::Broken { info, reason },
+                });
             }
-            (Some((_, body)), Event::Text(text)) => body.push_str(&text),
-            (Some(_), Event::End(TagEnd::CodeBlock)) => {
-                if let Some((info, body)) = block.take() {
-                    segments.push(match BlockSpec::parse(&info, &body) {
-                        Ok(spec) => Segment::Block(spec),
-                        Err(reason) => Segment::Broken { info, reason },
-                    });
-                }
-            }
-            (Some(_), _) => {}
-            (None, event) => prose.push(event),
+            other => text.push_str(&other.markdown()),
         }
     }
-    flush(&mut prose, &mut segments);
+    flush(&mut text, &mut segments);
     segments
 }
 
-/// `scalebook` on its own or followed by a space: `scalebooks` is some other language.
-fn is_block(info: &str) -> bool {
-    let info = info.trim_start();
-    info.strip_prefix(BLOCK_PREFIX).is_some_and(|rest| rest.is_empty() || rest.starts_with(char::is_whitespace))
-}
-
-fn flush(prose: &mut Vec<Event<'_>>, segments: &mut Vec<Segment>) {
-    if prose.is_empty() {
-        return;
+fn flush(text: &mut String, segments: &mut Vec<Segment>) {
+    if !text.trim().is_empty() {
+        segments.push(Segment::Html(to_html(text)));
     }
-    let mut out = String::new();
-    html::push_html(&mut out, cite(prose.drain(..)));
-    segments.push(Segment::Html(out));
+    text.clear();
 }
 
 #[cfg(test)]

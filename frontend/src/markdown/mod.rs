@@ -5,10 +5,10 @@ mod citations;
 
 use pulldown_cmark::{Options, Parser, html};
 
-pub use citations::cite;
+use citations::cite;
 
 /// The Markdown features chapters use.
-pub fn options() -> Options {
+fn options() -> Options {
     Options::ENABLE_TABLES | Options::ENABLE_FOOTNOTES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_SMART_PUNCTUATION
 }
 
