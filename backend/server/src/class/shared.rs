@@ -51,13 +51,16 @@ impl Copy {
 pub struct SharedRuns {
     runs: Arc<RunManager>,
     copies: Mutex<HashMap<(String, RunId), Copy>>,
+    /// The follower names whose copies kept from before a restart were looked for already
+    /// (once each: a follower introduces itself every few seconds).
+    looked_for: Mutex<HashSet<String>>,
     /// Changes when a run is charted: every follower's connection looks for what to ask.
     charted: watch::Sender<()>,
 }
 
 impl SharedRuns {
     pub fn new(runs: Arc<RunManager>) -> Arc<SharedRuns> {
-        Arc::new(SharedRuns { runs, copies: Mutex::default(), charted: watch::Sender::new(()) })
+        Arc::new(SharedRuns { runs, copies: Mutex::default(), looked_for: Mutex::default(), charted: watch::Sender::new(()) })
     }
 
     /// Changes whenever the instructor charts a learner's run.
@@ -98,17 +101,19 @@ impl SharedRuns {
     /// again.
     pub async fn update(&self, name: &str, runs: &[RunSummary]) {
         let mut copies = self.copies.lock().await;
-        let kept: Vec<RunRecord> = self
-            .runs
-            .list()
-            .await
-            .into_iter()
-            .filter(|r| matches!(&r.handle, Some(RunHandle::Shared { follower, upstream }) if follower == name && !copies.contains_key(&(name.to_owned(), upstream.clone()))))
-            .filter(|r| !r.state().is_final())
-            .collect();
-        for record in kept {
-            if let Err(e) = self.adopt(&mut copies, name, record).await {
-                tracing::warn!("{e}");
+        if self.looked_for.lock().await.insert(name.to_owned()) {
+            let kept: Vec<RunRecord> = self
+                .runs
+                .list()
+                .await
+                .into_iter()
+                .filter(|r| matches!(&r.handle, Some(RunHandle::Shared { follower, upstream }) if follower == name && !copies.contains_key(&(name.to_owned(), upstream.clone()))))
+                .filter(|r| !r.state().is_final())
+                .collect();
+            for record in kept {
+                if let Err(e) = self.adopt(&mut copies, name, record).await {
+                    tracing::warn!("{e}");
+                }
             }
         }
         for summary in runs {
