@@ -28,6 +28,7 @@ CUPTI_WHEEL=nvidia-cuda-cupti==13.0.85            # ... and libcupti, even on CP
 WASM_BINDGEN_VERSION=0.2.130    # must equal the wasm-bindgen crate in Cargo.lock
 BINARYEN_VERSION=132.0.0        # Debian's wasm-opt (108) emits modules Chromium rejects
 TRUNK_VERSION=0.21.14           # the newest that builds with this toolchain (see Trunk.toml)
+WASM_SPLIT_VERSION=0.2.4        # the splitter of Leptos' wasm_split_helpers 0.2 (Cargo.lock)
 
 # The browser's module is built for size, the native programs for speed (Cargo.toml).
 WASM_PROFILE=wasm-release
@@ -142,6 +143,10 @@ setup_wasm() {
         say "installing binaryen $BINARYEN_VERSION (wasm-opt)"
         npm install --silent --no-audit --no-fund --prefix "$CACHE/binaryen" "binaryen@$BINARYEN_VERSION" >/dev/null
     fi
+    if ! cargo install --list --root "$CACHE/tools" | grep -qx "wasm_split_cli_support v$WASM_SPLIT_VERSION:"; then
+        say "installing wasm-split-cli $WASM_SPLIT_VERSION (about a minute)"
+        cargo install -q wasm_split_cli_support --version "$WASM_SPLIT_VERSION" --features build-binary --locked --root "$CACHE/tools"
+    fi
 }
 
 # Trunk, for Leptos developers who work with `trunk serve` (Trunk.toml); the test command
@@ -160,49 +165,61 @@ setup() {
     setup_wasm
 }
 
-# The front-end: cargo builds the wasm; wasm-bindgen writes the JS glue, wasm-opt shrinks the
-# module, both get names with their content's hash (so a browser can keep them for good and an
-# upgrade can never leave a stale module behind), and gzip and brotli copies are made for the
+# The front-end: cargo builds the wasm with the split points of `frontend/src/blocks/deferred.rs`
+# on (`--cfg scalebook_split`, and the relocations the splitter reads); wasm-split cuts it into
+# the main module and the parts fetched when a chapter first needs them, with their loader
+# (`__wasm_split.js`); wasm-bindgen writes the JS glue; wasm-opt shrinks every module. All of it
+# goes into one directory named by its content's hash (so a browser can keep it for good and an
+# upgrade can never leave a stale part behind), with gzip and brotli copies of each file for the
 # server to pick by Accept-Encoding. frontend/index.html is the page's template (Trunk reads it
 # as it is); its data-trunk lines become plain ones in static/dist/index.html. The packing is
 # skipped when neither the module, the template nor this script changed.
+WASM_RUSTFLAGS="--cfg erase_components --cfg scalebook_split -Clink-args=--emit-relocs"
 build_frontend() {
     say "building the front-end (wasm)"
-    cargo build -q --profile "$WASM_PROFILE" -p scalebook-frontend --target wasm32-unknown-unknown
+    RUSTFLAGS="$WASM_RUSTFLAGS" cargo build -q --profile "$WASM_PROFILE" -p scalebook-frontend --target wasm32-unknown-unknown
     local wasm="$CARGO_TARGET_DIR/wasm32-unknown-unknown/$WASM_PROFILE/scalebook-frontend.wasm"
     local dist="$ROOT/static/dist" template="$ROOT/frontend/index.html" inputs
     inputs=$(cat "$wasm" "$template" "$ROOT/scalebook.sh" | sha256sum | cut -c1-16)
     [ "$(cat "$dist/.inputs" 2>/dev/null)" = "$inputs" ] && [ -f "$dist/index.html" ] && return
-    say "packing the front-end (wasm-bindgen, wasm-opt, zopfli, brotli)"
+    say "packing the front-end (wasm-split, wasm-bindgen, wasm-opt, zopfli, brotli)"
     local work
     work=$(mktemp -d)
-    wasm-bindgen --target web --no-typescript --out-dir "$work" --out-name scalebook "$wasm"
-    wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
-        --enable-mutable-globals --enable-reference-types --enable-multivalue \
-        "$work/scalebook_bg.wasm" -o "$work/scalebook_bg.wasm"
-    local hash name
-    hash=$(cat "$work/scalebook.js" "$work/scalebook_bg.wasm" | sha256sum | cut -c1-16)
+    wasm-split-cli --target web --out-name scalebook "$wasm" "$work/split" 2>/dev/null
+    wasm-bindgen --target web --no-typescript --keep-lld-exports --no-demangle --out-dir "$work/out" \
+        --out-name scalebook "$work/split/scalebook.wasm"
+    rm "$work/split/scalebook.wasm"
+    mv "$work"/split/* "$work/out/"
+    local module
+    for module in "$work"/out/*.wasm; do
+        wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+            --enable-mutable-globals --enable-reference-types --enable-multivalue "$module" -o "$module" \
+            2> >(grep -v "unknown name subsection" >&2)
+    done
+    local hash name file
+    hash=$(cd "$work/out" && find . -type f | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)
     name="scalebook-$hash"
     mkdir -p "$dist"
-    for part in .js _bg.wasm; do
-        mv "$work/scalebook$part" "$dist/$name$part"
-        zopfli -c "$dist/$name$part" > "$dist/$name$part.gz"
-        brotli -q 11 -k -f "$dist/$name$part"
+    rm -rf "${dist:?}/$name"
+    mv "$work/out" "$dist/$name"
+    for file in "$dist/$name"/*; do
+        zopfli -c "$file" > "$file.gz"
+        brotli -q 11 -k -f "$file"
     done
     rm -rf "$work"
-    local boot="<link rel=\"modulepreload\" href=\"dist/$name.js\"><link rel=\"preload\" as=\"fetch\" crossorigin href=\"dist/${name}_bg.wasm\"><script type=\"module\" data-module=\"dist/$name\" src=\"boot.js\"></script>"
+    local boot="<link rel=\"modulepreload\" href=\"dist/$name/scalebook.js\"><link rel=\"preload\" as=\"fetch\" crossorigin href=\"dist/$name/scalebook_bg.wasm\"><script type=\"module\" data-module=\"dist/$name/scalebook\" src=\"boot.js\"></script>"
     sed -e "s|<link data-trunk rel=\"rust\"[^>]*>|$boot|" \
         -e 's|<link data-trunk rel="css" href="../static/\([^"]*\)"[^>]*>|<link rel="stylesheet" href="\1">|' \
         -e 's|<link data-trunk rel="icon" href="../static/\([^"]*\)"[^>]*>|<link rel="icon" href="\1">|' \
         -e '/<link data-trunk rel="copy-dir"/d' \
         "$template" > "$dist/index.html.new"
     # The page in one rename, then only this build's module and the one before it are kept
-    # (a browser that loaded the old page just before may still ask for the old module).
+    # (a browser that loaded the old page just before may still ask for the old one's parts).
     local previous
-    previous=$(sed -n 's|.*data-module="dist/\([^"]*\)".*|\1|p' "$dist/index.html" 2>/dev/null || true)
+    previous=$(sed -n 's|.*data-module="dist/\([^/"]*\)/.*|\1|p' "$dist/index.html" 2>/dev/null || true)
     mv "$dist/index.html.new" "$dist/index.html"
-    for f in "$dist"/scalebook-*; do
-        case "$(basename "$f")" in "$name"* | "${previous:-none}"*) ;; *) rm -f "$f" ;; esac
+    for file in "$dist"/scalebook-*; do
+        case "$(basename "$file")" in "$name" | "${previous:-none}") ;; *) rm -rf "$file" ;; esac
     done
     echo "$inputs" > "$dist/.inputs"
 }
@@ -442,7 +459,7 @@ check_house_rules() {
     say "checking formatting (cargo fmt --check) and lints (clippy, native and wasm32)"
     cargo fmt --all --check
     cargo clippy -q --release --all-targets -- -D warnings
-    cargo clippy -q --profile "$WASM_PROFILE" -p scalebook-frontend --target wasm32-unknown-unknown --all-targets -- -D warnings
+    RUSTFLAGS="$WASM_RUSTFLAGS" cargo clippy -q --profile "$WASM_PROFILE" -p scalebook-frontend --target wasm32-unknown-unknown --all-targets -- -D warnings
 }
 
 cmd_test() {

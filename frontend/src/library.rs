@@ -1,5 +1,5 @@
 //! What the page reads once from the server: the training configs (`config/ViT.yaml`, the
-//! same file the launcher uses), the clusters file for estimates, and the tutorial's baseline
+//! same file the launcher uses, typed by the server and sent as JSON), the clusters file for estimates, and the tutorial's baseline
 //! curve (a TensorBoard event file, read with the same reader as a file dropped on a chart).
 //! Each is a [`LocalResource`] provided as context by the app; blocks show "loading" (a
 //! `Suspense`) until their part is here, and the reason (an `ErrorBoundary`) if it fails.
@@ -21,6 +21,14 @@ use crate::net::{fetch, urls};
 pub struct LoadError {
     what: &'static str,
     message: String,
+}
+
+/// A part of the module (`blocks::deferred`) that could not be fetched.
+#[cfg(scalebook_split)]
+impl From<leptos::wasm_split::SplitLoaderError> for LoadError {
+    fn from(e: leptos::wasm_split::SplitLoaderError) -> LoadError {
+        LoadError { what: "block's part of the module (reload the page to try again)", message: e.to_string() }
+    }
 }
 
 /// A file being fetched and parsed once, shared by every block that reads it.
@@ -65,7 +73,7 @@ impl Library {
     /// Starts loading all three files.
     pub fn load() -> Library {
         Library {
-            configs: load("training configs", urls::api("configs.yaml"), |text| ConfigFile::parse(text).map_err(|e| e.to_string())),
+            configs: load("training configs", urls::api("configs.json"), |text| serde_json::from_str(text).map_err(|e| e.to_string())),
             clusters: load("clusters", urls::api("clusters.json"), |text| serde_json::from_str(text).map_err(|e| e.to_string())),
             baseline: load_bytes("baseline", urls::resolve("reference/baseline-base-1gpu.tfevents"), |bytes| {
                 parse_baseline_events(bytes).map_err(|e| e.to_string())

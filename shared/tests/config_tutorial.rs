@@ -232,3 +232,17 @@ fn diff_lists_changed_fields_in_field_order() {
     assert_eq!((diff[0].left.as_u64(), diff[0].right.as_u64()), (Some(30000), Some(128)));
     assert!(diff[1].left.is_null());
 }
+
+/// The page reads the configs as the server sends them (`/api/configs.json`): every config,
+/// every value and the file's order come through JSON unchanged.
+#[test]
+fn configs_come_through_json_unchanged() {
+    let file = shipped();
+    let json = serde_json::to_string(&file).unwrap();
+    let back: ConfigFile = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, file);
+    assert_eq!(back.names().collect::<Vec<_>>(), file.names().collect::<Vec<_>>());
+    // A key the trainer does not know is refused on the way in, as in the YAML file.
+    let err = serde_json::from_str::<ConfigFile>(r#"{"base": {"embed_dims": 8}}"#).unwrap_err();
+    assert!(err.to_string().contains("embed_dims"), "{err}");
+}

@@ -1,6 +1,7 @@
 //! Every chapter of the table of contents, under a proxy prefix as JupyterHub serves the app:
-//! each one renders with no broken block and no console error, and each of its code blocks
-//! shows this project's source as the file has it now.
+//! each one renders with no broken block and no console error, every block whose part of the
+//! module is fetched on demand arrives, and each of its code blocks shows this project's source
+//! as the file has it now.
 
 use scalebook_e2e::{Browser, PrefixProxy, Server, workspace_root};
 
@@ -32,6 +33,10 @@ async fn every_chapter_renders_under_a_proxy_prefix_without_errors() -> anyhow::
             "Array.from(document.querySelectorAll('article.chapter .block.code')).filter(b => (b.querySelector('pre')?.textContent ?? '').trim().length > 0).length === {expected}"
         );
         browser.wait_eval(&filled).await.map_err(|e| anyhow::anyhow!("{slug}: its {expected} code blocks did not all show source: {e}"))?;
+        // The blocks in parts of the module fetched on demand (scalebook.sh's split build) have
+        // all come and replaced their "Loading" line.
+        let arrived = "document.querySelectorAll('article.chapter .block-loading').length === 0";
+        browser.wait_eval(arrived).await.map_err(|e| anyhow::anyhow!("{slug}: a block's part of the module never came: {e}"))?;
         let broken = browser
             .eval("return Array.from(document.querySelectorAll('.block.broken, .block p.error[role=alert]')).map(b => b.textContent)")
             .await?;

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use scalebook_shared::cluster::Clusters;
+use scalebook_shared::config::ConfigFile;
 use scalebook_shared::profile::trace::TraceList;
 use scalebook_shared::protocol::{ErrorCode, ErrorReport, RunId, RunRecord};
 use scalebook_shared::rundir;
@@ -35,6 +36,11 @@ pub async fn health() -> Json<serde_json::Value> {
 
 pub async fn configs(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
     Json(json!({ "names": state.configs.file.names().collect::<Vec<_>>() }))
+}
+
+/// The configs as the server read them, typed, for the page (which then needs no YAML reader).
+pub async fn configs_json(State(state): State<Arc<AppState>>) -> Json<ConfigFile> {
+    Json(state.configs.file.clone())
 }
 
 pub async fn configs_yaml(State(state): State<Arc<AppState>>) -> Response {

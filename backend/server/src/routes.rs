@@ -15,6 +15,7 @@ use axum::routing::get;
 use tower::ServiceExt as _;
 use tower::util::MapRequest;
 use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
+use tower_http::compression::CompressionLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
 use crate::auth::{self, Keyring};
@@ -32,6 +33,9 @@ pub fn router(state: Arc<AppState>, static_dir: PathBuf, keyring: Keyring) -> Re
         .route("/health", get(api::health))
         .route("/configs", get(api::configs))
         .route("/configs.yaml", get(api::configs_yaml))
+        // Every config with every key (about 18 kB): compressed, as the page reads it on the
+        // first visit (jupyter-server-proxy passes compressed bodies through).
+        .route("/configs.json", get(api::configs_json).layer(CompressionLayer::new().br(true).gzip(true)))
         .route("/clusters.json", get(api::clusters))
         .route("/runs", get(api::list_runs))
         .route("/runs/{id}", get(api::get_run))

@@ -1,12 +1,13 @@
 //! The page, the built front-end and the chapter files, delivered fast and never stale.
 //!
 //! - The page is `dist/index.html`, written by the build from `frontend/index.html`; it names
-//!   the module's files by their content's hash (`dist/scalebook-<hash>.js`, `_bg.wasm`).
-//! - Those hashed files never change under their name, so browsers may keep them for a year
+//!   the directory of the module's files by their content's hash (`dist/scalebook-<hash>/`: the
+//!   glue, the main module, and the parts fetched when a chapter first needs them).
+//! - Those files never change under their name, so browsers may keep them for a year
 //!   without asking again; everything else (the page, `boot.js`, the style, the chapters, which
 //!   instructors edit while serving) is `no-cache`: reused only after a conditional request
 //!   (`If-Modified-Since`) says it is unchanged. An upgrade therefore always reaches a browser.
-//! - The build writes gzip and brotli copies of the module (`.gz`, `.br`), picked by the
+//! - The build writes gzip and brotli copies of the module's files (`.gz`, `.br`), picked by the
 //!   request's `Accept-Encoding`; the other files are compressed as they are sent.
 //!   jupyter-server-proxy passes compressed responses through unchanged, so this is the only
 //!   place compression can happen.
@@ -25,7 +26,8 @@ use crate::Error;
 
 /// The page, relative to the static directory.
 pub const PAGE: &str = "dist/index.html";
-/// What the browser may cache for good: the module's files, named by their content's hash.
+/// What the browser may cache for good: the module's files, in a directory named by their
+/// content's hash.
 const IMMUTABLE_PREFIX: &str = "/dist/scalebook-";
 
 /// Checks that the front-end was built into `dir` before the server starts (the page is

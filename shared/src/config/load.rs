@@ -1,6 +1,7 @@
 //! Reading a YAML file of named configs (the tutorial's `config/ViT.yaml` format).
 
 use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{TrainConfig, entries};
@@ -9,7 +10,11 @@ use crate::{Error, Problems};
 /// A file of named configs, every one already typed. A file either loads completely or reports
 /// every bad key and value in it, so a typo in `base` cannot hide until someone picks a config
 /// that merges it.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// As JSON it is the typed configs by name (`/api/configs.json`, which the page reads, so the
+/// page needs no YAML reader to start).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct ConfigFile {
     configs: IndexMap<String, TrainConfig>,
 }

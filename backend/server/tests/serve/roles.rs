@@ -93,6 +93,7 @@ fn assert_reads_but_writes_nothing_over_http(server: &Server, id: &RunId) {
         "/api/health".to_owned(),
         "/api/configs".to_owned(),
         "/api/configs.yaml".to_owned(),
+        "/api/configs.json".to_owned(),
         "/api/clusters.json".to_owned(),
         "/api/runs".to_owned(),
         format!("/api/runs/{id}"),

@@ -1,0 +1,125 @@
+//! The blocks only some chapters use, in parts of the module that the browser fetches when a
+//! chapter first shows one of them, so the first visit downloads less before the first chapter
+//! can be read.
+//!
+//! `scalebook.sh` builds the page with `--cfg scalebook_split`: each function below is then a
+//! split point (`wasm_split`, the splitter Leptos' `#[lazy]` uses), and wasm-split puts the
+//! code only it reaches into the part named in its attribute. Every other build (the wasm tests,
+//! Trunk) has no splitter; there they are plain functions. A part that cannot be fetched shows
+//! why in place of its block, and the next chapter that needs it asks again.
+
+use leptos::prelude::*;
+#[cfg(scalebook_split)]
+use leptos::wasm_split::wasm_split;
+use scalebook_shared::protocol::RunId;
+use scalebook_shared::sweep::Variant;
+use send_wrapper::SendWrapper;
+
+use super::charts::ChartsBlock;
+use super::config_editor::ConfigEditor;
+use super::data_block::DataBlock;
+use super::estimate::EstimateBlock;
+use super::figures::{Figure, FigureBlock};
+use super::maps_block::MapsBlock;
+use super::rank_grid::RankGridBlock;
+use super::run::RunBlock;
+use super::sweep::SweepBlock;
+use super::sweep_model::Measure;
+use super::timeline::TimelineBlock;
+use super::{BlockSpec, ChartSpec, GridSpec};
+use crate::library::LoadError;
+
+/// `spec`'s block, with a line saying it is on its way until its part of the module is here.
+pub fn block(spec: BlockSpec) -> impl IntoView {
+    let view = SendWrapper::new(async move {
+        load(spec).await.unwrap_or_else(|e| view! { <p class="error" role="alert">{e.to_string()}</p> }.into_any())
+    });
+    view! {
+        <Suspense fallback=|| view! { <p class="muted block-loading">"Loading this block…"</p> }>
+            {Suspend::new(view)}
+        </Suspense>
+    }
+}
+
+/// Calls a split function: awaited where the module is split (its part is fetched first, once),
+/// called directly in the builds that do not split.
+macro_rules! from_part {
+    ($call:expr) => {{
+        #[cfg(scalebook_split)]
+        let view = $call.await;
+        #[cfg(not(scalebook_split))]
+        let view = $call;
+        view
+    }};
+}
+
+async fn load(spec: BlockSpec) -> Result<AnyView, LoadError> {
+    match spec {
+        BlockSpec::Config { config, dp } => from_part!(config_block(config, dp)),
+        BlockSpec::Run { config, dp } => from_part!(run_block(config, dp)),
+        BlockSpec::Chart(spec) => from_part!(chart_block(spec)),
+        BlockSpec::Sweep { config, measure, variants } => from_part!(sweep_block(config, measure, variants)),
+        BlockSpec::Estimate { config, grid, cluster, gpu } => from_part!(estimate_block(config, grid, cluster, gpu)),
+        BlockSpec::RankGrid(spec) => from_part!(rank_grid_block(spec)),
+        BlockSpec::Figure { figure, config, caption } => from_part!(figure_block(figure, config, caption)),
+        BlockSpec::Data { config, set, index, channel } => from_part!(data_block(config, set, index, channel)),
+        BlockSpec::Maps { run } => from_part!(maps_block(run)),
+        BlockSpec::Timeline { run } => from_part!(timeline_block(run)),
+        // The light blocks, which `Block` draws at once, never come here.
+        light => Ok(view! { <super::Block spec=light /> }.into_any()),
+    }
+}
+
+// Four parts, grouped as chapters use the blocks, so the first chapter fetches only what it
+// shows (the editor and the pictures) and a later chapter a few parts more; the splitter puts
+// the code that two parts share into smaller parts of its own, fetched with either.
+
+#[cfg_attr(scalebook_split, wasm_split(editor, wasm_split_path = ::leptos::wasm_split, fallible))]
+fn config_block(config: String, dp: u32) -> Result<AnyView, LoadError> {
+    Ok(view! { <ConfigEditor config dp /> }.into_any())
+}
+
+#[cfg_attr(scalebook_split, wasm_split(runs, wasm_split_path = ::leptos::wasm_split, fallible))]
+fn run_block(config: String, dp: u32) -> Result<AnyView, LoadError> {
+    Ok(view! { <RunBlock config dp /> }.into_any())
+}
+
+#[cfg_attr(scalebook_split, wasm_split(runs, wasm_split_path = ::leptos::wasm_split, fallible))]
+fn chart_block(spec: ChartSpec) -> Result<AnyView, LoadError> {
+    Ok(view! { <ChartsBlock spec /> }.into_any())
+}
+
+#[cfg_attr(scalebook_split, wasm_split(runs, wasm_split_path = ::leptos::wasm_split, fallible))]
+fn sweep_block(config: String, measure: Measure, variants: Vec<Variant>) -> Result<AnyView, LoadError> {
+    Ok(view! { <SweepBlock config measure variants /> }.into_any())
+}
+
+#[cfg_attr(scalebook_split, wasm_split(runs, wasm_split_path = ::leptos::wasm_split, fallible))]
+fn estimate_block(config: String, grid: GridSpec, cluster: Option<String>, gpu: Option<String>) -> Result<AnyView, LoadError> {
+    Ok(view! { <EstimateBlock config grid cluster gpu /> }.into_any())
+}
+
+#[cfg_attr(scalebook_split, wasm_split(runs, wasm_split_path = ::leptos::wasm_split, fallible))]
+fn rank_grid_block(spec: GridSpec) -> Result<AnyView, LoadError> {
+    Ok(view! { <RankGridBlock spec /> }.into_any())
+}
+
+#[cfg_attr(scalebook_split, wasm_split(pictures, wasm_split_path = ::leptos::wasm_split, fallible))]
+fn figure_block(figure: Figure, config: Option<String>, caption: String) -> Result<AnyView, LoadError> {
+    Ok(view! { <FigureBlock figure config caption /> }.into_any())
+}
+
+#[cfg_attr(scalebook_split, wasm_split(pictures, wasm_split_path = ::leptos::wasm_split, fallible))]
+fn data_block(config: String, set: &'static str, index: usize, channel: &'static str) -> Result<AnyView, LoadError> {
+    Ok(view! { <DataBlock config set index channel /> }.into_any())
+}
+
+#[cfg_attr(scalebook_split, wasm_split(pictures, wasm_split_path = ::leptos::wasm_split, fallible))]
+fn maps_block(run: Option<RunId>) -> Result<AnyView, LoadError> {
+    Ok(view! { <MapsBlock run /> }.into_any())
+}
+
+#[cfg_attr(scalebook_split, wasm_split(timeline, wasm_split_path = ::leptos::wasm_split, fallible))]
+fn timeline_block(run: Option<RunId>) -> Result<AnyView, LoadError> {
+    Ok(view! { <TimelineBlock run /> }.into_any())
+}
