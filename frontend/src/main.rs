@@ -1,21 +1,21 @@
-//! Scalebook's browser notebook: the tutorial's chapters with interactive blocks. Everything
-//! it computes (configs, layouts, estimates, chart arithmetic) comes from `scalebook-shared`,
-//! the same code the server and the trainer run.
+//! Scalebook's browser notebook: the tutorial's chapters with interactive blocks, as Leptos
+//! components. What the page computes without a browser (the chapters' grammar, the blocks'
+//! models and drawings) is in `scalebook-page`; what the server and the trainer compute too
+//! (configs, layouts, estimates, chart arithmetic) in `scalebook-shared`.
 
 mod app;
 mod blocks;
 mod chapters;
 mod classroom;
+mod clock;
 mod download;
 mod ids;
 mod library;
-mod markdown;
 mod net;
 mod routing;
 mod runs;
 #[cfg(test)]
 mod testing;
-mod units;
 mod working;
 
 fn main() {

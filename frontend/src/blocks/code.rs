@@ -5,8 +5,8 @@ use leptos::prelude::*;
 use serde::Deserialize;
 
 use crate::library::{load, when_loaded};
-use crate::markdown::to_html;
 use crate::net::urls;
+use scalebook_page::markdown::to_html;
 
 /// What `api/code` answers.
 #[derive(Debug, Clone, Deserialize)]

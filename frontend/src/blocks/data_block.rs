@@ -15,8 +15,7 @@ use crate::ids::unique_id;
 use crate::library::{Library, Ready};
 use crate::net::urls;
 
-/// The sets a sample can come from.
-pub const SETS: [&str; 2] = ["train", "valid"];
+pub use scalebook_page::blocks::spec::SETS;
 
 /// What `api/data/sample` answers (the server's `SampleView`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use scalebook_shared::charts::format_number;
 use scalebook_shared::config::{ERA5_TRAIN_SAMPLES, TrainConfig};
 
-use crate::units::thousands;
+use scalebook_page::units::thousands;
 
 #[component]
 pub fn DerivedValues(config: TrainConfig, world: usize) -> impl IntoView {

@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use scalebook_shared::charts::format_number;
 use scalebook_shared::estimate::Estimate;
 
-use crate::units::{bytes, seconds};
+use scalebook_page::units::{bytes, seconds};
 
 /// Colours of the memory parts, in `MemoryBreakdown::parts` order.
 const PART_COLOURS: [&str; 8] = ["#0072B2", "#56B4E9", "#009E73", "#8FD3B6", "#E69F00", "#F3C979", "#999999", "#CC79A7"];

@@ -1,10 +1,8 @@
 //! The interactive blocks a chapter places in its text.
 
-mod chart_drawing;
 mod charts;
 mod code;
 mod config_editor;
-mod config_model;
 mod data_block;
 mod data_fetch;
 mod data_latitude;
@@ -13,28 +11,24 @@ mod derived_values;
 mod estimate;
 mod estimate_view;
 mod figures;
-mod grid_geometry;
 mod layout_state;
 mod maps_block;
 mod maps_legend;
-mod picture;
 mod picture_view;
 mod published;
-mod published_chart;
 mod quiz;
 mod rank_grid;
 mod run;
 mod run_status;
 mod slurm_fields;
-mod spec;
 mod sweep;
-mod sweep_model;
 mod timeline;
-mod timeline_drawing;
 mod timeline_ops;
 mod timeline_view;
 
-pub use spec::{BlockSpec, ChartSpec, GridSpec};
+pub use scalebook_page::blocks::{
+    BlockSpec, ChartSpec, GridSpec, chart_drawing, config_model, grid_geometry, picture, published_chart, sweep_model, timeline_drawing,
+};
 
 use leptos::prelude::*;
 

@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 
 use super::picture::{Item, Picture, Shape};
-use crate::markdown::to_html;
+use scalebook_page::markdown::to_html;
 
 /// `kind` names the block in its class (`figure`, `published`), `name` what it draws.
 #[component]

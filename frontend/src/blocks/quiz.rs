@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 
 use crate::classroom::Classroom;
-use crate::markdown::to_html;
+use scalebook_page::markdown::to_html;
 
 #[component]
 pub fn Quiz(question: String, answer: String) -> impl IntoView {

@@ -11,7 +11,7 @@ use scalebook_shared::layout::{Dim, Layout, Placement, Token};
 use super::GridSpec;
 use super::grid_geometry::{Geometry, LABELLED, MAX_DRAWN};
 use super::layout_state::{LayoutControls, LayoutState};
-use crate::units::{bytes, seconds};
+use scalebook_page::units::{bytes, seconds};
 
 /// Fills for groups, cycling: Okabe and Ito's colour-blind-safe set (plus grey), all light
 /// enough for black rank numbers.

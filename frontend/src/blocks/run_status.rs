@@ -7,8 +7,8 @@
 use leptos::prelude::*;
 use scalebook_shared::protocol::RunId;
 
+use crate::clock::local_clock;
 use crate::runs::{Runs, from_class};
-use crate::units::local_clock;
 
 /// Log lines shown (the stream keeps more).
 const LOG_LINES_SHOWN: usize = 200;

@@ -7,16 +7,14 @@
 //! class relays the class instructor's presentation as its own, and its owner's page follows it
 //! by default. Provided as context by the app.
 
-mod class_model;
 mod class_panel;
 mod controls;
 mod dom;
-mod model;
 mod roster;
-mod roster_model;
 
 pub use controls::ClassroomControls;
 pub use model::ChartControls;
+pub use scalebook_page::classroom::{class_model, model, roster_model};
 
 use std::time::Duration;
 

@@ -7,8 +7,8 @@ use leptos::prelude::*;
 use scalebook_shared::protocol::ClientMessage;
 
 use super::roster_model::{self, Column, Row, Sort};
+use crate::clock::local_clock;
 use crate::runs::Runs;
-use crate::units::local_clock;
 
 #[component]
 pub fn Roster(runs: Runs) -> impl IntoView {

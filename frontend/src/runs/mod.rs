@@ -6,7 +6,6 @@
 //! day's session) reopens them.
 
 mod learner;
-mod requests;
 mod stream;
 
 pub use learner::Whose;
@@ -25,7 +24,7 @@ use send_wrapper::SendWrapper;
 
 use crate::net::urls;
 use crate::net::ws::{ConnectionState, Socket};
-use requests::Requests;
+use scalebook_page::requests::Requests;
 
 const CHARTED_KEY: &str = "scalebook-charted-runs";
 

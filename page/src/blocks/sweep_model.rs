@@ -140,7 +140,6 @@ pub fn loss_curve(series: &[Series]) -> Option<Vec<(f64, f64)>> {
 #[cfg(test)]
 mod tests {
     use scalebook_shared::protocol::Bucket;
-    use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
 
@@ -159,13 +158,13 @@ mod tests {
         Series { tag: tag.into(), buckets: values.iter().enumerate().map(bucket).collect() }
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn measures_are_named() {
         assert_eq!(Measure::parse("efficiency"), Ok(Measure::Efficiency));
         assert!(Measure::parse("speed").unwrap_err().contains("throughput, efficiency or loss"));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn throughput_is_the_median_after_the_first_epoch() {
         assert_eq!(throughput(&[series(tags::SAMPLES_PER_SEC, &[3.0, 10.0, 12.0, 11.0])]), Some(11.0));
         assert_eq!(throughput(&[series(tags::SAMPLES_PER_SEC, &[3.0])]), Some(3.0));
@@ -173,14 +172,14 @@ mod tests {
         assert_eq!(throughput(&[series(tags::SAMPLES_PER_SEC, &[])]), None);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn efficiency_is_per_rank_throughput_over_the_first_variants() {
         let e = efficiencies(&[(1, Some(10.0)), (2, Some(15.0)), (4, None)]);
         assert_eq!(e, vec![Some(1.0), Some(0.75), None]);
         assert_eq!(efficiencies(&[(1, None), (2, Some(15.0))]), vec![None, None]);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn bars_scale_to_the_largest_value_and_leave_unrun_rows_empty() {
         let labels = ["a".to_owned(), "b".to_owned(), "c".to_owned()];
         let b = bars(&labels, &[Some(10.0), Some(5.0), None], Measure::Throughput);
@@ -191,7 +190,7 @@ mod tests {
         assert_eq!(bars(&labels[..1], &[Some(0.75)], Measure::Efficiency)[0].text, "75 %");
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn curves_share_one_box_and_skip_missing_runs() {
         let c = curves(&[Some(vec![(0.0, 1.0), (10.0, 0.5)]), None, Some(vec![(0.0, 0.8), (20.0, 0.25)])]);
         assert!(c.paths[1].is_none());

@@ -136,10 +136,10 @@ fn index_of(field: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use scalebook_shared::config::ConfigFile;
-    use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
-    use crate::testing::CONFIGS;
+
+    const CONFIGS: &str = include_str!("../../../config/ViT.yaml");
 
     fn draft(name: &str) -> Draft {
         Draft::new(name, ConfigFile::parse(CONFIGS).unwrap().get(name).unwrap())
@@ -149,7 +149,7 @@ mod tests {
         problems.0.iter().map(|p| p.field.as_str()).collect()
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn an_untouched_config_is_valid_and_unchanged() {
         let checked = draft("cpu_short").check(1);
         assert!(checked.problems.is_empty(), "{}", checked.problems);
@@ -157,7 +157,7 @@ mod tests {
         assert_eq!(checked.world, 1);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn each_bad_field_is_reported_and_the_rest_still_checked() {
         let mut d = draft("cpu_short");
         d.set("embed_dim", "130".into());
@@ -170,7 +170,7 @@ mod tests {
         assert_eq!(launch_overrides(&checked.changes), ["embed_dim=130"]);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn the_world_comes_from_tp_cp_and_dp() {
         let mut d = draft("cpu_short");
         d.set("global_batch_size", "6".into());
@@ -179,7 +179,7 @@ mod tests {
         assert!(checked.problems.0.iter().any(|p| p.field == "global_batch_size" && p.message.contains("dp 4")), "{}", checked.problems);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn yaml_and_form_are_two_views_of_the_same_texts() {
         let mut d = draft("cpu_tiny");
         let yaml = d.to_yaml().replace("  depth: 2\n", "  depth: 3\n").replace("  lr: 0.00025\n", "  lr: 5E-4\n");
@@ -193,7 +193,7 @@ mod tests {
         assert_eq!(d, before);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn yaml_keys_left_out_revert_and_unknown_keys_are_problems() {
         let mut d = draft("cpu_tiny");
         d.set("depth", "7".into());
@@ -205,7 +205,7 @@ mod tests {
         assert!(unknown.message.contains("did you mean `num_iters`"), "{unknown}");
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn broken_yaml_leaves_the_draft_alone() {
         let mut d = draft("cpu_tiny");
         let before = d.clone();

@@ -194,7 +194,6 @@ pub fn counts(followers: &[Follower]) -> String {
 #[cfg(test)]
 mod tests {
     use scalebook_shared::layout::Sizes;
-    use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
 
@@ -238,7 +237,7 @@ mod tests {
         Sort { column, descending }
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn a_row_per_shared_run_and_one_for_a_follower_sharing_none() {
         let rows = rows(&roster(), Sort::default());
         assert_eq!(order(Sort::default()), ["Ada/a1", "Ada/a2", "bob/", "Cy/c1"]);
@@ -248,7 +247,7 @@ mod tests {
         assert_eq!((rows[0].loss(), rows[0].speed(), rows[3].loss()), ("0.4".into(), "90".into(), String::new()));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn every_column_sorts_both_ways_with_ties_in_roster_order_and_empty_cells_last() {
         assert_eq!(order(by(Column::Name, false)), ["Ada/a1", "Ada/a2", "bob/", "Cy/c1"], "letters before case");
         // Ties (Ada's two rows) keep the roster's order both ways.
@@ -269,7 +268,7 @@ mod tests {
         assert_eq!(sorted.iter().map(|r| (r.follower, r.first)).collect::<Vec<_>>(), [(1, true), (1, false), (2, true), (3, true)]);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn a_click_sorts_by_a_column_then_turns_it_round() {
         let sort = Sort::default().clicked(Column::Loss);
         assert_eq!(sort, by(Column::Loss, false));
@@ -280,7 +279,7 @@ mod tests {
         assert_eq!(sort.clicked(Column::Loss).aria(Column::Loss), "descending");
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn the_counts_read_naturally() {
         let roster = roster();
         assert_eq!(counts(&roster), "3 followers, 2 following");

@@ -203,8 +203,6 @@ pub fn audience_label(audience: Audience) -> String {
 
 #[cfg(test)]
 mod tests {
-    use wasm_bindgen_test::wasm_bindgen_test;
-
     use super::*;
 
     fn at(chapter: &str, block: Option<u32>, quiz: Option<u32>) -> Presentation {
@@ -215,7 +213,7 @@ mod tests {
         RunId::parse(id).unwrap()
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn a_page_presents_its_place_and_at_most_the_runs_the_server_takes() {
         let runs: Vec<RunId> = (0..MAX_PRESENTED_RUNS + 2).map(|i| run(&format!("r{i}"))).collect();
         let p = presentation("single-gpu", Place { block: Some(2), element: Some(7) }, None, &runs, None);
@@ -227,7 +225,7 @@ mod tests {
         assert_eq!((wall.charts.axis, wall.charts.smoothing), (XAxis::Wall, 0.9));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn changes_go_out_at_once_then_at_most_one_per_interval_with_the_latest_place() {
         let mut outbox = Outbox::default();
         assert_eq!(outbox.changed(1000.0), Dispatch::Now);
@@ -248,7 +246,7 @@ mod tests {
         assert_eq!(outbox.flush(Some(at("a", Some(3), None)), 1500.0), Some(at("a", Some(3), None)));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn a_follower_redoes_only_what_changed_and_closes_the_answer_it_opened() {
         let first = at("a", Some(2), Some(4));
         // Arriving: everything.
@@ -272,7 +270,7 @@ mod tests {
         assert_eq!(steps(Some(&first), &elsewhere), Steps { scroll_to: Some(Scroll::Block(1)), open_quiz: Some(4), ..all });
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn a_follower_goes_to_the_presenters_place_in_the_text_not_only_to_blocks() {
         let with_element = |block, element| Presentation { element, ..at("a", block, None) };
         // The opening text, before any block: the element alone says where.
@@ -290,7 +288,7 @@ mod tests {
         assert_eq!(steps(Some(&at_block), &smoother).scroll_to, None);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn only_a_learner_leaving_the_presented_chapter_breaks_away() {
         let p = at("b", None, None);
         assert!(breaks_away(true, Some(&p), "c"));
@@ -299,7 +297,7 @@ mod tests {
         assert!(!breaks_away(true, None, "c"), "nothing presented");
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn a_page_differs_by_chapter_runs_or_controls_never_by_scroll() {
         let mut p = at("b", Some(3), Some(5));
         p.charts.runs = vec![run("r1")];
@@ -311,7 +309,7 @@ mod tests {
         assert!(differs(&p, "b", &[run("r1")], Some(ChartControls { axis: XAxis::Wall, smoothing: 0.6 })));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn the_place_in_view_is_the_first_not_scrolled_past_the_header() {
         assert_eq!(first_in_view([-300.0, -1.0, 40.0, 900.0], 0.0), Some(2));
         assert_eq!(first_in_view([10.0], 0.0), Some(0));
@@ -321,7 +319,7 @@ mod tests {
         assert_eq!(first_in_view([30.0, 48.0, 60.0], 48.0), Some(2));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn an_element_is_brought_just_below_the_header() {
         // 700 px down the chapter, an element 260 px below the window's top, a 48 px header.
         assert_eq!(scroll_target(700.0, 260.0, 48.0), 912.0);
@@ -331,7 +329,7 @@ mod tests {
         assert_eq!(scroll_target(10.0, 20.0, 48.0), 0.0);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn a_page_follows_the_class_it_joins_until_it_leaves() {
         let mut rule = ClassFollowing::default();
         let joined = |address: &str| ClassState::Joined { address: address.into() };
@@ -350,7 +348,7 @@ mod tests {
         assert_eq!(rule.changed(&ClassState::Refused { address: "h:2".into(), reason: "removed".into() }), Some(false));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn the_head_count_reads_naturally() {
         assert_eq!(audience_label(Audience { viewers: 1, followers: 0, following: 1 }), "1 following (1 viewer connected)");
         assert_eq!(audience_label(Audience { viewers: 12, followers: 0, following: 9 }), "9 following (12 viewers connected)");

@@ -152,11 +152,9 @@ fn step_down(p: &mut Picture, centre: f64, y: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use wasm_bindgen_test::wasm_bindgen_test;
-
     use super::*;
 
-    #[wasm_bindgen_test]
+    #[test]
     fn a_configs_sizes_are_written_beside_the_stages() {
         let base = TrainConfig::default();
         let picture = picture(Some(("base", &base)));
@@ -174,14 +172,14 @@ mod tests {
         }
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn without_a_config_the_sizes_are_symbols() {
         let texts = picture(None).texts().join("\n");
         assert!(texts.contains("(H/p)×(W/p) patches") && texts.contains("× N"), "{texts}");
         assert!(!texts.chars().any(|c| c.is_ascii_digit()), "no numbers without a config: {texts}");
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn the_stages_run_top_to_bottom_inside_the_picture() {
         let picture = picture(Some(("base", &TrainConfig::default())));
         let images: Vec<f64> = picture

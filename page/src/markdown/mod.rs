@@ -21,11 +21,9 @@ pub fn to_html(markdown: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use wasm_bindgen_test::wasm_bindgen_test;
-
     use super::*;
 
-    #[wasm_bindgen_test]
+    #[test]
     fn tables_render() {
         assert!(to_html("| a | b |\n|---|---|\n| 1 | 2 |\n").contains("<table>"));
     }

@@ -69,8 +69,6 @@ pub fn may_join(state: &ClassState) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use wasm_bindgen_test::wasm_bindgen_test;
-
     use super::*;
 
     const TOKEN: &str = "0123456789abcdef0123456789abcdef";
@@ -82,7 +80,7 @@ mod tests {
         }
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn the_link_field_names_each_broken_part_and_nothing_while_empty() {
         assert_eq!(check_link(""), LinkCheck::Empty);
         assert_eq!(check_link("  \n"), LinkCheck::Empty);
@@ -97,7 +95,7 @@ mod tests {
         assert_eq!(link.address(), "login01:8443");
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn the_class_state_reads_as_words() {
         let address = || "login01:8443".to_owned();
         assert_eq!(state_words(&ClassState::Alone), "not in a class");
@@ -111,7 +109,7 @@ mod tests {
         assert_eq!(state_name(&refused), "refused");
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn a_server_in_a_class_neither_presents_nor_offers_its_own_class_a_second_one() {
         let joined = ClassState::Joined { address: "login01:8443".into() };
         // A learner's own server: join, and no presenting while in the class.

@@ -74,11 +74,9 @@ fn nvlinks(p: &mut Picture, centre: &impl Fn(usize) -> f64, middle: f64, bottom:
 
 #[cfg(test)]
 mod tests {
-    use wasm_bindgen_test::wasm_bindgen_test;
-
     use super::*;
 
-    #[wasm_bindgen_test]
+    #[test]
     fn every_pair_of_gpus_has_nvlink_and_every_gpu_and_nic_pcie() {
         let p = picture();
         assert_eq!(p.of_class("gpu").count(), 4);
@@ -88,7 +86,7 @@ mod tests {
         assert_eq!(p.of_class("cpu").count(), 1);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn the_links_carry_their_bandwidths() {
         let texts = picture().texts().join("\n");
         for expected in ["~100 GB/s per direction", "4 links × 25 GB/s", "PCIe 4.0 x16", "~25 GB/s per NIC", "AMD EPYC CPU"] {

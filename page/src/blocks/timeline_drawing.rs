@@ -249,7 +249,6 @@ pub fn window_of_bar_at(layout: &Layout, window: Window, bars: &[Bar], x: f64, y
 #[cfg(test)]
 mod tests {
     use scalebook_shared::profile::trace::{Trace, bars};
-    use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
 
@@ -265,7 +264,7 @@ mod tests {
         Timeline::new([(0, Trace::parse(events).unwrap()), (1, Trace::parse(events).unwrap())])
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn ranks_get_a_heading_and_lanes_stack_by_their_rows() {
         let timeline = timeline();
         let layout = Layout::new(&timeline);
@@ -278,7 +277,7 @@ mod tests {
         assert!(layout.lanes[3].top + layout.lanes[3].height() < layout.height);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn ranges_are_rectangles_ops_are_paths_by_colour() {
         let timeline = timeline();
         let layout = Layout::new(&timeline);
@@ -302,7 +301,7 @@ mod tests {
         assert!(zoomed.start < 20.0 && zoomed.end > 270.0 && zoomed.width() < 300.0, "{zoomed:?}");
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn labels_fit_their_bars_and_classes_are_stable() {
         assert_eq!(fit("aten::linear", 100.0), "aten::linear");
         assert_eq!(fit("aten::linear", 30.0), "aten…");

@@ -168,11 +168,9 @@ impl Picture {
 
 #[cfg(test)]
 mod tests {
-    use wasm_bindgen_test::wasm_bindgen_test;
-
     use super::*;
 
-    #[wasm_bindgen_test]
+    #[test]
     fn an_arrow_ends_in_a_head_at_its_point() {
         let mut p = Picture::new(100.0, 100.0, "arrow");
         p.arrow((0.0, 50.0), (100.0, 50.0), "link");
@@ -182,7 +180,7 @@ mod tests {
         assert!(head.starts_with("M100.0 50.0"), "{head}");
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn a_route_bends_at_its_points() {
         let mut p = Picture::new(100.0, 100.0, "route");
         p.route(&[(0.0, 0.0), (0.0, 50.0), (50.0, 50.0)], "route");
@@ -191,7 +189,7 @@ mod tests {
         assert_eq!(p.items.len(), 2, "one point is no route");
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn a_tip_goes_to_the_item_added_last() {
         let mut p = Picture::new(10.0, 10.0, "tips");
         p.rect(0.0, 0.0, 1.0, 1.0, "a").circle(1.0, 1.0, 1.0, "b").titled("epoch 2");
@@ -199,7 +197,7 @@ mod tests {
         assert_eq!(p.items[1].tip.as_deref(), Some("epoch 2"));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn a_boxs_lines_are_centred_in_it() {
         let mut p = Picture::new(100.0, 100.0, "box");
         p.labelled_box(0.0, 0.0, 100.0, 60.0, "gpu", &["GPU 0", "A100"]);

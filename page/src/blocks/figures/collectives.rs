@@ -138,15 +138,13 @@ fn draw_chunk(p: &mut Picture, x: f64, y: f64, chunk: Chunk, rank: usize, index:
 
 #[cfg(test)]
 mod tests {
-    use wasm_bindgen_test::wasm_bindgen_test;
-
     use super::*;
 
     fn after(collective: Collective) -> Vec<Vec<Chunk>> {
         (0..RANKS).map(|r| (0..RANKS).map(|c| collective.after(r, c)).collect()).collect()
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn each_collective_leaves_what_it_promises() {
         assert!(after(Collective::Broadcast).iter().flatten().all(|c| *c == Chunk::From(0)));
         assert!(after(Collective::AllReduce).iter().flatten().all(|c| *c == Chunk::Sum));
@@ -164,7 +162,7 @@ mod tests {
         }
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn every_chunk_is_drawn_with_what_it_holds() {
         let p = picture();
         // Per collective, 16 chunks before and 16 after; a sum is four stripes under an outline.

@@ -48,11 +48,9 @@ fn flush(text: &mut String, segments: &mut Vec<Segment>) {
 
 #[cfg(test)]
 mod tests {
-    use wasm_bindgen_test::wasm_bindgen_test;
-
     use super::*;
 
-    #[wasm_bindgen_test]
+    #[test]
     fn prose_and_blocks_alternate_in_order() {
         let text = "# Title\n\nSome *text*.\n\n```scalebook rank-grid tp=2 dp=2\n```\n\nMore.\n\n```scalebook quiz\nQ?\n---\nA.\n```\n";
         let segments = segments(text);
@@ -63,7 +61,7 @@ mod tests {
         assert_eq!(segments[3], Segment::Block(BlockSpec::Quiz { question: "Q?\n".into(), answer: "A.\n".into() }));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn other_code_stays_code_and_bad_blocks_say_why() {
         let text = "```yaml\nlr: 5E-4\n```\n\n```scalebooks x\n```\n\n```scalebook rank-grid tq=2\n```\n";
         let segments = segments(text);

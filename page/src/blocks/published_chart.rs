@@ -190,7 +190,6 @@ fn description(table: &Table) -> String {
 #[cfg(test)]
 mod tests {
     use scalebook_shared::published::{NAMES, table};
-    use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
     use crate::blocks::picture::{Item, Shape};
@@ -202,7 +201,7 @@ mod tests {
         }
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn every_run_gets_a_bar_inside_the_plot() {
         for name in NAMES {
             let table = table(name).unwrap();
@@ -223,7 +222,7 @@ mod tests {
         }
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn a_bar_stands_at_the_sources_summary_with_every_epoch_as_a_dot() {
         let ladder = table("dl4sci25-ladder").unwrap();
         let chart = bar_chart(ladder);
@@ -239,7 +238,7 @@ mod tests {
         assert!(chart.of_class("dot").any(|d| d.tip.as_deref() == Some("epoch 1: 8.362020 samples/s")));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn benchy_draws_a_group_of_three_bars_per_configuration() {
         let benchy = table("sc22-benchy").unwrap();
         let chart = bar_chart(benchy);
@@ -252,7 +251,7 @@ mod tests {
         assert_eq!(chart.of_class("dot").count(), 0);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn rows_of_another_unit_get_their_own_panel() {
         let chart = bar_chart(table("mp-memory").unwrap());
         let units: Vec<&str> = chart.of_class("unit").map(texts_of).collect();
@@ -270,7 +269,7 @@ mod tests {
         }
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn values_are_shortened_only_when_they_are_plain_numbers() {
         assert_eq!(short("1315.088933035222"), "1315");
         assert_eq!(short("8.362020"), "8.362");
@@ -278,7 +277,7 @@ mod tests {
         assert_eq!(short("78%"), "78%");
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn the_description_reads_the_chart_out() {
         let text = description(table("sc22-weak-scaling").unwrap());
         assert!(text.contains("In %: efficiency, local batch 64: around 78%; "), "{text}");

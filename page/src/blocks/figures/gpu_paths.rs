@@ -132,12 +132,10 @@ fn nvswitch(p: &mut Picture, panel: Panel) {
 
 #[cfg(test)]
 mod tests {
-    use wasm_bindgen_test::wasm_bindgen_test;
-
     use super::*;
     use crate::blocks::picture::Shape;
 
-    #[wasm_bindgen_test]
+    #[test]
     fn four_panels_each_with_a_route() {
         let p = picture();
         assert_eq!(p.of_class("panel").count(), 4);
@@ -147,7 +145,7 @@ mod tests {
         assert_eq!(p.of_class("route other").count(), 1, "the bridge panel's PCIe detour");
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn every_shape_lies_inside_the_picture() {
         let p = picture();
         for item in &p.items {

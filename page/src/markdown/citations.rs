@@ -47,11 +47,9 @@ pub fn cite<'a>(events: impl Iterator<Item = Event<'a>>) -> impl Iterator<Item =
 
 #[cfg(test)]
 mod tests {
-    use wasm_bindgen_test::wasm_bindgen_test;
-
     use crate::markdown::to_html;
 
-    #[wasm_bindgen_test]
+    #[test]
     fn quoted_figures_name_their_source_or_edition() {
         let html = to_html("Memory fell to [39 GB](source:000-75), not [37](edition:sc25); see [the docs](https://example.org).");
         assert!(

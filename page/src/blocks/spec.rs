@@ -11,11 +11,13 @@ use scalebook_shared::protocol::RunId;
 use scalebook_shared::published::{self, Table};
 use scalebook_shared::weather::CHANNELS;
 
-use super::data_block::SETS;
 use super::figures::Figure;
 use scalebook_shared::sweep::{Variant, parse_variants};
 
 use super::sweep_model::Measure;
+
+/// The sets a data sample can come from.
+pub const SETS: [&str; 2] = ["train", "valid"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum BlockSpec {
@@ -326,11 +328,9 @@ impl Settings {
 
 #[cfg(test)]
 mod tests {
-    use wasm_bindgen_test::wasm_bindgen_test;
-
     use super::*;
 
-    #[wasm_bindgen_test]
+    #[test]
     fn reads_every_kind_with_its_settings() {
         let grid = BlockSpec::parse("rank-grid tp=2 cp=2 dp=4 order=tp-cp-dp colour=dp", "").unwrap();
         assert_eq!(
@@ -354,14 +354,14 @@ mod tests {
         assert_eq!((chart.axis, chart.smoothing), (XAxis::Relative, DEFAULT_SMOOTHING));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn quizzes_split_at_the_rule() {
         let quiz = BlockSpec::parse("quiz", "Why?\n\nThink.\n---\nBecause.\n").unwrap();
         assert_eq!(quiz, BlockSpec::Quiz { question: "Why?\n\nThink.\n".into(), answer: "Because.\n".into() });
         assert!(BlockSpec::parse("quiz", "No answer here\n").unwrap_err().contains("`---`"));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn code_blocks_name_a_file_and_an_item() {
         let code =
             BlockSpec::parse("code path=backend/trainer/src/data/sampler.rs item=ShardedSampler::indices", "Note the stride.\n").unwrap();
@@ -375,7 +375,7 @@ mod tests {
         assert!(BlockSpec::parse("code path=a.rs", "").unwrap_err().contains("item=NAME"));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn sweeps_take_a_config_a_measure_and_variant_lines() {
         let sweep = BlockSpec::parse(
             "sweep config=cpu_short measure=efficiency",
@@ -408,7 +408,7 @@ b | dp=2"
         assert!(BlockSpec::parse("sweep", "a | dp=1").unwrap_err().contains("at least two"));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn figures_and_published_charts_name_what_they_draw() {
         let vit = BlockSpec::parse("figure name=vit config=base", "The model.\n").unwrap();
         assert_eq!(vit, BlockSpec::Figure { figure: Figure::Vit, config: Some("base".into()), caption: "The model.".into() });
@@ -429,7 +429,7 @@ b | dp=2"
         assert!(BlockSpec::parse("graph", "").unwrap_err().contains("figure and published"));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn data_and_maps_blocks_name_a_sample_and_a_run() {
         let data = BlockSpec::parse("data config=cpu_tiny set=valid index=5 channel=u10", "").unwrap();
         assert_eq!(data, BlockSpec::Data { config: "cpu_tiny".into(), set: "valid", index: 5, channel: "u10" });
@@ -444,7 +444,7 @@ b | dp=2"
         assert!(BlockSpec::parse("maps run=../x", "").unwrap_err().starts_with("run=../x"));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn timelines_name_a_run_or_follow_the_latest_profile() {
         assert_eq!(BlockSpec::parse("timeline", "").unwrap(), BlockSpec::Timeline { run: None });
         let run = BlockSpec::parse("timeline run=20260101-120000-1", "").unwrap();
@@ -453,7 +453,7 @@ b | dp=2"
         assert!(BlockSpec::parse("timeline rank=0", "").unwrap_err().contains("no setting `rank`"));
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn typos_are_errors_that_say_what_is_wrong() {
         assert!(BlockSpec::parse("rank-grid tp=2 cpp=2", "").unwrap_err().contains("no setting `cpp`"));
         assert!(BlockSpec::parse("rank-grid tp=0", "").unwrap_err().contains("at least 1"));

@@ -224,7 +224,6 @@ fn y_ticks(y: &Scale) -> Vec<(f64, String)> {
 mod tests {
     use scalebook_shared::charts::parse_baseline_events;
     use scalebook_shared::protocol::Bucket;
-    use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
 
@@ -264,7 +263,7 @@ mod tests {
         }
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn every_curve_of_the_tag_is_drawn_inside_the_plot() {
         let sources = [run("a", &[1.0, 0.5, 0.25]), run("b", &[2.0, 1.0])];
         let drawing = Drawing::build("Loss/train", &sources, settings(XAxis::Step));
@@ -280,7 +279,7 @@ mod tests {
         assert!(Drawing::build("Loss/valid", &sources, settings(XAxis::Step)).lines.is_empty());
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn the_baseline_has_no_wall_clock_but_has_relative_time() {
         let mut baseline = run("baseline", &[]);
         baseline.series = parse_baseline_events(BASELINE).unwrap();
@@ -293,7 +292,7 @@ mod tests {
         assert!(Drawing::build("Loss/valid", &[baseline], settings(XAxis::Wall)).lines.is_empty());
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn a_dropped_event_file_becomes_series_and_anything_else_a_message() {
         let overlay = Overlay::read("events.out.tfevents.1.base.0", BASELINE).unwrap();
         assert_eq!(overlay.key(), "file:events.out.tfevents.1.base.0");
@@ -306,13 +305,13 @@ mod tests {
         assert_eq!(err, "empty: no scalars to chart in this event file");
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn a_non_finite_value_breaks_the_line() {
         let drawing = Drawing::build("Loss/train", &[run("a", &[1.0, f64::NAN, 0.5, 0.4])], settings(XAxis::Step));
         assert_eq!(drawing.lines[0].raw.matches('M').count(), 2, "{}", drawing.lines[0].raw);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn log_scale_ticks_are_decades_and_the_pointer_finds_the_nearest_sample() {
         let mut s = settings(XAxis::Step);
         s.log = true;

@@ -124,8 +124,6 @@ fn panel(p: &mut Picture, top: f64, title: &str, unit: f64, micro_batches: usize
 
 #[cfg(test)]
 mod tests {
-    use wasm_bindgen_test::wasm_bindgen_test;
-
     use super::*;
     use crate::blocks::picture::Shape;
 
@@ -133,7 +131,7 @@ mod tests {
         *passes.iter().find(|p| (p.stage, p.micro_batch, p.backward) == (stage, micro_batch, backward)).unwrap()
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn each_pass_waits_for_the_one_it_needs() {
         let passes = schedule(4, 4, 1.0);
         for p in &passes {
@@ -150,7 +148,7 @@ mod tests {
         }
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn the_idle_share_is_the_bubble_fraction() {
         for (stages, micro_batches) in [(4, 1), (4, 4), (2, 8), (8, 3)] {
             let passes = schedule(stages, micro_batches, 1.0);
@@ -163,7 +161,7 @@ mod tests {
         assert_eq!(bubble_text(4, 4), "bubble (p−1)/(m+p−1) = 3/7 ≈ 43% (p = 4, m = 4)");
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn both_runs_share_one_time_axis() {
         let p = picture();
         // The last pass's end in each panel (the legend's swatch is smaller than a lane).

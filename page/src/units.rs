@@ -1,7 +1,7 @@
 //! Numbers as people read them in a table: thousands grouped, bytes and seconds in a unit that
 //! keeps them short.
 
-use scalebook_shared::charts::{format_clock, format_number};
+use scalebook_shared::charts::format_number;
 pub use scalebook_shared::numbers::thousands;
 
 /// Bytes in decimal units, as bandwidths are given: `1.2 GB`, `25 MB`, `4 B`.
@@ -26,18 +26,11 @@ pub fn seconds(s: f64) -> String {
     }
 }
 
-/// A moment (seconds since the Unix epoch) as this browser's clock showed it: `14:05:09`.
-pub fn local_clock(unix_seconds: f64) -> String {
-    format_clock(unix_seconds, -(js_sys::Date::new_0().get_timezone_offset() as i32))
-}
-
 #[cfg(test)]
 mod tests {
-    use wasm_bindgen_test::wasm_bindgen_test;
-
     use super::*;
 
-    #[wasm_bindgen_test]
+    #[test]
     fn sizes_and_times_pick_their_unit() {
         assert_eq!(bytes(4), "4 B");
         assert_eq!(bytes(25_000_000), "25 MB");

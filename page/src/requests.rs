@@ -42,11 +42,9 @@ impl Requests {
 
 #[cfg(test)]
 mod tests {
-    use wasm_bindgen_test::wasm_bindgen_test;
-
     use super::*;
 
-    #[wasm_bindgen_test]
+    #[test]
     fn answers_settle_their_own_request_in_any_order() {
         let mut requests = Requests::default();
         let (launch, launch_id) = requests.open();
@@ -61,7 +59,7 @@ mod tests {
         assert_eq!(requests.settle(&launch_id), None);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn a_dropped_connection_gives_up_what_still_waits() {
         let mut requests = Requests::default();
         let (first, first_id) = requests.open();

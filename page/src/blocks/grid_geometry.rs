@@ -164,8 +164,6 @@ impl Geometry {
 
 #[cfg(test)]
 mod tests {
-    use wasm_bindgen_test::wasm_bindgen_test;
-
     use super::*;
 
     fn centre(g: &Geometry, rank: u32) -> (f64, f64) {
@@ -173,7 +171,7 @@ mod tests {
         (x + g.cell / 2.0, y + g.cell / 2.0)
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn every_drawn_rank_is_found_at_its_own_square() {
         for (world, gpus) in [(16, 4), (10, 4), (24, 8), (48, 12), (1000, 4), (20_000, 4)] {
             let g = Geometry::new(world, gpus, 720.0);
@@ -185,7 +183,7 @@ mod tests {
         }
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn gaps_and_empty_slots_hold_no_rank() {
         let g = Geometry::new(6, 4, 720.0);
         assert_eq!(g.rank_at(1.0, 1.0), None, "the node's padding");
@@ -198,7 +196,7 @@ mod tests {
         assert_eq!(g.rank_at(g.width() + 50.0, 5.0), None);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn the_picture_fits_the_width_and_holds_every_node() {
         let g = Geometry::new(4096, 4, 720.0);
         assert!(g.width() <= 720.0, "{}", g.width());
@@ -209,7 +207,7 @@ mod tests {
         assert_eq!(one.width(), one.node_size().0);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn arrow_keys_move_along_ranks_and_between_node_rows() {
         let g = Geometry::new(64, 4, 720.0);
         let row = 4 * g.nodes_per_row;
@@ -221,7 +219,7 @@ mod tests {
         assert_eq!(g.step(9, "x"), None);
     }
 
-    #[wasm_bindgen_test]
+    #[test]
     fn one_path_holds_many_squares() {
         let g = Geometry::new(16, 4, 720.0);
         let d = g.squares_path([0, 1, 99], 0.0);

@@ -1,0 +1,14 @@
+//! The blocks a chapter places in its text: what a chapter asks for ([`spec`]), the models the
+//! components edit and draw, and the geometry of their pictures.
+
+pub mod chart_drawing;
+pub mod config_model;
+pub mod figures;
+pub mod grid_geometry;
+pub mod picture;
+pub mod published_chart;
+pub mod spec;
+pub mod sweep_model;
+pub mod timeline_drawing;
+
+pub use spec::{BlockSpec, ChartSpec, GridSpec};
