@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use scalebook_e2e::workspace_root;
 
 /// Each crate's sources, and the name its binaries reach its library by.
-const CRATES: [(&str, &str); 4] = [
+const CRATES: [(&str, &str); 5] = [
     ("shared/src", "scalebook_shared"),
+    ("page/src", "scalebook_page"),
     ("backend/server/src", "scalebook_server"),
     ("backend/trainer/src", "scalebook_trainer"),
     ("frontend/src", "scalebook_frontend"),
