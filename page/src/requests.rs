@@ -5,7 +5,16 @@
 
 use std::collections::BTreeSet;
 
-use scalebook_shared::protocol::RequestId;
+use scalebook_shared::protocol::{ErrorReport, RequestId, RunId};
+
+/// The server's answer to a launch or a Slurm preview.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    Launched(RunId),
+    /// The batch script a Slurm launch would submit.
+    Script(String),
+    Refused(ErrorReport),
+}
 
 /// Tickets of the requests still waiting; a ticket's id on the wire is its number.
 #[derive(Debug, Default)]

@@ -19,6 +19,7 @@ mod published;
 mod quiz;
 mod rank_grid;
 mod run;
+mod run_state;
 mod run_status;
 mod slurm_fields;
 mod sweep;

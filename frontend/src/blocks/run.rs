@@ -6,173 +6,24 @@
 //! told how many of their runs they are using.
 
 use leptos::prelude::*;
+use scalebook_page::blocks::run_model::changes_line;
 use scalebook_shared::cluster::ExecutorKind;
-use scalebook_shared::config::TrainConfig;
-use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, RunId, SlurmRequest};
-use scalebook_shared::{Problems, launch};
 
-use super::run_status::{CurrentRun, RunList, ViewerNote, remember, remembered};
+use super::run_state::{LOCAL, RunState};
+use super::run_status::{CurrentRun, RunList, ViewerNote};
 use super::slurm_fields::SlurmFields;
-use crate::classroom::Classroom;
 use crate::ids::unique_id;
-use crate::library::{Library, Ready};
-use crate::net::ws::ConnectionState;
-use crate::runs::{Answer, Runs, Whose};
-use crate::working::WorkingConfig;
-
-/// Where runs go when no cluster is chosen.
-const LOCAL: &str = "local";
-
-/// A request waiting for the server: a launch, or a preview of the script for this request.
-#[derive(Debug, Clone, PartialEq)]
-enum Waiting {
-    Launch(u64),
-    Preview(u64, LaunchRequest),
-}
+use crate::library::Ready;
 
 #[component]
 pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
-    let runs = expect_context::<Runs>();
-    let library = expect_context::<Library>();
-    let working = WorkingConfig::claim(&config, dp);
-    let memory_key = format!("scalebook-run:{}", window().location().hash().unwrap_or_default());
-    let current = RwSignal::new(remembered(&memory_key));
-    if let Some(id) = current.get_untracked() {
-        runs.watch(&id);
-    }
-    let target = RwSignal::new(LOCAL.to_owned());
-    let slurm = RwSignal::new(SlurmRequest::default());
-    let waiting = RwSignal::new(None::<Waiting>);
-    let previewed = RwSignal::new(None::<(LaunchRequest, String)>);
-    let refusal = RwSignal::new(None::<(String, Problems)>);
-
-    let open = Callback::new(move |id: RunId| {
-        runs.watch(&id);
-        remember(&memory_key, &id);
-        current.set(Some(id));
-    });
-    // A page following the instructor shows the run the instructor charts (its state, log and
-    // cancel where allowed), unless it opened one of its own.
-    if let Some(classroom) = use_context::<Classroom>() {
-        Effect::new(move |_| {
-            let Some(presented) = classroom.presented_run() else { return };
-            let own =
-                current.with_untracked(|id| id.as_ref().and_then(|id| runs.record(id)).is_some_and(|r| runs.whose(&r) == Whose::Yours));
-            if !own && current.with_untracked(|id| id.as_ref() != Some(&presented)) {
-                runs.watch(&presented);
-                current.set(Some(presented));
-            }
-        });
-    }
-    Effect::new(move |_| {
-        let (ticket, preview) = match waiting.get() {
-            Some(Waiting::Launch(t)) => (t, None),
-            Some(Waiting::Preview(t, request)) => (t, Some(request)),
-            None => return,
-        };
-        let Some(answer) = runs.answer(ticket) else { return };
-        waiting.set(None);
-        match (answer, preview) {
-            (Answer::Launched(id), _) => open.run(id),
-            (Answer::Script(script), Some(request)) => previewed.set(Some((request, script))),
-            (Answer::Refused(report), _) => refusal.set(Some((report.message, report.problems))),
-            (Answer::Script(_), None) => {}
-        }
-    });
-
-    // What this page may launch as a learner (`None`: the instructor's page, or a viewer's
-    // that launches nothing).
-    let learner = Memo::new(move |_| runs.learner_runs());
-    let slurm_cluster = Memo::new(move |_| {
-        if learner.with(Option::is_some) {
-            return None;
-        }
-        let clusters = library.clusters.ready()?;
-        let cluster = clusters.get(&target.get()).ok()?;
-        (cluster.executor == ExecutorKind::Slurm).then(|| cluster.clone())
-    });
-    // The config as it will run: the named one with the working changes, on its layout.
-    let effective = move || -> Option<TrainConfig> {
-        let file = library.configs.ready()?;
-        let mut config = file.get(&working.name.get()?).ok()?;
-        config.apply_overrides(&working.overrides.get()).ok()?;
-        Some(config)
-    };
-    // The layout the server will derive: the config's tp, cp and order with the chosen dp.
-    let layout = move || {
-        let config = effective()?;
-        config.layout_for_dp(working.dp.get() as usize).ok()
-    };
-    let request = move || -> Option<LaunchRequest> {
-        let executor = match slurm_cluster.get() {
-            Some(_) => ExecutorSpec::Slurm(Box::new(SlurmRequest { cluster: target.get(), ..slurm.get() })),
-            None => ExecutorSpec::Local,
-        };
-        Some(LaunchRequest { config: working.name.get()?, overrides: working.overrides.get(), dp: working.dp.get(), executor, seed: None })
-    };
-    // The Slurm settings checked as the server will check them.
-    let slurm_problems = Signal::derive(move || {
-        let (Some(_), Some(clusters), Some(layout)) = (slurm_cluster.get(), library.clusters.ready(), layout()) else {
-            return Problems::default();
-        };
-        let request = SlurmRequest { cluster: target.get(), ..slurm.get() };
-        request.resolve(&clusters, &layout).err().map(|e| e.problems()).unwrap_or_default()
-    });
-    // A learner's rules, as the server will check them (`shared::launch`), each naming the
-    // field that broke it: shown as the learner edits, gone once fixed.
-    let learner_problems = Memo::new(move |_| {
-        let (Some(allowed), Some(request)) = (learner.get(), request()) else { return Problems::default() };
-        let mut problems = launch::learner_problems(&allowed, &request);
-        if let (Some(config), Some(file), Some(max_local_ranks)) =
-            (effective(), library.configs.ready(), runs.server.with(|s| s.as_ref().map(|s| s.max_local_ranks)))
-        {
-            let world = u32::try_from(config.world(request.dp as usize)).unwrap_or(u32::MAX);
-            problems.0.extend(launch::learner_size_problems(&config, world, max_local_ranks, &allowed, &file).0);
-        }
-        problems
-    });
-    // A refusal stands for the request it answered: a changed request clears it.
-    Effect::new(move |_| {
-        request();
-        refusal.set(None);
-    });
-    let blocked = move || {
-        let learner_refusal = learner.get().and_then(|allowed| {
-            if !learner_problems.with(Problems::is_empty) {
-                Some("a learner may not launch this: see below".to_owned())
-            } else if runs.learner_runs_in_use() >= allowed.per_learner as usize {
-                Some(format!("you are using all {} of your runs: wait for one to end, or cancel one", allowed.per_learner))
-            } else {
-                None
-            }
-        });
-        if let Some(refusal) = learner_refusal {
-            Some(refusal)
-        } else if working.problems.get() > 0 {
-            Some("fix the config's problems first".to_owned())
-        } else if !slurm_problems.with(Problems::is_empty) {
-            Some("fix the job settings first".to_owned())
-        } else if runs.connection.get() != ConnectionState::Open {
-            Some("waiting for the server connection".to_owned())
-        } else {
-            waiting.get().map(|_| "waiting for the server…".to_owned())
-        }
-    };
-    let send = move |preview: bool| {
-        refusal.set(None);
-        let Some(request) = request() else { return };
-        let sent = if preview {
-            runs.preview_slurm(request.clone()).map(|t| Waiting::Preview(t, request))
-        } else {
-            runs.launch(request).map(Waiting::Launch)
-        };
-        match sent {
-            Ok(w) => waiting.set(Some(w)),
-            Err(message) => refusal.set(Some((message, Problems::default()))),
-        }
-    };
-    let script_is_current = move || previewed.with(|p| p.as_ref().is_some_and(|(r, _)| Some(r) == request().as_ref()));
-
+    let state = RunState::new(&config, dp);
+    let RunState { runs, library, working, current, target, slurm, previewed, refusal, open, learner, slurm_cluster, .. } = state;
+    let slurm_problems = Signal::derive(move || state.slurm_problems());
+    let learner_problems = Memo::new(move |_| state.learner_problems());
+    let blocked = move || state.blocked();
+    let send = move |preview: bool| state.send(preview);
+    let script_is_current = move || state.script_is_current();
     let config_id = unique_id("run-config");
     let target_id = unique_id("run-target");
     let dp_id = unique_id("run-dp");
@@ -227,10 +78,7 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
                 <span class="muted">{blocked}</span>
             </div>
             </Show>
-            <p class="muted">{move || {
-                let changes = working.overrides.get();
-                if changes.is_empty() { "Runs the config as the file defines it.".to_owned() } else { format!("With your changes: {}", changes.join(", ")) }
-            }}</p>
+            <p class="muted">{move || working.overrides.with(|changes| changes_line(changes))}</p>
             {move || previewed.get().filter(|_| slurm_cluster.get().is_some()).map(|(_, script)| view! {
                 <details class="slurm-script" open>
                     <summary>{move || if script_is_current() { "The batch script that will be submitted" } else { "The batch script (settings changed since: show it again)" }}</summary>
@@ -255,12 +103,12 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
 
 #[cfg(test)]
 mod tests {
-    use scalebook_shared::protocol::{Learner, LearnerIdentity, LearnerKey, LearnerRuns, Role, RunHandle, ServerInfo};
+    use scalebook_shared::protocol::{Learner, LearnerIdentity, LearnerKey, LearnerRuns, Role, RunHandle, RunId, ServerInfo};
     use wasm_bindgen::JsCast;
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
-    use crate::runs::test_record;
+    use crate::runs::{Runs, test_record};
     use crate::testing::{Mounted, mount, provide_configs, settle};
     use crate::working::WorkingConfig;
 

@@ -28,14 +28,7 @@ use scalebook_page::requests::Requests;
 
 const CHARTED_KEY: &str = "scalebook-charted-runs";
 
-/// The server's answer to a launch or a Slurm preview.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Answer {
-    Launched(RunId),
-    /// The batch script a Slurm launch would submit.
-    Script(String),
-    Refused(ErrorReport),
-}
+pub use scalebook_page::requests::Answer;
 
 /// The page's runs; provided as context by the app.
 #[derive(Clone, Copy)]

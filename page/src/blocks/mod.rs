@@ -7,6 +7,7 @@ pub mod figures;
 pub mod grid_geometry;
 pub mod picture;
 pub mod published_chart;
+pub mod run_model;
 pub mod spec;
 pub mod sweep_model;
 pub mod timeline_drawing;
