@@ -266,21 +266,6 @@ int sb_barrier(SbGroup* g, char* err, size_t err_len) {
     });
 }
 
-// Plain (non-autograd) gather and reduce-scatter with uneven chunks, for metrics and tests.
-int sb_all_gather(SbGroup* g, at::Tensor* x, int64_t dim, const int64_t* sizes, size_t n, at::Tensor** out, char* err,
-                  size_t err_len) {
-    return guarded(err, err_len, [&] {
-        *out = new at::Tensor(all_gather(g, *x, dim, std::vector<int64_t>(sizes, sizes + n)));
-    });
-}
-
-int sb_reduce_scatter(SbGroup* g, at::Tensor* x, int64_t dim, const int64_t* sizes, size_t n, at::Tensor** out, char* err,
-                      size_t err_len) {
-    return guarded(err, err_len, [&] {
-        *out = new at::Tensor(reduce_scatter(g, *x, dim, std::vector<int64_t>(sizes, sizes + n)));
-    });
-}
-
 // The autograd region operations. kind: 0 copy-to, 1 reduce-from, 2 scatter-to,
 // 3 gather-from, 4 all-gather-from (see the structs above).
 int sb_region(SbGroup* g, int kind, at::Tensor* x, int64_t dim, const int64_t* sizes, size_t n, at::Tensor** out, char* err,

@@ -40,12 +40,8 @@ fn collectives_over_two_ranks() {
     // Uneven chunks (3 rows on rank 0, 2 on rank 1), like 4050 tokens over cp = 4.
     let sizes = [3i64, 2];
     let mine = Tensor::full([sizes[g.rank()], 2], r, (Kind::Float, Device::Cpu));
-    let all = g.all_gather(&mine, 0, &sizes).unwrap();
+    let all = g.region(Region::GatherFrom, &mine, 0, &sizes).unwrap();
     assert_eq!(Vec::<f32>::try_from(all.reshape([-1])).unwrap(), vec![0., 0., 0., 0., 0., 0., 1., 1., 1., 1.]);
-    let full = Tensor::arange(5, (Kind::Float, Device::Cpu)) * (r + 1.0);
-    let part = g.reduce_scatter(&full, 0, &sizes).unwrap();
-    let expected: Vec<f32> = if g.rank() == 0 { vec![0., 3., 6.] } else { vec![9., 12.] };
-    assert_eq!(Vec::<f32>::try_from(&part).unwrap(), expected);
     g.barrier().unwrap();
 
     // The region operations' backward passes.

@@ -91,24 +91,18 @@ impl DataLoader {
         self.num_workers
     }
 
-    /// The batches of `epoch` (which seeds the shuffle, like `set_epoch`).
+    /// The batches of `epoch` (which seeds the shuffle, like `set_epoch`). A resumed run starts
+    /// at an epoch's beginning (checkpoints are written at epochs' ends), so an epoch is always
+    /// read whole.
     pub fn epoch(&self, epoch: u64) -> Epoch {
-        self.epoch_from(epoch, 0)
-    }
-
-    /// The batches of `epoch` from batch `start_batch` on, without reading the skipped ones:
-    /// resuming a run mid-epoch sees the same batches it would have seen.
-    pub fn epoch_from(&self, epoch: u64, start_batch: usize) -> Epoch {
         let order = self.sampler.indices(epoch);
-        let start = start_batch.min(self.len());
         let plan = Arc::new(Plan {
             dataset: Arc::clone(&self.dataset),
-            order: order[start * self.batch_size..self.len() * self.batch_size].to_vec(),
+            order: order[..self.len() * self.batch_size].to_vec(),
             batch_size: self.batch_size,
-            first: start,
             pin_to: self.pin_to,
         });
-        let count = self.len() - start;
+        let count = self.len();
         let source = if self.num_workers == 0 {
             Source::Inline { threads: usize::try_from(tch::get_num_threads()).unwrap_or(1).max(1) }
         } else {
@@ -118,13 +112,11 @@ impl DataLoader {
     }
 }
 
-/// What to read in one epoch: `order` holds the samples of the remaining batches.
+/// What to read in one epoch: `order` holds the samples of its batches.
 struct Plan {
     dataset: Arc<Era5Dataset>,
     order: Vec<usize>,
     batch_size: usize,
-    /// Number (within the epoch) of the first remaining batch, for error messages.
-    first: usize,
     /// The GPU the batches are for, if any: they are allocated in pinned memory for it.
     pin_to: Option<Device>,
 }
@@ -153,7 +145,7 @@ impl Plan {
             let first = parts.next();
             let others: Vec<_> = parts.map(|part| scope.spawn(move || read_part(part))).collect();
             first.map_or(Ok(()), read_part)?;
-            others.into_iter().try_for_each(|other| other.join().unwrap_or(Err(Error::LoaderWorker { worker: 0, batch: self.first + k })))
+            others.into_iter().try_for_each(|other| other.join().unwrap_or(Err(Error::LoaderWorker { worker: 0, batch: k })))
         })?;
         Ok(Batch { input, target, indices })
     }
@@ -240,7 +232,7 @@ impl Iterator for Epoch {
             Source::Inline { threads } => self.plan.read(k, *threads),
             Source::Workers { queues, .. } => {
                 let worker = k % queues.len();
-                queues[worker].recv().unwrap_or(Err(Error::LoaderWorker { worker, batch: self.plan.first + k }))
+                queues[worker].recv().unwrap_or(Err(Error::LoaderWorker { worker, batch: k }))
             }
         };
         self.failed = batch.is_err();

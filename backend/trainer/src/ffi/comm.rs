@@ -50,26 +50,6 @@ unsafe extern "C" {
     fn sb_all_reduce(group: *mut SbGroup, t: *mut C_tensor, op: c_int, err: *mut c_char, len: usize) -> c_int;
     fn sb_broadcast(group: *mut SbGroup, t: *mut C_tensor, root: c_int, err: *mut c_char, len: usize) -> c_int;
     fn sb_barrier(group: *mut SbGroup, err: *mut c_char, len: usize) -> c_int;
-    fn sb_all_gather(
-        group: *mut SbGroup,
-        x: *mut C_tensor,
-        dim: i64,
-        sizes: *const i64,
-        n: usize,
-        out: *mut *mut C_tensor,
-        err: *mut c_char,
-        len: usize,
-    ) -> c_int;
-    fn sb_reduce_scatter(
-        group: *mut SbGroup,
-        x: *mut C_tensor,
-        dim: i64,
-        sizes: *const i64,
-        n: usize,
-        out: *mut *mut C_tensor,
-        err: *mut c_char,
-        len: usize,
-    ) -> c_int;
     fn sb_region(
         group: *mut SbGroup,
         kind: c_int,
@@ -235,29 +215,9 @@ impl ProcessGroup {
         call(&self.what("barrier"), |err, len| unsafe { sb_barrier(self.ptr.as_ptr(), err, len) })
     }
 
-    // The three producers below: SAFETY of each `unsafe` call: the group is alive (borrowed
+    // The producer below: SAFETY of its `unsafe` call: the group is alive (borrowed
     // by self), `produce` passes a live tensor, a `sizes` slice of `n` elements, an out slot
     // and an error buffer, all valid for the duration of the call.
-
-    /// Concatenation along `dim` of every member's chunk; chunk i has `sizes[i]` rows there.
-    pub fn all_gather(&self, x: &Tensor, dim: i64, sizes: &[i64]) -> Result<Tensor, Error> {
-        self.produce(
-            "all-gather",
-            sizes,
-            |x_ptr, s, n, out, err, len| unsafe { sb_all_gather(self.ptr.as_ptr(), x_ptr, dim, s, n, out, err, len) },
-            x,
-        )
-    }
-
-    /// This member's chunk along `dim` of the sum over the group.
-    pub fn reduce_scatter(&self, x: &Tensor, dim: i64, sizes: &[i64]) -> Result<Tensor, Error> {
-        self.produce(
-            "reduce-scatter",
-            sizes,
-            |x_ptr, s, n, out, err, len| unsafe { sb_reduce_scatter(self.ptr.as_ptr(), x_ptr, dim, s, n, out, err, len) },
-            x,
-        )
-    }
 
     /// A region operation that autograd differentiates through (see [`Region`]).
     pub fn region(&self, kind: Region, x: &Tensor, dim: i64, sizes: &[i64]) -> Result<Tensor, Error> {

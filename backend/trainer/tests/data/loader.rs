@@ -19,9 +19,9 @@ fn to_vec(tensor: &tch::Tensor) -> Vec<f32> {
     Vec::<f32>::try_from(tensor.reshape([-1])).unwrap()
 }
 
-fn batches(loader: &DataLoader, epoch: u64, start: usize) -> Vec<(Vec<usize>, Vec<f32>, Vec<f32>)> {
+fn batches(loader: &DataLoader, epoch: u64) -> Vec<(Vec<usize>, Vec<f32>, Vec<f32>)> {
     loader
-        .epoch_from(epoch, start)
+        .epoch(epoch)
         .map(|batch| {
             let Batch { input, target, indices } = batch.unwrap();
             (indices, to_vec(&input), to_vec(&target))
@@ -107,7 +107,7 @@ fn workers_deliver_the_same_batches_as_inline_reading() {
     };
     let inline = loader(0);
     assert_eq!(inline.len(), 4, "floor(ceil(24 / 2) / 3)");
-    let expected = batches(&inline, 1, 0);
+    let expected = batches(&inline, 1);
     assert_eq!(expected.len(), 4);
     let sampler_order: Vec<usize> = expected.iter().flat_map(|(indices, _, _)| indices.clone()).collect();
     assert_eq!(sampler_order, inline.sampler().indices(1)[..12]);
@@ -117,30 +117,14 @@ fn workers_deliver_the_same_batches_as_inline_reading() {
         assert_eq!(target[..first.target.len()], first.target[..]);
     }
     for workers in [1, 3] {
-        assert_eq!(batches(&loader(workers), 1, 0), expected, "{workers} workers");
+        assert_eq!(batches(&loader(workers), 1), expected, "{workers} workers");
     }
-    assert_ne!(batches(&inline, 2, 0), expected, "another epoch, another order");
+    assert_ne!(batches(&inline, 2), expected, "another epoch, another order");
 
     let batch = inline.epoch(0).next().unwrap().unwrap();
     assert_eq!(batch.input.size(), vec![3, 20, 6, 12]);
     assert_eq!(batch.input.kind(), tch::Kind::Float);
     assert_eq!(batch.target.size(), vec![3, 20, 6, 12]);
-}
-
-#[test]
-fn an_epoch_can_start_at_a_later_batch() {
-    let _serial = serial();
-    let dir = temp_dir("offset");
-    let dataset = synthetic_train(dir.path());
-    for workers in [0, 2] {
-        let sampler = ShardedSampler::new(dataset.len(), 1, 0, true, 3).unwrap();
-        let loader = DataLoader::new(Arc::clone(&dataset), sampler, 5, workers).unwrap();
-        let all = batches(&loader, 4, 0);
-        assert_eq!(all.len(), 4);
-        assert_eq!(batches(&loader, 4, 3), all[3..], "{workers} workers");
-        assert!(batches(&loader, 4, 4).is_empty());
-        assert!(batches(&loader, 4, 9).is_empty());
-    }
 }
 
 #[test]
@@ -197,20 +181,6 @@ fn a_failed_read_ends_the_epoch_with_its_error() {
         assert!(results[..4].iter().all(Result::is_ok));
         let err = results[4].as_ref().unwrap_err();
         assert!(err.is_user_input() && err.to_string().contains("1990.h5"), "{err}");
-    }
-}
-
-#[test]
-fn a_later_start_does_not_read_the_skipped_batches() {
-    let _serial = serial();
-    for workers in [0, 2] {
-        let dir = temp_dir("corrupt-start");
-        // Batches 0 to 4 touch steps 1 to 20, batches 5 to 8 only steps 20 to 36.
-        let loader = corrupt_loader(dir.path(), 0..20, workers);
-        assert!(loader.epoch(0).next().unwrap().is_err());
-        let resumed: Vec<_> = loader.epoch_from(0, 5).take(4).collect();
-        assert!(resumed.iter().all(Result::is_ok), "{workers} workers");
-        assert_eq!(resumed[0].as_ref().unwrap().indices, vec![20, 21, 22, 23]);
     }
 }
 
