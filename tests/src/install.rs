@@ -13,7 +13,7 @@ use scalebook_shared::protocol::RunRecord;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::{watch_lines, workspace_root};
+use crate::workspace_root;
 
 /// `./scalebook.sh install PREFIX`, to run in `caller` (so a relative `prefix` is relative to it).
 pub fn install_command(caller: &Path, prefix: &Path) -> Command {
@@ -106,15 +106,16 @@ impl InstalledServer {
             .spawn()
             .context("cannot start the installed scalebook")?;
         let stdout = child.stdout.take().context("no stdout")?;
-        let rx = watch_lines(stdout, |line| line.strip_prefix("Scalebook is ready: ").map(|url| url.trim().to_owned()));
-        let Ok(url) = rx.recv_timeout(Duration::from_secs(60)) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("the installed scalebook did not announce its URL within 60 s");
+        let url = match scalebook_harness::announced(stdout, Duration::from_secs(60)) {
+            Ok(announcement) => announcement.url,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("the installed scalebook did not say it was ready: {e}");
+            }
         };
-        // The link carries the token in its query (`/?token=`) or its fragment (`/#token=`).
-        let token = url.rsplit_once("token=").map(|(_, token)| token.to_owned()).with_context(|| format!("no token in {url}"))?;
-        let addr = url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned();
+        let token = scalebook_harness::token_of(&url).with_context(|| format!("no token in {url}"))?.to_owned();
+        let addr = scalebook_harness::origin_of(&url).unwrap_or_default().trim_start_matches("http://").to_owned();
         Ok(InstalledServer { child, addr, token })
     }
 

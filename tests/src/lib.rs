@@ -17,8 +17,9 @@ pub use browser::{ARROW_RIGHT, Browser, WAIT, free_port};
 pub use proxy::PrefixProxy;
 pub use scratch::with_tiny_data;
 pub use server::Server;
-
-use std::path::PathBuf;
+// The workspace root (the server is started there, so it finds `static/` and `config/`), and a
+// binary this workspace builds: found as the server's own tests and benchmarks find them.
+pub use scalebook_harness::{workspace as workspace_root, workspace_binary};
 
 /// Reads `output` line by line on a thread of its own (so the child never blocks on a full
 /// pipe) and sends what `pick` finds in a line; `pick` may also echo lines.
@@ -36,22 +37,4 @@ fn watch_lines(
         }
     });
     rx
-}
-
-/// The workspace root: the server is started from here so it finds `static/` and `config/`.
-pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// A binary built by this workspace (`scalebook`, `scalebook-train`). Integration tests run
-/// from `<target>/<profile>/deps/`, and cargo puts the workspace's binaries one level up.
-pub fn workspace_binary(name: &str) -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .ok_or_else(|| anyhow::anyhow!("test binary {} has no target directory", exe.display()))?;
-    let path = profile_dir.join(name);
-    anyhow::ensure!(path.is_file(), "{} is not built; run `cargo build --bins` first", path.display());
-    Ok(path)
 }

@@ -1,22 +1,20 @@
 //! A `scalebook serve` process on a free port, started in the workspace or in a scratch
-//! working directory of its own (with its own runs and data).
+//! working directory of its own (with its own runs and data), serving the workspace's page:
+//! the harness's server ([`Served`]) with the address the browser and the proxy dial.
 
 use std::net::SocketAddr;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
+use scalebook_harness::{Serve, Served};
 
-use crate::{watch_lines, workspace_binary, workspace_root};
+use crate::{workspace_binary, workspace_root};
 
+/// The harness's server (its `url`, `token` and the rest, through `Deref`), with its address
+/// parsed and its working directory.
 pub struct Server {
-    child: Child,
-    /// The URL the server printed, e.g. `http://127.0.0.1:41234/#token=3f9c...`: what a user
-    /// opens.
-    pub url: String,
-    /// The access token from that URL, for API calls and the WebSocket.
-    pub token: String,
+    served: Served,
     pub addr: SocketAddr,
     /// The server's working directory: where its runs directory is and where trainer
     /// processes resolve relative data paths.
@@ -24,43 +22,32 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts the server in the workspace with `extra` arguments after `serve --port 0`.
+    /// Starts the server in the workspace with `extra` arguments after `serve --port 0`. Its
+    /// runs go to the workspace's `runs/`, beside a developer's own, so they are left alone
+    /// when it stops.
     pub fn start(extra: &[&str]) -> anyhow::Result<Server> {
-        Server::start_in(&workspace_root(), extra)
+        Server::start_with(&workspace_root(), extra, true)
     }
 
     /// Starts the server with `workdir` as its working directory (its runs go to
-    /// `workdir/runs`), serving the workspace's page and configs.
+    /// `workdir/runs`, stopped with it), serving the workspace's page and configs.
     pub fn start_in(workdir: &Path, extra: &[&str]) -> anyhow::Result<Server> {
-        let root = workspace_root().canonicalize()?;
-        let mut child = Command::new(workspace_binary("scalebook")?)
-            .args(["serve", "--port", "0"])
-            // Warnings only: a line per request would drown the test output.
-            .env("RUST_LOG", "warn")
-            .arg("--static-dir")
-            .arg(root.join("static"))
-            .arg("--yaml-config")
-            .arg(root.join("config/ViT.yaml"))
-            .args(extra)
-            .current_dir(workdir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context("cannot start scalebook serve")?;
-        let stdout = child.stdout.take().context("no stdout")?;
-        let rx = watch_lines(stdout, |line| line.strip_prefix("Scalebook is ready: ").map(|url| url.trim().to_owned()));
-        let Ok(url) = rx.recv_timeout(Duration::from_secs(120)) else {
-            let _ = child.kill();
-            bail!("scalebook serve did not announce its URL within 120 s");
-        };
-        let token = url.split_once("#token=").map(|(_, token)| token.to_owned()).unwrap_or_default();
-        let host = url.trim_start_matches("http://").split('/').next().unwrap_or_default();
-        let addr = host.parse().with_context(|| format!("no address in {url}"))?;
-        Ok(Server { child, url, token, addr, workdir: workdir.to_owned() })
+        Server::start_with(workdir, extra, false)
     }
-}
 
-impl Server {
+    fn start_with(workdir: &Path, extra: &[&str], keep_runs: bool) -> anyhow::Result<Server> {
+        let root = workspace_root().canonicalize()?;
+        // Warnings only: a line per request would drown the test output.
+        let serve = Serve::new(workspace_binary("scalebook")?).env("RUST_LOG", "warn").static_dir(root.join("static"));
+        let serve = serve.args(extra).current_dir(workdir);
+        let served = match keep_runs {
+            true => serve.keep_runs().start()?,
+            false => serve.start()?,
+        };
+        let addr = served.addr().parse().with_context(|| format!("no address in {}", served.url))?;
+        Ok(Server { served, addr, workdir: workdir.to_owned() })
+    }
+
     /// The page of chapter `slug`, with the token in the fragment beside the chapter's route
     /// (`#/slug&token=...`, as a user's link to a chapter reads).
     pub fn chapter_url(&self, slug: &str) -> String {
@@ -68,9 +55,10 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl Deref for Server {
+    type Target = Served;
+
+    fn deref(&self) -> &Served {
+        &self.served
     }
 }

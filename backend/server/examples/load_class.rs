@@ -295,7 +295,7 @@ fn main() {
     let instructor = start_server(scratch, &["--class-listen", "127.0.0.1:0", "--class-dir", &class_dir, "--print-links"]);
     let link_text = instructor.class_link.clone().expect("no class link printed");
     let link = Arc::new(ClassLink::parse(&link_text).expect("a class link"));
-    let pid = instructor.child.id();
+    let pid = instructor.pid();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let progress = Arc::new(Progress::default());
     // Shown from the runtime's workers while this thread starts the follower servers.
@@ -308,7 +308,7 @@ fn main() {
     let started = Instant::now();
     let followers = start_followers(scratch, &link_text, args.followers, &progress);
     let start_time = started.elapsed();
-    let pids: Vec<u32> = followers.iter().map(|f| f.child.id()).collect();
+    let pids: Vec<u32> = followers.iter().map(|f| f.pid()).collect();
     let followers_idle: u64 = pids.iter().map(|&pid| rss_kib(pid)).sum();
 
     let bench = async {

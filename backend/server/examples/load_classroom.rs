@@ -80,7 +80,7 @@ fn main() {
     let mut overrides = tiny_data(scratch);
     overrides.push(format!("num_iters={}", args.iters));
     let server = start_server(scratch, &[]);
-    let pid = server.child.id();
+    let pid = server.pid();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let idle_rss = rss_kib(pid);

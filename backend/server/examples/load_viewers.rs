@@ -51,7 +51,7 @@ fn main() {
     let mut overrides = tiny_data(scratch);
     overrides.push(format!("num_iters={}", args.iters));
     let server = start_server(scratch, &[]);
-    let pid = server.child.id();
+    let pid = server.pid();
     let url = server.ws_url(&server.token);
     // The room watches through the viewer link, as in a class.
     let viewer_url = server.ws_url(&server.viewer_token);

@@ -6,16 +6,16 @@
 #![allow(dead_code, reason = "each benchmark uses only a part of what they share")]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::{SinkExt, StreamExt};
-use scalebook_server::executor::process;
+use scalebook_harness::Serve;
 use scalebook_shared::charts::XAxis;
 use scalebook_shared::config::data_dir_overrides;
-use scalebook_shared::protocol::{Audience, ChartView, ClientMessage, Presentation, RunHandle, RunId, RunRecord, ServerMessage};
+use scalebook_shared::protocol::{Audience, ChartView, ClientMessage, Presentation, RunId, ServerMessage};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -23,47 +23,9 @@ use tokio_tungstenite::tungstenite::Message;
 /// follower's TLS to a class listener).
 pub type Socket<S = tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> = tokio_tungstenite::WebSocketStream<S>;
 
-/// A server started for a benchmark, killed when dropped, with the runs it started: a
-/// benchmark that fails half-way leaves no trainer behind.
-pub struct Served {
-    pub child: Child,
-    /// `host:port`.
-    pub addr: String,
-    pub token: String,
-    pub viewer_token: String,
-    /// The class link it printed (with `--class-listen` and `--print-links`).
-    pub class_link: Option<String>,
-    pub runs_dir: PathBuf,
-}
-
-impl Served {
-    /// The WebSocket URL for `token`.
-    pub fn ws_url(&self, token: &str) -> String {
-        format!("ws://{}/api/ws?token={token}", self.addr)
-    }
-
-    /// The lines of run `id`'s metrics file: one point each.
-    pub fn metrics_lines(&self, id: &RunId) -> usize {
-        let metrics = self.runs_dir.join(id.as_str()).join(scalebook_shared::rundir::METRICS);
-        std::fs::read_to_string(metrics).unwrap_or_default().lines().count()
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // A run's processes are a group of their own, which outlives its server by design.
-        let records = std::fs::read_dir(&self.runs_dir).into_iter().flatten().flatten();
-        for record in records.filter_map(|entry| std::fs::read_to_string(entry.path().join("run.json")).ok()) {
-            if let Ok(RunRecord { handle: Some(RunHandle::Local { pgid, start_ticks }), .. }) = serde_json::from_str(&record)
-                && process::leader_alive(pgid, start_ticks)
-            {
-                let _ = process::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
-            }
-        }
-    }
-}
+/// A server started for a benchmark (the workspace's one harness): killed when dropped, with
+/// the runs it started, so a benchmark that fails half-way leaves no trainer behind.
+pub use scalebook_harness::Served;
 
 /// Seconds since the Unix epoch (the trainer stamps points with the same clock).
 pub fn now() -> f64 {
@@ -93,17 +55,9 @@ pub fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
-/// A built binary: examples live in `target/<profile>/examples/`.
+/// A built binary: examples live in `target/<profile>/examples/`, beside `deps/`.
 fn binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("own path");
-    let path = exe.parent().and_then(Path::parent).expect("target directory").join(name);
-    assert!(path.is_file(), "{} is not built: run `cargo build --bins` first", path.display());
-    path
-}
-
-/// The project's root.
-pub fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    scalebook_harness::workspace_binary(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Starts the server with a stub page, its runs and data in `scratch`.
@@ -113,51 +67,21 @@ pub fn start_server(scratch: &Path, extra_args: &[&str]) -> Served {
 
 /// As [`start_server`], with `env` added to the server's environment.
 pub fn start_server_with(scratch: &Path, extra_args: &[&str], env: &[(&str, &str)]) -> Served {
-    let workspace = workspace();
     let stat = scratch.join("static");
     std::fs::create_dir_all(stat.join("dist")).unwrap();
     std::fs::write(stat.join(scalebook_server::static_files::PAGE), "<!doctype html>").unwrap();
     // The data root must exist, even for a server that trains nothing.
     std::fs::create_dir_all(scratch.join("data")).unwrap();
-    let runs_dir = scratch.join("runs");
-    let mut child = Command::new(binary("scalebook"))
+    Serve::new(binary("scalebook"))
         // Warnings only: 500 viewers' connections would fill the terminal.
         .env("RUST_LOG", "warn")
         .envs(env.iter().copied())
-        .args(["serve", "--port", "0", "--static-dir"])
-        .arg(&stat)
-        .arg("--runs-dir")
-        .arg(&runs_dir)
-        .arg("--yaml-config")
-        .arg(workspace.join("config/ViT.yaml"))
-        .arg("--data-root")
-        .arg(scratch.join("data"))
+        .static_dir(stat)
+        .runs_dir(scratch.join("runs"))
+        .data_root(scratch.join("data"))
         .args(extra_args)
-        .current_dir(&workspace)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
-    let token_of = |line: &str| line.rsplit_once("#token=").map(|(_, token)| token.to_owned());
-    // The class and viewer links come before the ready line (which comes last).
-    let (mut viewer_token, mut class_link) = (None, None);
-    let url = lines
-        .find_map(|l| {
-            let line = l.ok()?;
-            if line.starts_with("Viewer link") {
-                viewer_token = token_of(&line);
-            } else if line.starts_with("Class link") {
-                class_link = line.split_whitespace().last().map(str::to_owned);
-            }
-            line.strip_prefix("Scalebook is ready: http://").map(str::to_owned)
-        })
-        .expect("no URL");
-    // Keep draining the server's output so it never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    let (addr, token) = url.split_once("/#token=").expect("a token URL");
-    let viewer_token = viewer_token.expect("no viewer link");
-    Served { child, addr: addr.to_owned(), token: token.to_owned(), viewer_token, class_link, runs_dir }
+        .start()
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The tiny synthetic dataset the tests use (40 x 80 grid, one year), as launch overrides.

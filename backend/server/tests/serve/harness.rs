@@ -1,27 +1,27 @@
-//! Real `scalebook serve` processes on free ports (or Unix sockets), a WebSocket client speaking
-//! the protocol, a bare HTTP client, and the trainer's tiny test dataset.
+//! Real `scalebook serve` processes on free ports (or Unix sockets), started by the workspace's
+//! one harness (`scalebook-harness`) with a throw-away page, a WebSocket client speaking the
+//! protocol, a bare HTTP client, and the trainer's tiny test dataset.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use scalebook_server::executor::process;
+use scalebook_harness::{Serve, Served};
 use scalebook_shared::config::data_dir_overrides;
 use scalebook_shared::metrics::MetricPoint;
-use scalebook_shared::protocol::{ClientMessage, RunHandle, RunId, RunRecord, RunState, SeqPoint, ServerMessage, ServerReply};
+use scalebook_shared::protocol::{ClientMessage, RunId, RunRecord, RunState, SeqPoint, ServerMessage, ServerReply};
 use scalebook_shared::rundir;
 use tempfile::TempDir;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-pub fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+pub use scalebook_harness::workspace;
 
 /// A fresh directory under the target directory, removed when dropped.
 pub fn temp_dir(name: &str) -> TempDir {
@@ -70,27 +70,28 @@ pub fn write_stub_page(static_dir: &Path) {
     std::fs::write(static_dir.join(scalebook_server::static_files::PAGE), "<!doctype html><title>Scalebook</title>").unwrap();
 }
 
+/// `scalebook serve` as these tests start it in `dir`: its page from `dir/static`, its runs in
+/// `dir/runs` unless `args` name others, the tests' datasets readable, and `args`.
+pub fn serve_in(dir: &Path, args: &[&str]) -> Serve {
+    Serve::new(env!("CARGO_BIN_EXE_scalebook"))
+        .static_dir(dir.join("static"))
+        .runs_dir(dir.join("runs"))
+        // Where the tests' datasets live (see `tiny_data`): a directory runs may read.
+        .data_root(env!("CARGO_TARGET_TMPDIR"))
+        .args(args)
+}
+
+/// A server of the harness's (its URL, tokens, links and runs directory through `Deref`) with a
+/// throw-away page and a log a test can read. Dropped, it stops, and stops the runs it left.
 pub struct Server {
-    child: Child,
-    /// What the server printed after `Scalebook is ready: `.
-    pub url: String,
-    /// `http://127.0.0.1:PORT` (empty on a Unix socket).
-    pub origin: String,
-    pub token: String,
-    /// The viewer link the server printed, and its token (empty on a Unix socket).
-    pub viewer_url: String,
-    pub viewer_token: String,
-    /// The class link it printed (with `--class-listen`).
-    pub class_link: Option<String>,
-    pub runs_dir: PathBuf,
+    /// First, so that the server stops (printing its log if a test failed) before its
+    /// directory goes.
+    served: Served,
     /// What the server serves as static files (a stub page; tests may add files).
     pub static_dir: PathBuf,
     /// Its stderr: warnings and the request log.
     pub log: PathBuf,
-    /// Stop the runs still training when the server is dropped (a failed test leaves no
-    /// trainer behind); off when the test kills the server to let its runs go on.
-    stop_runs: bool,
-    /// Holds the static files and (unless given) the runs; removed on drop.
+    /// Holds the static files, the log and (unless given) the runs; removed on drop.
     _dir: TempDir,
 }
 
@@ -106,67 +107,15 @@ impl Server {
         let dir = temp_dir(name);
         let static_dir = dir.path().join("static");
         write_stub_page(&static_dir);
-        let runs_dir = match args.iter().position(|a| *a == "--runs-dir") {
-            Some(i) => PathBuf::from(args[i + 1]),
-            None => dir.path().join("runs"),
-        };
-        let mut command = Command::new(env!("CARGO_BIN_EXE_scalebook"));
-        command.arg("serve").arg("--static-dir").arg(&static_dir);
-        if !args.contains(&"--yaml-config") {
-            command.arg("--yaml-config").arg(workspace().join("config/ViT.yaml"));
-        }
-        if !args.contains(&"--runs-dir") {
-            command.arg("--runs-dir").arg(&runs_dir);
-        }
-        // Where the tests' datasets live (see `tiny_data`): a directory runs may read.
-        command.arg("--data-root").arg(env!("CARGO_TARGET_TMPDIR"));
-        if !args.contains(&"--unix-socket") {
-            command.args(["--port", "0"]);
-        }
-        // The links with their tokens, for the test to read (stdout is a pipe here).
-        command.arg("--print-links");
-        // From the project root, as users run it; also the trainers' working directory, which
-        // must outlive a server a test kills.
-        // The server's log (stderr) goes to a file a test can read; a failing test prints it.
         let log = dir.path().join("server.log");
-        let stderr = std::fs::File::create(&log).unwrap();
-        let mut child =
-            command.args(args).envs(env.iter().copied()).current_dir(workspace()).stdout(Stdio::piped()).stderr(stderr).spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            // The class and viewer links come before the ready line (which comes last).
-            let (mut viewer_url, mut class_link) = (None, None);
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.starts_with("Viewer link") {
-                    viewer_url = line.split_whitespace().last().map(str::to_owned);
-                } else if line.starts_with("Class link") {
-                    class_link = line.split_whitespace().last().map(str::to_owned);
-                } else if let Some(url) = line.strip_prefix("Scalebook is ready: ") {
-                    let _ = tx.send((url.to_owned(), viewer_url.take(), class_link.take()));
-                }
-            }
-        });
-        let (url, viewer_url, class_link) = rx.recv_timeout(Duration::from_secs(120)).expect("the server did not announce its URL");
-        let token_of = |url: &str| url.split_once("#token=").map(|(_, t)| t.to_owned()).unwrap_or_default();
-        let token = token_of(&url);
-        let viewer_url = viewer_url.unwrap_or_default();
-        let viewer_token = token_of(&viewer_url);
-        let origin = url.strip_prefix("http://").map(|rest| format!("http://{}", rest.split('/').next().unwrap())).unwrap_or_default();
-        Server { child, url, origin, token, viewer_url, viewer_token, class_link, runs_dir, static_dir, log, stop_runs: true, _dir: dir }
-    }
-
-    /// `host:port`.
-    pub fn addr(&self) -> &str {
-        self.origin.trim_start_matches("http://")
+        let served = serve_in(dir.path(), args).envs(env.iter().copied()).log_to(&log).start().unwrap_or_else(|e| panic!("{e}"));
+        Server { served, static_dir, log, _dir: dir }
     }
 
     /// Kills the server outright (no graceful shutdown), as a crash or `kill -9` would; its
     /// runs go on.
-    pub fn kill(mut self) {
-        self.stop_runs = false;
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
+    pub fn kill(self) {
+        self.served.kill().unwrap();
     }
 
     pub async fn connect(&self) -> Client {
@@ -179,7 +128,7 @@ impl Server {
     }
 
     async fn connect_with(&self, token: &str) -> Client {
-        Client::connect(&format!("ws://{}/api/ws?token={token}", self.addr())).await.unwrap()
+        Client::connect(&self.ws_url(token)).await.unwrap()
     }
 
     /// GET `path` with the token as a bearer header.
@@ -188,13 +137,19 @@ impl Server {
     }
 }
 
+impl Deref for Server {
+    type Target = Served;
+
+    fn deref(&self) -> &Served {
+        &self.served
+    }
+}
+
 impl Server {
-    /// Polls the API until run `id`'s record satisfies `pick` (messages that said so may
-    /// have gone by before the test listened).
     /// Waits until run `id`'s record as the server wrote it (with what clients are not told,
     /// such as a local run's process group) gives what `pick` wants.
     pub async fn wait_on_disk<T>(&self, id: &RunId, mut pick: impl FnMut(&RunRecord) -> Option<T>) -> T {
-        let path = self.runs_dir.join(id.as_str()).join("run.json");
+        let path = self.run_dir(id).join(rundir::RECORD);
         let deadline = Instant::now() + Duration::from_secs(240);
         loop {
             let record = std::fs::read_to_string(&path).ok().and_then(|text| serde_json::from_str::<RunRecord>(&text).ok());
@@ -206,6 +161,8 @@ impl Server {
         }
     }
 
+    /// Polls the API until run `id`'s record satisfies `pick` (messages that said so may
+    /// have gone by before the test listened).
     pub async fn wait_for<T>(&self, id: &RunId, mut pick: impl FnMut(&RunRecord) -> Option<T>) -> T {
         let deadline = Instant::now() + Duration::from_secs(240);
         loop {
@@ -215,27 +172,6 @@ impl Server {
             }
             assert!(Instant::now() < deadline, "run {id} never got there: {record:?}");
             tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("--- the server's log:\n{}", std::fs::read_to_string(&self.log).unwrap_or_default());
-        }
-        if !self.stop_runs {
-            return;
-        }
-        let records = std::fs::read_dir(&self.runs_dir).into_iter().flatten().flatten();
-        for record in records.filter_map(|entry| std::fs::read_to_string(entry.path().join("run.json")).ok()) {
-            if let Ok(RunRecord { handle: Some(RunHandle::Local { pgid, start_ticks }), .. }) = serde_json::from_str(&record)
-                && process::leader_alive(pgid, start_ticks)
-            {
-                let _ = process::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
-            }
         }
     }
 }

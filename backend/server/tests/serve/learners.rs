@@ -2,7 +2,7 @@
 //! launches learner configs on this machine, at most N at once, cancels only their own runs,
 //! keeps them across a reconnection by their key, and the room's runs take turns in the queue.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use scalebook_shared::protocol::{
@@ -10,7 +10,7 @@ use scalebook_shared::protocol::{
     ServerInfo, ServerMessage,
 };
 
-use crate::harness::{Client, Server, temp_dir, tiny_overrides, workspace, write_stub_page};
+use crate::harness::{Client, Server, serve_in, temp_dir, tiny_overrides, write_stub_page};
 use crate::roles::refusal;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -95,18 +95,8 @@ async fn without_viewer_runs_a_learner_launches_nothing() {
 fn an_unknown_learner_config_stops_the_server_naming_the_flag() {
     let dir = temp_dir("learners-typo");
     write_stub_page(&dir.path().join("static"));
-    let output = Command::new(env!("CARGO_BIN_EXE_scalebook"))
-        .args(["serve", "--port", "0", "--viewer-runs", "2", "--learner-config", "cpu_tiny", "--learner-config", "cpu_tinny"])
-        .arg("--static-dir")
-        .arg(dir.path().join("static"))
-        .arg("--runs-dir")
-        .arg(dir.path().join("runs"))
-        .arg("--yaml-config")
-        .arg(workspace().join("config/ViT.yaml"))
-        .current_dir(workspace())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let args = ["--viewer-runs", "2", "--learner-config", "cpu_tiny", "--learner-config", "cpu_tinny"];
+    let output = serve_in(dir.path(), &args).command().stdin(Stdio::null()).output().unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--learner-config cpu_tinny: the config file has no such config"), "{stderr}");

@@ -4,7 +4,7 @@
 //! answers. The run tests need the trainer built beside the server (`cargo build --bins`).
 
 mod cluster;
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports, reason = "the serve tests' harness, of which these tests use a part")]
 #[path = "../serve/harness.rs"]
 mod harness;
 mod runs;
