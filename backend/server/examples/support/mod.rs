@@ -15,7 +15,7 @@ use futures_util::{SinkExt, StreamExt};
 use scalebook_harness::Serve;
 use scalebook_shared::charts::XAxis;
 use scalebook_shared::config::data_dir_overrides;
-use scalebook_shared::protocol::{Audience, ChartView, ClientMessage, Presentation, RunId, ServerMessage};
+use scalebook_shared::protocol::{ChartView, ClientMessage, Presentation, RunId, ServerMessage};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -254,11 +254,12 @@ pub fn place(k: usize, run: &RunId) -> Presentation {
 /// follow; how long that took.
 pub async fn until_all_follow(instructor: &mut Socket, viewers: usize) -> Duration {
     let started = Instant::now();
-    let all = Audience { viewers: viewers as u32, followers: 0, following: viewers as u32 };
+    // Pages and learners' servers alike count as following (viewer pages in `viewers`,
+    // learners' servers in `followers`): the head count that matters is `following`.
     while let Some(Ok(message)) = instructor.next().await {
         if let Message::Text(text) = message
             && let Ok(ServerMessage::Audience(audience)) = serde_json::from_str(text.as_str())
-            && audience == all
+            && audience.following as usize == viewers
         {
             return started.elapsed();
         }
