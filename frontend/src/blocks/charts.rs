@@ -8,133 +8,23 @@
 use std::collections::HashSet;
 
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 use scalebook_shared::charts::{CsvSeries, MAX_SMOOTHING, XAxis, format_clock, format_duration, format_number, to_csv};
-use wasm_bindgen_futures::JsFuture;
 
 use super::ChartSpec;
-use super::chart_drawing::{BOTTOM, Drawing, HEIGHT, LEFT, Overlay, RIGHT, Settings, Source, TOP, WIDTH, plot_width};
-use crate::classroom::{ChartControls, Classroom};
+use super::chart_drawing::{BOTTOM, Drawing, HEIGHT, LEFT, RIGHT, Settings, Source, TOP, WIDTH, plot_width};
+use super::charts_state::ChartsState;
+use crate::classroom::ChartControls;
 use crate::download;
 use crate::ids::unique_id;
-use crate::library::{Library, Ready};
-use crate::runs::{Runs, start_wall};
-
-/// Run colours, in charting order: Okabe and Ito's colour-blind-safe set, strongest first.
-const RUN_COLOURS: [&str; 7] = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"];
-const BASELINE_COLOUR: &str = "#6B6B6B";
-const BASELINE_KEY: &str = "baseline";
-/// Charts added for a dropped file none of whose tags the block shows: its first tags.
-const TAGS_ADDED_FOR_A_FILE: usize = 4;
 
 #[component]
 pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
-    let runs = expect_context::<Runs>();
-    let library = expect_context::<Library>();
-    // The axis and smoothing are the page's: every chart block shows the same, so one
-    // presentation carries them. The chapter's first chart block starts them from its spec.
-    let own = ChartControls { axis: spec.axis, smoothing: spec.smoothing };
-    let controls = use_context::<Classroom>().map_or_else(|| RwSignal::new(None), |classroom| classroom.charts);
-    if controls.get_untracked().is_none() {
-        controls.set(Some(own));
-    }
-    let shown = move || controls.get().unwrap_or(own);
-    let change = move |edit: &dyn Fn(&mut ChartControls)| controls.update(|c| edit(c.get_or_insert(own)));
-    let log = RwSignal::new(spec.log);
-    let baseline = RwSignal::new(spec.baseline);
-    let hidden = RwSignal::new(HashSet::<String>::new());
-    let tags = RwSignal::new(spec.tags);
-    let overlays = RwSignal::new(Vec::<Overlay>::new());
-    let refused = RwSignal::new(Vec::<String>::new());
-    let dragging = RwSignal::new(false);
-
-    let sources = Memo::new(move |_| {
-        let mut out: Vec<Source> = runs
-            .charted
-            .get()
-            .iter()
-            .enumerate()
-            .filter_map(|(i, id)| {
-                let series = runs.stream(id)?.series.get();
-                let config = runs.record(id).map(|r| format!(" ({})", r.config)).unwrap_or_default();
-                Some(Source {
-                    key: id.to_string(),
-                    label: format!("{id}{config}"),
-                    colour: RUN_COLOURS[i % RUN_COLOURS.len()],
-                    dashed: false,
-                    start_wall: start_wall(&series).unwrap_or(0.0),
-                    has_wall_time: true,
-                    series,
-                })
-            })
-            .collect();
-        let first_colour = out.len();
-        out.extend(overlays.get().into_iter().enumerate().map(|(i, overlay)| Source {
-            key: overlay.key(),
-            label: overlay.name,
-            colour: RUN_COLOURS[(first_colour + i) % RUN_COLOURS.len()],
-            dashed: false,
-            start_wall: start_wall(&overlay.series).unwrap_or(0.0),
-            has_wall_time: true,
-            series: overlay.series,
-        }));
-        if baseline.get()
-            && let Some(series) = library.baseline.ready()
-        {
-            out.push(Source {
-                key: BASELINE_KEY.into(),
-                label: "tutorial baseline (base, 1 A100, 22 h)".into(),
-                colour: BASELINE_COLOUR,
-                dashed: true,
-                start_wall: 0.0,
-                has_wall_time: false,
-                series: (*series).clone(),
-            });
-        }
-        out
-    });
-    let visible =
-        Memo::new(move |_| sources.with(|all| hidden.with(|h| all.iter().filter(|s| !h.contains(&s.key)).cloned().collect::<Vec<_>>())));
-    let settings = Memo::new(move |_| Settings {
-        axis: shown().axis,
-        smoothing: shown().smoothing,
-        log: log.get(),
-        utc_offset_minutes: -(js_sys::Date::new_0().get_timezone_offset() as i32),
-    });
-    let available = move || {
-        let shown = tags.get();
-        let mut all: Vec<String> = sources.with(|s| s.iter().flat_map(|s| s.series.iter().map(|x| x.tag.clone())).collect());
-        all.sort();
-        all.dedup();
-        all.retain(|t| !shown.contains(t));
-        all
-    };
-
-    let on_drop = move |ev: web_sys::DragEvent| {
-        ev.prevent_default();
-        dragging.set(false);
-        let Some(files) = ev.data_transfer().and_then(|transfer| transfer.files()) else { return };
-        refused.set(Vec::new());
-        for file in (0..files.length()).filter_map(|i| files.get(i)) {
-            spawn_local(async move {
-                match read_dropped(&file).await {
-                    Ok(overlay) => {
-                        tags.update(|shown| {
-                            if !overlay.series.iter().any(|s| shown.contains(&s.tag)) {
-                                shown.extend(overlay.series.iter().take(TAGS_ADDED_FOR_A_FILE).map(|s| s.tag.clone()));
-                            }
-                        });
-                        // A file dropped again replaces its earlier copy.
-                        overlays.update(|all| {
-                            all.retain(|o| o.name != overlay.name);
-                            all.push(overlay);
-                        });
-                    }
-                    Err(message) => refused.update(|all| all.push(message)),
-                }
-            });
-        }
-    };
+    let state = ChartsState::new(spec);
+    let ChartsState { runs, log, baseline, hidden, tags, overlays, refused, dragging, sources, visible, settings, .. } = state;
+    let shown = move || state.shown();
+    let change = move |edit: &dyn Fn(&mut ChartControls)| state.change(edit);
+    let available = move || state.available();
+    let on_drop = move |ev: web_sys::DragEvent| state.drop_files(ev);
 
     let axis_id = unique_id("axis");
     let smooth_id = unique_id("smoothing");
@@ -185,13 +75,6 @@ pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
             </div>
         </section>
     }
-}
-
-/// A dropped file's scalars, or the message the block shows for it.
-async fn read_dropped(file: &web_sys::File) -> Result<Overlay, String> {
-    let name = file.name();
-    let bytes = JsFuture::from(file.array_buffer()).await.map_err(|_| format!("{name}: the browser cannot read this file"))?;
-    Overlay::read(&name, &js_sys::Uint8Array::new(&bytes).to_vec())
 }
 
 /// One toggle per run (and the baseline, and each dropped file): click to hide or show it on
@@ -362,6 +245,8 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
+    use crate::library::Library;
+    use crate::runs::Runs;
     use crate::testing::{Mounted, mount, settle};
 
     const BASELINE: &[u8] = include_bytes!("../../../static/reference/baseline-base-1gpu.tfevents");

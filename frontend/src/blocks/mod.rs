@@ -1,6 +1,7 @@
 //! The interactive blocks a chapter places in its text.
 
 mod charts;
+mod charts_state;
 mod code;
 mod config_editor;
 mod data_block;
@@ -14,6 +15,7 @@ mod figures;
 mod layout_state;
 mod maps_block;
 mod maps_legend;
+mod maps_state;
 mod picture_view;
 mod published;
 mod quiz;
@@ -23,8 +25,10 @@ mod run_state;
 mod run_status;
 mod slurm_fields;
 mod sweep;
+mod sweep_state;
 mod timeline;
 mod timeline_ops;
+mod timeline_state;
 mod timeline_view;
 
 pub use scalebook_page::blocks::{

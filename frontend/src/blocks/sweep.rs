@@ -4,127 +4,27 @@
 //! chapters are sweeps. The block remembers its runs across reloads.
 
 use leptos::prelude::*;
-use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, RunId, RunState};
+use scalebook_shared::protocol::RunId;
 use scalebook_shared::sweep::Variant;
 
-use super::run_status::{ViewerNote, remember, remembered};
+use super::run_status::ViewerNote;
 use super::sweep_model::{
-    BAR_HEIGHT, CURVES_HEIGHT, CURVES_MARGIN, LABEL_WIDTH, Measure, WIDTH, bars, bars_height, curves, efficiencies, loss_curve, throughput,
+    BAR_HEIGHT, CURVES_HEIGHT, CURVES_MARGIN, LABEL_WIDTH, Measure, Progress, WIDTH, bars, bars_height, curves, efficiencies, labels,
+    loss_curve,
 };
+use super::sweep_state::SweepState;
 use crate::ids::unique_id;
-use crate::library::{Library, Ready};
-use crate::net::ws::ConnectionState;
-use crate::runs::{Answer, Runs};
-
-/// Where the sweep stands.
-#[derive(Debug, Clone, PartialEq)]
-enum Progress {
-    Idle,
-    /// Waiting for the server to accept variant `index`'s launch.
-    Launching {
-        index: usize,
-        ticket: u64,
-    },
-    /// Variant `index` is running.
-    Running(usize),
-    Stopped(String),
-}
-
-impl Progress {
-    /// The state's name, for the page's `data-progress` (what a test or a style can match).
-    fn name(&self) -> &'static str {
-        match self {
-            Progress::Idle => "idle",
-            Progress::Launching { .. } => "launching",
-            Progress::Running(_) => "running",
-            Progress::Stopped(_) => "stopped",
-        }
-    }
-}
+use crate::library::Ready;
+use crate::runs::Runs;
 
 #[component]
 pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> impl IntoView {
-    let runs = expect_context::<Runs>();
-    let library = expect_context::<Library>();
-    let chosen = RwSignal::new(config.clone());
-    let memory = format!("scalebook-sweep:{}:{config}:{}", window().location().hash().unwrap_or_default(), labels(&variants).join("/"));
-    let key = move |i: usize| format!("{memory}:{i}");
-    let ids = RwSignal::new((0..variants.len()).map(|i| remembered(&key(i))).collect::<Vec<_>>());
-    for id in ids.get_untracked().iter().flatten() {
-        runs.watch(id);
-    }
-    let progress = RwSignal::new(Progress::Idle);
-    let variants = StoredValue::new(variants);
-
-    let launch = move |index: usize| {
-        let Some(variant) = variants.with_value(|v| v.get(index).cloned()) else {
-            progress.set(Progress::Idle);
-            return;
-        };
-        let request = LaunchRequest {
-            config: chosen.get_untracked(),
-            overrides: variant.overrides,
-            dp: variant.dp,
-            executor: ExecutorSpec::Local,
-            seed: None,
-        };
-        match runs.launch(request) {
-            Ok(ticket) => progress.set(Progress::Launching { index, ticket }),
-            Err(message) => progress.set(Progress::Stopped(message)),
-        }
-    };
-    // The launch answered: watch the run, or stop and say why the server refused it.
-    Effect::new(move |_| {
-        let Progress::Launching { index, ticket } = progress.get() else { return };
-        let Some(answer) = runs.answer(ticket) else { return };
-        match answer {
-            Answer::Launched(id) => {
-                runs.watch(&id);
-                remember(&key(index), &id);
-                ids.update(|ids| ids[index] = Some(id));
-                progress.set(Progress::Running(index));
-            }
-            Answer::Refused(report) => {
-                let label = variants.with_value(|v| v[index].label.clone());
-                let problems: Vec<String> = report.problems.0.iter().map(ToString::to_string).collect();
-                progress.set(Progress::Stopped(format!("“{label}” was refused: {} {}", report.message, problems.join("; "))));
-            }
-            Answer::Script(_) => {}
-        }
-    });
-    // A run ended: the next variant starts, or the sweep stops at a run that did not complete.
-    Effect::new(move |_| {
-        let Progress::Running(index) = progress.get() else { return };
-        let Some(state) = ids.with(|ids| ids[index].clone()).and_then(|id| runs.record(&id)).map(|r| r.state()) else { return };
-        match state {
-            RunState::Completed => launch(index + 1),
-            s if s.is_final() => {
-                let label = variants.with_value(|v| v[index].label.clone());
-                progress.set(Progress::Stopped(format!("“{label}” ended {s:?}; see its log in the run list")));
-            }
-            _ => {}
-        }
-    });
-
-    let values = Memo::new(move |_| {
-        let ids = ids.get();
-        let streams = ids.iter().map(|id| id.as_ref().and_then(|id| runs.stream(id)));
-        streams.map(|s| s.and_then(|s| s.series.with(|series| throughput(series)))).collect::<Vec<_>>()
-    });
-    let busy = move || matches!(progress.get(), Progress::Launching { .. } | Progress::Running(_));
-    let blocked = move || busy() || runs.connection.get() != ConnectionState::Open;
-    let start = move |_| {
-        ids.update(|ids| ids.iter_mut().for_each(|id| *id = None));
-        launch(0);
-    };
-    let status = move || match progress.get() {
-        Progress::Idle if values.with(|v| v.iter().all(Option::is_some)) => "All variants ran.".to_owned(),
-        Progress::Idle => "Runs each variant here, one after another.".to_owned(),
-        Progress::Launching { index, .. } | Progress::Running(index) => {
-            format!("Running {} of {}: {}", index + 1, variants.with_value(Vec::len), variants.with_value(|v| v[index].label.clone()))
-        }
-        Progress::Stopped(why) => why,
-    };
+    let state = SweepState::new(config, variants);
+    let SweepState { runs, library, chosen, ids, progress, variants, values, .. } = state;
+    let busy = move || state.busy();
+    let blocked = move || state.blocked();
+    let start = move |_| state.start();
+    let status = move || state.status();
 
     let config_id = unique_id("sweep-config");
     view! {
@@ -167,10 +67,6 @@ pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> i
             }}
         </section>
     }
-}
-
-fn labels(variants: &[Variant]) -> Vec<String> {
-    variants.iter().map(|v| v.label.clone()).collect()
 }
 
 #[component]

@@ -7,94 +7,30 @@
 use std::sync::Arc;
 
 use leptos::prelude::*;
-use scalebook_shared::profile::trace::{Bar, LaneKind, Timeline, Window, bars, format_micros};
+use scalebook_shared::profile::trace::{LaneKind, Timeline};
 
-use super::timeline_drawing::{
-    AXIS_HEIGHT, BAR_HEIGHT, LABEL_WIDTH, LEGEND, LanePicture, Layout, WIDTH, describe_at, fit, fraction_at, picture, plot_pixels,
-    plot_width, ticks, window_of_bar_at,
-};
+use super::timeline_drawing::{AXIS_HEIGHT, BAR_HEIGHT, LABEL_WIDTH, LEGEND, LanePicture, WIDTH, fit, plot_width, ticks};
+use super::timeline_state::TimelineState;
 
 /// How much one button press zooms or pans.
 const ZOOM_STEP: f64 = 2.0;
 const PAN_STEP: f64 = 0.25;
-/// How much a wheel notch (100 units of `deltaY`) zooms.
-const WHEEL_ZOOM: f64 = 1.25;
 /// Lane labels sit under their rank's heading, a little indented.
 const LABEL_INDENT: f64 = 14.0;
 
 #[component]
 pub fn TimelineView(timeline: Arc<Timeline>) -> impl IntoView {
-    let bounds = timeline.bounds();
-    let layout = Arc::new(Layout::new(&timeline));
-    let height = layout.height;
-    let window = RwSignal::new(bounds);
-    let hover = RwSignal::new(None::<String>);
-    // Where a drag began: the pointer's x (SVG units) and the window then.
-    let drag = StoredValue::new(None::<(f64, Window)>);
-    let drawn: Memo<Arc<Vec<Bar>>> = {
-        let timeline = timeline.clone();
-        Memo::new(move |_| Arc::new(bars(&timeline, window.get(), plot_pixels())))
-    };
-    let lanes: Memo<Vec<LanePicture>> = {
-        let (timeline, layout) = (timeline.clone(), layout.clone());
-        Memo::new(move |_| drawn.with(|d| picture(&timeline, &layout, window.get(), d)))
-    };
-    let svg = NodeRef::<leptos::svg::Svg>::new();
-    let to_svg = move |client_x: i32, client_y: i32| {
-        let rect = svg.get()?.get_bounding_client_rect();
-        let x = (f64::from(client_x) - rect.left()) * WIDTH / rect.width().max(1.0);
-        let y = (f64::from(client_y) - rect.top()) * height / rect.height().max(1.0);
-        Some((x, y))
-    };
-    let zoom = move |factor: f64, anchor: f64| window.update(|w| *w = w.zoom(factor, anchor, bounds));
-    let pan = move |fraction: f64| window.update(|w| *w = w.pan(fraction, bounds));
-
-    let on_move = {
-        let (timeline, layout) = (timeline.clone(), layout.clone());
-        move |ev: leptos::ev::PointerEvent| {
-            let Some((x, y)) = to_svg(ev.client_x(), ev.client_y()) else { return };
-            if let Some((x0, start)) = drag.get_value() {
-                window.set(start.pan((x0 - x) / plot_width(), bounds));
-                return;
-            }
-            hover.set(drawn.with(|d| describe_at(&timeline, &layout, window.get_untracked(), d, x, y)));
-        }
-    };
-    let on_down = move |ev: leptos::ev::PointerEvent| {
-        let Some((x, _)) = to_svg(ev.client_x(), ev.client_y()) else { return };
-        if x >= LABEL_WIDTH {
-            drag.set_value(Some((x, window.get_untracked())));
-            if let Some(svg) = svg.get() {
-                let _ = svg.set_pointer_capture(ev.pointer_id());
-            }
-        }
-    };
-    let on_wheel = move |ev: leptos::ev::WheelEvent| {
-        let Some((x, _)) = to_svg(ev.client_x(), ev.client_y()) else { return };
-        if x < LABEL_WIDTH {
-            return;
-        }
-        ev.prevent_default();
-        zoom(WHEEL_ZOOM.powf(ev.delta_y() / 100.0), fraction_at(x));
-    };
-    let on_double_click = {
-        let layout = layout.clone();
-        move |ev: leptos::ev::MouseEvent| {
-            let Some((x, y)) = to_svg(ev.client_x(), ev.client_y()) else { return };
-            if let Some(w) = drawn.with(|d| window_of_bar_at(&layout, window.get_untracked(), d, x, y)) {
-                window.set(w.inside(bounds));
-            }
-        }
-    };
-    let shown = move || {
-        let w = window.get();
-        format!("{} to {} of {}", format_micros(w.start), format_micros(w.end), format_micros(bounds.end))
-    };
-    let headings = layout
-        .headings
-        .iter()
-        .map(|(rank, y)| view! { <text class="rank-heading" x="4" y=*y>{format!("rank {rank}")}</text> })
-        .collect_view();
+    let state = TimelineState::new(timeline);
+    let TimelineState { bounds, height, window, hover, drag, lanes, svg, .. } = state;
+    let zoom = move |factor: f64, anchor: f64| state.zoom(factor, anchor);
+    let pan = move |fraction: f64| state.pan(fraction);
+    let headings = state.layout.with_value(|layout| {
+        layout
+            .headings
+            .iter()
+            .map(|(rank, y)| view! { <text class="rank-heading" x="4" y=*y>{format!("rank {rank}")}</text> })
+            .collect_view()
+    });
 
     view! {
         <div class="toolbar timeline-controls">
@@ -103,7 +39,7 @@ pub fn TimelineView(timeline: Arc<Timeline>) -> impl IntoView {
             <button type="button" class="pan-left" aria-label="Earlier" on:click=move |_| pan(-PAN_STEP)>"←"</button>
             <button type="button" class="pan-right" aria-label="Later" on:click=move |_| pan(PAN_STEP)>"→"</button>
             <button type="button" class="whole" on:click=move |_| window.set(bounds)>"whole trace"</button>
-            <span class="muted shown">{shown}</span>
+            <span class="muted shown">{move || state.shown()}</span>
         </div>
         <ul class="legend timeline-legend">
             {LEGEND.iter().map(|(class, name)| view! {
@@ -113,13 +49,13 @@ pub fn TimelineView(timeline: Arc<Timeline>) -> impl IntoView {
         <svg node_ref=svg class="timeline-svg" xmlns="http://www.w3.org/2000/svg" viewBox=format!("0 0 {WIDTH} {height}") role="img"
             aria-label="Step timeline: one lane per rank and thread, ranges on top"
             font-family="sans-serif" font-size="10"
-            on:pointermove=on_move
-            on:pointerdown=on_down
+            on:pointermove=move |ev| state.on_move(ev)
+            on:pointerdown=move |ev| state.on_down(ev)
             on:pointerup=move |_| drag.set_value(None)
             on:pointercancel=move |_| drag.set_value(None)
             on:pointerleave=move |_| hover.set(None)
-            on:wheel=on_wheel
-            on:dblclick=on_double_click>
+            on:wheel=move |ev| state.on_wheel(ev)
+            on:dblclick=move |ev| state.on_double_click(ev)>
             {move || ticks(window.get()).into_iter().map(|(x, label)| view! {
                 <line class="tick" x1=x x2=x y1=AXIS_HEIGHT - 4.0 y2=height />
                 <text class="tick" x=x y=AXIS_HEIGHT - 8.0 text-anchor="middle">{label}</text>

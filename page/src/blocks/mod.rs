@@ -2,9 +2,11 @@
 //! components edit and draw, and the geometry of their pictures.
 
 pub mod chart_drawing;
+pub mod charts_model;
 pub mod config_model;
 pub mod figures;
 pub mod grid_geometry;
+pub mod maps_model;
 pub mod picture;
 pub mod published_chart;
 pub mod run_model;

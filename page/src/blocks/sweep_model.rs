@@ -1,9 +1,13 @@
-//! What a sweep block draws, without the page: the number each finished run contributes, and
+//! What a sweep block decides and draws, without the page: where the sweep stands and what
+//! each answer and each run's end does to it, the number each finished run contributes, and
 //! the bars and curves that draw them (the variants themselves are `shared::sweep`'s).
 
 use scalebook_shared::charts::{Scale, format_tick, linear_ticks};
 use scalebook_shared::metrics::tags;
-use scalebook_shared::protocol::Series;
+use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, RunId, RunState, Series};
+use scalebook_shared::sweep::Variant;
+
+use crate::requests::Answer;
 
 /// What the block draws once its runs are done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +30,112 @@ impl Measure {
             "loss" => Ok(Measure::Loss),
             other => Err(format!("measure `{other}` is not one of {}", Measure::NAMES)),
         }
+    }
+}
+
+/// Where the sweep stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    Idle,
+    /// Waiting for the server to accept variant `index`'s launch.
+    Launching {
+        index: usize,
+        ticket: u64,
+    },
+    /// Variant `index` is running.
+    Running(usize),
+    Stopped(String),
+}
+
+impl Progress {
+    /// The state's name, for the page's `data-progress` (what a test or a style can match).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Progress::Idle => "idle",
+            Progress::Launching { .. } => "launching",
+            Progress::Running(_) => "running",
+            Progress::Stopped(_) => "stopped",
+        }
+    }
+
+    /// Whether a variant is on its way: the sweep may not start again, nor its config change.
+    pub fn busy(&self) -> bool {
+        matches!(self, Progress::Launching { .. } | Progress::Running(_))
+    }
+
+    /// The line beside "Run all": which variant runs, why the sweep stopped, or (idle) whether
+    /// every variant has a result (`all_ran`).
+    pub fn status(&self, variants: &[Variant], all_ran: bool) -> String {
+        match self {
+            Progress::Idle if all_ran => "All variants ran.".to_owned(),
+            Progress::Idle => "Runs each variant here, one after another.".to_owned(),
+            Progress::Launching { index, .. } | Progress::Running(index) => {
+                format!("Running {} of {}: {}", index + 1, variants.len(), label(variants, *index))
+            }
+            Progress::Stopped(why) => why.clone(),
+        }
+    }
+}
+
+/// The variants' labels, in order.
+pub fn labels(variants: &[Variant]) -> Vec<String> {
+    variants.iter().map(|v| v.label.clone()).collect()
+}
+
+fn label(variants: &[Variant], index: usize) -> &str {
+    variants.get(index).map_or("", |v| v.label.as_str())
+}
+
+/// Where the block remembers its runs across reloads (each variant's under this key with
+/// `:index` after it): one memory per chapter (the page's `hash`), config and set of variants,
+/// so an edited sweep does not show another sweep's runs.
+pub fn memory_key(hash: &str, config: &str, variants: &[Variant]) -> String {
+    format!("scalebook-sweep:{hash}:{config}:{}", labels(variants).join("/"))
+}
+
+/// The launch of a variant: the sweep's config with the variant's changes, on this machine.
+pub fn request(config: String, variant: Variant) -> LaunchRequest {
+    LaunchRequest { config, overrides: variant.overrides, dp: variant.dp, executor: ExecutorSpec::Local, seed: None }
+}
+
+/// What the server's answer to variant `index`'s launch does to the sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Launched {
+    /// Launched: watch this run until it ends.
+    Run(RunId),
+    /// Refused: the sweep stops, saying why.
+    Stop(String),
+    /// A batch script (never asked for by a sweep): nothing.
+    Nothing,
+}
+
+/// What `answer` to variant `index`'s launch does.
+pub fn launched(variants: &[Variant], index: usize, answer: Answer) -> Launched {
+    match answer {
+        Answer::Launched(id) => Launched::Run(id),
+        Answer::Refused(report) => {
+            let problems: Vec<String> = report.problems.0.iter().map(ToString::to_string).collect();
+            Launched::Stop(format!("“{}” was refused: {} {}", label(variants, index), report.message, problems.join("; ")))
+        }
+        Answer::Script(_) => Launched::Nothing,
+    }
+}
+
+/// What follows variant `index`'s run reaching `state`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// It completed: launch variant `index + 1` (past the last, the sweep is done).
+    Launch(usize),
+    /// It ended otherwise: the sweep stops there, saying how.
+    Stop(String),
+}
+
+/// What follows variant `index`'s run reaching `state`, or `None` while it has not ended.
+pub fn after_run(variants: &[Variant], index: usize, state: RunState) -> Option<Next> {
+    match state {
+        RunState::Completed => Some(Next::Launch(index + 1)),
+        s if s.is_final() => Some(Next::Stop(format!("“{}” ended {s:?}; see its log in the run list", label(variants, index)))),
+        _ => None,
     }
 }
 
@@ -139,7 +249,8 @@ pub fn loss_curve(series: &[Series]) -> Option<Vec<(f64, f64)>> {
 
 #[cfg(test)]
 mod tests {
-    use scalebook_shared::protocol::Bucket;
+    use scalebook_shared::Problem;
+    use scalebook_shared::protocol::{Bucket, ErrorCode, ErrorReport};
 
     use super::*;
 
@@ -156,6 +267,52 @@ mod tests {
             count: 1,
         };
         Series { tag: tag.into(), buckets: values.iter().enumerate().map(bucket).collect() }
+    }
+
+    fn variants() -> Vec<Variant> {
+        ["one rank", "two ranks"]
+            .iter()
+            .zip([1, 2])
+            .map(|(l, dp)| Variant { label: (*l).into(), dp, overrides: vec!["lr=0.1".into()] })
+            .collect()
+    }
+
+    #[test]
+    fn the_sweep_runs_its_variants_in_turn_and_stops_at_a_failure() {
+        let v = variants();
+        assert_eq!(memory_key("#ddp", "cpu_tiny", &v), "scalebook-sweep:#ddp:cpu_tiny:one rank/two ranks");
+        let asked = request("cpu_tiny".into(), v[1].clone());
+        assert_eq!((asked.dp, asked.overrides.as_slice(), &asked.executor), (2, &["lr=0.1".to_owned()][..], &ExecutorSpec::Local));
+        assert_eq!(after_run(&v, 0, RunState::Running), None);
+        assert_eq!(after_run(&v, 0, RunState::Completed), Some(Next::Launch(1)));
+        assert_eq!(
+            after_run(&v, 1, RunState::OutOfMemory),
+            Some(Next::Stop("“two ranks” ended OutOfMemory; see its log in the run list".into()))
+        );
+        let id = RunId::parse("20261125-101010-cpu_tiny").unwrap();
+        assert_eq!(launched(&v, 0, Answer::Launched(id.clone())), Launched::Run(id));
+        assert_eq!(launched(&v, 0, Answer::Script("#!/bin/bash".into())), Launched::Nothing);
+        let mut report = ErrorReport::new(ErrorCode::BadRequest, "no.");
+        report.problems.0.push(Problem::new("dp", "too many ranks"));
+        let Launched::Stop(why) = launched(&v, 1, Answer::Refused(report)) else { panic!("a refusal goes on") };
+        assert!(why.starts_with("“two ranks” was refused: no. ") && why.contains("too many ranks"), "{why}");
+    }
+
+    #[test]
+    fn the_status_says_which_variant_runs_or_why_the_sweep_stopped() {
+        let v = variants();
+        assert_eq!(Progress::Idle.status(&v, false), "Runs each variant here, one after another.");
+        assert_eq!(Progress::Idle.status(&v, true), "All variants ran.");
+        assert_eq!(Progress::Launching { index: 1, ticket: 7 }.status(&v, false), "Running 2 of 2: two ranks");
+        assert_eq!(Progress::Running(0).status(&v, true), "Running 1 of 2: one rank");
+        assert_eq!(Progress::Stopped("why".into()).status(&v, true), "why");
+        let busy: Vec<(&str, bool)> =
+            [Progress::Idle, Progress::Launching { index: 0, ticket: 1 }, Progress::Running(0), Progress::Stopped("x".into())]
+                .iter()
+                .map(|p| (p.name(), p.busy()))
+                .collect();
+        assert_eq!(busy, [("idle", false), ("launching", true), ("running", true), ("stopped", false)]);
+        assert_eq!(labels(&v), ["one rank", "two ranks"]);
     }
 
     #[test]

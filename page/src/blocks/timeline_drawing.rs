@@ -27,6 +27,8 @@ const CHAR_WIDTH: f64 = 6.0;
 const POINTER_SLACK: f64 = 3.0;
 /// The ops' colours: a name always gets the same one.
 const OP_COLOURS: u64 = 6;
+/// How much a wheel notch (100 units of `deltaY`) zooms.
+const WHEEL_ZOOM: f64 = 1.25;
 
 pub fn plot_width() -> f64 {
     WIDTH - LABEL_WIDTH - RIGHT
@@ -45,6 +47,30 @@ pub fn x_of(window: Window, t: f64) -> f64 {
 /// The fraction of the plot's width at `x` (SVG units), for zooming around the pointer.
 pub fn fraction_at(x: f64) -> f64 {
     (x - LABEL_WIDTH) / plot_width()
+}
+
+/// A pointer at `client` (CSS pixels) in the drawing's units, on a picture whose box on
+/// screen starts at `origin` and has `size`: the picture scales to the page, so the two differ.
+pub fn to_drawing(client: (f64, f64), origin: (f64, f64), size: (f64, f64), height: f64) -> (f64, f64) {
+    let x = (client.0 - origin.0) * WIDTH / size.0.max(1.0);
+    let y = (client.1 - origin.1) * height / size.1.max(1.0);
+    (x, y)
+}
+
+/// The zoom factor of a wheel turn of `delta_y` (the event's `deltaY`): over 1 zooms out.
+pub fn wheel_factor(delta_y: f64) -> f64 {
+    WHEEL_ZOOM.powf(delta_y / 100.0)
+}
+
+/// The window while a drag pans: the one it began with (`start`, the pointer then at `from`),
+/// moved with the pointer, now at `to` (SVG units), and kept within `bounds`.
+pub fn dragged(start: Window, from: f64, to: f64, bounds: Window) -> Window {
+    start.pan((from - to) / plot_width(), bounds)
+}
+
+/// The window in words, out of the whole trace's length.
+pub fn window_line(window: Window, bounds: Window) -> String {
+    format!("{} to {} of {}", format_micros(window.start), format_micros(window.end), format_micros(bounds.end))
 }
 
 /// The range kinds of the legend: a CSS class and the names it colours.
@@ -299,6 +325,24 @@ mod tests {
         assert_eq!(describe_at(&timeline, &layout, window, &drawn, 5.0, y), None);
         let zoomed = window_of_bar_at(&layout, window, &drawn, x_of(window, 100.0), y + ROW_HEIGHT).unwrap();
         assert!(zoomed.start < 20.0 && zoomed.end > 270.0 && zoomed.width() < 300.0, "{zoomed:?}");
+    }
+
+    #[test]
+    fn the_pointer_maps_to_the_drawing_and_drags_and_wheels_move_the_window() {
+        // A picture drawn at half its size, 20 px from the left and 10 from the top.
+        assert_eq!(to_drawing((20.0 + WIDTH / 4.0, 10.0 + 25.0), (20.0, 10.0), (WIDTH / 2.0, 50.0), 100.0), (WIDTH / 2.0, 50.0));
+        assert_eq!(to_drawing((5.0, 5.0), (0.0, 0.0), (0.0, 0.0), 100.0), (5.0 * WIDTH, 500.0), "a box of no size");
+        assert_eq!(wheel_factor(100.0), WHEEL_ZOOM);
+        assert!(wheel_factor(-100.0) < 1.0 && wheel_factor(0.0) == 1.0);
+        let bounds = Window::new(0.0, 1000.0);
+        let start = Window::new(200.0, 400.0);
+        let left = dragged(start, LABEL_WIDTH + plot_width() / 2.0, LABEL_WIDTH, bounds);
+        assert!((left.start - 300.0).abs() < 1e-9 && (left.end - 500.0).abs() < 1e-9, "{left:?}");
+        assert_eq!(dragged(start, LABEL_WIDTH, WIDTH, bounds).start, 0.0, "kept within the trace");
+        assert_eq!(
+            window_line(start, bounds),
+            format!("{} to {} of {}", format_micros(200.0), format_micros(400.0), format_micros(1000.0))
+        );
     }
 
     #[test]

@@ -1,0 +1,132 @@
+//! The sweep block's signals and the effects that launch its variants one after another, so
+//! the component itself only lays them out. What they decide is `scalebook_page`'s sweep
+//! model.
+
+use leptos::prelude::*;
+use scalebook_shared::protocol::RunId;
+use scalebook_shared::sweep::Variant;
+
+use super::run_status::{remember, remembered};
+use super::sweep_model::{self, Launched, Next, Progress, throughput};
+use crate::library::Library;
+use crate::net::ws::ConnectionState;
+use crate::runs::Runs;
+
+#[derive(Clone, Copy)]
+pub struct SweepState {
+    pub runs: Runs,
+    pub library: Library,
+    /// The config the variants change.
+    pub chosen: RwSignal<String>,
+    /// Each variant's run, once launched (remembered across reloads).
+    pub ids: RwSignal<Vec<Option<RunId>>>,
+    pub progress: RwSignal<Progress>,
+    pub variants: StoredValue<Vec<Variant>>,
+    /// Where the runs are remembered ([`sweep_model::memory_key`]).
+    memory: StoredValue<String>,
+    /// Each variant's throughput, once its run has one.
+    pub values: Memo<Vec<Option<f64>>>,
+}
+
+impl SweepState {
+    pub fn new(config: String, variants: Vec<Variant>) -> SweepState {
+        let runs = expect_context::<Runs>();
+        let library = expect_context::<Library>();
+        let memory = sweep_model::memory_key(&window().location().hash().unwrap_or_default(), &config, &variants);
+        let ids = RwSignal::new((0..variants.len()).map(|i| remembered(&format!("{memory}:{i}"))).collect::<Vec<_>>());
+        for id in ids.get_untracked().iter().flatten() {
+            runs.watch(id);
+        }
+        let values = Memo::new(move |_| {
+            let ids = ids.get();
+            let streams = ids.iter().map(|id| id.as_ref().and_then(|id| runs.stream(id)));
+            streams.map(|s| s.and_then(|s| s.series.with(|series| throughput(series)))).collect::<Vec<_>>()
+        });
+        let state = SweepState {
+            runs,
+            library,
+            chosen: RwSignal::new(config),
+            ids,
+            progress: RwSignal::new(Progress::Idle),
+            variants: StoredValue::new(variants),
+            memory: StoredValue::new(memory),
+            values,
+        };
+        state.settle_launches();
+        state.go_on_when_a_run_ends();
+        state
+    }
+
+    /// Where variant `index`'s run is remembered.
+    fn key(&self, index: usize) -> String {
+        self.memory.with_value(|memory| format!("{memory}:{index}"))
+    }
+
+    /// Launches variant `index`; past the last, the sweep is done.
+    fn launch(&self, index: usize) {
+        let Some(variant) = self.variants.with_value(|v| v.get(index).cloned()) else {
+            self.progress.set(Progress::Idle);
+            return;
+        };
+        match self.runs.launch(sweep_model::request(self.chosen.get_untracked(), variant)) {
+            Ok(ticket) => self.progress.set(Progress::Launching { index, ticket }),
+            Err(message) => self.progress.set(Progress::Stopped(message)),
+        }
+    }
+
+    /// "Run all": forgets the runs and launches the first variant.
+    pub fn start(&self) {
+        self.ids.update(|ids| ids.iter_mut().for_each(|id| *id = None));
+        self.launch(0);
+    }
+
+    /// Whether a variant is on its way.
+    pub fn busy(&self) -> bool {
+        self.progress.with(Progress::busy)
+    }
+
+    /// Whether "Run all" is off: the sweep is busy, or the server is not connected.
+    pub fn blocked(&self) -> bool {
+        self.busy() || self.runs.connection.get() != ConnectionState::Open
+    }
+
+    /// The line beside "Run all".
+    pub fn status(&self) -> String {
+        let progress = self.progress.get();
+        let all_ran = progress == Progress::Idle && self.values.with(|v| v.iter().all(Option::is_some));
+        self.variants.with_value(|v| progress.status(v, all_ran))
+    }
+
+    /// The launch answered: watch the run, or stop and say why the server refused it.
+    fn settle_launches(self) {
+        Effect::new(move |_| {
+            let Progress::Launching { index, ticket } = self.progress.get() else { return };
+            let Some(answer) = self.runs.answer(ticket) else { return };
+            match self.variants.with_value(|v| sweep_model::launched(v, index, answer)) {
+                Launched::Run(id) => {
+                    self.runs.watch(&id);
+                    remember(&self.key(index), &id);
+                    self.ids.update(|ids| ids[index] = Some(id));
+                    self.progress.set(Progress::Running(index));
+                }
+                Launched::Stop(why) => self.progress.set(Progress::Stopped(why)),
+                Launched::Nothing => {}
+            }
+        });
+    }
+
+    /// A run ended: the next variant starts, or the sweep stops at a run that did not complete.
+    fn go_on_when_a_run_ends(self) {
+        Effect::new(move |_| {
+            let Progress::Running(index) = self.progress.get() else { return };
+            let Some(state) = self.ids.with(|ids| ids[index].clone()).and_then(|id| self.runs.record(&id)).map(|r| r.state()) else {
+                return;
+            };
+            match self.variants.with_value(|v| sweep_model::after_run(v, index, state)) {
+                Some(Next::Launch(next)) => self.launch(next),
+                Some(Next::Stop(why)) => self.progress.set(Progress::Stopped(why)),
+                None => {}
+            }
+        });
+    }
+}
