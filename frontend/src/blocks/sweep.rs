@@ -45,7 +45,7 @@ pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> i
             <ol class="variants">
                 {variants.with_value(|v| v.iter().enumerate().map(|(i, variant)| {
                     let settings = std::iter::once(format!("dp={}", variant.dp)).chain(variant.overrides.iter().cloned()).collect::<Vec<_>>().join(" ");
-                    let state = move || ids.with(|ids| ids[i].clone()).and_then(|id| runs.record(&id)).map(|r| format!("{:?}", r.state()).to_lowercase());
+                    let state = move || ids.with(|ids| ids.get(i).cloned().flatten()).and_then(|id| runs.record(&id)).map(|r| format!("{:?}", r.state()).to_lowercase());
                     view! {
                         <li data-variant=i data-state=move || state().unwrap_or_default()>
                             <span class="label">{variant.label.clone()}</span>" "<code>{settings}</code>" "

@@ -106,7 +106,11 @@ impl SweepState {
                 Launched::Run(id) => {
                     self.runs.watch(&id);
                     remember(&self.key(index), &id);
-                    self.ids.update(|ids| ids[index] = Some(id));
+                    self.ids.update(|ids| {
+                        if let Some(slot) = ids.get_mut(index) {
+                            *slot = Some(id)
+                        }
+                    });
                     self.progress.set(Progress::Running(index));
                 }
                 Launched::Stop(why) => self.progress.set(Progress::Stopped(why)),
@@ -119,7 +123,9 @@ impl SweepState {
     fn go_on_when_a_run_ends(self) {
         Effect::new(move |_| {
             let Progress::Running(index) = self.progress.get() else { return };
-            let Some(state) = self.ids.with(|ids| ids[index].clone()).and_then(|id| self.runs.record(&id)).map(|r| r.state()) else {
+            let Some(state) =
+                self.ids.with(|ids| ids.get(index).cloned().flatten()).and_then(|id| self.runs.record(&id)).map(|r| r.state())
+            else {
                 return;
             };
             match self.variants.with_value(|v| sweep_model::after_run(v, index, state)) {
