@@ -54,28 +54,45 @@ fn reached(text: &str, prefixes: &[String]) -> BTreeSet<String> {
     names
 }
 
-/// The top-level modules of the crate at `src`, and those each reaches.
-fn graph(src: &Path, library: &str) -> BTreeMap<String, BTreeSet<String>> {
+/// The modules directly in `dir` (the crate's `src`, or a module's directory below it), and
+/// those each reaches: by its path from the crate's root (`crate::train::step::…`), or from a
+/// file below `dir` by as many `super::` as it is deep (`super::step::…` from `train/lanes.rs`).
+fn graph(src: &Path, dir: &Path, library: &str) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
-    rust_files(src, &mut files);
-    let module_of = |path: &Path| {
-        let relative = path.strip_prefix(src).unwrap();
-        let first = relative.components().next().unwrap().as_os_str().to_string_lossy().into_owned();
-        first.trim_end_matches(".rs").to_owned()
-    };
-    let modules: BTreeSet<String> = files.iter().map(|p| module_of(p)).filter(|m| m != "lib" && m != "main").collect();
-    let prefixes = ["crate::".to_owned(), format!("{library}::")];
-    let mut graph: BTreeMap<String, BTreeSet<String>> = modules.iter().map(|m| (m.clone(), BTreeSet::new())).collect();
-    for file in &files {
-        let module = module_of(file);
-        let Some(edges) = graph.get_mut(&module) else { continue };
-        for name in reached(&code(file), &prefixes) {
-            if name != module && modules.contains(&name) {
-                edges.insert(name);
-            }
+    rust_files(dir, &mut files);
+    let names = |path: &Path| -> Vec<String> {
+        let mut names: Vec<String> =
+            path.components().map(|c| c.as_os_str().to_string_lossy().trim_end_matches(".rs").to_owned()).collect();
+        if names.last().is_some_and(|n| n == "mod" || n == "lib" || n == "main") {
+            names.pop();
         }
+        names
+    };
+    let scope = names(dir.strip_prefix(src).unwrap()).join("::");
+    let absolute = |root: &str| if scope.is_empty() { format!("{root}::") } else { format!("{root}::{scope}::") };
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let below = names(file.strip_prefix(dir).unwrap());
+        let Some(module) = below.first() else { continue };
+        let prefixes = [absolute("crate"), absolute(library), "super::".repeat(below.len())];
+        let reached = reached(&code(file), &prefixes);
+        graph.entry(module.clone()).or_default().extend(reached.into_iter().filter(|name| name != module));
     }
+    let modules: BTreeSet<String> = graph.keys().cloned().collect();
+    graph.values_mut().for_each(|edges| edges.retain(|name| modules.contains(name)));
     graph
+}
+
+/// Every directory of modules under `src`, `src` included.
+fn module_dirs(src: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![src.to_owned()];
+    let mut at = 0;
+    while at < dirs.len() {
+        let children = std::fs::read_dir(&dirs[at]).unwrap().flatten().map(|e| e.path()).filter(|p| p.is_dir());
+        dirs.extend(children.collect::<Vec<_>>());
+        at += 1;
+    }
+    dirs
 }
 
 /// A cycle of `graph`, if it has one, as the modules along it.
@@ -109,12 +126,31 @@ fn cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
 #[test]
 fn no_crate_has_a_cycle_between_its_top_level_modules() {
     for (src, library) in CRATES {
-        let graph = graph(&workspace_root().join(src), library);
-        assert!(graph.len() > 3, "{src}: too few modules found ({graph:?})");
+        let src = workspace_root().join(src);
+        let graph = graph(&src, &src, library);
+        assert!(graph.len() > 3, "{}: too few modules found ({graph:?})", src.display());
         if let Some(cycle) = cycle(&graph) {
-            panic!("{src}: the modules {} depend on each other in a circle", cycle.join(" -> "));
+            panic!("{}: the modules {} depend on each other in a circle", src.display(), cycle.join(" -> "));
         }
     }
+}
+
+/// The same one level down and further: the files of a module's directory (`train/lanes.rs`,
+/// `train/step.rs`) never reach each other in a circle either.
+#[test]
+fn no_module_has_a_cycle_between_its_files() {
+    let mut checked = 0;
+    for (src, library) in CRATES {
+        let src = workspace_root().join(src);
+        for dir in module_dirs(&src).iter().skip(1) {
+            let graph = graph(&src, dir, library);
+            if let Some(cycle) = cycle(&graph) {
+                panic!("{}: the files {} depend on each other in a circle", dir.display(), cycle.join(" -> "));
+            }
+            checked += graph.len();
+        }
+    }
+    assert!(checked > 100, "only {checked} files found in modules' directories");
 }
 
 #[test]
@@ -126,4 +162,6 @@ fn a_cycle_is_found_and_named() {
     assert_eq!(cycle(&graph), Some(vec!["a".into(), "b".into(), "c".into(), "a".into()]));
     let names = reached("use crate::{runs::RunManager, state};\nlet x = crate::clock::now();", &["crate::".to_owned()]);
     assert!(["runs", "state", "clock"].iter().all(|n| names.contains(*n)), "{names:?}");
+    let names = reached("use super::super::step::run;\nuse super::lanes::Lanes;", &["super::super::".to_owned()]);
+    assert_eq!(names, BTreeSet::from(["step".to_owned()]), "a deeper file's `super::super::` reaches its directory's siblings");
 }

@@ -74,14 +74,17 @@ pub fn plan(policy: &Policy<'_>, request: LaunchRequest, launcher: Launcher) -> 
             Some(launch)
         }
     };
-    let mut plan = check(policy.configs, policy.clusters, policy.limits, request)?;
-    if learner.is_some() {
-        let (settings, served) = (&policy.limits.learners, policy.configs);
-        invalid(launch::learner_size_problems(&plan.effective, plan.layout.world(), policy.max_local_ranks, settings, served))?;
-        plan.device = Some(TrainDevice::Cpu);
-    }
-    plan.learner = learner;
-    Ok(plan)
+    let plan = check(policy.configs, policy.clusters, policy.limits, request)?;
+    let device = match learner {
+        None => plan.device,
+        // A learner's run trains on this machine's CPU, within the sizes learners may launch.
+        Some(_) => {
+            let (settings, served) = (&policy.limits.learners, policy.configs);
+            invalid(launch::learner_size_problems(&plan.effective, plan.layout.world(), policy.max_local_ranks, settings, served))?;
+            Some(TrainDevice::Cpu)
+        }
+    };
+    Ok(LaunchPlan { learner, device, ..plan })
 }
 
 fn invalid(problems: Problems) -> Result<(), Error> {

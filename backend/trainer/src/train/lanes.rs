@@ -21,7 +21,7 @@ use tch::{Device, Tensor};
 use crate::Error;
 use crate::ffi::{ProfiledThread, Range, SharedForward};
 use crate::model::Forward;
-use crate::train::step::training_loss;
+use crate::train::loss::training_loss;
 
 /// How a step's batch is split: `count` slices, each on a thread computing with
 /// `threads_each` intra-op threads.

@@ -1,8 +1,23 @@
 //! The tutorial's loss and metric (`utils/loss.py`, `utils/metrics.py`), in the normalised
 //! units the data loader produces.
 
+use scalebook_shared::config::AmpMode;
+use scalebook_shared::profile::ranges;
 use scalebook_shared::weather::latitude_weights;
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
+
+use crate::Error;
+use crate::ffi::Range;
+use crate::model::Forward;
+use crate::train::amp::Autocast;
+
+/// A step's forward pass: the training loss of `input` against `target`, under autocast
+/// (shared by the whole-batch step and the CPU's lanes).
+pub(crate) fn training_loss(model: &dyn Forward, device: Device, amp: AmpMode, input: &Tensor, target: &Tensor) -> Result<Tensor, Error> {
+    let _range = Range::enter(ranges::FORWARD);
+    let _autocast = Autocast::enter(device, amp)?;
+    Ok(l2_loss(&model.forward(input, true)?, target))
+}
 
 /// Relative L2: the mean over the batch of ‖pred − target‖₂ / ‖target‖₂, each norm over all
 /// of a sample's C·H·W values. Computed in float32 whatever the autocast precision, as

@@ -14,7 +14,7 @@ use crate::model::{Forward, VisionTransformer, VitSpec};
 use crate::parallel::{Parallel, ParallelVit};
 use crate::train::amp::{Autocast, GradScaler};
 use crate::train::lanes::Lanes;
-use crate::train::loss::{l2_loss, weighted_rmse};
+use crate::train::loss::{l2_loss, training_loss, weighted_rmse};
 use crate::train::optim::Optimizer;
 use crate::train::sync::GradSync;
 
@@ -155,11 +155,4 @@ impl Learner {
         }
         start.elapsed().as_secs_f64()
     }
-}
-
-/// A step's forward pass: the training loss of `input` against `target`, under autocast.
-pub(crate) fn training_loss(model: &dyn Forward, device: Device, amp: AmpMode, input: &Tensor, target: &Tensor) -> Result<Tensor, Error> {
-    let _range = Range::enter(ranges::FORWARD);
-    let _autocast = Autocast::enter(device, amp)?;
-    Ok(l2_loss(&model.forward(input, true)?, target))
 }
