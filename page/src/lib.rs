@@ -15,4 +15,5 @@ pub mod chapters;
 pub mod classroom;
 pub mod markdown;
 pub mod requests;
+pub mod runs;
 pub mod units;

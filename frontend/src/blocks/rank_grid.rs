@@ -6,24 +6,13 @@
 
 use leptos::prelude::*;
 use scalebook_shared::estimate::GroupTraffic;
-use scalebook_shared::layout::{Dim, Layout, Placement, Token};
+use scalebook_shared::layout::{Layout, Placement};
 
 use super::GridSpec;
-use super::grid_geometry::{Geometry, LABELLED, MAX_DRAWN};
+use super::grid_geometry::{Geometry, LABELLED, MAX_DRAWN, PALETTE, colour_paths, rank_outlines};
 use super::layout_state::{LayoutControls, LayoutState};
+use scalebook_page::blocks::grid_groups::{TUTORIAL_TOKENS, first_groups, list};
 use scalebook_page::units::{bytes, seconds};
-
-/// Fills for groups, cycling: Okabe and Ito's colour-blind-safe set (plus grey), all light
-/// enough for black rank numbers.
-const PALETTE: [&str; 8] = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#CC79A7", "#D55E00", "#6FA8DC", "#BBBBBB"];
-
-/// How each of a rank's own groups is outlined: dimension, dash pattern, how far outside the
-/// square (inner outlines for later dimensions, so all four stay visible at once).
-const OUTLINES: [(Dim, &str, f64); 4] =
-    [(Dim::Tp, "none", 3.0), (Dim::Cp, "4 2", 1.5), (Dim::Dp, "1.5 1.5", 0.0), (Dim::Pp, "6 2 1 2", -1.5)];
-
-/// The tokens the tutorial builds process groups for, in its order.
-const TUTORIAL_TOKENS: [Token; 6] = [Token::DP, Token::TP, Token::CP, Token::PP, Token::TP_CP, Token::DP_CP];
 
 /// Groups listed per token in the table.
 const GROUPS_LISTED: usize = 8;
@@ -136,34 +125,6 @@ fn GridPicture(state: LayoutState, layout: Layout, placement: Placement) -> impl
     }
 }
 
-/// One path per palette colour: the squares of the ranks whose group of `token` gets it.
-fn colour_paths(layout: &Layout, geometry: &Geometry, token: Token) -> Vec<String> {
-    let mut by_colour: Vec<Vec<u32>> = vec![Vec::new(); PALETTE.len()];
-    for rank in 0..geometry.drawn {
-        let group = layout.group_index_of(token, rank).unwrap_or(0);
-        by_colour[group % PALETTE.len()].push(rank);
-    }
-    by_colour.into_iter().map(|ranks| geometry.squares_path(ranks, 0.0)).collect()
-}
-
-/// One outline around some squares: what it marks (a dimension's name, or `rank`), its dash
-/// pattern, its path and its stroke width.
-type Outline = (&'static str, &'static str, String, f64);
-
-/// The outlines of `rank`'s group along each dimension of size above 1, and of the rank.
-fn rank_outlines(layout: &Layout, geometry: &Geometry, rank: u32) -> Vec<Outline> {
-    let mut out: Vec<Outline> = OUTLINES
-        .iter()
-        .filter(|(dim, ..)| layout.sizes().get(*dim) > 1)
-        .filter_map(|&(dim, dash, grow)| {
-            let group = layout.group_of(Token::single(dim), rank)?;
-            Some((dim.name(), dash, geometry.squares_path(group, grow.min(geometry.cell / 4.0)), 1.5))
-        })
-        .collect();
-    out.push(("rank", "none", geometry.squares_path([rank], geometry.cell / 8.0), 3.0));
-    out
-}
-
 #[component]
 fn RankDetails(state: LayoutState, layout: Layout, placement: Placement, traffic: Signal<Vec<GroupTraffic>>) -> impl IntoView {
     move || {
@@ -246,26 +207,6 @@ fn GroupTable(layout: Layout, placement: Placement, traffic: Signal<Vec<GroupTra
     }
 }
 
-/// The first `count` groups of `token` in the generator's order, found by scanning ranks
-/// (no list of every group is built, so huge worlds stay cheap).
-fn first_groups(layout: &Layout, token: Token, count: usize) -> Vec<Vec<u32>> {
-    let total = (layout.world() / layout.group_size(token)) as usize;
-    let wanted = count.min(total);
-    let mut found: Vec<Option<Vec<u32>>> = vec![None; wanted];
-    let mut missing = wanted;
-    for rank in 0..layout.world() {
-        if missing == 0 {
-            break;
-        }
-        let Some(index) = layout.group_index_of(token, rank).filter(|i| *i < wanted) else { continue };
-        if found[index].is_none() {
-            found[index] = layout.group_of(token, rank);
-            missing -= 1;
-        }
-    }
-    found.into_iter().flatten().collect()
-}
-
 fn link_name(group_size: usize, crosses: bool) -> &'static str {
     match (group_size, crosses) {
         (0..=1, _) => "none (one rank)",
@@ -278,55 +219,12 @@ fn traffic_text(t: &GroupTraffic) -> String {
     format!("{} per step, {} ({})", bytes(t.bytes_per_step), seconds(t.seconds_per_step), t.operations.join(", "))
 }
 
-/// A group as `[0, 4, 8, 12]`, long ones elided in the middle.
-fn list(group: &[u32]) -> String {
-    const SHOWN: usize = 16;
-    if group.len() <= SHOWN {
-        return format!("{group:?}");
-    }
-    let head: Vec<String> = group[..8].iter().map(u32::to_string).collect();
-    let tail: Vec<String> = group[group.len() - 4..].iter().map(u32::to_string).collect();
-    format!("[{}, … {}]", head.join(", "), tail.join(", "))
-}
-
 #[cfg(test)]
 mod tests {
-    use scalebook_shared::layout::Sizes;
+    use scalebook_shared::layout::{Sizes, Token};
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
-
-    #[wasm_bindgen_test]
-    fn the_first_groups_are_the_generators_first_groups() {
-        let layout = Layout::new(Sizes { tp: 2, cp: 2, dp: 4, pp: 1 }, "tp-cp-dp").unwrap();
-        for token in TUTORIAL_TOKENS {
-            let all = layout.groups(token).to_vecs();
-            let first = first_groups(&layout, token, 3);
-            assert_eq!(first, all[..3.min(all.len())].to_vec(), "{token}");
-        }
-    }
-
-    #[wasm_bindgen_test]
-    fn colours_follow_the_groups_of_the_chosen_token() {
-        // Reference §6.2: tp-cp-dp with tp 2, cp 2, dp 4; the dp groups are [0,4,8,12], ...
-        let layout = Layout::new(Sizes { tp: 2, cp: 2, dp: 4, pp: 1 }, "tp-cp-dp").unwrap();
-        let geometry = Geometry::new(16, 4, WIDTH);
-        let paths = colour_paths(&layout, &geometry, Token::DP);
-        assert_eq!(paths[0], geometry.squares_path([0, 4, 8, 12], 0.0));
-        assert_eq!(paths[3], geometry.squares_path([3, 7, 11, 15], 0.0));
-        assert!(paths[4..].iter().all(String::is_empty));
-    }
-
-    #[wasm_bindgen_test]
-    fn a_ranks_outlines_cover_its_group_along_each_dimension() {
-        let layout = Layout::new(Sizes { tp: 2, cp: 2, dp: 4, pp: 1 }, "tp-cp-dp").unwrap();
-        let geometry = Geometry::new(16, 4, WIDTH);
-        let outlines = rank_outlines(&layout, &geometry, 5);
-        let marks: Vec<&str> = outlines.iter().map(|(m, ..)| *m).collect();
-        assert_eq!(marks, ["tp", "cp", "dp", "rank"], "pp has size 1");
-        // Rank 5's dp group is [1, 5, 9, 13]: four squares.
-        assert_eq!(outlines[2].2.matches('M').count(), 4);
-    }
 
     #[wasm_bindgen_test]
     async fn the_block_lists_the_generators_groups_and_refuses_a_bad_size() {
@@ -347,12 +245,5 @@ mod tests {
         crate::testing::settle().await;
         assert!(block.text(".error[data-field=tp]").contains("at least 1"));
         assert!(block.find("svg.rank-grid-svg").is_none(), "no picture of an invalid layout");
-    }
-
-    #[wasm_bindgen_test]
-    fn long_groups_are_elided() {
-        assert_eq!(list(&[0, 4, 8]), "[0, 4, 8]");
-        let long: Vec<u32> = (0..64).collect();
-        assert_eq!(list(&long), "[0, 1, 2, 3, 4, 5, 6, 7, … 60, 61, 62, 63]");
     }
 }

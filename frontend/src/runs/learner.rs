@@ -1,8 +1,13 @@
 //! This page as a learner: the key it keeps across visits (so the runs it launched stay its
-//! own after a reload), and whose each run is, as the run lists show it.
+//! own after a reload). Whose each run is, as the run lists show it, is decided by
+//! `scalebook_page::runs::whose` (tested natively) and used from here.
 
 use leptos::prelude::window;
-use scalebook_shared::protocol::{Learner, LearnerKey, RunHandle, RunRecord};
+use scalebook_shared::protocol::LearnerKey;
+#[cfg(test)]
+use scalebook_shared::protocol::{Learner, RunRecord};
+
+pub use scalebook_page::runs::whose::{Whose, own_first};
 
 const KEY_STORAGE: &str = "scalebook-learner-key";
 
@@ -17,55 +22,6 @@ pub fn save_key(key: &LearnerKey) {
     if let Some(storage) = window().local_storage().ok().flatten() {
         let _ = storage.set_item(KEY_STORAGE, key.as_str());
     }
-}
-
-/// Whose a run is, seen from this page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Whose {
-    /// Launched by this page's learner, or from this server's own page by its owner.
-    Yours,
-    /// Launched by another learner (on the shared server, or on their own and shared with
-    /// this server's class).
-    Learner,
-    /// Launched by the instructor: seen from the shared server's viewer link, or a run of the
-    /// class this server follows.
-    Instructor,
-}
-
-impl Whose {
-    /// Whose `record` is, for a page whose learner is `me` (a viewer's page), or for the page
-    /// of the server's `owner` (the instructor on theirs, a learner on their own Scalebook).
-    pub fn of(record: &RunRecord, me: Option<&Learner>, owner: bool) -> Whose {
-        if super::from_class(record) {
-            return Whose::Instructor;
-        }
-        if matches!(record.handle, Some(RunHandle::Shared { .. })) {
-            return Whose::Learner;
-        }
-        match &record.learner {
-            None if owner => Whose::Yours,
-            None => Whose::Instructor,
-            Some(learner) if Some(learner) == me => Whose::Yours,
-            Some(_) => Whose::Learner,
-        }
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Whose::Yours => "yours",
-            Whose::Learner => "learner",
-            Whose::Instructor => "instructor's",
-        }
-    }
-}
-
-/// `records` (oldest first, as the server lists them) as a run list shows them: the page's
-/// own first (see [`Whose::of`]), then everyone else's, newest first within each.
-pub fn own_first(mut records: Vec<RunRecord>, me: Option<&Learner>, owner: bool) -> Vec<RunRecord> {
-    records.reverse();
-    // A stable sort: each group keeps the newest-first order.
-    records.sort_by_key(|record| Whose::of(record, me, owner) != Whose::Yours);
-    records
 }
 
 /// A running local run `id` of `cpu_tiny` launched by `learner` (`None`: the instructor),
@@ -90,46 +46,5 @@ pub fn record(id: &str, learner: Option<&Learner>) -> RunRecord {
         cancel_requested: false,
         learner: learner.cloned(),
         device: None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use scalebook_shared::protocol::RunId;
-    use wasm_bindgen_test::wasm_bindgen_test;
-
-    use super::*;
-
-    #[wasm_bindgen_test]
-    fn a_learners_own_runs_come_first_and_every_run_says_whose_it_is() {
-        let (me, other) = (Learner::parse("aaaaaaaaaaaa").unwrap(), Learner::parse("bbbbbbbbbbbb").unwrap());
-        let records = vec![record("r1", Some(&me)), record("r2", None), record("r3", Some(&other)), record("r4", Some(&me))];
-        let listed: Vec<String> = own_first(records.clone(), Some(&me), false).iter().map(|r| r.id.to_string()).collect();
-        assert_eq!(listed, ["r4", "r1", "r3", "r2"]);
-        let whose: Vec<&str> = records.iter().map(|r| Whose::of(r, Some(&me), false).label()).collect();
-        assert_eq!(whose, ["yours", "instructor's", "learner", "yours"]);
-        // The owner's page (the instructor's, or a learner's own Scalebook): its own runs first.
-        let listed: Vec<String> = own_first(records.clone(), None, true).iter().map(|r| r.id.to_string()).collect();
-        assert_eq!(listed, ["r2", "r4", "r3", "r1"]);
-        let whose: Vec<&str> = records.iter().map(|r| Whose::of(r, None, true).label()).collect();
-        assert_eq!(whose, ["learner", "yours", "learner", "learner"]);
-    }
-
-    #[wasm_bindgen_test]
-    fn a_run_of_the_class_this_server_follows_is_the_instructors() {
-        let me = Learner::parse("aaaaaaaaaaaa").unwrap();
-        let mut mirrored = record("r9", Some(&me));
-        mirrored.handle = Some(RunHandle::Class { address: "login01:8443".into(), upstream: RunId::parse("r1").unwrap() });
-        assert!(crate::runs::from_class(&mirrored));
-        assert_eq!(Whose::of(&mirrored, Some(&me), false), Whose::Instructor);
-        assert_eq!(Whose::of(&mirrored, None, true), Whose::Instructor);
-        assert!(!crate::runs::from_class(&record("r1", None)));
-    }
-
-    #[wasm_bindgen_test]
-    fn a_run_a_learner_shared_with_the_class_is_a_learners_on_the_instructors_page() {
-        let mut shared = record("l-ada-r1", None);
-        shared.handle = Some(RunHandle::Shared { follower: "ada".into(), upstream: RunId::parse("r1").unwrap() });
-        assert_eq!(Whose::of(&shared, None, true), Whose::Learner);
     }
 }

@@ -1,9 +1,12 @@
 //! Where every rank of a rank grid is drawn: nodes side by side in rows, each node a box of its
 //! GPUs. The layout is regular, so the rank under the pointer is computed from its position,
 //! and each colour's cells are drawn as one path: thousands of ranks cost a handful of SVG
-//! elements, not one per rank.
+//! elements, not one per rank. The paths that colour a layout's groups and outline a chosen
+//! rank's groups are built here too, so what the grid shows is tested natively.
 
 use std::fmt::Write as _;
+
+use scalebook_shared::layout::{Dim, Layout, Token};
 
 /// Ranks drawn at most (4096 Perlmutter nodes); a larger world shows its first ranks.
 pub const MAX_DRAWN: u32 = 16_384;
@@ -13,6 +16,15 @@ pub const LABELLED: u32 = 64;
 
 /// GPUs in one row of a node's box.
 const GPUS_PER_ROW: u32 = 8;
+
+/// Fills for groups, cycling: Okabe and Ito's colour-blind-safe set (plus grey), all light
+/// enough for black rank numbers.
+pub const PALETTE: [&str; 8] = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#CC79A7", "#D55E00", "#6FA8DC", "#BBBBBB"];
+
+/// How each of a rank's own groups is outlined: dimension, dash pattern, how far outside the
+/// square (inner outlines for later dimensions, so all four stay visible at once).
+const OUTLINES: [(Dim, &str, f64); 4] =
+    [(Dim::Tp, "none", 3.0), (Dim::Cp, "4 2", 1.5), (Dim::Dp, "1.5 1.5", 0.0), (Dim::Pp, "6 2 1 2", -1.5)];
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Geometry {
@@ -162,8 +174,38 @@ impl Geometry {
     }
 }
 
+/// One path per palette colour: the squares of the ranks whose group of `token` gets it.
+pub fn colour_paths(layout: &Layout, geometry: &Geometry, token: Token) -> Vec<String> {
+    let mut by_colour: Vec<Vec<u32>> = vec![Vec::new(); PALETTE.len()];
+    for rank in 0..geometry.drawn {
+        let group = layout.group_index_of(token, rank).unwrap_or(0);
+        by_colour[group % PALETTE.len()].push(rank);
+    }
+    by_colour.into_iter().map(|ranks| geometry.squares_path(ranks, 0.0)).collect()
+}
+
+/// One outline around some squares: what it marks (a dimension's name, or `rank`), its dash
+/// pattern, its path and its stroke width.
+pub type Outline = (&'static str, &'static str, String, f64);
+
+/// The outlines of `rank`'s group along each dimension of size above 1, and of the rank.
+pub fn rank_outlines(layout: &Layout, geometry: &Geometry, rank: u32) -> Vec<Outline> {
+    let mut out: Vec<Outline> = OUTLINES
+        .iter()
+        .filter(|(dim, ..)| layout.sizes().get(*dim) > 1)
+        .filter_map(|&(dim, dash, grow)| {
+            let group = layout.group_of(Token::single(dim), rank)?;
+            Some((dim.name(), dash, geometry.squares_path(group, grow.min(geometry.cell / 4.0)), 1.5))
+        })
+        .collect();
+    out.push(("rank", "none", geometry.squares_path([rank], geometry.cell / 8.0), 3.0));
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    use scalebook_shared::layout::Sizes;
+
     use super::*;
 
     fn centre(g: &Geometry, rank: u32) -> (f64, f64) {
@@ -225,5 +267,27 @@ mod tests {
         let d = g.squares_path([0, 1, 99], 0.0);
         assert_eq!(d.matches('M').count(), 2, "rank 99 is not drawn: {d}");
         assert_eq!(g.nodes_path().matches('M').count(), 4);
+    }
+
+    #[test]
+    fn colours_follow_the_groups_of_the_chosen_token() {
+        // Reference §6.2: tp-cp-dp with tp 2, cp 2, dp 4; the dp groups are [0,4,8,12], ...
+        let layout = Layout::new(Sizes { tp: 2, cp: 2, dp: 4, pp: 1 }, "tp-cp-dp").unwrap();
+        let geometry = Geometry::new(16, 4, 720.0);
+        let paths = colour_paths(&layout, &geometry, Token::DP);
+        assert_eq!(paths[0], geometry.squares_path([0, 4, 8, 12], 0.0));
+        assert_eq!(paths[3], geometry.squares_path([3, 7, 11, 15], 0.0));
+        assert!(paths[4..].iter().all(String::is_empty));
+    }
+
+    #[test]
+    fn a_ranks_outlines_cover_its_group_along_each_dimension() {
+        let layout = Layout::new(Sizes { tp: 2, cp: 2, dp: 4, pp: 1 }, "tp-cp-dp").unwrap();
+        let geometry = Geometry::new(16, 4, 720.0);
+        let outlines = rank_outlines(&layout, &geometry, 5);
+        let marks: Vec<&str> = outlines.iter().map(|(m, ..)| *m).collect();
+        assert_eq!(marks, ["tp", "cp", "dp", "rank"], "pp has size 1");
+        // Rank 5's dp group is [1, 5, 9, 13]: four squares.
+        assert_eq!(outlines[2].2.matches('M').count(), 4);
     }
 }

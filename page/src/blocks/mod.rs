@@ -6,6 +6,8 @@ pub mod charts_model;
 pub mod config_model;
 pub mod figures;
 pub mod grid_geometry;
+pub mod grid_groups;
+pub mod latitude_plot;
 pub mod maps_model;
 pub mod picture;
 pub mod published_chart;
