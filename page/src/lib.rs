@@ -7,6 +7,7 @@
 //! - [`blocks`]: each block's grammar ([`blocks::spec`]) and models (configs, runs, sweeps),
 //!   and the geometry of what they draw (charts, rank grids, timelines, figures).
 //! - [`classroom`]: following a presenter, the roster and the class panel, as state machines.
+//! - [`progress`]: how far a run has come and how long it has left.
 //! - [`requests`]: the page's requests matched to their answers.
 //! - [`units`]: numbers and times as the page writes them.
 
@@ -14,6 +15,7 @@ pub mod blocks;
 pub mod chapters;
 pub mod classroom;
 pub mod markdown;
+pub mod progress;
 pub mod requests;
 pub mod runs;
 pub mod units;

@@ -1,11 +1,12 @@
 //! A CPU run launched from the page: its loss curve grows as the trainer writes points, and a
 //! dropped connection (the proxy cut for a few seconds mid-run) reconnects and resumes without
-//! losing or repeating a point.
+//! losing or repeating a point; at its end the run shows every step it said it would take, taken.
 
 use std::time::Duration;
 
 use scalebook_e2e::notebook::{STEP_LOSS, launch_tiny_run, series_css, watch_growth};
 use scalebook_e2e::{Browser, PrefixProxy, Server, WAIT, with_tiny_data};
+use scalebook_shared::metrics::tags;
 use scalebook_shared::rundir;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -35,6 +36,13 @@ async fn a_launched_run_draws_a_growing_curve_through_a_dropped_connection() -> 
     let written = metrics.lines().filter(|l| l.contains(&format!("\"tag\":\"{STEP_LOSS}\""))).count();
     assert!(written > seen[2], "the run wrote {written} points");
     browser.wait_attr_for(&series, "data-points", |p| p == written.to_string(), WAIT).await?;
+    // Its progress: every step it said it would take (`Run/Steps`, written as it started), taken.
+    let planned = metrics.lines().find(|l| l.contains(&format!("\"tag\":\"{}\"", tags::run::STEPS))).unwrap_or_default();
+    let total: serde_json::Value = serde_json::from_str(planned)?;
+    let total = total["value"].as_f64().unwrap_or_default() as u64;
+    assert!(total > 0 && total <= 2000, "Run/Steps: {planned}");
+    browser.wait_attr(".run-block .run-progress", "data-step", |s| s == total.to_string()).await?;
+    assert_eq!(browser.attr(".run-block .run-progress", "data-total").await.as_deref(), Some(total.to_string().as_str()));
     // The loss went down: the smoothed path ends lower than it starts.
     let path = browser.attr(&format!("{series} path.smoothed"), "d").await.unwrap_or_default();
     let ys: Vec<f64> = path.split(['M', 'L']).filter(|p| !p.is_empty()).filter_map(|p| p.split(' ').nth(1)?.parse().ok()).collect();

@@ -5,7 +5,8 @@
 //! page offers to stop a run of the class its server follows.
 
 use leptos::prelude::*;
-use scalebook_shared::protocol::RunId;
+use scalebook_page::progress::Progress;
+use scalebook_shared::protocol::{RunId, Series};
 
 use crate::clock::local_clock;
 use crate::runs::{Runs, from_class};
@@ -52,8 +53,25 @@ pub fn CurrentRun(id: RunId, runs: Runs) -> impl IntoView {
                     </p>
                 }
             })}
+            <RunProgress series=stream.series.clone() running=Signal::derive(move || record.with(|r| r.as_ref().is_some_and(|r| !r.state().is_final()))) />
             <pre class="log" node_ref=log tabindex="0" aria-label="Log of the run">{log_text}</pre>
         </div>
+    }
+}
+
+/// A run's step out of the steps it takes, as a bar, and while it goes the time it has left.
+#[component]
+fn RunProgress(series: ArcRwSignal<Vec<Series>>, running: Signal<bool>) -> impl IntoView {
+    let progress = Memo::new(move |_| series.with(|s| Progress::of(s)));
+    move || {
+        progress.get().map(|p| {
+            view! {
+                <div class="run-progress" data-step=p.step data-total=p.total>
+                    <progress max=p.total value=p.step aria-label="Steps taken"></progress>
+                    <span class="muted">{p.text(running.get())}</span>
+                </div>
+            }
+        })
     }
 }
 

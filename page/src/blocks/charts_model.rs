@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 
+use scalebook_shared::metrics::tags;
 use scalebook_shared::protocol::Series;
 
 use super::chart_drawing::{Overlay, Source};
@@ -82,12 +83,13 @@ pub fn visible(sources: &[Source], hidden: &HashSet<String>) -> Vec<Source> {
     sources.iter().filter(|s| !hidden.contains(&s.key)).cloned().collect()
 }
 
-/// The tags some source has and no chart shows yet, sorted: what "add a chart" offers.
+/// The tags some source has and no chart shows yet, sorted: what "add a chart" offers. A run's
+/// `Run/Steps` is a fact about it (the progress bar shows it), not a curve.
 pub fn available_tags(sources: &[Source], shown: &[String]) -> Vec<String> {
     let mut all: Vec<String> = sources.iter().flat_map(|s| s.series.iter().map(|x| x.tag.clone())).collect();
     all.sort();
     all.dedup();
-    all.retain(|t| !shown.contains(t));
+    all.retain(|t| !shown.contains(t) && t != tags::run::STEPS);
     all
 }
 
@@ -150,6 +152,8 @@ mod tests {
         assert_eq!(visible(&all, &hidden).iter().map(|s| s.key.as_str()).collect::<Vec<_>>(), ["file:f"]);
         assert_eq!(visible(&all, &HashSet::new()).len(), 2);
         assert_eq!(available_tags(&all, &["b".to_owned()]), ["a", "c"]);
+        let planned = sources(vec![Some(Curve::run("r2".into(), None, 0.0, series(&["a", tags::run::STEPS])))], Vec::new(), None);
+        assert_eq!(available_tags(&planned, &[]), ["a"], "a run's length is no curve");
     }
 
     #[test]

@@ -42,8 +42,15 @@ pub mod tags {
         pub const OPTIMIZER: &str = "Step time/optimizer";
     }
 
+    /// What a run says about itself, beside its measurements.
+    pub mod run {
+        /// The step the run stops at, written once as it starts (with the step it starts
+        /// from), so whoever follows it can show how far it has come and how long it has left.
+        pub const STEPS: &str = "Run/Steps";
+    }
+
     /// Every tag the trainer writes, tutorial tags first.
-    pub const ALL: [&str; 13] = [
+    pub const ALL: [&str; 14] = [
         LOSS_TRAIN,
         LOSS_VALID,
         RMSE_U10M_VALID,
@@ -57,6 +64,7 @@ pub mod tags {
         step::FORWARD,
         step::BACKWARD,
         step::OPTIMIZER,
+        run::STEPS,
     ];
 }
 

@@ -143,9 +143,11 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     let (mut run, epoch0) = start(opts, log, comm.clone())?;
     let num_epochs = run.num_epochs;
     let last_epoch = opts.max_epochs.map_or(num_epochs, |n| num_epochs.min(epoch0 + n));
+    let planned = last_epoch.saturating_sub(epoch0) * run.iters_per_epoch;
     if let Some(bar) = log.progress() {
-        bar.set_length(last_epoch.saturating_sub(epoch0) * run.iters_per_epoch);
+        bar.set_length(planned);
     }
+    run.report.scalar(run.steps, epoch0, tags::run::STEPS, (run.steps + planned) as f64)?;
     if let Device::Cuda(i) = opts.device
         && let Ok(used) = crate::ffi::gpu_memory_used(i)
     {
