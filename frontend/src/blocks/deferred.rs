@@ -30,12 +30,14 @@ use super::{BlockSpec, ChartSpec, GridSpec};
 use crate::library::LoadError;
 
 /// `spec`'s block, with a line saying it is on its way until its part of the module is here.
+/// The line is a `.block` itself, so the classroom numbers a chapter's blocks alike on a page
+/// that has the part and on one still fetching it.
 pub fn block(spec: BlockSpec) -> impl IntoView {
     let view = SendWrapper::new(async move {
         load(spec).await.unwrap_or_else(|e| view! { <p class="error" role="alert">{e.to_string()}</p> }.into_any())
     });
     view! {
-        <Suspense fallback=|| view! { <p class="muted block-loading">"Loading this block…"</p> }>
+        <Suspense fallback=|| view! { <p class="block muted block-loading">"Loading this block…"</p> }>
             {Suspend::new(view)}
         </Suspense>
     }
