@@ -4,16 +4,25 @@
 //! well over the server's 20 s period) counts as dropped, since a dead TCP connection can take
 //! minutes to report itself. A socket the server refused for its token is not tried again:
 //! the same token would be refused again, every half second.
+//!
+//! Each connection is one of gloo's `WebSocket`s, read by a task of its own (see [`read`]).
+//! The socket is not split into gloo's sink and stream: those two halves share it, so dropping
+//! the sink would not close it, and the page must be able to close it at once (refused, silent)
+//! and to tell whether it is open before sending. Only the handle holds the socket; its reader
+//! looks at it through a weak reference, so dropping it closes the socket and ends the reader.
 
 use std::cell::RefCell;
+use std::future::poll_fn;
+use std::pin::Pin;
 use std::rc::{Rc, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_util::{Sink, Stream};
+use gloo_net::websocket::futures::WebSocket;
+use gloo_net::websocket::{Message, State, WebSocketError};
 use leptos::prelude::*;
 use scalebook_shared::protocol::{ClientRequest, ServerReply};
-use wasm_bindgen::JsCast;
-use wasm_bindgen::closure::Closure;
-use web_sys::{CloseEvent, MessageEvent, WebSocket};
 
 /// What the connection indicator shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,22 +75,13 @@ pub struct Socket(Rc<RefCell<Inner>>);
 
 struct Inner {
     url: String,
-    ws: Option<WebSocket>,
+    /// The current connection's socket; its reader holds only a weak reference.
+    ws: Option<Rc<RefCell<WebSocket>>>,
     state: RwSignal<ConnectionState>,
     on_open: Rc<dyn Fn()>,
     on_message: Rc<dyn Fn(ServerReply)>,
     failures: u32,
     last_heard_ms: f64,
-    handlers: Option<Handlers>,
-    /// Handlers of a socket that has closed. One of them may be running when the socket is
-    /// abandoned, so they are dropped only at the next connection.
-    retired: Option<Handlers>,
-}
-
-struct Handlers {
-    _open: Closure<dyn FnMut()>,
-    _message: Closure<dyn FnMut(MessageEvent)>,
-    _close: Closure<dyn FnMut(CloseEvent)>,
 }
 
 impl Socket {
@@ -101,8 +101,6 @@ impl Socket {
             on_message: Rc::new(on_message),
             failures: 0,
             last_heard_ms: js_sys::Date::now(),
-            handlers: None,
-            retired: None,
         })));
         socket.connect();
         let weak = Rc::downgrade(&socket.0);
@@ -113,38 +111,25 @@ impl Socket {
     /// Sends `message` if the socket is open; `false` when it is not (the caller says so).
     pub fn send(&self, message: &ClientRequest) -> bool {
         let inner = self.0.borrow();
-        match (&inner.ws, serde_json::to_string(message)) {
-            (Some(ws), Ok(text)) if ws.ready_state() == WebSocket::OPEN => ws.send_with_str(&text).is_ok(),
+        let Some(ws) = &inner.ws else { return false };
+        let mut ws = ws.borrow_mut();
+        // gloo's sink is ready whenever the socket is open, and sends at once; on a closing or
+        // closed socket the browser would drop the message without an error, hence the check.
+        match (ws.state(), serde_json::to_string(message)) {
+            (State::Open, Ok(text)) => Pin::new(&mut *ws).start_send(Message::Text(text)).is_ok(),
             _ => false,
         }
     }
 
     fn connect(&self) {
-        let url = {
-            let mut inner = self.0.borrow_mut();
-            inner.retired = None;
-            inner.url.clone()
-        };
-        let ws = match WebSocket::new(&url) {
-            Ok(ws) => ws,
+        let url = self.0.borrow().url.clone();
+        let ws = match WebSocket::open(&url) {
+            Ok(ws) => Rc::new(RefCell::new(ws)),
             Err(_) => return self.abandon(),
         };
-        let weak = Rc::downgrade(&self.0);
-        let open = {
-            let weak = weak.clone();
-            Closure::<dyn FnMut()>::new(move || with_socket(&weak, |s| s.opened()))
-        };
-        let message = {
-            let weak = weak.clone();
-            Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| with_socket(&weak, |s| s.received(&event)))
-        };
-        let close = Closure::<dyn FnMut(CloseEvent)>::new(move |_| with_socket(&weak, |s| s.abandon()));
-        ws.set_onopen(Some(open.as_ref().unchecked_ref()));
-        ws.set_onmessage(Some(message.as_ref().unchecked_ref()));
-        ws.set_onclose(Some(close.as_ref().unchecked_ref()));
-        let mut inner = self.0.borrow_mut();
-        inner.ws = Some(ws);
-        inner.handlers = Some(Handlers { _open: open, _message: message, _close: close });
+        let reader = read(Rc::downgrade(&self.0), Rc::downgrade(&ws));
+        self.0.borrow_mut().ws = Some(ws);
+        wasm_bindgen_futures::spawn_local(reader);
     }
 
     fn opened(&self) {
@@ -158,13 +143,13 @@ impl Socket {
         on_open();
     }
 
-    fn received(&self, event: &MessageEvent) {
+    fn received(&self, message: Message) {
         let on_message = {
             let mut inner = self.0.borrow_mut();
             inner.last_heard_ms = js_sys::Date::now();
             inner.on_message.clone()
         };
-        let Some(text) = event.data().as_string() else { return };
+        let Message::Text(text) = message else { return };
         match serde_json::from_str::<ServerReply>(&text) {
             Ok(message) => on_message(message),
             Err(e) => leptos::logging::warn!("ignoring a message this page does not understand ({e}): {text:.200}"),
@@ -174,7 +159,7 @@ impl Socket {
     /// Closes the socket for good: the server refused this page's token.
     pub fn give_up(&self) {
         let mut inner = self.0.borrow_mut();
-        inner.close();
+        inner.ws = None;
         inner.state.set(ConnectionState::Refused);
     }
 
@@ -183,7 +168,8 @@ impl Socket {
     fn abandon(&self) {
         let (delay, weak) = {
             let mut inner = self.0.borrow_mut();
-            inner.close();
+            // Dropping gloo's socket closes it and stops its events.
+            inner.ws = None;
             if inner.state.get_untracked() == ConnectionState::Refused {
                 return;
             }
@@ -206,19 +192,39 @@ impl Socket {
     }
 }
 
-impl Inner {
-    /// Closes the socket, if any, and retires its handlers (one of them may be running now).
-    fn close(&mut self) {
-        if let Some(ws) = self.ws.take() {
-            ws.set_onopen(None);
-            ws.set_onmessage(None);
-            ws.set_onclose(None);
-            let _ = ws.close();
-        }
-        if let Some(handlers) = self.handlers.take() {
-            self.retired = Some(handlers);
+/// Reads one connection until it ends: says when it opens, hands on every message, and
+/// abandons the socket when it closes (or never opened). It ends quietly once the handle has
+/// dropped the socket (refused, silent), whose events are then no longer this page's business.
+async fn read(socket: Weak<RefCell<Inner>>, ws: Weak<RefCell<WebSocket>>) {
+    // gloo's sink turns ready when the socket stops connecting: opened, or failed to.
+    match poll_socket(&ws, |ws, cx| Pin::new(&mut *ws).poll_ready(cx).map(|_| matches!(ws.state(), State::Open))).await {
+        None => return,
+        Some(true) => with_socket(&socket, |s| s.opened()),
+        // It never opened: its stream brings the error and then the close.
+        Some(false) => {}
+    }
+    while let Some(event) = poll_socket(&ws, |ws, cx| Pin::new(ws).poll_next(cx)).await {
+        match event {
+            Some(Ok(message)) => with_socket(&socket, |s| s.received(message)),
+            // The browser's `error` event: its `close` follows.
+            Some(Err(WebSocketError::ConnectionError)) => {}
+            Some(Err(_)) | None => return with_socket(&socket, |s| s.abandon()),
         }
     }
+}
+
+/// Polls the connection's socket with `poll`; `None` once the handle has dropped it.
+fn poll_socket<T>(
+    ws: &Weak<RefCell<WebSocket>>,
+    mut poll: impl FnMut(&mut WebSocket, &mut Context<'_>) -> Poll<T>,
+) -> impl Future<Output = Option<T>> {
+    poll_fn(move |cx| match ws.upgrade() {
+        Some(ws) => {
+            let mut ws = ws.borrow_mut();
+            poll(&mut ws, cx).map(Some)
+        }
+        None => Poll::Ready(None),
+    })
 }
 
 fn with_socket(weak: &Weak<RefCell<Inner>>, f: impl FnOnce(&Socket)) {
