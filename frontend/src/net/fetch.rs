@@ -4,6 +4,7 @@
 //! ([`TOKEN_HEADER`]), never in the URL, which proxies and servers write to their logs, nor in
 //! `Authorization`, which Jupyter's proxy would take for a JupyterHub token and send its hub.
 
+use gloo_net::http::{Request, Response};
 use scalebook_shared::protocol::TOKEN_HEADER;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
@@ -13,45 +14,35 @@ use super::urls;
 /// The body of `url` as text, or a message saying why not (the server's own message for an
 /// API error, e.g. a missing token).
 pub async fn text(url: &str) -> Result<String, String> {
-    let response = get(url).await?;
-    let body = JsFuture::from(response.text().map_err(|e| describe(&e))?).await.map_err(|e| describe(&e))?;
-    Ok(body.as_string().unwrap_or_default())
+    get(url).await?.text().await.map_err(|e| e.to_string())
 }
 
 /// The body of `url` as bytes (a binary file: the baseline's event file), or why not.
 pub async fn bytes(url: &str) -> Result<Vec<u8>, String> {
-    let response = get(url).await?;
-    let body = JsFuture::from(response.array_buffer().map_err(|e| describe(&e))?).await.map_err(|e| describe(&e))?;
-    Ok(js_sys::Uint8Array::new(&body).to_vec())
+    get(url).await?.binary().await.map_err(|e| e.to_string())
 }
 
-/// The body of `url` as a blob (a picture, shown through an object URL), or why not.
+/// The body of `url` as a blob (a picture, shown through an object URL), or why not. gloo's
+/// response has no blob: the browser's own response gives it.
 pub async fn blob(url: &str) -> Result<web_sys::Blob, String> {
-    let response = get(url).await?;
+    let response = web_sys::Response::from(get(url).await?);
     let body = JsFuture::from(response.blob().map_err(|e| describe(&e))?).await.map_err(|e| describe(&e))?;
     body.dyn_into().map_err(|_| "the server's answer is not a file".to_owned())
 }
 
 /// The response to a GET of `url` when it succeeded; the server's message when it did not.
-async fn get(url: &str) -> Result<web_sys::Response, String> {
-    let window = leptos::prelude::window();
-    let init = web_sys::RequestInit::new();
-    init.set_method("GET");
+async fn get(url: &str) -> Result<Response, String> {
+    let mut request = Request::get(url);
     // Only the API needs the token; the page's own files (chapters, the baseline) never see it.
     if let Some(token) = urls::token().filter(|_| urls::is_api(url)) {
-        let headers = web_sys::Headers::new().map_err(|e| describe(&e))?;
-        headers.set(TOKEN_HEADER, &token).map_err(|e| describe(&e))?;
-        init.set_headers(&headers);
+        request = request.header(TOKEN_HEADER, &token);
     }
-    let response = JsFuture::from(window.fetch_with_str_and_init(url, &init))
-        .await
-        .map_err(|e| format!("cannot reach the server: {}", describe(&e)))?;
-    let response: web_sys::Response = response.dyn_into().map_err(|_| "the fetch did not return a response".to_owned())?;
+    let response = request.send().await.map_err(|e| format!("cannot reach the server: {e}"))?;
     if response.ok() {
         return Ok(response);
     }
-    let body = JsFuture::from(response.text().map_err(|e| describe(&e))?).await.map_err(|e| describe(&e))?;
-    Err(error_message(response.status(), &body.as_string().unwrap_or_default()))
+    let body = response.text().await.map_err(|e| e.to_string())?;
+    Err(error_message(response.status(), &body))
 }
 
 /// The API answers errors as `{"code": ..., "message": ...}`; anything else is shown as is.
