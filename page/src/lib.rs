@@ -9,6 +9,7 @@
 //! - [`classroom`]: following a presenter, the roster and the class panel, as state machines.
 //! - [`progress`]: how far a run has come and how long it has left.
 //! - [`requests`]: the page's requests matched to their answers.
+//! - [`runs`]: a run's stream of points and log lines, and whose a run is.
 //! - [`units`]: numbers and times as the page writes them.
 
 pub mod blocks;

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use leptos::prelude::*;
 use scalebook_shared::protocol::{
     Audience, ClassState, ClientMessage, ClientRequest, ErrorCode, ErrorReport, Follower, LaunchRequest, Learner, LearnerRuns,
-    PROTOCOL_VERSION, Presentation, RunHandle, RunId, RunRecord, Secret, ServerInfo, ServerMessage, ServerReply,
+    PROTOCOL_VERSION, Presentation, RunId, RunRecord, Secret, ServerInfo, ServerMessage, ServerReply,
 };
 use send_wrapper::SendWrapper;
 
@@ -29,6 +29,7 @@ use scalebook_page::requests::Requests;
 const CHARTED_KEY: &str = "scalebook-charted-runs";
 
 pub use scalebook_page::requests::Answer;
+pub use scalebook_page::runs::whose::from_class;
 
 /// The page's runs; provided as context by the app.
 #[derive(Clone, Copy)]
@@ -328,11 +329,6 @@ impl Runs {
         }
         self.notice.set(Some(report.message));
     }
-}
-
-/// Whether `record` is a run of the class this server follows, mirrored here.
-pub fn from_class(record: &RunRecord) -> bool {
-    matches!(record.handle, Some(RunHandle::Class { .. }))
 }
 
 fn local_storage() -> Option<web_sys::Storage> {
