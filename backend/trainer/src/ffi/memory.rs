@@ -1,25 +1,27 @@
 //! Sharing memory past what tch's types allow: a new batch tensor's values and a float
 //! slice's bytes, which the loader fills in place (without them every sample would be copied
-//! twice more), and a model read by several threads at once (the training lanes).
+//! twice more), and a forward pass run by several threads at once (the training lanes).
 
 use tch::{Device, Kind, Tensor};
 
 use crate::Error;
-use crate::model::Forward;
 
-/// A model whose forward pass several threads run at once, each on its own slice of a batch.
-pub struct SharedForward<'a>(pub &'a dyn Forward);
+/// A forward pass that several threads run at once, each on its own slice of a batch (the
+/// training lanes hand the model's forward in as a function, so this low module needs no
+/// model type).
+pub struct SharedForward<'a>(pub &'a (dyn Fn(&Tensor, bool) -> Result<Tensor, Error> + 'a));
 
 // SAFETY: tch marks tensors `!Sync` because a handle could be mutated through `&self` by some
 // in-place operations; a forward pass only reads the parameters (every operation creates new
 // tensors), and libtorch itself supports concurrent use of the same parameters from several
 // threads: reference counts are atomic, and backward passes accumulating into the same
-// gradient take that parameter's lock. Nothing else is reached through the shared reference.
+// gradient take that parameter's lock. The function is the model's forward pass and reaches
+// nothing else.
 unsafe impl Sync for SharedForward<'_> {}
 
 impl SharedForward<'_> {
-    pub fn get(&self) -> &dyn Forward {
-        self.0
+    pub fn run(&self, x: &Tensor, train: bool) -> Result<Tensor, Error> {
+        (self.0)(x, train)
     }
 }
 

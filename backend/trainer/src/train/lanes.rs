@@ -57,8 +57,8 @@ impl Lanes {
     /// the gradients of the whole batch end up in the model's parameters.
     pub fn forward_backward(&self, model: &dyn Forward, input: &Tensor, target: &Tensor, amp: AmpMode) -> Result<LanesOutcome, Error> {
         let batch = input.size()[0];
-        let model = SharedForward(model);
-        let model = &model;
+        let forward = |x: &Tensor, train: bool| model.forward(x, train);
+        let model = &SharedForward(&forward);
         let threads = self.threads_each;
         let results = std::thread::scope(|scope| {
             let lanes: Vec<_> = slices(batch, self.count.min(batch.max(1) as usize))
@@ -71,7 +71,7 @@ impl Lanes {
                         tch::set_num_threads(threads);
                         let _profiled = ProfiledThread::join();
                         let start = Instant::now();
-                        let loss = training_loss(model.get(), Device::Cpu, amp, &x, &y)? * weight;
+                        let loss = training_loss(model, Device::Cpu, amp, &x, &y)? * weight;
                         let forward = start.elapsed();
                         let backward = Range::enter(ranges::BACKWARD);
                         loss.backward();
@@ -105,6 +105,13 @@ fn slices(batch: i64, count: usize) -> impl Iterator<Item = (i64, i64)> {
         let start = batch * i / count;
         (start, batch * (i + 1) / count - start)
     })
+}
+
+/// The lanes' shared forward pass is a model like any other to the loss.
+impl Forward for SharedForward<'_> {
+    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor, Error> {
+        self.run(x, train)
+    }
 }
 
 #[cfg(test)]
