@@ -78,10 +78,13 @@ fn a_data_parallel_run_writes_what_a_single_process_run_writes() {
     let scratch_dir = scratch("dp");
     let root = scratch_dir.path();
     generate(&root.join("data"));
-    let out = launch_cmd(2, &root.join("data"), &root.join("run"), &["num_iters=8"]).output().unwrap();
+    let out = launch_cmd(2, &root.join("data"), &root.join("run"), &["num_iters=8"]).env_remove("OMP_WAIT_POLICY").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("[rank 0]") && stderr.contains("Setting DP = 2, TP = 1, CP = 1, PP = 1"), "{stderr}");
+    // The machine's 2 cores (or however many) split between the ranks, waiting passively even
+    // where the caller did not say so (the launch below removes the variable).
+    assert!(stderr.contains("CPU threads per rank: ") && stderr.contains("(OMP_WAIT_POLICY PASSIVE)"), "{stderr}");
     assert!(!stderr.contains("[rank 1] 20"), "only rank 0 logs: {stderr}");
     let pts = points(&root.join("run"));
     for tag in tags::ALL {

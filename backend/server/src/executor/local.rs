@@ -73,6 +73,9 @@ impl LocalExecutor {
             .arg(trainer)
             .args(self.trainer_args(record, run_dir))
             .current_dir(&self.command.workdir)
+            // Passive OpenMP waits unless the server was told otherwise: spinning threads on a
+            // busy machine make one rank slower per sample than two (BENCHMARKS.md).
+            .env("OMP_WAIT_POLICY", std::env::var_os("OMP_WAIT_POLICY").unwrap_or_else(|| "PASSIVE".into()))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

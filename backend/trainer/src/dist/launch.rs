@@ -38,9 +38,13 @@ pub fn run(program: &Path, args: &[String], nproc: usize, port: u16) -> Result<O
     // OpenMP pools do not oversubscribe the machine.
     let cores = thread::available_parallelism().map_or(1, usize::from);
     let threads = std::env::var("OMP_NUM_THREADS").unwrap_or_else(|_| (cores / nproc).max(1).to_string());
+    // OpenMP's threads spin while they wait unless told otherwise; with another program on
+    // the cores, a rank's threads then wait on each other at every operation (cpu_tiny on two
+    // threads: 58 samples/s against 489 with passive waits, 521 on one thread; BENCHMARKS.md).
+    let wait_policy = std::env::var("OMP_WAIT_POLICY").unwrap_or_else(|_| "PASSIVE".to_owned());
     for rank in 0..nproc {
         let mut cmd = Command::new(program);
-        cmd.env("OMP_NUM_THREADS", &threads);
+        cmd.env("OMP_NUM_THREADS", &threads).env("OMP_WAIT_POLICY", &wait_policy);
         cmd.args(args)
             .env("RANK", rank.to_string())
             .env("LOCAL_RANK", rank.to_string())

@@ -137,6 +137,10 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     log_config(log, opts);
     let l = comm.layout().sizes();
     log.info(&format!("Setting DP = {}, TP = {}, CP = {}, PP = {}", l.dp, l.tp, l.cp, l.pp));
+    if opts.device == Device::Cpu {
+        let policy = std::env::var("OMP_WAIT_POLICY").unwrap_or_else(|_| "unset: OpenMP's threads spin while they wait".into());
+        log.info(&format!("CPU threads per rank: {} (OMP_WAIT_POLICY {policy})", tch::get_num_threads()));
+    }
     if opts.device.is_cuda() {
         crate::ffi::set_tf32(opts.tf32)?;
     }
