@@ -43,12 +43,17 @@ async fn the_ddp_knobs_sweep_runs_every_variant_and_draws_its_throughput() -> an
         .await?;
     assert!(widths.as_array().is_some_and(|w| w.iter().all(|w| w.as_f64().is_some_and(|w| w > 0.0))), "{widths}");
 
-    // The runs were the chapter's variants: two ranks each, with their knobs.
+    // The runs were the chapter's variants: two ranks each, with their knobs, all from the one
+    // seed the block names.
     let mut records = Vec::new();
+    let mut seeds = Vec::new();
     for entry in std::fs::read_dir(workdir.path().join("runs"))? {
         let record: RunRecord = serde_json::from_str(&std::fs::read_to_string(entry?.path().join(rundir::RECORD))?)?;
+        seeds.push(record.seed);
         records.push((record.layout.sizes().dp, record.overrides.join(" "), record.config));
     }
+    let named = browser.attr(&format!("{SWEEP} .sweep-seed"), "data-seed").await;
+    assert!(seeds.iter().all(|s| s.map(|s| s.to_string()) == named), "one seed for every variant: {seeds:?}, the block says {named:?}");
     assert_eq!(records.len(), variants, "{records:?}");
     assert!(records.iter().all(|(dp, _, config)| *dp == 2 && config == "cpu_tiny"), "{records:?}");
     assert!(records.iter().any(|(_, o, _)| o.contains("noddp=true")), "{records:?}");

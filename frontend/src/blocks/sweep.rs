@@ -54,6 +54,9 @@ pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> i
                     }
                 }).collect_view())}
             </ol>
+            <p class="muted sweep-seed" data-seed=state.seed()>
+                {format!("Every variant starts from seed {}: the same initial weights and data order, so they differ only by their changes.", state.seed())}
+            </p>
             {move || match measure {
                 Measure::Loss => view! { <LossCurves ids labels=variants.with_value(|v| labels(v)) /> }.into_any(),
                 _ => {

@@ -57,6 +57,11 @@ impl SweepState {
         state
     }
 
+    /// The one seed every variant runs with ([`sweep_model::seed`]).
+    pub fn seed(&self) -> u64 {
+        self.memory.with_value(|memory| sweep_model::seed(memory))
+    }
+
     /// Where variant `index`'s run is remembered.
     fn key(&self, index: usize) -> String {
         self.memory.with_value(|memory| format!("{memory}:{index}"))
@@ -68,7 +73,7 @@ impl SweepState {
             self.progress.set(Progress::Idle);
             return;
         };
-        match self.runs.launch(sweep_model::request(self.chosen.get_untracked(), variant)) {
+        match self.runs.launch(sweep_model::request(self.chosen.get_untracked(), variant, self.seed())) {
             Ok(ticket) => self.progress.set(Progress::Launching { index, ticket }),
             Err(message) => self.progress.set(Progress::Stopped(message)),
         }

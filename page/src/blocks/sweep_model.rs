@@ -93,9 +93,19 @@ pub fn memory_key(hash: &str, config: &str, variants: &[Variant]) -> String {
     format!("scalebook-sweep:{hash}:{config}:{}", labels(variants).join("/"))
 }
 
-/// The launch of a variant: the sweep's config with the variant's changes, on this machine.
-pub fn request(config: String, variant: Variant) -> LaunchRequest {
-    LaunchRequest { config, overrides: variant.overrides, dp: variant.dp, executor: ExecutorSpec::Local, seed: None }
+/// The seed every variant of the sweep remembered under `memory_key` runs with: one for all,
+/// so the variants differ only by their changes (the data order and the initial weights are
+/// the same), and the same each time the sweep runs, so running it again reproduces it.
+pub fn seed(memory_key: &str) -> u64 {
+    // FNV-1a, kept to 31 bits so the seed reads short in the run list.
+    let hash = memory_key.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    u64::from(hash >> 1)
+}
+
+/// The launch of a variant: the sweep's config with the variant's changes, on this machine,
+/// with the sweep's `seed`.
+pub fn request(config: String, variant: Variant, seed: u64) -> LaunchRequest {
+    LaunchRequest { config, overrides: variant.overrides, dp: variant.dp, executor: ExecutorSpec::Local, seed: Some(seed) }
 }
 
 /// What the server's answer to variant `index`'s launch does to the sweep.
@@ -281,8 +291,13 @@ mod tests {
     fn the_sweep_runs_its_variants_in_turn_and_stops_at_a_failure() {
         let v = variants();
         assert_eq!(memory_key("#ddp", "cpu_tiny", &v), "scalebook-sweep:#ddp:cpu_tiny:one rank/two ranks");
-        let asked = request("cpu_tiny".into(), v[1].clone());
+        let seed = seed(&memory_key("#ddp", "cpu_tiny", &v));
+        let asked = request("cpu_tiny".into(), v[1].clone(), seed);
         assert_eq!((asked.dp, asked.overrides.as_slice(), &asked.executor), (2, &["lr=0.1".to_owned()][..], &ExecutorSpec::Local));
+        assert_eq!(request("cpu_tiny".into(), v[0].clone(), seed).seed, asked.seed, "one seed for every variant");
+        assert_eq!(asked.seed, Some(seed));
+        assert!(seed < 1 << 31);
+        assert_ne!(super::seed("scalebook-sweep:#ddp:cpu_tiny:a/b"), seed, "another sweep, another seed");
         assert_eq!(after_run(&v, 0, RunState::Running), None);
         assert_eq!(after_run(&v, 0, RunState::Completed), Some(Next::Launch(1)));
         assert_eq!(
