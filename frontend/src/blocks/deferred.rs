@@ -28,11 +28,17 @@ use super::sweep_model::Measure;
 use super::timeline::TimelineBlock;
 use super::{BlockSpec, ChartSpec, GridSpec};
 use crate::library::LoadError;
+use crate::working::WorkingConfig;
 
 /// `spec`'s block, with a line saying it is on its way until its part of the module is here.
 /// The line is a `.block` itself, so the classroom numbers a chapter's blocks alike on a page
 /// that has the part and on one still fetching it.
 pub fn block(spec: BlockSpec) -> impl IntoView {
+    // The chapter's working config is the first block's that names one, in the chapter's order,
+    // whichever block's part of the module arrives first.
+    if let BlockSpec::Config { config, dp } | BlockSpec::Run { config, dp } = &spec {
+        WorkingConfig::claim(config, *dp);
+    }
     let view = SendWrapper::new(async move {
         load(spec).await.unwrap_or_else(|e| view! { <p class="error" role="alert">{e.to_string()}</p> }.into_any())
     });
