@@ -29,22 +29,8 @@ pub fn save_key(key: &LearnerKey) {
 #[cfg(test)]
 pub fn record(id: &str, learner: Option<&Learner>) -> RunRecord {
     use scalebook_shared::layout::{Layout, Sizes};
-    use scalebook_shared::protocol::{ExecutorSpec, RunId, RunState, StateChange};
-    RunRecord {
-        id: RunId::parse(id).unwrap(),
-        config: "cpu_tiny".into(),
-        overrides: vec![],
-        effective: Default::default(),
-        layout: Layout::new(Sizes::default(), "tp-cp-dp").unwrap(),
-        executor: ExecutorSpec::Local,
-        seed: None,
-        history: vec![StateChange { state: RunState::Running, at: 0.0, reason: None }],
-        created_at: 0.0,
-        started_at: None,
-        ended_at: None,
-        handle: None,
-        cancel_requested: false,
-        learner: learner.cloned(),
-        device: None,
-    }
+    use scalebook_shared::protocol::{ExecutorSpec, RunId, RunState};
+    let layout = Layout::new(Sizes::default(), "tp-cp-dp").unwrap();
+    let record = RunRecord::new(RunId::parse(id).unwrap(), "cpu_tiny".into(), layout, ExecutorSpec::Local, 0.0, RunState::Running);
+    RunRecord { learner: learner.cloned(), ..record }
 }

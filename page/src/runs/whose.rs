@@ -63,29 +63,15 @@ pub fn own_first(mut records: Vec<RunRecord>, me: Option<&Learner>, owner: bool)
 #[cfg(test)]
 mod tests {
     use scalebook_shared::layout::{Layout, Sizes};
-    use scalebook_shared::protocol::{ExecutorSpec, RunId, RunState, StateChange};
+    use scalebook_shared::protocol::{ExecutorSpec, RunId, RunState};
 
     use super::*;
 
     /// A running local run `id` of `cpu_tiny` launched by `learner` (`None`: the instructor).
     fn record(id: &str, learner: Option<&Learner>) -> RunRecord {
-        RunRecord {
-            id: RunId::parse(id).unwrap(),
-            config: "cpu_tiny".into(),
-            overrides: vec![],
-            effective: Default::default(),
-            layout: Layout::new(Sizes::default(), "tp-cp-dp").unwrap(),
-            executor: ExecutorSpec::Local,
-            seed: None,
-            history: vec![StateChange { state: RunState::Running, at: 0.0, reason: None }],
-            created_at: 0.0,
-            started_at: None,
-            ended_at: None,
-            handle: None,
-            cancel_requested: false,
-            learner: learner.cloned(),
-            device: None,
-        }
+        let layout = Layout::new(Sizes::default(), "tp-cp-dp").unwrap();
+        let record = RunRecord::new(RunId::parse(id).unwrap(), "cpu_tiny".into(), layout, ExecutorSpec::Local, 0.0, RunState::Running);
+        RunRecord { learner: learner.cloned(), ..record }
     }
 
     #[test]

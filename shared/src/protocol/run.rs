@@ -254,6 +254,29 @@ impl TrainDevice {
 }
 
 impl RunRecord {
+    /// The record of run `id` of `config` (as the file defines it) on `layout` and `executor`,
+    /// created at `at` in `state`, with nothing else known yet: what every maker of records
+    /// starts from, setting what it knows on top (`RunRecord { seed, ..RunRecord::new(…) }`).
+    pub fn new(id: RunId, config: String, layout: Layout, executor: ExecutorSpec, at: f64, state: RunState) -> RunRecord {
+        RunRecord {
+            id,
+            config,
+            overrides: Vec::new(),
+            effective: Map::new(),
+            layout,
+            executor,
+            seed: None,
+            history: vec![StateChange { state, at, reason: None }],
+            created_at: at,
+            started_at: None,
+            ended_at: None,
+            handle: None,
+            cancel_requested: false,
+            learner: None,
+            device: None,
+        }
+    }
+
     /// The state now (`lost` for a record whose history was emptied by hand).
     pub fn state(&self) -> RunState {
         self.history.last().map_or(RunState::Lost, |change| change.state)
@@ -339,23 +362,8 @@ mod tests {
     #[test]
     fn transitions_append_to_the_history_and_stamp_start_and_end() {
         let layout = Layout::new(Default::default(), "tp-cp-dp").unwrap();
-        let mut record = RunRecord {
-            id: RunId::parse("r1").unwrap(),
-            config: "cpu_tiny".into(),
-            overrides: vec![],
-            effective: Map::new(),
-            layout,
-            executor: ExecutorSpec::Local,
-            seed: None,
-            history: vec![StateChange { state: RunState::Queued, at: 1.0, reason: None }],
-            created_at: 1.0,
-            started_at: None,
-            ended_at: None,
-            handle: None,
-            cancel_requested: false,
-            learner: None,
-            device: None,
-        };
+        let mut record = RunRecord::new(RunId::parse("r1").unwrap(), "cpu_tiny".into(), layout, ExecutorSpec::Local, 1.0, RunState::Queued);
+        assert_eq!((record.state(), record.created_at, record.started_at), (RunState::Queued, 1.0, None));
         record.transition(RunState::Running, 2.0, None);
         record.transition(RunState::OutOfMemory, 3.0, Some("CUDA out of memory".into()));
         assert_eq!((record.started_at, record.ended_at), (Some(2.0), Some(3.0)));

@@ -126,7 +126,7 @@ impl LocalExecutor {
 mod tests {
     use super::*;
     use scalebook_shared::layout::{Layout, Sizes};
-    use scalebook_shared::protocol::{ExecutorSpec, RunId};
+    use scalebook_shared::protocol::{ExecutorSpec, RunId, RunState};
 
     fn executor() -> LocalExecutor {
         let command = TrainerCommand { trainer: "/bin/scalebook-train".into(), workdir: "/srv".into() };
@@ -134,23 +134,9 @@ mod tests {
     }
 
     fn record(dp: u32) -> RunRecord {
-        RunRecord {
-            id: RunId::parse("r1").unwrap(),
-            config: "cpu_tiny".into(),
-            overrides: vec!["expdir=-rf; ls $HOME".into()],
-            effective: Default::default(),
-            layout: Layout::new(Sizes { dp, ..Sizes::default() }, "tp-cp-dp").unwrap(),
-            executor: ExecutorSpec::Local,
-            seed: Some(7),
-            history: vec![],
-            created_at: 0.0,
-            started_at: None,
-            ended_at: None,
-            handle: None,
-            cancel_requested: false,
-            learner: None,
-            device: None,
-        }
+        let layout = Layout::new(Sizes { dp, ..Sizes::default() }, "tp-cp-dp").unwrap();
+        let record = RunRecord::new(RunId::parse("r1").unwrap(), "cpu_tiny".into(), layout, ExecutorSpec::Local, 0.0, RunState::Queued);
+        RunRecord { overrides: vec!["expdir=-rf; ls $HOME".into()], seed: Some(7), ..record }
     }
 
     fn words(args: &[OsString]) -> Vec<&str> {

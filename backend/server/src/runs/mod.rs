@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::extract::ws::Utf8Bytes;
-use scalebook_shared::protocol::{ExecutorSpec, RunHandle, RunId, RunRecord, RunState, StateChange};
+use scalebook_shared::protocol::{ExecutorSpec, RunHandle, RunId, RunRecord, RunState};
 use tokio::sync::broadcast;
 
 use crate::Error;
@@ -236,21 +236,12 @@ impl RunManager {
         let id = self.store.create_run_dir(created_at)?;
         let dir = self.store.run_dir(&id);
         let record = RunRecord {
-            id: id.clone(),
-            config: plan.config.clone(),
             overrides: plan.overrides.clone(),
             effective: plan.effective.to_json(),
-            layout: plan.layout.clone(),
-            executor: plan.executor.clone(),
             seed: plan.seed,
-            history: vec![StateChange { state: RunState::Queued, at: created_at, reason: None }],
-            created_at,
-            started_at: None,
-            ended_at: None,
-            handle: None,
-            cancel_requested: false,
             learner: plan.learner.as_ref().map(|launch| launch.learner.clone()),
             device: plan.device,
+            ..RunRecord::new(id.clone(), plan.config.clone(), plan.layout.clone(), plan.executor.clone(), created_at, RunState::Queued)
         };
         let written = (|| -> Result<(), Error> {
             std::fs::write(dir.join(rundir::CONFIG), plan.effective.to_yaml(&plan.config))?;

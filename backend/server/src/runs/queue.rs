@@ -53,24 +53,9 @@ fn by_age(a: &RunRecord, b: &RunRecord) -> Ordering {
 #[cfg(test)]
 pub(crate) fn test_run(id: &str, created: f64, learner: Option<Learner>, state: RunState) -> RunRecord {
     use scalebook_shared::layout::{Layout, Sizes};
-    use scalebook_shared::protocol::{ExecutorSpec, RunId, StateChange};
-    RunRecord {
-        id: RunId::parse(id).unwrap(),
-        config: "cpu_tiny".into(),
-        overrides: vec![],
-        effective: Default::default(),
-        layout: Layout::new(Sizes::default(), "tp-cp-dp").unwrap(),
-        executor: ExecutorSpec::Local,
-        seed: None,
-        history: vec![StateChange { state, at: created, reason: None }],
-        created_at: created,
-        started_at: None,
-        ended_at: None,
-        handle: None,
-        cancel_requested: false,
-        learner,
-        device: None,
-    }
+    use scalebook_shared::protocol::{ExecutorSpec, RunId};
+    let layout = Layout::new(Sizes::default(), "tp-cp-dp").unwrap();
+    RunRecord { learner, ..RunRecord::new(RunId::parse(id).unwrap(), "cpu_tiny".into(), layout, ExecutorSpec::Local, created, state) }
 }
 
 #[cfg(test)]
