@@ -9,7 +9,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use scalebook_shared::cluster::Clusters;
-use scalebook_shared::config::ConfigFile;
 use scalebook_shared::profile::trace::TraceList;
 use scalebook_shared::protocol::{ErrorCode, ErrorReport, RunId, RunRecord};
 use scalebook_shared::rundir;
@@ -39,8 +38,8 @@ pub async fn configs(State(state): State<Arc<AppState>>) -> Json<serde_json::Val
 }
 
 /// The configs as the server read them, typed, for the page (which then needs no YAML reader).
-pub async fn configs_json(State(state): State<Arc<AppState>>) -> Json<ConfigFile> {
-    Json(state.configs.file.clone())
+pub async fn configs_json(State(state): State<Arc<AppState>>) -> Response {
+    (StatusCode::OK, [("content-type", "application/json")], state.configs.json.clone()).into_response()
 }
 
 pub async fn configs_yaml(State(state): State<Arc<AppState>>) -> Response {

@@ -23,6 +23,8 @@ pub struct Configs {
     pub file: ConfigFile,
     /// The raw text of that file, served to the browser's editor unchanged.
     pub yaml: String,
+    /// The typed configs as JSON, what the page reads (`/api/configs.json`): written once here.
+    pub json: String,
     /// Where it is (absolute).
     pub path: PathBuf,
 }
@@ -40,7 +42,8 @@ impl Configs {
         let yaml = std::fs::read_to_string(config_path).map_err(|e| wrap(Box::new(e)))?;
         let file = ConfigFile::parse(&yaml).map_err(|e| wrap(Box::new(e)))?;
         let path = std::fs::canonicalize(config_path).map_err(|e| wrap(Box::new(e)))?;
-        Ok(Configs { file, yaml, path })
+        let json = serde_json::to_string(&file).map_err(|e| wrap(Box::new(e)))?;
+        Ok(Configs { file, yaml, json, path })
     }
 }
 
