@@ -35,8 +35,21 @@ def load_params(path, name, overrides):
     with open(path) as f:
         params = yaml.safe_load(f)[name]
     params.update(overrides)
-    # The tutorial's YParams reads the word None as Python's None.
-    return {k: (None if v == "None" else v) for k, v in params.items()}
+    return {k: plain_value(v) for k, v in params.items()}
+
+
+def plain_value(v):
+    """The tutorial's YParams reads the word None as Python's None. PyYAML follows YAML 1.1,
+    where a float needs a dot, so it reads `5E-4` as a string; YAML 1.2 (Scalebook's reader)
+    reads a float."""
+    if v == "None":
+        return None
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            pass
+    return v
 
 
 # --- the model: networks/vit.py ----------------------------------------------------------

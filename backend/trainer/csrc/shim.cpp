@@ -60,6 +60,19 @@ int sb_set_tf32(int enabled, char* err, size_t err_len) {
     }
 }
 
+// An uninitialised float32 CPU tensor in page-locked memory, allocated there directly (a
+// tensor's pin_memory() would allocate, then copy the whole batch over).
+int sb_empty_pinned(const int64_t* shape, size_t ndim, at::Tensor** out, char* err, size_t err_len) {
+    try {
+        auto options = at::TensorOptions().dtype(at::kFloat).pinned_memory(true);
+        *out = new at::Tensor(at::empty(at::IntArrayRef(shape, ndim), options));
+        return 0;
+    } catch (const std::exception& e) {
+        write_error(e, err, err_len);
+        return 1;
+    }
+}
+
 // One fused multi-tensor Adam step (torch.optim.Adam(fused=True)) over n parameters.
 // grad_scale / found_inf may be null; when given, gradients are unscaled inside the kernel
 // and the step is skipped where found_inf is set (what GradScaler does with fused Adam).
@@ -72,8 +85,12 @@ int sb_fused_adam(at::Tensor** params, at::Tensor** grads, at::Tensor** exp_avgs
         std::optional<at::Tensor> scale, inf;
         if (grad_scale != nullptr) scale = *grad_scale;
         if (found_inf != nullptr) inf = *found_inf;
+        // The kernel reads the step counters but does not advance them: torch.optim.Adam adds
+        // one before the call and takes it back where the step was skipped for an inf.
+        at::_foreach_add_(s, 1);
         at::_fused_adam_(p, g, m, v, none, s, lr, beta1, beta2, weight_decay, eps, /*amsgrad=*/false,
                          /*maximize=*/false, scale, inf);
+        if (inf) at::_foreach_sub_(s, std::vector<at::Tensor>(n, inf->reshape({})));
         return 0;
     } catch (const std::exception& e) {
         write_error(e, err, err_len);

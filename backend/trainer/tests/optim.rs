@@ -45,8 +45,10 @@ fn run(fused: bool, scaled: bool) -> Vec<Tensor> {
     run_with(Choice::Adam, fused, scaled)
 }
 
+/// The largest difference; infinite where either side holds a NaN (`f64::max` would drop it).
 fn max_diff(a: &[Tensor], b: &[Tensor]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| f64::try_from((x - y).abs().max()).unwrap()).fold(0.0, f64::max)
+    let diff = |x: &Tensor, y: &Tensor| f64::try_from((x - y).abs().max()).unwrap();
+    a.iter().zip(b).map(|(x, y)| diff(x, y)).map(|d| if d.is_nan() { f64::INFINITY } else { d }).fold(0.0, f64::max)
 }
 
 #[test]
@@ -63,6 +65,28 @@ fn loss_scaling_does_not_change_the_steps() {
     let plain = run(false, false);
     assert!(max_diff(&plain, &run(false, true)) < 1e-6);
     assert!(max_diff(&plain, &run(true, true)) < 1e-6);
+}
+
+#[test]
+fn an_overflowed_step_changes_nothing_but_the_scale() {
+    for fused in [false, true] {
+        let ps = params();
+        let mut adam = optimizer(Choice::Adam, &ps, fused);
+        let mut scaler = GradScaler::new(Device::Cpu);
+        let before: Vec<Tensor> = ps.iter().map(|(_, p)| p.detach().copy()).collect();
+        adam.zero_grad();
+        // Gradients of 1e38 times the scale overflow float32.
+        let loss = ps.iter().map(|(_, p)| (p * 1e38).sum(Kind::Float)).fold(Tensor::from(0.0f32), |a, b| a + b);
+        scaler.scale(&loss).backward();
+        adam.step(1e-2, Some(&mut scaler)).unwrap();
+        scaler.update();
+        let after: Vec<Tensor> = ps.iter().map(|(_, p)| p.detach()).collect();
+        assert_eq!(max_diff(&before, &after), 0.0, "fused {fused}: the parameters moved");
+        let steps: Vec<f64> =
+            adam.state().iter().filter(|(n, _)| n.starts_with("adam.step")).map(|(_, t)| f64::try_from(t).unwrap()).collect();
+        assert_eq!(steps, [0.0, 0.0], "fused {fused}: a skipped step was counted");
+        assert_eq!(scaler.current_scale(), 32_768.0, "fused {fused}: the scale did not back off");
+    }
 }
 
 #[test]

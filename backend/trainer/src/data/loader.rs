@@ -42,7 +42,7 @@ pub struct DataLoader {
     sampler: ShardedSampler,
     batch_size: usize,
     num_workers: usize,
-    pin_to: Option<Device>,
+    pinned: bool,
 }
 
 impl DataLoader {
@@ -57,12 +57,12 @@ impl DataLoader {
                 dataset.len()
             )));
         }
-        Ok(DataLoader { dataset, sampler, batch_size, num_workers, pin_to: None })
+        Ok(DataLoader { dataset, sampler, batch_size, num_workers, pinned: false })
     }
 
     /// Batches for `device`: in pinned host memory when it is a GPU, unchanged otherwise.
     pub fn for_device(mut self, device: Device) -> DataLoader {
-        self.pin_to = device.is_cuda().then_some(device);
+        self.pinned = device.is_cuda();
         self
     }
 
@@ -100,7 +100,7 @@ impl DataLoader {
             dataset: Arc::clone(&self.dataset),
             order: order[..self.len() * self.batch_size].to_vec(),
             batch_size: self.batch_size,
-            pin_to: self.pin_to,
+            pinned: self.pinned,
         });
         let count = self.len();
         let source = if self.num_workers == 0 {
@@ -117,8 +117,8 @@ struct Plan {
     dataset: Arc<Era5Dataset>,
     order: Vec<usize>,
     batch_size: usize,
-    /// The GPU the batches are for, if any: they are allocated in pinned memory for it.
-    pin_to: Option<Device>,
+    /// Whether the batches go to a GPU: then they are allocated in pinned memory.
+    pinned: bool,
 }
 
 impl Plan {
@@ -153,11 +153,7 @@ impl Plan {
     /// An uninitialised float tensor on the CPU, in page-locked memory when the batches go to
     /// a GPU (so the copy there is one DMA transfer, as PyTorch's `pin_memory=True`).
     fn batch_tensor(&self, shape: [i64; 4]) -> Result<Tensor, Error> {
-        let tensor = Tensor::f_empty(shape, (Kind::Float, Device::Cpu))?;
-        Ok(match self.pin_to {
-            Some(device) => tensor.f_pin_memory(device)?,
-            None => tensor,
-        })
+        if self.pinned { crate::ffi::empty_pinned(&shape) } else { Ok(Tensor::f_empty(shape, (Kind::Float, Device::Cpu))?) }
     }
 }
 

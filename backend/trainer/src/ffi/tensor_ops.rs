@@ -12,6 +12,7 @@ unsafe extern "C" {
     fn sb_set_autocast(device: c_int, enabled: c_int, dtype: c_int, err: *mut c_char, err_len: usize) -> c_int;
     fn sb_set_tf32(enabled: c_int, err: *mut c_char, err_len: usize) -> c_int;
     fn sb_gpu_memory_used(device: u32, used: *mut u64, err: *mut c_char, err_len: usize) -> c_int;
+    fn sb_empty_pinned(shape: *const i64, ndim: usize, out: *mut *mut C_tensor, err: *mut c_char, err_len: usize) -> c_int;
     fn sb_fused_adam(
         params: *const *mut C_tensor,
         grads: *const *mut C_tensor,
@@ -64,6 +65,18 @@ pub fn gpu_memory_used(device: usize) -> Result<u64, Error> {
     // SAFETY: `used` outlives the call; error buffer valid for its length.
     call("GPU memory", |err, len| unsafe { sb_gpu_memory_used(device, &mut used, err, len) })?;
     Ok(used)
+}
+
+/// An uninitialised float32 CPU tensor in page-locked memory, for batches bound for a GPU
+/// (needs a CUDA build; tch's `pin_memory` would copy the batch once more).
+pub fn empty_pinned(shape: &[i64]) -> Result<Tensor, Error> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `shape` is valid for `shape.len()` values and `out` outlives the call; error
+    // buffer valid for its length.
+    call("pinned batch", |err, len| unsafe { sb_empty_pinned(shape.as_ptr(), shape.len(), &mut out, err, len) })?;
+    // SAFETY: on success the shim stored a heap-allocated at::Tensor whose ownership passes
+    // to the returned Tensor.
+    Ok(unsafe { Tensor::from_ptr(out) })
 }
 
 /// Adam's per-parameter state, in the layout the fused kernel takes.

@@ -70,9 +70,13 @@ impl GradScaler {
         Ok(f64::try_from(&self.found_inf).map_err(Error::Torch)? == 0.0)
     }
 
-    /// What the fused Adam kernel needs to unscale and skip on its own.
-    pub fn kernel_inputs(&mut self) -> (&mut Tensor, &mut Tensor) {
-        (&mut self.scale, &mut self.found_inf)
+    /// What the fused Adam kernel needs to unscale and skip on its own. The kernel only reads
+    /// the overflow flag, so it is set here first, as GradScaler does for fused optimizers: the
+    /// non-finite check with a factor of one, which leaves the gradients as they are.
+    pub fn kernel_inputs(&mut self, grads: &mut [Tensor]) -> Result<(&mut Tensor, &mut Tensor), Error> {
+        let mut one = self.scale.ones_like();
+        ffi::unscale_grads(grads, &mut self.found_inf, &mut one)?;
+        Ok((&mut self.scale, &mut self.found_inf))
     }
 
     /// After each optimizer step: grow or back off the scale, then clear the overflow flag.

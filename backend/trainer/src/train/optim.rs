@@ -147,7 +147,7 @@ impl Adam {
             };
             return match scaler {
                 Some(scaler) => {
-                    let (scale, inf) = scaler.kernel_inputs();
+                    let (scale, inf) = scaler.kernel_inputs(tensors.grads)?;
                     ffi::fused_adam(tensors, hyper, Some((scale, inf)))
                 }
                 None => ffi::fused_adam(tensors, hyper, None),
