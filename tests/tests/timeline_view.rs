@@ -1,7 +1,8 @@
 //! The profiling chapter's timeline: a two-rank `cpu_tiny` run launched from the page with a
 //! `profile` window, whose traces (libtorch's profiler, one Chrome-trace file per rank) hold
 //! every named range on every rank and are drawn as lanes for each rank with those ranges on
-//! top, with a hover that names what the pointer is over, zoom, and the table of ops.
+//! top, with a hover that names what the pointer is over, zoom, and the table of ops; and the
+//! recorded GPU run beside it, loaded from the project's static files.
 
 use std::path::Path;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use scalebook_shared::profile::trace::{Timeline, Trace};
 use scalebook_shared::profile::{ranges, trace_file};
 use scalebook_shared::rundir;
 
-const TIMELINE: &str = "section.timeline";
+const TIMELINE: &str = "section.timeline:not(.recorded)";
 const RANKS: usize = 2;
 
 /// The ranges every rank of a data-parallel run marks.
@@ -99,6 +100,30 @@ async fn the_timeline_draws_every_ranks_lanes_and_ranges_and_tabulates_the_ops()
     browser.click(&format!("{TIMELINE} button.zoom-in")).await?;
     browser.wait_text(&format!("{TIMELINE} .shown"), |t| t != whole).await?;
 
+    let errors = browser.console_errors().await?;
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+    browser.close().await
+}
+
+/// The profiling chapter's recorded GPU run: loaded from the static files (its trace served
+/// compressed) under a proxy prefix, labelled with the GPU it ran on, with the GPU's stream
+/// drawn as a lane of its own under the CPU threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_recorded_gpu_run_draws_the_gpus_stream_under_the_cpu_threads() -> anyhow::Result<()> {
+    const RECORDED: &str = "section.timeline[data-recorded='h200-short-0workers']";
+    let workdir = with_tiny_data("scalebook-e2e-recorded")?;
+    let server = Server::start_in(workdir.path(), &[])?;
+    let proxy = PrefixProxy::start(server.addr).await?;
+    let browser = Browser::start().await?;
+    browser.client.goto(&proxy.url(&format!("/?token={}#/profiling", server.token))).await?;
+    browser.wait_attr(RECORDED, "data-state", |s| s == "ready").await?;
+    browser.wait_text(&format!("{RECORDED} p.summary"), |t| t.contains("on an NVIDIA H200")).await?;
+    let labels =
+        browser.eval(&format!("return Array.from(document.querySelectorAll(\"{RECORDED} g.lane\")).map(g => g.dataset.label)")).await?;
+    let labels: Vec<String> = serde_json::from_value(labels)?;
+    let gpu = labels.iter().position(|l| l.starts_with("GPU 0 · stream")).with_context(|| format!("no GPU stream lane: {labels:?}"))?;
+    assert!(gpu > 0 && labels[..gpu].iter().any(|l| l.contains("thread")), "the CPU threads come first: {labels:?}");
+    browser.wait_attr(&format!("{RECORDED} g.lane[data-label^='GPU 0']"), "data-bars", |b| b.parse::<usize>().is_ok_and(|n| n > 0)).await?;
     let errors = browser.console_errors().await?;
     assert!(errors.is_empty(), "console errors: {errors:?}");
     browser.close().await

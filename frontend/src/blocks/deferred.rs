@@ -26,6 +26,7 @@ use super::run::RunBlock;
 use super::sweep::SweepBlock;
 use super::sweep_model::Measure;
 use super::timeline::TimelineBlock;
+use super::timeline_recorded::RecordedTimeline;
 use super::{BlockSpec, ChartSpec, GridSpec};
 use crate::library::LoadError;
 use crate::working::WorkingConfig;
@@ -72,7 +73,7 @@ async fn load(spec: BlockSpec) -> Result<AnyView, LoadError> {
         BlockSpec::Figure { figure, config, caption } => from_part!(figure_block(figure, config, caption)),
         BlockSpec::Data { config, set, index, channel } => from_part!(data_block(config, set, index, channel)),
         BlockSpec::Maps { run } => from_part!(maps_block(run)),
-        BlockSpec::Timeline { run } => from_part!(timeline_block(run)),
+        BlockSpec::Timeline { run, recorded } => from_part!(timeline_block(run, recorded)),
         // The light blocks, which `Block` draws at once, never come here.
         light => Ok(view! { <super::Block spec=light /> }.into_any()),
     }
@@ -128,6 +129,9 @@ fn maps_block(run: Option<RunId>) -> Result<AnyView, LoadError> {
 }
 
 #[cfg_attr(scalebook_split, wasm_split(timeline, wasm_split_path = ::leptos::wasm_split, fallible))]
-fn timeline_block(run: Option<RunId>) -> Result<AnyView, LoadError> {
-    Ok(view! { <TimelineBlock run /> }.into_any())
+fn timeline_block(run: Option<RunId>, recorded: Option<String>) -> Result<AnyView, LoadError> {
+    Ok(match recorded {
+        Some(name) => view! { <RecordedTimeline name /> }.into_any(),
+        None => view! { <TimelineBlock run /> }.into_any(),
+    })
 }

@@ -28,6 +28,7 @@ mod sweep;
 mod sweep_state;
 mod timeline;
 mod timeline_ops;
+mod timeline_recorded;
 mod timeline_state;
 mod timeline_view;
 

@@ -7,6 +7,7 @@ use scalebook_shared::charts::{DEFAULT_SMOOTHING, XAxis};
 use scalebook_shared::config::DEFAULT_CONFIG;
 use scalebook_shared::layout::{DEFAULT_ORDER, Sizes, Token};
 use scalebook_shared::metrics::tags;
+use scalebook_shared::profile::recorded;
 use scalebook_shared::protocol::RunId;
 use scalebook_shared::published::{self, Table};
 use scalebook_shared::weather::CHANNELS;
@@ -80,10 +81,11 @@ pub enum BlockSpec {
     Maps {
         run: Option<RunId>,
     },
-    /// A run's step profile as a timeline and a table of ops: run `run`, or the latest run
-    /// with a profile.
+    /// A run's step profile as a timeline and a table of ops: run `run`, the recorded run
+    /// `recorded` (one the project keeps, made on a GPU), or else the latest run with a profile.
     Timeline {
         run: Option<RunId>,
+        recorded: Option<String>,
     },
 }
 
@@ -148,7 +150,10 @@ impl BlockSpec {
                 channel: settings.channel()?,
             },
             "maps" => BlockSpec::Maps { run: settings.run()? },
-            "timeline" => BlockSpec::Timeline { run: settings.run()? },
+            "timeline" => match (settings.run()?, settings.recording()?) {
+                (Some(_), Some(_)) => return Err("a timeline block shows run=ID or recorded=NAME, not both".into()),
+                (run, recorded) => BlockSpec::Timeline { run, recorded },
+            },
             other => {
                 return Err(format!(
                     "unknown block kind `{other}`; the kinds are config, rank-grid, estimate, run, chart, code, sweep, quiz, data, maps, timeline, figure and published"
@@ -318,6 +323,16 @@ impl Settings {
         self.take("run").map(|id| RunId::parse(&id).map_err(|e| format!("run={id}: {e}"))).transpose()
     }
 
+    /// The recorded run a block names with `recorded=NAME`, if it names one.
+    fn recording(&mut self) -> Result<Option<String>, String> {
+        match self.take("recorded") {
+            Some(name) if !recorded::valid_name(&name) => {
+                Err(format!("recorded={name}: a recording's name is lowercase letters, digits, - and _ (as under static/recorded/)"))
+            }
+            name => Ok(name),
+        }
+    }
+
     fn finish(self, kind: &str) -> Result<(), String> {
         match self.0.first() {
             None => Ok(()),
@@ -446,9 +461,14 @@ b | dp=2"
 
     #[test]
     fn timelines_name_a_run_or_follow_the_latest_profile() {
-        assert_eq!(BlockSpec::parse("timeline", "").unwrap(), BlockSpec::Timeline { run: None });
+        assert_eq!(BlockSpec::parse("timeline", "").unwrap(), BlockSpec::Timeline { run: None, recorded: None });
         let run = BlockSpec::parse("timeline run=20260101-120000-1", "").unwrap();
-        assert_eq!(run, BlockSpec::Timeline { run: Some(RunId::parse("20260101-120000-1").unwrap()) });
+        assert_eq!(run, BlockSpec::Timeline { run: Some(RunId::parse("20260101-120000-1").unwrap()), recorded: None });
+        let recorded = BlockSpec::parse("timeline recorded=h200-short-0workers", "").unwrap();
+        assert_eq!(recorded, BlockSpec::Timeline { run: None, recorded: Some("h200-short-0workers".into()) });
+        assert!(BlockSpec::parse("timeline recorded=../x", "").unwrap_err().starts_with("recorded=../x"));
+        let both = BlockSpec::parse("timeline run=20260101-120000-1 recorded=a", "").unwrap_err();
+        assert!(both.contains("not both"), "{both}");
         assert!(BlockSpec::parse("timeline run=a/b", "").unwrap_err().starts_with("run=a/b"));
         assert!(BlockSpec::parse("timeline rank=0", "").unwrap_err().contains("no setting `rank`"));
     }

@@ -6,6 +6,7 @@
 //! names are the contract between them: the trainer opens exactly these, the timeline draws
 //! them on top of the ops and the tests look for each on every rank.
 
+pub mod recorded;
 pub mod trace;
 
 use std::fmt;

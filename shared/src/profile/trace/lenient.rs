@@ -88,11 +88,12 @@ impl<'de> Deserialize<'de> for Scalar {
     }
 }
 
-/// The fields of an event's `args` the timeline reads: the names and sort indexes that
-/// metadata events give processes and threads.
+/// The fields of an event's `args` the timeline reads: the names, labels and sort indexes
+/// that metadata events give processes and threads.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Args {
     pub name: Scalar,
+    pub labels: Scalar,
     pub sort_index: Scalar,
 }
 
@@ -111,6 +112,7 @@ impl<'de> Deserialize<'de> for Args {
                     match key {
                         Key::Name => args.name = map.next_value()?,
                         Key::SortIndex => args.sort_index = map.next_value()?,
+                        Key::Labels => args.labels = map.next_value()?,
                         _ => _ = map.next_value::<IgnoredAny>()?,
                     }
                 }
@@ -191,6 +193,8 @@ pub enum Key {
     Args,
     #[serde(rename = "sort_index")]
     SortIndex,
+    #[serde(rename = "labels")]
+    Labels,
     #[serde(rename = "traceEvents")]
     TraceEvents,
     #[serde(rename = "baseTimeNanoseconds")]

@@ -78,11 +78,27 @@ fn unterminated_list(text: &str) -> Option<RawTrace> {
     serde_json::from_str(&format!("{body}]")).ok()
 }
 
+/// What metadata events say of a process.
+#[derive(Debug, Clone, Default)]
+struct Process {
+    name: Option<String>,
+    /// Kineto names the GPU's process after the program too, and labels it `GPU 0`: the
+    /// label tells its lanes from the CPU's, so it is shown instead of the name.
+    label: Option<String>,
+    sort: Option<f64>,
+}
+
+impl Process {
+    fn shown(&self) -> Option<String> {
+        self.label.clone().or_else(|| self.name.clone())
+    }
+}
+
 #[derive(Default)]
 struct Builder {
     threads: Vec<Thread>,
     by_ids: HashMap<(String, String), usize>,
-    process_names: HashMap<String, (Option<String>, Option<f64>)>,
+    processes: HashMap<String, Process>,
     events: Vec<Event>,
     /// The `B` events still waiting for their `E`, per thread.
     open: HashMap<usize, Vec<(String, String, f64)>>,
@@ -119,8 +135,8 @@ impl Builder {
         }
     }
 
-    /// Names and sort indexes of processes and threads (`process_name`, `thread_name`,
-    /// `process_sort_index`, `thread_sort_index`).
+    /// Names, labels and sort indexes of processes and threads (`process_name`,
+    /// `process_labels`, `thread_name`, `process_sort_index`, `thread_sort_index`).
     fn metadata(&mut self, event: &RawEvent) {
         let (name, sort) = (event.args.name.text(), event.args.sort_index.number());
         match event.name.text().as_deref() {
@@ -132,16 +148,17 @@ impl Builder {
                 let t = self.thread(&event.pid, &event.tid);
                 self.threads[t].thread_sort = sort;
             }
-            Some("process_name") => self.process_names.entry(id_of(&event.pid)).or_default().0 = name,
-            Some("process_sort_index") => self.process_names.entry(id_of(&event.pid)).or_default().1 = sort,
+            Some("process_name") => self.processes.entry(id_of(&event.pid)).or_default().name = name,
+            Some("process_labels") => self.processes.entry(id_of(&event.pid)).or_default().label = event.args.labels.text(),
+            Some("process_sort_index") => self.processes.entry(id_of(&event.pid)).or_default().sort = sort,
             _ => return,
         }
         // Metadata may come before or after the threads it names.
         let pid = id_of(&event.pid);
-        if let Some((name, sort)) = self.process_names.get(&pid).cloned() {
+        if let Some(process) = self.processes.get(&pid) {
             for thread in self.threads.iter_mut().filter(|t| t.pid == pid) {
-                thread.process_name = name.clone();
-                thread.process_sort = sort;
+                thread.process_name = process.shown();
+                thread.process_sort = process.sort;
             }
         }
     }
@@ -152,7 +169,8 @@ impl Builder {
         if let Some(&index) = self.by_ids.get(&key) {
             return index;
         }
-        let (process_name, process_sort) = self.process_names.get(&key.0).cloned().unwrap_or_default();
+        let process = self.processes.get(&key.0).cloned().unwrap_or_default();
+        let (process_name, process_sort) = (process.shown(), process.sort);
         self.threads.push(Thread { pid: key.0.clone(), tid: key.1.clone(), process_name, process_sort, ..Thread::default() });
         self.by_ids.insert(key, self.threads.len() - 1);
         self.threads.len() - 1
@@ -192,6 +210,21 @@ mod tests {
         assert_eq!((thread.pid.as_str(), thread.tid.as_str()), ("7", "9"));
         assert_eq!((thread.thread_name.as_deref(), thread.process_name.as_deref()), (Some("main"), Some("scalebook-train")));
         assert_eq!(trace.events[0], Event { thread: 0, name: "aten::mm".into(), category: "cpu_op".into(), start: 100.5, dur: 12.5 });
+    }
+
+    #[test]
+    fn a_gpu_process_goes_by_its_label() {
+        // Kineto names both processes after the program and labels the device's `GPU 0`.
+        let text = r#"{"traceEvents": [
+            {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "scalebook-train"}},
+            {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 5, "dur": 2},
+            {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+            {"ph": "M", "name": "process_name", "pid": 12, "tid": 0, "args": {"name": "scalebook-train"}},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 12, "tid": 12, "ts": 1, "dur": 9}
+          ]}"#;
+        let trace = Trace::parse(text).unwrap();
+        let process = |i: usize| trace.threads[trace.events[i].thread].process_name.clone();
+        assert_eq!((process(0).as_deref(), process(1).as_deref()), (Some("GPU 0"), Some("scalebook-train")));
     }
 
     #[test]
