@@ -86,6 +86,12 @@ fn a_run_writes_the_tutorials_outputs_and_resumes_exactly() {
     }
     let valid = series(&pts, tags::LOSS_VALID);
     assert_eq!(valid.iter().map(|v| v.0).collect::<Vec<_>>(), vec![0, 4, 8], "step 0 and one point per epoch");
+    // The peak resident set, once per epoch, never falling: libtorch alone holds more than
+    // 100 MB, and a cpu_tiny run far less than a few GB.
+    let peak = series(&pts, tags::run::PEAK_MEMORY);
+    assert_eq!(peak.iter().map(|v| v.0).collect::<Vec<_>>(), vec![4, 8]);
+    assert!(peak.iter().all(|v| (0.1..4.0).contains(&v.1)) && peak[1].1 >= peak[0].1, "{peak:?}");
+    line("  Peak memory: ");
     assert_eq!(series(&pts, tags::step::LOSS_TRAIN).len(), 8);
     // The tutorial's cosine schedule: the LR logged after epoch 1 is lr_at(4) of 8.
     let lr = series(&pts, tags::LEARNING_RATE);

@@ -47,10 +47,13 @@ pub mod tags {
         /// The step the run stops at, written once as it starts (with the step it starts
         /// from), so whoever follows it can show how far it has come and how long it has left.
         pub const STEPS: &str = "Run/Steps";
+        /// The most memory any rank has held so far, in GiB, at the end of each epoch: the
+        /// peak resident set on the CPU. What an estimate's memory per rank is checked against.
+        pub const PEAK_MEMORY: &str = "Run/Peak memory (GiB)";
     }
 
     /// Every tag the trainer writes, tutorial tags first.
-    pub const ALL: [&str; 14] = [
+    pub const ALL: [&str; 15] = [
         LOSS_TRAIN,
         LOSS_VALID,
         RMSE_U10M_VALID,
@@ -65,6 +68,7 @@ pub mod tags {
         step::BACKWARD,
         step::OPTIMIZER,
         run::STEPS,
+        run::PEAK_MEMORY,
     ];
 }
 

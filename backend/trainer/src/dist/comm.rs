@@ -9,7 +9,7 @@ use scalebook_shared::layout::{Layout, Token};
 
 use super::RankEnv;
 use crate::Error;
-use crate::ffi::{ProcessGroup, Store};
+use crate::ffi::{ProcessGroup, ReduceOp, Store};
 
 /// The tokens the tutorial builds groups for (`init_model_parallel_info`), in its order.
 pub const BUILT_TOKENS: [Token; 6] = [Token::DP, Token::TP, Token::CP, Token::PP, Token::TP_CP, Token::DP_CP];
@@ -92,5 +92,15 @@ impl Comm {
             self.group(token).broadcast(&mut t, 0)?;
         }
         Ok(i64::try_from(&t)?)
+    }
+
+    /// The largest of every rank's `value`, on every rank: the maximum over the dp group, then
+    /// over the tp-cp group, which together reach every rank of the world.
+    pub fn max(&self, value: f64) -> Result<f64, Error> {
+        let mut t = tch::Tensor::from(value);
+        for token in [Token::DP, Token::TP_CP] {
+            self.group(token).all_reduce(&mut t, ReduceOp::Max)?;
+        }
+        Ok(f64::try_from(&t)?)
     }
 }

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use scalebook_shared::config::{BenchyTrial, TrainConfig, lr_at};
 use scalebook_shared::layout::Token;
+use scalebook_shared::metrics::tags;
 use scalebook_shared::profile::ranges;
 use tch::nn;
 
@@ -139,7 +140,20 @@ impl Run<'_> {
         let samples_per_sec = iters_per_sec * self.global_batch;
         self.log.info(&format!("Time taken for epoch {e} is {elapsed:.6} sec, avg {samples_per_sec:.6} samples/sec"));
         self.report.epoch(self.steps, e, &EpochReport { iters_per_sec, samples_per_sec, trained: None })?;
+        self.peak_memory(e)?;
         self.report.flush()
+    }
+
+    /// The most memory any rank has held so far (the operating system's peak resident set:
+    /// libtorch's caches and the loader's batches count too), logged and reported.
+    fn peak_memory(&mut self, e: u64) -> Result<(), Error> {
+        let own = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
+            .map_err(|errno| Error::Native { what: "peak memory (getrusage)".into(), message: errno.to_string() })?;
+        // Linux counts ru_maxrss in KiB.
+        let peak = self.comm.max(own.max_rss() as f64 * 1024.0)? / GIB;
+        let ranks = self.comm.layout().world();
+        self.log.info(&format!("  Peak memory: {} GB (resident set, the largest of {ranks} rank(s))", py_float(peak)));
+        self.report.scalar(self.steps, e, tags::run::PEAK_MEMORY, peak)
     }
 
     /// A training epoch's end, as the tutorial logs it: its speed and loss, a validation pass,
@@ -152,6 +166,7 @@ impl Run<'_> {
         self.log.info(&format!("  Avg train loss={train_loss:.6}"));
         let trained = Some((train_loss, lr_at(self.config, self.steps as usize)));
         self.report.epoch(self.steps, e, &EpochReport { iters_per_sec, samples_per_sec, trained })?;
+        self.peak_memory(e)?;
 
         let val_start = Instant::now();
         let (loss, rmse_u10) = validate(&self.learner, &self.loaders.valid, e - 1)?;
