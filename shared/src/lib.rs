@@ -10,6 +10,7 @@ pub mod error;
 pub mod estimate;
 pub mod launch;
 pub mod layout;
+pub mod machine;
 pub mod metrics;
 pub mod numbers;
 pub mod profile;

@@ -6,6 +6,7 @@ mod bench_collectives;
 mod config_args;
 mod datagen;
 mod launch;
+mod machine;
 mod summary;
 mod train;
 
@@ -37,6 +38,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Measure all-reduce bandwidth (run it under `launch`).
     BenchCollectives(bench_collectives::BenchCollectivesArgs),
+    /// Measure this machine as a step estimate sees it (matmul rate, copy bandwidth, op cost).
+    Machine(machine::MachineArgs),
 }
 
 /// Prints an error the way users can act on it: each broken config rule on its own line
@@ -63,6 +66,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Train(args) => train::run(args),
         Command::Bench(args) => bench::run(args),
         Command::BenchCollectives(args) => bench_collectives::run(args),
+        Command::Machine(args) => machine::run(args),
         Command::Launch(args) => launch::run(args),
     }
 }
