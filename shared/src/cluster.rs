@@ -139,6 +139,31 @@ pub struct EstimateFactors {
     pub dali_overhead_gb: f64,
     /// Device memory the caching allocator holds per byte of activations (at least 1).
     pub allocator_factor: f64,
+    /// Attention's sustained rate as a fraction of the matmuls': 1 where the compute efficiency
+    /// already holds it (the GPUs, calibrated on whole runs); measured on a CPU.
+    #[serde(default = "one")]
+    pub attention_efficiency: f64,
+    /// What each op of the forward pass costs beyond its arithmetic, its autograd record and
+    /// its backward included (s). 0 on a GPU, whose CPU queues kernels ahead of it; on a CPU
+    /// every op waits its turn, and a small model is mostly this.
+    #[serde(default)]
+    pub seconds_per_op: f64,
+    /// The same for an op outside autograd (the optimizer's, tensor by tensor) (s).
+    #[serde(default)]
+    pub seconds_per_plain_op: f64,
+    /// What one collective call costs before its bytes (s): 0 where NCCL's few microseconds
+    /// vanish beside the step; Gloo between local processes, measured, is about a millisecond.
+    #[serde(default)]
+    pub collective_latency_s: f64,
+    /// Batches each loader worker holds in the memory counted (its queue and the one it
+    /// reads), where batches share that memory with the model: 0 on a GPU, whose batches wait
+    /// in host memory; a CPU rank's live beside its activations.
+    #[serde(default)]
+    pub batches_per_worker: f64,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 /// Job settings every submission starts from.

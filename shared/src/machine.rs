@@ -5,8 +5,22 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::{ByPrecision, Cluster, EstimateFactors, ExecutorKind, GpuKind, Interconnect};
+use crate::config::PREFETCH_PER_WORKER;
+
 /// The file a measurement is cached in (in the runs directory).
 pub const FILE: &str = "machine.json";
+
+/// The attention shapes its rate is measured at, (tokens, head size): cpu_tiny's 72 tokens in
+/// heads of 12, cpu_short's 450 in heads of 32. A config takes the one nearest its tokens.
+pub const ATTENTION_SHAPES: [(u64, u64); 2] = [(72, 12), (450, 32)];
+
+/// Resident memory per byte of the activations the backward pass keeps, on a CPU rank: the
+/// activations' gradients and the backward's temporaries live beside them at the peak, and the
+/// heap keeps what they freed (the trainer asks malloc to, so no step returns memory to the
+/// system only to ask for it again). Calibrated once, on cpu_short at 1 rank on this project's
+/// 2-core machine (0.85 GiB peak resident set: BENCHMARKS.md), and used unchanged elsewhere.
+const CPU_ALLOCATOR_FACTOR: f64 = 4.1;
 
 /// The embedding widths the matrix-multiply rate is measured at: the CPU configs' (cpu_tiny
 /// 48, cpu_short 128) and the tutorial's (384). A config between them takes the nearer one's
@@ -23,6 +37,11 @@ pub struct MachineModel {
     pub process_baseline_gb: f64,
     /// One entry per thread count measured (1 and all cores).
     pub by_threads: Vec<ThreadRates>,
+    /// What one all-reduce between two local ranks costs before its bytes (Gloo over the
+    /// loopback): a 4 KiB message's time, s.
+    pub collective_latency_s: f64,
+    /// Bus bandwidth of a large all-reduce between two local ranks, GB/s.
+    pub collective_gb_per_s: f64,
     /// Unix time of the measurement.
     pub measured_at: u64,
 }
@@ -34,16 +53,81 @@ pub struct ThreadRates {
     /// float32 matrix-multiply GFLOP/s of a `[tokens, D] x [D, 4D]` product, one per
     /// [`WIDTHS`] entry.
     pub matmul_gflops: Vec<f64>,
+    /// Scaled-dot-product attention, forward and backward, GFLOP/s (counting 4·T²·d forward
+    /// and twice that backward), one per [`ATTENTION_SHAPES`] entry.
+    pub attention_gflops: Vec<f64>,
     /// Bytes read plus bytes written per second by a large tensor copy, GB/s.
     pub copy_gb_per_s: f64,
-    /// The cost of one tiny op (dispatch and call), µs: what a step of many small ops pays.
+    /// The cost of one tiny op (dispatch and call), µs.
     pub op_overhead_us: f64,
+    /// The cost of one op of a training step on tiny tensors, µs: the op, the autograd node it
+    /// records and its backward, per op of the forward pass. What a step of many small ops pays
+    /// beyond its arithmetic.
+    pub step_op_us: f64,
 }
 
 impl MachineModel {
     /// The rates of the measured thread count nearest `threads` (from below where it can).
     pub fn rates(&self, threads: usize) -> Option<&ThreadRates> {
         self.by_threads.iter().filter(|r| r.threads <= threads.max(1)).max_by_key(|r| r.threads).or_else(|| self.by_threads.first())
+    }
+}
+
+impl MachineModel {
+    /// This machine as an estimate's cluster and device, for `ranks` ranks on its cores (the
+    /// launcher gives each `cores / ranks` threads) running a model `width` wide with `tokens`
+    /// tokens per rank: the measured rates stand where a GPU's data sheet and calibrated
+    /// efficiencies stand, so that every rate is sustained at an efficiency of one.
+    ///
+    /// bf16 and fp16 take the float32 rate: CPU autocast runs without matrix units for half
+    /// precision on most machines, and nothing here measures it yet.
+    pub fn as_cluster(&self, ranks: usize, width: u64, tokens: u64) -> (Cluster, GpuKind) {
+        let threads = (self.cores / ranks.max(1)).max(1);
+        let fallback = ThreadRates {
+            threads,
+            matmul_gflops: vec![1.0; WIDTHS.len()],
+            attention_gflops: vec![1.0; ATTENTION_SHAPES.len()],
+            copy_gb_per_s: 1.0,
+            op_overhead_us: 0.0,
+            step_op_us: 0.0,
+        };
+        let rates = self.rates(threads).unwrap_or(&fallback);
+        let matmul = rates.matmul_flops(width);
+        let tflops = matmul / 1e12;
+        let all = |v: f64| ByPrecision { fp32: v, tf32: v, fp16: v, bf16: v };
+        let gpu = GpuKind {
+            name: format!("this machine's CPU ({threads} thread(s) per rank)"),
+            memory_gb: self.memory_gb / ranks.max(1) as f64,
+            hbm_tb_per_s: rates.copy_gb_per_s / 1e3,
+            peak_tflops: all(tflops),
+            constraint: None,
+        };
+        let link = self.collective_gb_per_s;
+        let cluster = Cluster {
+            executor: ExecutorKind::Local,
+            description: "This machine's cores, as measured by `scalebook-train machine`".into(),
+            gpus_per_node: ranks.max(1),
+            data_root: String::new(),
+            interconnect: Some(Interconnect { nvlink_gb_per_s: link, network_gb_per_s: link }),
+            gpus: vec![gpu.clone()],
+            slurm: None,
+            estimate: Some(EstimateFactors {
+                compute_efficiency: all(1.0),
+                attention_full_rate_head_dim: 1,
+                nvlink_efficiency: 1.0,
+                network_efficiency: 1.0,
+                runtime_overhead_gb: self.process_baseline_gb,
+                dali_overhead_gb: 0.0,
+                allocator_factor: CPU_ALLOCATOR_FACTOR,
+                attention_efficiency: if matmul > 0.0 { rates.attention_flops(tokens) / matmul } else { 1.0 },
+                seconds_per_op: rates.step_op_us * 1e-6,
+                seconds_per_plain_op: rates.op_overhead_us * 1e-6,
+                collective_latency_s: self.collective_latency_s,
+                // A worker's queue and the batch it is reading.
+                batches_per_worker: PREFETCH_PER_WORKER as f64 + 1.0,
+            }),
+        };
+        (cluster, gpu)
     }
 }
 
@@ -55,6 +139,18 @@ impl ThreadRates {
             .iter()
             .zip(&self.matmul_gflops)
             .min_by(|a, b| log_distance(*a.0, width).total_cmp(&log_distance(*b.0, width)))
+            .map_or(0.0, |(_, rate)| *rate);
+        nearest * 1e9
+    }
+}
+
+impl ThreadRates {
+    /// The attention rate for `tokens` tokens, FLOP/s: the measured shape nearest it.
+    pub fn attention_flops(&self, tokens: u64) -> f64 {
+        let nearest = ATTENTION_SHAPES
+            .iter()
+            .zip(&self.attention_gflops)
+            .min_by(|a, b| log_distance(a.0.0, tokens).total_cmp(&log_distance(b.0.0, tokens)))
             .map_or(0.0, |(_, rate)| *rate);
         nearest * 1e9
     }
@@ -72,10 +168,20 @@ mod tests {
         let rates = |threads, scale| ThreadRates {
             threads,
             matmul_gflops: vec![10.0 * scale, 40.0 * scale, 60.0 * scale],
+            attention_gflops: vec![5.0 * scale, 20.0 * scale],
             copy_gb_per_s: 8.0,
             op_overhead_us: 3.0,
+            step_op_us: 12.0,
         };
-        MachineModel { cores: 4, memory_gb: 16.0, process_baseline_gb: 0.3, by_threads: vec![rates(1, 1.0), rates(4, 3.0)], measured_at: 0 }
+        MachineModel {
+            cores: 4,
+            memory_gb: 16.0,
+            process_baseline_gb: 0.3,
+            by_threads: vec![rates(1, 1.0), rates(4, 3.0)],
+            collective_latency_s: 1e-4,
+            collective_gb_per_s: 1.2,
+            measured_at: 0,
+        }
     }
 
     #[test]
@@ -94,5 +200,6 @@ mod tests {
         assert_eq!(r.matmul_flops(100), 40e9);
         assert_eq!(r.matmul_flops(1024), 60e9);
         assert_eq!(r.matmul_flops(70), 10e9, "70 is nearer 48 than 128 on a log scale");
+        assert_eq!((r.attention_flops(72), r.attention_flops(4050)), (5e9, 20e9));
     }
 }

@@ -45,8 +45,12 @@ pub const MAPS_INDEX: &str = "index.json";
 /// server after each copy so that a restarted one copies every point exactly once.
 pub const LOGDIR_PROGRESS: &str = "logdir.json";
 
+/// What the run was predicted to do before it started ([`crate::estimate::Prediction`]),
+/// written by the server at launch, beside [`CONFIG`]: never fitted to the run afterwards.
+pub const PREDICTION: &str = "prediction.json";
+
 /// The files of a run that the API serves; nothing else in a run directory is reachable.
-pub const SERVED: [&str; 6] = [METRICS, OUT_LOG, JOB_LOG, RECORD, CONFIG, SCRIPT];
+pub const SERVED: [&str; 7] = [METRICS, OUT_LOG, JOB_LOG, RECORD, CONFIG, SCRIPT, PREDICTION];
 
 /// Exit statuses every Scalebook program and the run states agree on.
 pub mod exit_code {

@@ -1,6 +1,7 @@
 //! A CPU run launched from the page: its loss curve grows as the trainer writes points, and a
 //! dropped connection (the proxy cut for a few seconds mid-run) reconnects and resumes without
-//! losing or repeating a point; at its end the run shows every step it said it would take, taken.
+//! losing or repeating a point; at its end the run shows every step it said it would take, taken,
+//! and what it measured beside what was predicted for it at launch.
 
 use std::time::Duration;
 
@@ -43,6 +44,13 @@ async fn a_launched_run_draws_a_growing_curve_through_a_dropped_connection() -> 
     assert!(total > 0 && total <= 2000, "Run/Steps: {planned}");
     browser.wait_attr(".run-block .run-progress", "data-step", |s| s == total.to_string()).await?;
     assert_eq!(browser.attr(".run-block .run-progress", "data-total").await.as_deref(), Some(total.to_string().as_str()));
+    // Beside it, the prediction the server made at launch for this machine, with what the run
+    // measured and their ratio: samples/s from epoch 2 on, and the peak memory of a rank.
+    let row = |quantity: &str| format!(".run-block table.prediction tr[data-quantity='{quantity}']");
+    for quantity in ["samples/s", "step time", "peak memory per rank"] {
+        browser.wait_attr(&row(quantity), "data-ratio", |r| r.parse::<f64>().is_ok_and(|x| x > 0.0)).await?;
+    }
+    browser.wait_text(".run-block table.prediction caption", |t| t.contains("this machine")).await?;
     // The loss went down: the smoothed path ends lower than it starts.
     let path = browser.attr(&format!("{series} path.smoothed"), "d").await.unwrap_or_default();
     let ys: Vec<f64> = path.split(['M', 'L']).filter(|p| !p.is_empty()).filter_map(|p| p.split(' ').nth(1)?.parse().ok()).collect();

@@ -74,6 +74,9 @@ pub enum Error {
     /// allows: the message says the limit.
     #[error("{0}")]
     QuotaExceeded(String),
+    /// This machine could not be measured for local predictions: what failed.
+    #[error("measuring this machine: {0}")]
+    Machine(String),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

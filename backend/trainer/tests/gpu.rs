@@ -5,12 +5,12 @@
 //! A CPU machine has no GPU to run them on, so they are ignored by default; on a GPU machine
 //! run them with `--ignored` (the trainer built with `--features cuda`, see `bench/gpu/`).
 
+mod support;
+
 use scalebook_shared::config::{AmpMode, ConfigFile, Optimizer as Choice, TrainConfig};
 use scalebook_trainer::data::Batch;
 use scalebook_trainer::model::{VisionTransformer, VitSpec};
 use scalebook_trainer::train::Learner;
-use scalebook_trainer::train::amp::GradScaler;
-use scalebook_trainer::train::optim::Optimizer;
 use tch::{Device, Kind, Tensor, nn, nn::ModuleT};
 
 fn gpu() -> Device {
@@ -46,26 +46,11 @@ fn the_model_computes_on_the_gpu_what_it_computes_on_the_cpu() {
     assert!(error < 1e-4, "GPU against CPU: relative error {error:e}");
 }
 
-/// Parameters and three Adam steps on loss = Σ (p · k)², all on `device`.
+/// Parameters on `device` after three Adam steps, brought back to the CPU.
 fn adam_steps(device: Device, fused: bool, scaled: bool) -> Vec<Tensor> {
     let irregular = |n: i64, offset: f64| (Tensor::arange(n, (Kind::Float, device)) * 1.7 + offset).sin().set_requires_grad(true);
     let ps = vec![("a".to_owned(), irregular(4096, 0.3)), ("b".to_owned(), irregular(77, 1.1))];
-    let mut adam = Optimizer::new(Choice::Adam, ps.iter().map(|(n, p)| (n.clone(), p.shallow_clone())).collect(), fused);
-    let mut scaler = scaled.then(|| GradScaler::new(device));
-    for k in 2..5 {
-        adam.zero_grad();
-        let loss =
-            ps.iter().map(|(_, p)| (p * f64::from(k)).square().sum(Kind::Float)).fold(Tensor::from(0.0f32).to_device(device), |a, b| a + b);
-        match &scaler {
-            Some(s) => s.scale(&loss).backward(),
-            None => loss.backward(),
-        }
-        adam.step(1e-2, scaler.as_mut()).unwrap();
-        if let Some(s) = &mut scaler {
-            s.update();
-        }
-    }
-    ps.into_iter().map(|(_, p)| p.detach().to_device(Device::Cpu)).collect()
+    support::optimizer::three_steps(&ps, Choice::Adam, fused, scaled).into_iter().map(|p| p.to_device(Device::Cpu)).collect()
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! The optimizers: Adam's fused kernel and its tensor-by-tensor update agree and follow the
 //! formula; AdamW decays before the Adam update; SGD keeps a momentum buffer.
 
+mod support;
+
 use scalebook_shared::config::Optimizer as Choice;
 use scalebook_trainer::train::amp::GradScaler;
 use scalebook_trainer::train::optim::{ADAMW_WEIGHT_DECAY, BETA1, BETA2, EPS, Optimizer, SGD_MOMENTUM};
@@ -21,24 +23,9 @@ fn optimizer(choice: Choice, ps: &[(String, Tensor)], fused: bool) -> Optimizer 
     Optimizer::new(choice, ps.iter().map(|(n, p)| (n.clone(), p.shallow_clone())).collect(), fused)
 }
 
-/// Three steps on loss = Σ (p · k)² with a fixed k, returning the parameters.
+/// Three steps of `choice` from the starting values, returning the parameters.
 fn run_with(choice: Choice, fused: bool, scaled: bool) -> Vec<Tensor> {
-    let ps = params();
-    let mut adam = optimizer(choice, &ps, fused);
-    let mut scaler = scaled.then(|| GradScaler::new(Device::Cpu));
-    for step in 0..3 {
-        adam.zero_grad();
-        let loss = ps.iter().map(|(_, p)| (p * (step + 2) as f64).square().sum(Kind::Float)).fold(Tensor::from(0.0f32), |a, b| a + b);
-        match &scaler {
-            Some(s) => s.scale(&loss).backward(),
-            None => loss.backward(),
-        }
-        adam.step(1e-2, scaler.as_mut()).unwrap();
-        if let Some(s) = &mut scaler {
-            s.update();
-        }
-    }
-    ps.into_iter().map(|(_, p)| p.detach()).collect()
+    support::optimizer::three_steps(&params(), choice, fused, scaled)
 }
 
 fn run(fused: bool, scaled: bool) -> Vec<Tensor> {

@@ -21,6 +21,7 @@ mod published;
 mod quiz;
 mod rank_grid;
 mod run;
+mod run_prediction;
 mod run_state;
 mod run_status;
 mod slurm_fields;

@@ -8,6 +8,7 @@ use leptos::prelude::*;
 use scalebook_page::progress::Progress;
 use scalebook_shared::protocol::{RunId, Series};
 
+use super::run_prediction::RunPrediction;
 use crate::clock::local_clock;
 use crate::runs::{Runs, from_class};
 
@@ -54,6 +55,7 @@ pub fn CurrentRun(id: RunId, runs: Runs) -> impl IntoView {
                 }
             })}
             <RunProgress series=stream.series.clone() running=Signal::derive(move || record.with(|r| r.as_ref().is_some_and(|r| !r.state().is_final()))) />
+            <RunPrediction id=id.clone() series=stream.series.clone() />
             <pre class="log" node_ref=log tabindex="0" aria-label="Log of the run">{log_text}</pre>
         </div>
     }

@@ -30,3 +30,7 @@ pub use write::yaml_value;
 
 /// The config the app starts with: small enough to train visibly on two CPU cores.
 pub const DEFAULT_CONFIG: &str = "cpu_short";
+
+/// Batches each data-loader worker may hold ready (PyTorch's default `prefetch_factor`): the
+/// trainer's queue length, and what an estimate counts in a CPU rank's memory.
+pub const PREFETCH_PER_WORKER: usize = 2;

@@ -159,7 +159,7 @@ pub(super) fn collectives(shape: &Shape, params: &ParamSplit, net: &Network<'_>)
             return;
         }
         let (link, bus) = net.link(token);
-        let seconds = count as f64 * operation_seconds(operation, size, bytes, bus);
+        let seconds = count as f64 * (operation_seconds(operation, size, bytes, bus) + net.factors.collective_latency_s);
         out.push(Collective {
             group: token,
             group_size: size,

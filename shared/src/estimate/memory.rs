@@ -13,7 +13,8 @@
 //! - allocator cache: the caching allocator's rounding, fragmentation and blocks left over
 //!   from the first step's backward, `(allocator_factor − 1) ×` activations;
 //! - runtime: CUDA context, cuBLAS and NCCL workspaces (`runtime_overhead_gb`);
-//! - data loader: DALI's device buffers, for `data_loader_config: dali`.
+//! - data loader: DALI's device buffers, for `data_loader_config: dali`; on a CPU rank, the
+//!   batches its loader workers hold (`batches_per_worker`).
 
 use serde::{Deserialize, Serialize};
 
@@ -104,6 +105,16 @@ pub(super) fn saved_tensors(shape: &Shape) -> Vec<SavedTensor> {
     saved.into_iter().map(|(name, bytes_per_sample, count)| SavedTensor { name: name.to_owned(), bytes_per_sample, count }).collect()
 }
 
+/// Bytes of the batches a rank's loader holds where they count (a CPU rank): each worker's
+/// queue and the batch it reads, and the batch being trained on; inputs and targets in fp32.
+fn loader_batches(shape: &Shape, factors: &EstimateFactors) -> f64 {
+    if factors.batches_per_worker == 0.0 {
+        return 0.0;
+    }
+    let batches = shape.loader_workers as f64 * factors.batches_per_worker + 1.0;
+    batches * shape.local_batch as f64 * FP32 * (shape.in_pixels + shape.out_pixels) as f64
+}
+
 pub(super) struct Memory {
     pub breakdown: MemoryBreakdown,
     pub saved: Vec<SavedTensor>,
@@ -127,7 +138,8 @@ pub(super) fn memory(shape: &Shape, params: &ParamSplit, factors: &EstimateFacto
         activations,
         allocator_cache: (factors.allocator_factor - 1.0) * activations,
         runtime: factors.runtime_overhead_gb,
-        data_loader: if shape.data_loader == DataLoaderKind::Dali { factors.dali_overhead_gb } else { 0.0 },
+        data_loader: if shape.data_loader == DataLoaderKind::Dali { factors.dali_overhead_gb } else { 0.0 }
+            + gib(loader_batches(shape, factors)),
     };
     breakdown.total = breakdown.parts().iter().map(|(_, gb)| gb).sum();
     let zero = (0..=3u8).map(|stage| zero_what_if(&breakdown, stage, shape.dp, limit_gb)).collect();

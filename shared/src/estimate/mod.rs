@@ -101,6 +101,17 @@ impl Estimate {
     }
 }
 
+/// What a run was predicted to do, recorded at launch (`rundir::PREDICTION`): the estimate of
+/// one step on the hardware the run was sent to, and what that hardware was taken to be.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    /// Unix time the prediction was made (before the run started).
+    pub made_at: u64,
+    /// The hardware in words: a cluster's GPU, or this machine's cores as measured.
+    pub basis: String,
+    pub estimate: Estimate,
+}
+
 /// Estimates one step of `config` laid out as `layout` on `gpu` of `cluster`.
 ///
 /// The layout must agree with the config's `tensor_parallel`, `context_parallel` and
@@ -143,7 +154,7 @@ pub fn estimate(
     let network = comms::Network { layout, placement, links, factors };
     let collectives = comms::collectives(&shape, &params, &network);
     let rates = step::rates(&shape, gpu, factors);
-    let time = step::step_time(&shape, &flops.rank_step, &rates, params.per_rank, gpu, &collectives, options.overlap_dp);
+    let time = step::step_time(&shape, &flops.rank_step, &rates, params.per_rank, factors, &collectives, options.overlap_dp);
     let mut estimate = Estimate {
         layout: layout.clone(),
         gpu: gpu.name.clone(),
@@ -240,6 +251,10 @@ struct Shape {
     /// `torch.compile` sees whole blocks: `enable_jit` and no tp/cp collectives, which the
     /// tutorial marks `torch.compiler.disable` and so cut the graph.
     compiled_whole_block: bool,
+    /// Adam in one multi-tensor kernel (`enable_fused` or `enable_jit`) rather than tensor by tensor.
+    fused_optimizer: bool,
+    /// Loader workers per rank (`num_data_workers`).
+    loader_workers: u64,
     data_loader: DataLoaderKind,
     model_params: ParamCount,
 }
@@ -268,6 +283,8 @@ impl Shape {
             precision,
             distributed_block: derived.tp * derived.cp > 1,
             compiled_whole_block: config.enable_jit && derived.tp * derived.cp == 1,
+            fused_optimizer: config.enable_jit || config.enable_fused,
+            loader_workers: n(config.num_data_workers),
             data_loader: config.data_loader_config,
             model_params: derived.params,
         }
@@ -311,6 +328,11 @@ mod tests {
             runtime_overhead_gb: 3.0,
             dali_overhead_gb: 6.0,
             allocator_factor: 1.2,
+            attention_efficiency: 1.0,
+            seconds_per_op: 0.0,
+            seconds_per_plain_op: 0.0,
+            collective_latency_s: 0.0,
+            batches_per_worker: 0.0,
         }
     }
 

@@ -14,6 +14,9 @@
 //! - Communication: the tp and cp collectives sit between layers and hold the computation up;
 //!   DDP's gradient all-reduce runs under the backward pass (when overlap is on) and only the
 //!   part the backward pass cannot hide counts.
+//! - Ops: on a CPU every op waits its turn, so each costs its dispatch and autograd bookkeeping
+//!   on top of its arithmetic (`seconds_per_op`, `seconds_per_plain_op`); a GPU's CPU queues
+//!   kernels ahead of it and the cost hides (both 0).
 
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +33,27 @@ const ADAM_BYTES_PER_PARAM: f64 = 28.0;
 /// fp16 loss scaling adds a pass that unscales the gradients and checks them for inf/NaN.
 const GRAD_SCALER_BYTES_PER_PARAM: f64 = 8.0;
 
+/// Ops of one block's forward pass, as the trainer's block runs them: two LayerNorms, the
+/// qkv projection and its split into heads (reshape, permute, three selects), attention, the
+/// heads joined (transpose, reshape), the output projection, fc1, GELU, fc2, two dropouts and
+/// two residual adds.
+const OPS_PER_BLOCK: f64 = 19.0;
+
+/// Ops of the forward pass around the blocks: the patch embedding (convolution, flatten,
+/// transpose), the position embedding and its dropout, the final LayerNorm, the head,
+/// unpatchify (reshape, permute, reshape) and the relative L2 loss (difference, two norms,
+/// division, mean, reshapes).
+const OPS_AROUND_BLOCKS: f64 = 18.0;
+
+/// Parameter tensors of a block (two LayerNorms, qkv, proj, fc1 and fc2, each weight and bias)
+/// and of the rest (patch embedding, position embedding, final LayerNorm, head).
+const PARAMS_PER_BLOCK: f64 = 12.0;
+const PARAMS_AROUND_BLOCKS: f64 = 6.0;
+
+/// Ops the tensor-by-tensor Adam runs per parameter tensor (step count, two moments, the
+/// bias-corrected update), with zeroing its gradient.
+const ADAM_OPS_PER_TENSOR: f64 = 12.0;
+
 /// Where one step's time goes, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct StepTime {
@@ -40,6 +64,9 @@ pub struct StepTime {
     /// The element-wise (memory-bound) part of the two above.
     pub elementwise_s: f64,
     pub optimizer_s: f64,
+    /// What the step's ops cost beyond their arithmetic (0 on GPUs).
+    #[serde(default)]
+    pub overhead_s: f64,
     /// tp and cp collectives between layers: always waited for.
     pub blocking_comm_s: f64,
     /// DDP's gradient all-reduce (and the cp hook): the full time...
@@ -53,6 +80,8 @@ pub struct StepTime {
 pub(super) struct Rates {
     pub matmul: f64,
     pub attention: f64,
+    /// Memory bandwidth, bytes/s: what element-wise work and the optimizer run at.
+    pub memory: f64,
     /// The factor the head size puts on attention (1 from the full-rate head size up).
     pub attention_factor: f64,
 }
@@ -62,7 +91,17 @@ pub(super) fn rates(shape: &Shape, gpu: &GpuKind, factors: &EstimateFactors) -> 
     let matmul = gpu.peak_tflops.get(precision) * factors.compute_efficiency.get(precision) * 1e12;
     let attention_factor =
         if precision.is_half() { (shape.head_dim as f64 / factors.attention_full_rate_head_dim as f64).min(1.0) } else { 1.0 };
-    Rates { matmul, attention: matmul * attention_factor, attention_factor }
+    Rates { matmul, attention: matmul * attention_factor * factors.attention_efficiency, memory: gpu.hbm_tb_per_s * 1e12, attention_factor }
+}
+
+/// What a step's ops cost beyond their arithmetic: each forward op with its backward, and the
+/// optimizer's ops (tensor by tensor, or a few multi-tensor calls when fused).
+fn overhead_seconds(shape: &Shape, factors: &EstimateFactors) -> f64 {
+    let depth = shape.depth as f64;
+    let forward_ops = depth * OPS_PER_BLOCK + OPS_AROUND_BLOCKS;
+    let tensors = depth * PARAMS_PER_BLOCK + PARAMS_AROUND_BLOCKS;
+    let optimizer_ops = if shape.fused_optimizer { tensors + 4.0 } else { tensors * ADAM_OPS_PER_TENSOR };
+    forward_ops * factors.seconds_per_op + optimizer_ops * factors.seconds_per_plain_op
 }
 
 /// Bytes the forward pass's element-wise ops read and write in one block, per unit of width,
@@ -133,11 +172,11 @@ pub(super) fn step_time(
     flops: &RankFlops,
     rates: &Rates,
     params_per_rank: u64,
-    gpu: &GpuKind,
+    factors: &EstimateFactors,
     collectives: &[Collective],
     overlap_dp: bool,
 ) -> StepTime {
-    let hbm = gpu.hbm_tb_per_s * 1e12;
+    let hbm = rates.memory;
     let elementwise_forward_s = elementwise_forward_bytes(shape) / hbm;
     let elementwise_s = 3.0 * elementwise_forward_s;
     let forward_s = flops.matmul_forward / rates.matmul + flops.attention_forward / rates.attention + elementwise_forward_s;
@@ -147,15 +186,17 @@ pub(super) fn step_time(
     let seconds = |overlapped: bool| collectives.iter().filter(|c| c.overlapped == overlapped).fold(0.0, |sum, c| sum + c.seconds);
     let (blocking_comm_s, overlapped_comm_s) = (seconds(false), seconds(true));
     let exposed_overlapped_comm_s = if overlap_dp { comms::exposed_overlapped(collectives, backward_s) } else { overlapped_comm_s };
+    let overhead_s = overhead_seconds(shape, factors);
     StepTime {
         forward_s,
         backward_s,
         elementwise_s,
         optimizer_s,
+        overhead_s,
         blocking_comm_s,
         overlapped_comm_s,
         exposed_overlapped_comm_s,
-        total_s: forward_s + backward_s + optimizer_s + blocking_comm_s + exposed_overlapped_comm_s,
+        total_s: forward_s + backward_s + optimizer_s + overhead_s + blocking_comm_s + exposed_overlapped_comm_s,
     }
 }
 

@@ -75,6 +75,17 @@ pub(super) fn inputs(gpu: &GpuKind, links: &Interconnect, factors: &EstimateFact
         factor("runtime_overhead_gb", factors.runtime_overhead_gb, "GiB", "CUDA context, cuBLAS and NCCL workspaces"),
         factor("allocator_factor", factors.allocator_factor, "", "allocator-held memory per byte of activations"),
     ];
+    // The CPU's own terms; a GPU cluster leaves them at their neutral values.
+    if factors.attention_efficiency != 1.0 {
+        terms.push(factor("attention_efficiency", factors.attention_efficiency, "", "attention's rate / the matmuls' (measured)"));
+    }
+    if factors.seconds_per_op > 0.0 || factors.seconds_per_plain_op > 0.0 {
+        terms.push(factor("seconds_per_op", factors.seconds_per_op * 1e6, "µs", "a forward op with its autograd record and backward"));
+        terms.push(factor("seconds_per_plain_op", factors.seconds_per_plain_op * 1e6, "µs", "an op outside autograd"));
+    }
+    if factors.collective_latency_s > 0.0 {
+        terms.push(factor("collective_latency", factors.collective_latency_s * 1e6, "µs", "one collective call before its bytes"));
+    }
     if estimate.memory_gb.data_loader > 0.0 {
         terms.push(factor("dali_overhead_gb", factors.dali_overhead_gb, "GiB", "DALI loader's device buffers"));
     }
@@ -137,16 +148,17 @@ fn collective_term(c: &Collective) -> Term {
     derived(&format!("{} {} ({}): {}", c.group, c.operation.name(), c.phase.name(), c.what), c.seconds, "s", &note)
 }
 
-fn time_terms(t: &StepTime) -> [Term; 8] {
+fn time_terms(t: &StepTime) -> [Term; 9] {
     [
         derived("time.forward", t.forward_s, "s", "forward FLOPs / rates + element-wise bytes / memory bandwidth"),
         derived("time.backward", t.backward_s, "s", "the same for the backward pass"),
         derived("time.elementwise", t.elementwise_s, "s", "the memory-bound part of forward and backward"),
         derived("time.optimizer", t.optimizer_s, "s", "Adam's bytes / memory bandwidth"),
+        derived("time.overhead", t.overhead_s, "s", "ops × what each costs beyond its arithmetic (0 on a GPU)"),
         derived("time.blocking_comm", t.blocking_comm_s, "s", "tp and cp collectives"),
         derived("time.overlapped_comm", t.overlapped_comm_s, "s", "gradient all-reduce, full time"),
         derived("time.exposed_overlapped_comm", t.exposed_overlapped_comm_s, "s", "the part the backward pass does not hide"),
-        result("step_time", t.total_s, "s", "forward + backward + optimizer + blocking + exposed communication"),
+        result("step_time", t.total_s, "s", "forward + backward + optimizer + overhead + blocking + exposed communication"),
     ]
 }
 

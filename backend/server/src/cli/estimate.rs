@@ -54,6 +54,14 @@ pub struct EstimateArgs {
     /// Print the estimate as JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// For a cluster whose ranks run on CPU cores (`local`): where this machine's measured
+    /// rates are cached (default: the user's cache directory; measured by the trainer the
+    /// first time, about five seconds).
+    #[arg(long, value_name = "FILE")]
+    machine: Option<PathBuf>,
+    /// The trainer that measures this machine (default: `scalebook-train` beside this program).
+    #[arg(long, value_name = "PATH")]
+    trainer: Option<PathBuf>,
 }
 
 pub fn run(args: EstimateArgs) -> anyhow::Result<ExitCode> {
@@ -75,12 +83,36 @@ fn prepare(args: &EstimateArgs) -> Result<Estimate, Vec<String>> {
     let config = effective_config(args).map_err(|e| problems.push(e.0)).ok();
     let layout = config.as_ref().and_then(|c| layout_of(c, args.dp).map_err(|e| problems.push(e.0)).ok());
     let clusters = load_clusters(&args.clusters).map_err(|e| problems.push(e.0)).ok();
-    let target = clusters.as_ref().and_then(|c| pick_gpu(c, args).map_err(|e| problems.push(e)).ok());
-    let (Some(config), Some(layout), Some((cluster, gpu))) = (config, layout, target) else {
+    let cpu = clusters.as_ref().and_then(|c| c.get(&args.cluster).ok()).is_some_and(|c| c.gpus_per_node == 0);
+    let target = match (&clusters, cpu) {
+        (Some(_), true) => None,
+        (Some(c), false) => pick_gpu(c, args).map_err(|e| problems.push(e)).ok().map(|(c, g)| (c.clone(), g.clone())),
+        (None, _) => None,
+    };
+    let (Some(config), Some(layout)) = (config, layout) else {
         return Err(problems);
     };
+    let (cluster, gpu) = match target {
+        Some(target) => target,
+        None if cpu => this_machine(args, &config, &layout).map_err(|e| vec![e])?,
+        None => return Err(problems),
+    };
     let options = EstimateOptions { tf32: !args.no_tf32, overlap_dp: !args.no_overlap };
-    estimate(&config, &layout, cluster, gpu, &options).map_err(|e| vec![e.to_string()])
+    estimate(&config, &layout, &cluster, &gpu, &options).map_err(|e| vec![e.to_string()])
+}
+
+/// This machine as a cluster for `layout`'s ranks, from its cached (or new) measurement.
+fn this_machine(args: &EstimateArgs, config: &TrainConfig, layout: &Layout) -> Result<(Cluster, GpuKind), String> {
+    let trainer = match &args.trainer {
+        Some(path) => path.clone(),
+        None => std::env::current_exe().map_err(|e| e.to_string())?.with_file_name("scalebook-train"),
+    };
+    let cache = args.machine.clone().unwrap_or_else(scalebook_server::predict::default_machine_cache);
+    let machine = scalebook_server::machine::load_or_measure(&cache, &trainer).map_err(|e| e.to_string())?;
+    let world = layout.world() as usize;
+    let derived = config.derived(world, None).map_err(|e| e.to_string())?;
+    let tokens = derived.cp_split.iter().copied().max().unwrap_or(derived.tokens_per_sample) as u64;
+    Ok(machine.as_cluster(world, config.embed_dim as u64, tokens))
 }
 
 /// The named config with the overrides, then the layout flags applied as overrides, so they
@@ -181,6 +213,7 @@ fn time_table(e: &Estimate) -> String {
         ("backward", t.backward_s),
         ("  of which element-wise", t.elementwise_s),
         ("optimizer", t.optimizer_s),
+        ("ops' overhead (CPU)", t.overhead_s),
         ("tp/cp collectives", t.blocking_comm_s),
         ("dp gradients, exposed", t.exposed_overlapped_comm_s),
         ("  full time", t.overlapped_comm_s),

@@ -24,6 +24,7 @@ use scalebook_server::executor::slurm::{SlurmCommands, SlurmExecutor};
 use scalebook_server::gate::{Connection, GateLimits, GatedListener};
 use scalebook_server::learners;
 use scalebook_server::limits::LaunchLimits;
+use scalebook_server::predict::{Predictor, default_machine_cache};
 use scalebook_server::routes;
 use scalebook_server::runs::logdir::follow::LogdirFollower;
 use scalebook_server::runs::{Executors, RunManager};
@@ -173,6 +174,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let clusters = ClustersFile::load(&clusters_path)?;
     let supervisor = std::env::current_exe().context("cannot find this program's own path")?;
     let command = trainer_command(&args, &supervisor)?;
+    let trainer = command.trainer.clone();
     let mut limits = LaunchLimits::of_this_machine(&command.workdir, &args.data_roots)?;
     limits.learners = learners::settings(args.viewer_runs, &args.learner_configs, &configs.file).map_err(anyhow::Error::msg)?;
     let store = RunStore::open(&args.runs_dir).with_context(|| format!("cannot open the runs directory {}", args.runs_dir.display()))?;
@@ -193,7 +195,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 SlurmCommands::new(args.slurm_bin_dir.as_deref()),
                 Duration::from_secs(args.slurm_poll_secs),
             ),
+            predictor: Predictor { clusters: clusters.clusters.clone(), machine_cache: default_machine_cache(), trainer: trainer.clone() },
         };
+        // Measured now if this machine has not been yet, so the first launch need not wait.
+        let (cache, measurer) = (default_machine_cache(), trainer.clone());
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = scalebook_server::machine::load_or_measure(&cache, &measurer) {
+                tracing::warn!("local runs will have no prediction: {e}");
+            }
+        });
         let runs = RunManager::open(store, executors)?;
         LogdirFollower::start(runs.clone(), &args.watch_logdirs).await?;
         let classroom = Arc::<Classroom>::default();

@@ -32,6 +32,7 @@ use crate::executor::slurm::SlurmExecutor;
 use crate::learners::{self, LearnerLaunch};
 use crate::logdir::is_logdir_run;
 use crate::plan::{LaunchPlan, Target};
+use crate::predict::Predictor;
 use crate::store::{self, RunStore};
 use crate::stream::{Hub, Subscription};
 use scalebook_shared::rundir::{self, ExitRecord};
@@ -70,6 +71,8 @@ pub struct Executors {
     /// than the limit runs alone.
     pub max_local_ranks: usize,
     pub slurm: SlurmExecutor,
+    /// How each run's prediction is made at launch.
+    pub predictor: Predictor,
 }
 
 pub struct RunManager {
@@ -245,6 +248,7 @@ impl RunManager {
         };
         let written = (|| -> Result<(), Error> {
             std::fs::write(dir.join(rundir::CONFIG), plan.effective.to_yaml(&plan.config))?;
+            self.write_prediction(&dir, plan, created_at);
             if let Target::Slurm { .. } = plan.target {
                 std::fs::write(dir.join(rundir::SCRIPT), self.script(&id, plan)?)?;
             }
@@ -255,6 +259,20 @@ impl RunManager {
             return Err(e);
         }
         Ok(record)
+    }
+
+    /// The run's prediction, before anything starts. A run that cannot be predicted still runs
+    /// (the reason is logged, and the page shows no prediction for it).
+    fn write_prediction(&self, dir: &std::path::Path, plan: &LaunchPlan, created_at: f64) {
+        let written = self
+            .executors
+            .predictor
+            .predict(plan, created_at as u64)
+            .and_then(|p| serde_json::to_vec_pretty(&p).map_err(|e| e.to_string()))
+            .and_then(|json| std::fs::write(dir.join(rundir::PREDICTION), json).map_err(|e| e.to_string()));
+        if let Err(reason) = written {
+            tracing::warn!("no prediction for the run in {}: {reason}", dir.display());
+        }
     }
 
     /// Cancels a run: one that has not started (or not been submitted yet) at once; a running

@@ -17,6 +17,7 @@ use scalebook_server::executor::TrainerCommand;
 use scalebook_server::executor::local::LocalExecutor;
 use scalebook_server::executor::slurm::{SlurmCommands, SlurmExecutor};
 use scalebook_server::limits::LaunchLimits;
+use scalebook_server::predict::Predictor;
 use scalebook_server::routes;
 use scalebook_server::runs::{Executors, RunManager};
 use scalebook_server::state::{AppState, ClustersFile, Configs, WsSettings};
@@ -45,6 +46,11 @@ fn app() -> App {
         local: LocalExecutor { supervisor: "/nonexistent/scalebook".into(), command: command.clone() },
         max_local_ranks: 1,
         slurm: SlurmExecutor::new(command, SlurmCommands::new(None), Duration::from_secs(30)),
+        predictor: Predictor {
+            clusters: clusters.clusters.clone(),
+            machine_cache: dir.path().join("machine.json"),
+            trainer: "/nonexistent/scalebook-train".into(),
+        },
     };
     let runs = RunManager::open(RunStore::open(&dir.path().join("runs")).unwrap(), executors).unwrap();
     let classroom = Arc::<Classroom>::default();

@@ -42,6 +42,15 @@ async fn a_launched_run_streams_its_points_live_and_completes() {
     let log = server.get(&format!("/api/runs/{id}/files/job.log")).body;
     assert!(log.contains("Finished"), "{log}");
     assert!(server.get(&format!("/api/runs/{id}/files/config.yaml")).body.starts_with("cpu_tiny:\n"));
+
+    // Its prediction was recorded at launch, before it started, on this machine's measured cores.
+    let prediction = server.get(&format!("/api/runs/{id}/files/prediction.json")).json();
+    let started = record["history"][1]["at"].as_f64().unwrap();
+    assert!(prediction["made_at"].as_f64().unwrap() <= started, "{prediction}");
+    assert!(prediction["basis"].as_str().unwrap().contains("this machine"), "{prediction}");
+    let estimate = &prediction["estimate"];
+    assert_eq!(estimate["world"], 1);
+    assert!(estimate["samples_per_sec"].as_f64().unwrap() > 0.0 && estimate["memory_gb"]["total"].as_f64().unwrap() > 0.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,6 +175,9 @@ async fn a_data_parallel_run_trains_on_two_local_ranks_and_takes_two_slots() {
     assert_all_points(&seen, &run_dir);
     let log = server.get(&format!("/api/runs/{id}/files/job.log")).body;
     assert!(log.contains("[rank 0]") && log.contains("Setting DP = 2"), "{log}");
+    // Predicted for two ranks sharing this machine's cores.
+    let prediction = server.get(&format!("/api/runs/{id}/files/prediction.json")).json();
+    assert_eq!(prediction["estimate"]["world"], 2, "{prediction}");
 
     let waited = server.wait_for(&waiting, |r| r.state().is_final().then(|| r.clone())).await;
     assert_eq!(waited.state(), RunState::Completed, "{:?}", waited.reason());

@@ -15,6 +15,9 @@ pub struct BenchCollectivesArgs {
     /// Message size in MiB (float32).
     #[arg(long, default_value_t = 88)]
     mib: usize,
+    /// Message size in KiB instead, for the latency of small messages.
+    #[arg(long, conflicts_with = "mib")]
+    kib: Option<usize>,
     /// Timed all-reduces (after one untimed).
     #[arg(long, default_value_t = 5)]
     iters: usize,
@@ -28,7 +31,8 @@ pub fn run(args: BenchCollectivesArgs) -> anyhow::Result<ExitCode> {
     let device = if tch::Cuda::is_available() { Device::Cuda(env.local_rank) } else { Device::Cpu };
     let comm = Comm::init(env, layout, device.is_cuda(), Duration::from_secs(120))?;
     let group = comm.group(Token::DP);
-    let elements = (args.mib << 20) / 4;
+    let bytes = args.kib.map_or(args.mib << 20, |kib| kib << 10);
+    let elements = (bytes / 4).max(1);
     let mut t = Tensor::ones([elements as i64], (Kind::Float, device));
     group.all_reduce(&mut t, ReduceOp::Sum)?;
     group.barrier()?;
@@ -44,10 +48,8 @@ pub fn run(args: BenchCollectivesArgs) -> anyhow::Result<ExitCode> {
         let bytes = (elements * 4) as f64;
         let alg = bytes / secs / 1e9;
         let bus = alg * 2.0 * (n as f64 - 1.0) / n as f64;
-        println!(
-            "all-reduce of {} MiB over {n} ranks: {:.4} s, algorithm bandwidth {alg:.2} GB/s, bus bandwidth {bus:.2} GB/s",
-            args.mib, secs
-        );
+        let size = args.kib.map_or_else(|| format!("{} MiB", args.mib), |kib| format!("{kib} KiB"));
+        println!("all-reduce of {size} over {n} ranks: {secs:.6} s, algorithm bandwidth {alg:.2} GB/s, bus bandwidth {bus:.2} GB/s");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,12 +1,15 @@
 //! `scalebook-train machine`: this machine as a step estimate sees it (`scalebook_shared::machine`),
 //! measured with libtorch's own kernels: float32 matrix products at the CPU configs' widths,
-//! a large copy, and the cost of a tiny op, with one thread and with every core. About two
-//! seconds; the server and `scalebook estimate` cache what it prints.
+//! their attention, a large copy, the cost of a tiny op alone and inside a training step, with
+//! one thread and with every core; and an all-reduce between two local ranks (this program
+//! under its own launcher). About five seconds; the server and `scalebook estimate` cache what
+//! it prints.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use scalebook_shared::machine::{MachineModel, ThreadRates, WIDTHS};
+use anyhow::Context;
+use scalebook_shared::machine::{ATTENTION_SHAPES, MachineModel, ThreadRates, WIDTHS};
 use tch::{Device, Kind, Tensor};
 
 /// Rows of the measured products: a batch of tokens as the CPU configs have (cpu_short: 8 x
@@ -29,11 +32,15 @@ pub fn run(args: MachineArgs) -> anyhow::Result<ExitCode> {
     counts.dedup();
     let by_threads: Vec<ThreadRates> = counts.into_iter().map(measure).collect();
     tch::set_num_threads(cores as i32);
+    let (collective_latency_s, large) = (all_reduce_seconds("--kib", 4)?, all_reduce_seconds("--mib", 16)?);
     let model = MachineModel {
         cores,
         memory_gb: memory_gb(),
         process_baseline_gb,
         by_threads,
+        collective_latency_s,
+        // A ring all-reduce of 2 ranks carries the message once each way (bus = algorithm).
+        collective_gb_per_s: (16 << 20) as f64 / (large - collective_latency_s).max(1e-9) / 1e9,
         measured_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
     };
     if args.json {
@@ -43,14 +50,20 @@ pub fn run(args: MachineArgs) -> anyhow::Result<ExitCode> {
     println!("{cores} cores, {:.1} GiB of memory, {:.2} GiB per trainer process at rest", model.memory_gb, model.process_baseline_gb);
     for r in &model.by_threads {
         let matmuls: Vec<String> = WIDTHS.iter().zip(&r.matmul_gflops).map(|(w, g)| format!("{g:.1} (width {w})")).collect();
+        let attention: Vec<String> =
+            ATTENTION_SHAPES.iter().zip(&r.attention_gflops).map(|((t, d), g)| format!("{g:.1} ({t} tokens, heads of {d})")).collect();
+        println!("{} thread(s): matmul GFLOP/s {}", r.threads, matmuls.join(", "));
+        println!("    attention GFLOP/s {}", attention.join(", "));
         println!(
-            "{} thread(s): matmul GFLOP/s {}; copy {:.1} GB/s; {:.1} µs per tiny op",
-            r.threads,
-            matmuls.join(", "),
-            r.copy_gb_per_s,
-            r.op_overhead_us
+            "    copy {:.1} GB/s; {:.1} µs per tiny op, {:.1} µs per op of a training step",
+            r.copy_gb_per_s, r.op_overhead_us, r.step_op_us
         );
     }
+    println!(
+        "all-reduce between 2 local ranks: {:.0} µs before its bytes, then {:.2} GB/s",
+        model.collective_latency_s * 1e6,
+        model.collective_gb_per_s
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -71,7 +84,54 @@ fn measure(threads: usize) -> ThreadRates {
     let copy = timed(|| target.copy_(&source));
     let mut tiny = Tensor::zeros([1], (Kind::Float, Device::Cpu));
     let op = timed(|| drop(tiny.g_add_scalar_(1.0)));
-    ThreadRates { threads, matmul_gflops, copy_gb_per_s: 2.0 * (source.numel() * 4) as f64 / copy / 1e9, op_overhead_us: op * 1e6 }
+    ThreadRates {
+        threads,
+        matmul_gflops,
+        attention_gflops: ATTENTION_SHAPES.iter().map(|&(tokens, head)| attention_gflops(tokens as i64, head as i64)).collect(),
+        copy_gb_per_s: 2.0 * (source.numel() * 4) as f64 / copy / 1e9,
+        op_overhead_us: op * 1e6,
+        step_op_us: step_op_seconds() * 1e6,
+    }
+}
+
+/// Attention forward and backward over 4 heads of `tokens` x `head`, for a batch of 8.
+fn attention_gflops(tokens: i64, head: i64) -> f64 {
+    let qkv = || Tensor::randn([8, 4, tokens, head], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+    let (q, k, v) = (qkv(), qkv(), qkv());
+    let seconds = timed(|| {
+        let y = Tensor::scaled_dot_product_attention(&q, &k, &v, None::<&Tensor>, 0.0, false, None, false);
+        y.sum(Kind::Float).backward();
+    });
+    // 4·T²·d per head forward (two products), twice that backward.
+    3.0 * 4.0 * (8 * 4 * tokens * tokens * head) as f64 / seconds / 1e9
+}
+
+/// Seconds per forward op of a chain of tiny element-wise ops, with autograd recording and
+/// the backward pass that walks it.
+fn step_op_seconds() -> f64 {
+    const OPS: usize = 100;
+    let x = Tensor::randn([8, 16], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+    let seconds = timed(|| {
+        let mut y = x.shallow_clone();
+        for _ in 0..OPS / 2 {
+            y = (y * 1.01).gelu("none");
+        }
+        y.sum(Kind::Float).backward();
+    });
+    seconds / OPS as f64
+}
+
+/// Seconds of one all-reduce of `size` (`--kib N` or `--mib N`) between two local ranks: this
+/// program's own launcher and `bench-collectives`.
+fn all_reduce_seconds(unit: &str, size: usize) -> anyhow::Result<f64> {
+    let me = std::env::current_exe().context("finding this program to launch it")?;
+    let out = std::process::Command::new(me)
+        .args(["launch", "--nproc", "2", "--", "bench-collectives", unit, &size.to_string(), "--iters", "20"])
+        .output()
+        .context("launching two ranks for an all-reduce")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let seconds = text.lines().find_map(|l| l.split(": ").nth(1)?.split(" s,").next()?.trim().parse::<f64>().ok());
+    seconds.with_context(|| format!("the all-reduce of two ranks printed no time: {}{}", text, String::from_utf8_lossy(&out.stderr)))
 }
 
 /// Seconds per call of `f`, over calls for about [`SPELL`] after one untimed call.

@@ -18,8 +18,7 @@ use super::{Era5Dataset, ShardedSampler};
 use crate::Error;
 use crate::ffi::float_values_mut;
 
-/// Batches each worker may hold ready (PyTorch's default `prefetch_factor`).
-pub const PREFETCH_PER_WORKER: usize = 2;
+pub use scalebook_shared::config::PREFETCH_PER_WORKER;
 
 /// One batch: inputs and targets of shape (B, C, H, W), float32, normalised, and the dataset
 /// indices they came from.

@@ -166,7 +166,6 @@ impl Run<'_> {
         self.log.info(&format!("  Avg train loss={train_loss:.6}"));
         let trained = Some((train_loss, lr_at(self.config, self.steps as usize)));
         self.report.epoch(self.steps, e, &EpochReport { iters_per_sec, samples_per_sec, trained })?;
-        self.peak_memory(e)?;
 
         let val_start = Instant::now();
         let (loss, rmse_u10) = validate(&self.learner, &self.loaders.valid, e - 1)?;
@@ -176,6 +175,7 @@ impl Run<'_> {
         if let Some(maps) = &mut self.maps {
             maps.draw(&self.learner, e, self.steps, &mut self.report)?;
         }
+        self.peak_memory(e)?;
         self.report.flush()?;
         self.checkpoint(e)?;
         let (steps, epochs) = (self.steps, self.num_epochs);

@@ -3,6 +3,7 @@
 //! is checked. Not every test file uses every helper.
 #![allow(dead_code)]
 
+pub mod optimizer;
 pub mod python;
 
 use std::time::Duration;

@@ -1,0 +1,72 @@
+//! The prediction recorded with every run at launch (`prediction.json`,
+//! `scalebook_shared::estimate::Prediction`): the estimate of one step on the hardware the run
+//! is sent to, made before the trainer starts and never fitted to it afterwards. A Slurm run is
+//! estimated on its cluster's GPU from the clusters file; a local run on this machine's cores,
+//! from their measurement ([`crate::machine`]).
+
+use std::path::{Path, PathBuf};
+
+use scalebook_shared::cluster::Clusters;
+use scalebook_shared::estimate::{EstimateOptions, Prediction, estimate};
+use scalebook_shared::machine::MachineModel;
+use scalebook_shared::protocol::ExecutorSpec;
+
+use crate::plan::LaunchPlan;
+
+/// What a prediction needs besides the plan: the clusters (for Slurm runs) and where this
+/// machine's measurement is cached and who makes it (for local ones).
+pub struct Predictor {
+    pub clusters: Option<Clusters>,
+    pub machine_cache: PathBuf,
+    pub trainer: PathBuf,
+}
+
+impl Predictor {
+    /// The prediction for `plan`, or why there is none (a cluster without estimate factors, a
+    /// machine that could not be measured). A local run is predicted on this machine's cores:
+    /// the trainer picks a GPU where there is one, which the measurement does not cover.
+    pub fn predict(&self, plan: &LaunchPlan, now: u64) -> Result<Prediction, String> {
+        let options = EstimateOptions::default();
+        let (cluster, gpu, basis) = match &plan.executor {
+            ExecutorSpec::Slurm(request) => {
+                let clusters = self.clusters.as_ref().ok_or("no clusters file")?;
+                let cluster = clusters.get(&request.cluster).map_err(|e| e.to_string())?;
+                let gpu = match &request.gpu {
+                    Some(name) => cluster.gpu(name),
+                    None => cluster.gpus.first(),
+                }
+                .ok_or("the cluster lists no such GPU")?;
+                let basis = format!("{} on {}", gpu.name, request.cluster);
+                (cluster.clone(), gpu.clone(), basis)
+            }
+            ExecutorSpec::Local => {
+                let machine = self.machine()?;
+                let world = plan.layout.world() as usize;
+                let derived = plan.effective.derived(world, None).map_err(|e| e.to_string())?;
+                let tokens = derived.cp_split.iter().copied().max().unwrap_or(derived.tokens_per_sample) as u64;
+                let (cluster, gpu) = machine.as_cluster(world, plan.effective.embed_dim as u64, tokens);
+                let basis = format!("{} (measured by scalebook-train machine)", gpu.name);
+                (cluster, gpu, basis)
+            }
+        };
+        let estimate = estimate(&plan.effective, &plan.layout, &cluster, &gpu, &options).map_err(|e| e.to_string())?;
+        Ok(Prediction { made_at: now, basis, estimate })
+    }
+
+    fn machine(&self) -> Result<MachineModel, String> {
+        crate::machine::load_or_measure(&self.machine_cache, &self.trainer).map_err(|e| e.to_string())
+    }
+}
+
+/// Where this machine's measurement is cached for every Scalebook of this user: measured once,
+/// not once per server (`$SCALEBOOK_MACHINE`, else the user's cache directory).
+pub fn default_machine_cache() -> PathBuf {
+    if let Some(path) = std::env::var_os("SCALEBOOK_MACHINE") {
+        return PathBuf::from(path);
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    cache.join("scalebook").join(scalebook_shared::machine::FILE)
+}

@@ -1,0 +1,48 @@
+//! A run's prediction beside what it measured, under the run it belongs to: the estimate the
+//! server recorded at launch (`prediction.json`), and the run's own points as they come, with
+//! their ratio and a plain word where they part by more than the estimate's stated error.
+//! What the rows hold is `scalebook_page::prediction`'s.
+
+use leptos::prelude::*;
+use scalebook_page::prediction::{Row, figure, rows};
+use scalebook_shared::estimate::Prediction;
+use scalebook_shared::protocol::{RunId, Series};
+use scalebook_shared::rundir;
+
+use crate::net::{fetch, urls};
+
+#[component]
+pub fn RunPrediction(id: RunId, series: ArcRwSignal<Vec<Series>>) -> impl IntoView {
+    let run = id.clone();
+    let loaded = LocalResource::new(move || {
+        let url = urls::api(&format!("runs/{run}/files/{}", rundir::PREDICTION));
+        async move { fetch::text(&url).await.ok().and_then(|text| serde_json::from_str::<Prediction>(&text).ok()) }
+    });
+    move || {
+        let prediction = loaded.get().flatten()?;
+        let table = series.with(|s| rows(&prediction, s));
+        let flags: Vec<String> = table.iter().filter_map(|r| Some(format!("{}: {}", r.quantity, r.verdict()?))).collect();
+        Some(view! {
+            <table class="prediction" data-run=id.to_string()>
+                <caption>{format!("Predicted at launch for {}, beside what the run measured", prediction.basis)}</caption>
+                <thead><tr><th>""</th><th>"predicted"</th><th>"measured"</th><th>"measured / predicted"</th></tr></thead>
+                <tbody>{table.into_iter().map(row).collect_view()}</tbody>
+            </table>
+            {(!flags.is_empty()).then(|| view! { <p class="prediction-flag" role="status">{flags.join("; ")}</p> })}
+        })
+    }
+}
+
+fn row(r: Row) -> impl IntoView {
+    let measured = r.measured.map_or_else(|| "…".to_owned(), |m| format!("{} {}", figure(m), r.unit));
+    let ratio = r.ratio().map_or_else(String::new, |x| format!("{x:.2}"));
+    let (off, shown) = (r.verdict().is_some(), ratio.clone());
+    view! {
+        <tr data-quantity=r.quantity data-ratio=ratio class:off=off>
+            <th scope="row">{r.quantity}</th>
+            <td>{format!("{} {}", figure(r.predicted), r.unit)}</td>
+            <td>{measured}</td>
+            <td>{shown}</td>
+        </tr>
+    }
+}

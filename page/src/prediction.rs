@@ -1,0 +1,146 @@
+//! A run's prediction beside what it measured: what the estimate said before the run started
+//! (`prediction.json`) and what the run's own points say, quantity by quantity, with their
+//! ratio and a plain verdict where they part by more than the estimate's stated error.
+
+use scalebook_shared::estimate::Prediction;
+use scalebook_shared::metrics::tags;
+use scalebook_shared::numbers::round_significant;
+use scalebook_shared::protocol::Series;
+
+/// How far measured and predicted may part before the page says so: the estimate is checked
+/// to 25% against the tutorial's figures and this machine's runs (BENCHMARKS.md).
+pub const STATED_ERROR: f64 = 0.25;
+
+/// One quantity, predicted and (once measured) measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub quantity: &'static str,
+    pub unit: &'static str,
+    pub predicted: f64,
+    pub measured: Option<f64>,
+}
+
+impl Row {
+    /// Measured over predicted.
+    pub fn ratio(&self) -> Option<f64> {
+        self.measured.filter(|_| self.predicted > 0.0).map(|m| m / self.predicted)
+    }
+
+    /// `None` within the stated error; otherwise what to make of it, in words.
+    pub fn verdict(&self) -> Option<&'static str> {
+        let ratio = self.ratio()?;
+        if (ratio - 1.0).abs() <= STATED_ERROR {
+            return None;
+        }
+        Some(match (self.quantity, ratio > 1.0) {
+            (SAMPLES, false) | (STEP, true) => "slower than predicted: another load on the machine, or more threads than cores?",
+            (SAMPLES, true) | (STEP, false) => "faster than predicted",
+            (_, true) => "more than predicted",
+            (_, false) => "less than predicted",
+        })
+    }
+}
+
+/// A figure to three significant digits, as people read measurements (`39.5`, `0.847`, `507`).
+pub fn figure(x: f64) -> String {
+    let rounded = round_significant(x, 3);
+    let decimals = if rounded == 0.0 { 0 } else { (2 - rounded.abs().log10().floor() as i32).max(0) as usize };
+    format!("{rounded:.decimals$}")
+}
+
+const SAMPLES: &str = "samples/s";
+const STEP: &str = "step time";
+
+/// The rows for `prediction` and the run's `series`. Speed is measured from epoch 2 on, as the
+/// tutorial reads its logs (epoch 1 pays for the start); memory is the peak so far.
+pub fn rows(prediction: &Prediction, series: &[Series]) -> Vec<Row> {
+    let estimate = &prediction.estimate;
+    let buckets = |tag: &str| series.iter().find(|s| s.tag == tag).map(|s| s.buckets.as_slice()).unwrap_or_default();
+    let steady: Vec<f64> = buckets(tags::SAMPLES_PER_SEC).iter().filter(|b| b.epoch >= 2).map(|b| b.last).collect();
+    let samples = (!steady.is_empty()).then(|| steady.iter().sum::<f64>() / steady.len() as f64);
+    let peak = buckets(tags::run::PEAK_MEMORY).iter().map(|b| b.max).reduce(f64::max);
+    vec![
+        Row { quantity: SAMPLES, unit: "samples/s", predicted: estimate.samples_per_sec, measured: samples },
+        Row {
+            quantity: STEP,
+            unit: "s",
+            predicted: estimate.step_time_s,
+            measured: samples.filter(|s| *s > 0.0).map(|s| estimate.global_batch_size as f64 / s),
+        },
+        Row { quantity: "peak memory per rank", unit: "GiB", predicted: estimate.memory_gb.total, measured: peak },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use scalebook_shared::cluster::Clusters;
+    use scalebook_shared::config::ConfigFile;
+    use scalebook_shared::estimate::{EstimateOptions, estimate};
+    use scalebook_shared::metrics::Bucket;
+
+    use super::*;
+
+    fn prediction() -> Prediction {
+        let config = ConfigFile::parse(include_str!("../../config/ViT.yaml")).unwrap().get("short").unwrap();
+        let clusters = Clusters::parse(include_str!("../../config/clusters.yaml")).unwrap();
+        let cluster = clusters.get("perlmutter").unwrap();
+        let layout = scalebook_shared::layout::Layout::new(config.sizes(1), &config.parallel_order).unwrap();
+        let estimate = estimate(&config, &layout, cluster, &cluster.gpus[0], &EstimateOptions::default()).unwrap();
+        Prediction { made_at: 0, basis: "a100-40gb on perlmutter".into(), estimate }
+    }
+
+    fn series(tag: &str, by_epoch: &[(u64, f64)]) -> Series {
+        let bucket = |&(epoch, value): &(u64, f64)| Bucket {
+            first_step: epoch * 10,
+            last_step: epoch * 10,
+            first_wall: 0.0,
+            last_wall: 0.0,
+            epoch,
+            min: value,
+            max: value,
+            last: value,
+            count: 1,
+        };
+        Series { tag: tag.into(), buckets: by_epoch.iter().map(bucket).collect() }
+    }
+
+    #[test]
+    fn figures_keep_three_significant_digits() {
+        assert_eq!([figure(39.54), figure(0.84673), figure(506.64), figure(0.0), figure(2301.3)], ["39.5", "0.847", "507", "0", "2300"]);
+    }
+
+    #[test]
+    fn nothing_is_measured_before_the_second_epoch() {
+        let p = prediction();
+        let rows = rows(&p, &[series(tags::SAMPLES_PER_SEC, &[(1, 3.0)])]);
+        assert_eq!(rows.len(), 3);
+        assert!(rows.iter().all(|r| r.measured.is_none() && r.ratio().is_none() && r.verdict().is_none()));
+        assert_eq!(rows[0].predicted, p.estimate.samples_per_sec);
+        assert_eq!(rows[2].predicted, p.estimate.memory_gb.total);
+    }
+
+    #[test]
+    fn the_steady_epochs_and_the_peak_are_set_beside_the_prediction() {
+        let p = prediction();
+        let predicted = p.estimate.samples_per_sec;
+        // Epoch 1 (warm-up) is left out; epochs 2 and 3 average to the prediction.
+        let speed = series(tags::SAMPLES_PER_SEC, &[(1, 0.1), (2, 0.9 * predicted), (3, 1.1 * predicted)]);
+        let memory = series(tags::run::PEAK_MEMORY, &[(1, 7.0), (2, 9.5), (3, 9.0)]);
+        let rows = rows(&p, &[speed, memory]);
+        assert!((rows[0].ratio().unwrap() - 1.0).abs() < 1e-9 && rows[0].verdict().is_none());
+        let step = p.estimate.global_batch_size as f64 / predicted;
+        assert!((rows[1].measured.unwrap() - step).abs() < 1e-9);
+        assert_eq!(rows[2].measured, Some(9.5));
+    }
+
+    #[test]
+    fn a_run_far_from_its_prediction_is_flagged_with_its_likely_cause() {
+        let p = prediction();
+        let half = series(tags::SAMPLES_PER_SEC, &[(2, 0.5 * p.estimate.samples_per_sec)]);
+        let rows = rows(&p, &[half]);
+        assert!(rows[0].verdict().unwrap().starts_with("slower than predicted"));
+        assert!(rows[1].verdict().unwrap().starts_with("slower than predicted"), "twice the step time is slower");
+        let fast = series(tags::SAMPLES_PER_SEC, &[(2, 1.2 * p.estimate.samples_per_sec)]);
+        assert_eq!(super::rows(&p, &[fast])[0].verdict(), None, "20% is within the stated error");
+    }
+}
