@@ -126,8 +126,42 @@ fn bad_input_prints_every_problem_and_exits_2() {
 
     let stderr = stderr_of_invalid(&estimate(&["--config", "short", "--gpu", "h100"]));
     assert!(stderr.contains("unknown GPU `h100` on perlmutter; it has: a100-40gb, a100-80gb"), "{stderr}");
-    let stderr = stderr_of_invalid(&estimate(&["--config", "short", "--cluster", "local"]));
-    assert!(stderr.contains("local has no GPUs"), "{stderr}");
+    let stderr = stderr_of_invalid(&estimate(&["--config", "short", "--cluster", "local", "--gpu", "a100-40gb"]));
+    assert!(stderr.contains("gpu: `local` runs on this machine's cores"), "{stderr}");
     let stderr = stderr_of_invalid(&estimate(&["--config", "nope"]));
     assert!(stderr.contains("unknown config `nope`"), "{stderr}");
+}
+
+/// `--cluster local`: the ranks are this machine's cores, estimated from its measurement (here
+/// a cached one with round figures, so the arithmetic can be checked).
+#[test]
+fn this_machine_is_estimated_from_its_measured_rates() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("machine.json");
+    let rates = |threads: usize| {
+        serde_json::json!({
+            "threads": threads, "matmul_gflops": [100.0, 100.0, 100.0], "attention_gflops": [50.0, 50.0],
+            "copy_gb_per_s": 40.0, "op_overhead_us": 2.0, "step_op_us": 10.0,
+        })
+    };
+    let machine = serde_json::json!({
+        "cores": 2, "memory_gb": 16.0, "process_baseline_gb": 0.1, "by_threads": [rates(1), rates(2)],
+        "collective_latency_s": 0.001, "collective_gb_per_s": 2.0, "measured_at": 0,
+    });
+    std::fs::write(&cache, machine.to_string()).unwrap();
+    let path = cache.to_str().unwrap();
+    let one = json(&["--config", "cpu_tiny", "--cluster", "local", "--machine", path]);
+    assert!(one["gpu"].as_str().unwrap().starts_with("this machine's CPU"), "{one}");
+    // Its matmuls at the measured 100 GFLOP/s, attention at the measured 50.
+    let flops = &one["flops"]["rank_step"];
+    let compute = (number(&flops["matmul_forward"]) + number(&flops["matmul_backward"])) / 100e9
+        + (number(&flops["attention_forward"]) + number(&flops["attention_backward"])) / 50e9;
+    let time = &one["time"];
+    let modelled = number(&time["forward_s"]) + number(&time["backward_s"]) - number(&time["elementwise_s"]);
+    assert!((modelled - compute).abs() < 1e-12 * compute.max(1.0) + 1e-12, "{modelled} against {compute}");
+    assert!(number(&time["overhead_s"]) > 0.0, "a CPU step pays for its ops: {time}");
+    // Two ranks: each all-reduce pays Gloo's latency before its bytes.
+    let two = json(&["--config", "cpu_tiny", "--cluster", "local", "--machine", path, "--dp", "2"]);
+    let all_reduce = &two["collectives"][0];
+    assert!(number(&all_reduce["seconds"]) >= 0.001 * number(&all_reduce["count"]), "{all_reduce}");
 }

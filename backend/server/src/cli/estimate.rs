@@ -92,6 +92,10 @@ fn prepare(args: &EstimateArgs) -> Result<Estimate, Vec<String>> {
     let (Some(config), Some(layout)) = (config, layout) else {
         return Err(problems);
     };
+    if cpu && let Some(gpu) = &args.gpu {
+        problems.push(format!("gpu: `{}` runs on this machine's cores, which have no GPU `{gpu}` to pick; leave --gpu out", args.cluster));
+        return Err(problems);
+    }
     let (cluster, gpu) = match target {
         Some(target) => target,
         None if cpu => this_machine(args, &config, &layout).map_err(|e| vec![e])?,
