@@ -35,8 +35,10 @@ impl Row {
         Some(match (self.quantity, ratio > 1.0) {
             (SAMPLES, false) | (STEP, true) => "slower than predicted: another load on the machine, or more threads than cores?",
             (SAMPLES, true) | (STEP, false) => "faster than predicted",
-            (_, true) => "more than predicted",
-            (_, false) => "less than predicted",
+            (MEMORY, true) => "more than predicted",
+            (MEMORY, false) => "less than predicted",
+            // The model's FLOP rate moves with its speed, which is flagged already.
+            _ => return None,
         })
     }
 }
@@ -50,16 +52,20 @@ pub fn figure(x: f64) -> String {
 
 const SAMPLES: &str = "samples/s";
 const STEP: &str = "step time";
+const MEMORY: &str = "peak memory per rank";
+const FLOPS: &str = "model FLOP/s per rank";
+const MFU: &str = "share of the peak (MFU)";
 
 /// The rows for `prediction` and the run's `series`. Speed is measured from epoch 2 on, as the
-/// tutorial reads its logs (epoch 1 pays for the start); memory is the peak so far.
+/// tutorial reads its logs (epoch 1 pays for the start); memory is the peak so far; the model's
+/// FLOP rate and its share of the peak follow from the speed.
 pub fn rows(prediction: &Prediction, series: &[Series]) -> Vec<Row> {
     let estimate = &prediction.estimate;
     let buckets = |tag: &str| series.iter().find(|s| s.tag == tag).map(|s| s.buckets.as_slice()).unwrap_or_default();
     let steady: Vec<f64> = buckets(tags::SAMPLES_PER_SEC).iter().filter(|b| b.epoch >= 2).map(|b| b.last).collect();
     let samples = (!steady.is_empty()).then(|| steady.iter().sum::<f64>() / steady.len() as f64);
     let peak = buckets(tags::run::PEAK_MEMORY).iter().map(|b| b.max).reduce(f64::max);
-    vec![
+    let mut rows = vec![
         Row { quantity: SAMPLES, unit: "samples/s", predicted: estimate.samples_per_sec, measured: samples },
         Row {
             quantity: STEP,
@@ -67,8 +73,24 @@ pub fn rows(prediction: &Prediction, series: &[Series]) -> Vec<Row> {
             predicted: estimate.step_time_s,
             measured: samples.filter(|s| *s > 0.0).map(|s| estimate.global_batch_size as f64 / s),
         },
-        Row { quantity: "peak memory per rank", unit: "GiB", predicted: estimate.memory_gb.total, measured: peak },
-    ]
+        Row { quantity: MEMORY, unit: "GiB", predicted: estimate.memory_gb.total, measured: peak },
+    ];
+    // The model's FLOPs per second on one rank, from its FLOP count, and their share of the
+    // hardware's peak: the GPU's data sheet, or this machine's measured matmul rate.
+    let per_rank = |samples_per_sec: f64| estimate.flops.per_sample_training * samples_per_sec / f64::from(estimate.world.max(1)) / 1e12;
+    let measured_tflops = samples.map(per_rank);
+    rows.push(Row { quantity: FLOPS, unit: "TFLOP/s", predicted: per_rank(estimate.samples_per_sec), measured: measured_tflops });
+    let peak = estimate.terms().iter().find(|t| t.name.starts_with("peak_tflops.")).map(|t| t.value).filter(|p| *p > 0.0);
+    if let Some(peak) = peak {
+        let share = |tflops: f64| 100.0 * tflops / peak;
+        rows.push(Row {
+            quantity: MFU,
+            unit: "%",
+            predicted: share(per_rank(estimate.samples_per_sec)),
+            measured: measured_tflops.map(share),
+        });
+    }
+    rows
 }
 
 #[cfg(test)]
@@ -113,7 +135,7 @@ mod tests {
     fn nothing_is_measured_before_the_second_epoch() {
         let p = prediction();
         let rows = rows(&p, &[series(tags::SAMPLES_PER_SEC, &[(1, 3.0)])]);
-        assert_eq!(rows.len(), 3);
+        assert_eq!(rows.len(), 5);
         assert!(rows.iter().all(|r| r.measured.is_none() && r.ratio().is_none() && r.verdict().is_none()));
         assert_eq!(rows[0].predicted, p.estimate.samples_per_sec);
         assert_eq!(rows[2].predicted, p.estimate.memory_gb.total);
@@ -131,6 +153,11 @@ mod tests {
         let step = p.estimate.global_batch_size as f64 / predicted;
         assert!((rows[1].measured.unwrap() - step).abs() < 1e-9);
         assert_eq!(rows[2].measured, Some(9.5));
+        // The model's FLOP rate at the measured speed, per rank, and its share of the A100's
+        // TF32 peak (156 TFLOP/s): what the estimate calls TFLOP/s per GPU.
+        assert!((rows[3].predicted - p.estimate.tflops_per_gpu).abs() < 1e-9 * p.estimate.tflops_per_gpu);
+        assert!((rows[3].ratio().unwrap() - 1.0).abs() < 1e-9);
+        assert!((rows[4].predicted - 100.0 * p.estimate.tflops_per_gpu / 156.0).abs() < 1e-9, "{:?}", rows[4]);
     }
 
     #[test]

@@ -47,7 +47,7 @@ async fn a_launched_run_draws_a_growing_curve_through_a_dropped_connection() -> 
     // Beside it, the prediction the server made at launch for this machine, with what the run
     // measured and their ratio: samples/s from epoch 2 on, and the peak memory of a rank.
     let row = |quantity: &str| format!(".run-block table.prediction tr[data-quantity='{quantity}']");
-    for quantity in ["samples/s", "step time", "peak memory per rank"] {
+    for quantity in ["samples/s", "step time", "peak memory per rank", "model FLOP/s per rank", "share of the peak (MFU)"] {
         browser.wait_attr(&row(quantity), "data-ratio", |r| r.parse::<f64>().is_ok_and(|x| x > 0.0)).await?;
     }
     browser.wait_text(".run-block table.prediction caption", |t| t.contains("this machine")).await?;
