@@ -56,6 +56,18 @@ const MEMORY: &str = "peak memory per rank";
 const FLOPS: &str = "model FLOP/s per rank";
 const MFU: &str = "share of the peak (MFU)";
 
+/// Why a run on this machine may be slower than its prediction, where the launch saw a cause:
+/// other work on the cores (a load above half of them before this run's own ranks started).
+pub fn busy_machine(prediction: &Prediction) -> Option<String> {
+    let load = prediction.load_at_launch?;
+    (load.one_minute > 0.5 * load.cores as f64).then(|| {
+        format!(
+            "the machine was busy as the run launched (load {:.1} on {} cores), and a prediction assumes it idle",
+            load.one_minute, load.cores
+        )
+    })
+}
+
 /// The rows for `prediction` and the run's `series`. Speed is measured from epoch 2 on, as the
 /// tutorial reads its logs (epoch 1 pays for the start); memory is the peak so far; the model's
 /// FLOP rate and its share of the peak follow from the speed.
@@ -108,7 +120,7 @@ mod tests {
         let cluster = clusters.get("perlmutter").unwrap();
         let layout = scalebook_shared::layout::Layout::new(config.sizes(1), &config.parallel_order).unwrap();
         let estimate = estimate(&config, &layout, cluster, &cluster.gpus[0], &EstimateOptions::default()).unwrap();
-        Prediction { made_at: 0, basis: "a100-40gb on perlmutter".into(), estimate }
+        Prediction { made_at: 0, basis: "a100-40gb on perlmutter".into(), estimate, load_at_launch: None }
     }
 
     fn series(tag: &str, by_epoch: &[(u64, f64)]) -> Series {
@@ -169,5 +181,15 @@ mod tests {
         assert!(rows[1].verdict().unwrap().starts_with("slower than predicted"), "twice the step time is slower");
         let fast = series(tags::SAMPLES_PER_SEC, &[(2, 1.2 * p.estimate.samples_per_sec)]);
         assert_eq!(super::rows(&p, &[fast])[0].verdict(), None, "20% is within the stated error");
+    }
+
+    #[test]
+    fn a_machine_busy_at_launch_is_named_as_the_likely_cause() {
+        let mut p = prediction();
+        assert_eq!(busy_machine(&p), None, "a Slurm run records no local load");
+        p.load_at_launch = Some(scalebook_shared::estimate::Load { one_minute: 0.4, cores: 2 });
+        assert_eq!(busy_machine(&p), None);
+        p.load_at_launch = Some(scalebook_shared::estimate::Load { one_minute: 3.1, cores: 2 });
+        assert!(busy_machine(&p).unwrap().contains("load 3.1 on 2 cores"));
     }
 }

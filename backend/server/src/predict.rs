@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use scalebook_shared::cluster::Clusters;
-use scalebook_shared::estimate::{EstimateOptions, Prediction, estimate};
+use scalebook_shared::estimate::{EstimateOptions, Load, Prediction, estimate};
 use scalebook_shared::machine::MachineModel;
 use scalebook_shared::protocol::ExecutorSpec;
 
@@ -50,7 +50,8 @@ impl Predictor {
             }
         };
         let estimate = estimate(&plan.effective, &plan.layout, &cluster, &gpu, &options).map_err(|e| e.to_string())?;
-        Ok(Prediction { made_at: now, basis, estimate })
+        let load_at_launch = matches!(plan.executor, ExecutorSpec::Local).then(load).flatten();
+        Ok(Prediction { made_at: now, basis, estimate, load_at_launch })
     }
 
     fn machine(&self) -> Result<MachineModel, String> {
@@ -69,4 +70,11 @@ pub fn default_machine_cache() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
     cache.join("scalebook").join(scalebook_shared::machine::FILE)
+}
+
+/// This machine's load now, where the system says it (`/proc/loadavg`).
+fn load() -> Option<Load> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let one_minute = text.split_whitespace().next()?.parse().ok()?;
+    Some(Load { one_minute, cores: std::thread::available_parallelism().map_or(1, |n| n.get()) })
 }

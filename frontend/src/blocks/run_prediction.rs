@@ -4,7 +4,7 @@
 //! What the rows hold is `scalebook_page::prediction`'s.
 
 use leptos::prelude::*;
-use scalebook_page::prediction::{Row, figure, rows};
+use scalebook_page::prediction::{Row, STATED_ERROR, busy_machine, figure, rows};
 use scalebook_shared::estimate::Prediction;
 use scalebook_shared::protocol::{RunId, Series};
 use scalebook_shared::rundir;
@@ -21,7 +21,10 @@ pub fn RunPrediction(id: RunId, series: ArcRwSignal<Vec<Series>>) -> impl IntoVi
     move || {
         let prediction = loaded.get().flatten()?;
         let table = series.with(|s| rows(&prediction, s));
-        let flags: Vec<String> = table.iter().filter_map(|r| Some(format!("{}: {}", r.quantity, r.verdict()?))).collect();
+        let mut flags: Vec<String> = table.iter().filter_map(|r| Some(format!("{}: {}", r.quantity, r.verdict()?))).collect();
+        if table.first().and_then(Row::ratio).is_some_and(|r| r < 1.0 - STATED_ERROR) {
+            flags.extend(busy_machine(&prediction));
+        }
         Some(view! {
             <table class="prediction" data-run=id.to_string()>
                 <caption>{format!("Predicted at launch for {}, beside what the run measured", prediction.basis)}</caption>

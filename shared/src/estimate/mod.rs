@@ -110,6 +110,18 @@ pub struct Prediction {
     /// The hardware in words: a cluster's GPU, or this machine's cores as measured.
     pub basis: String,
     pub estimate: Estimate,
+    /// For a run on this machine: what else was running as it launched, which a prediction
+    /// for an idle machine cannot know (the 1-minute load average, and the cores it is over).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_at_launch: Option<Load>,
+}
+
+/// The machine's load as a run launched.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Load {
+    /// Runnable processes, averaged over the last minute (`/proc/loadavg`).
+    pub one_minute: f64,
+    pub cores: usize,
 }
 
 /// Estimates one step of `config` laid out as `layout` on `gpu` of `cluster`.

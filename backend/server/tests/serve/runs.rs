@@ -51,6 +51,8 @@ async fn a_launched_run_streams_its_points_live_and_completes() {
     let estimate = &prediction["estimate"];
     assert_eq!(estimate["world"], 1);
     assert!(estimate["samples_per_sec"].as_f64().unwrap() > 0.0 && estimate["memory_gb"]["total"].as_f64().unwrap() > 0.0);
+    // And what else the machine was doing then, which an idle-machine prediction cannot know.
+    assert!(prediction["load_at_launch"]["cores"].as_u64().unwrap() >= 1, "{prediction}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
