@@ -58,7 +58,7 @@ pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> i
                 {format!("Every variant starts from seed {}: the same initial weights and data order, so they differ only by their changes.", state.seed())}
             </p>
             {move || match measure {
-                Measure::Loss => view! { <LossCurves ids labels=variants.with_value(|v| labels(v)) /> }.into_any(),
+                Measure::Loss | Measure::StepLoss => view! { <LossCurves ids labels=variants.with_value(|v| labels(v)) measure /> }.into_any(),
                 _ => {
                     let dps = variants.with_value(|v| v.iter().map(|v| v.dp).collect::<Vec<_>>());
                     let shown = match measure {
@@ -96,16 +96,17 @@ fn Bars(labels: Vec<String>, values: Vec<Option<f64>>, measure: Measure) -> impl
 }
 
 #[component]
-fn LossCurves(ids: RwSignal<Vec<Option<RunId>>>, labels: Vec<String>) -> impl IntoView {
+fn LossCurves(ids: RwSignal<Vec<Option<RunId>>>, labels: Vec<String>, measure: Measure) -> impl IntoView {
     let runs = expect_context::<Runs>();
+    let (tag, words) = measure.loss_tag().unwrap_or_default();
     let drawn = Memo::new(move |_| {
         let per_run: Vec<_> =
-            ids.get().iter().map(|id| id.as_ref().and_then(|id| runs.stream(id)?.series.with(|s| loss_curve(s)))).collect();
+            ids.get().iter().map(|id| id.as_ref().and_then(|id| runs.stream(id)?.series.with(|s| loss_curve(s, tag)))).collect();
         curves(&per_run)
     });
     view! {
         <figure class="sweep-chart">
-            <svg viewBox=format!("0 0 {WIDTH} {CURVES_HEIGHT}") role="img" aria-label="validation loss by step">
+            <svg viewBox=format!("0 0 {WIDTH} {CURVES_HEIGHT}") role="img" aria-label=words>
                 {move || drawn.with(|c| c.y_ticks.iter().map(|(y, t)| view! {
                     <text class="tick" x=CURVES_MARGIN - 6.0 y=*y text-anchor="end">{t.clone()}</text>
                     <line class="grid" x1=CURVES_MARGIN x2=WIDTH - CURVES_MARGIN / 2.0 y1=*y y2=*y />
@@ -119,7 +120,7 @@ fn LossCurves(ids: RwSignal<Vec<Option<RunId>>>, labels: Vec<String>) -> impl In
             </svg>
             <figcaption class="legend">
                 {labels.into_iter().enumerate().map(|(i, l)| view! { <span class=format!("key series-{}", i % 8)>{l}</span> }).collect_view()}
-                <span class="muted">" validation loss (Loss/valid) by step"</span>
+                <span class="muted">{format!(" {words}")}</span>
             </figcaption>
         </figure>
     }

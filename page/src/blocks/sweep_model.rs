@@ -18,16 +18,20 @@ pub enum Measure {
     Efficiency,
     /// The validation-loss curves, overlaid.
     Loss,
+    /// The training loss of every step, overlaid: what a warm-up changes happens in the first
+    /// steps, before the first validation.
+    StepLoss,
 }
 
 impl Measure {
-    pub const NAMES: &'static str = "throughput, efficiency or loss";
+    pub const NAMES: &'static str = "throughput, efficiency, loss or step-loss";
 
     pub fn parse(name: &str) -> Result<Measure, String> {
         match name {
             "throughput" => Ok(Measure::Throughput),
             "efficiency" => Ok(Measure::Efficiency),
             "loss" => Ok(Measure::Loss),
+            "step-loss" => Ok(Measure::StepLoss),
             other => Err(format!("measure `{other}` is not one of {}", Measure::NAMES)),
         }
     }
@@ -251,9 +255,20 @@ pub fn curves(runs: &[Option<Vec<(f64, f64)>>]) -> Curves {
     Curves { paths, y_ticks: ticks(&ys, &y_at), x_ticks: ticks(&xs, &x_at) }
 }
 
-/// The validation loss of a run by step, the curve [`Measure::Loss`] overlays.
-pub fn loss_curve(series: &[Series]) -> Option<Vec<(f64, f64)>> {
-    let s = series.iter().find(|s| s.tag == tags::LOSS_VALID)?;
+impl Measure {
+    /// The tag a loss measure overlays, and its words for the legend.
+    pub fn loss_tag(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Measure::Loss => Some((tags::LOSS_VALID, "validation loss (Loss/valid) by step")),
+            Measure::StepLoss => Some((tags::step::LOSS_TRAIN, "training loss of every step (Step/Loss/train)")),
+            Measure::Throughput | Measure::Efficiency => None,
+        }
+    }
+}
+
+/// A run's `tag` by step, the curve a loss measure overlays.
+pub fn loss_curve(series: &[Series], tag: &str) -> Option<Vec<(f64, f64)>> {
+    let s = series.iter().find(|s| s.tag == tag)?;
     Some(s.buckets.iter().map(|b| (b.last_step as f64, b.last)).collect())
 }
 
@@ -377,6 +392,8 @@ mod tests {
         )));
         assert!(!c.y_ticks.is_empty() && !c.x_ticks.is_empty());
         assert!(curves(&[None, Some(vec![])]).paths.iter().all(Option::is_none));
-        assert_eq!(loss_curve(&[series(tags::LOSS_VALID, &[0.5, 0.25])]), Some(vec![(0.0, 0.5), (10.0, 0.25)]));
+        assert_eq!(loss_curve(&[series(tags::LOSS_VALID, &[0.5, 0.25])], tags::LOSS_VALID), Some(vec![(0.0, 0.5), (10.0, 0.25)]));
+        assert_eq!(Measure::parse("step-loss").unwrap().loss_tag().unwrap().0, tags::step::LOSS_TRAIN);
+        assert!(Measure::parse("steploss").unwrap_err().contains("step-loss"));
     }
 }
