@@ -418,7 +418,7 @@ b | dp=2",
 b | dp=2"
             )
             .unwrap_err()
-            .contains("throughput, efficiency or loss")
+            .contains("throughput, efficiency, loss or step-loss")
         );
         assert!(BlockSpec::parse("sweep", "a | dp=1").unwrap_err().contains("at least two"));
     }

@@ -348,7 +348,7 @@ mod tests {
     #[test]
     fn measures_are_named() {
         assert_eq!(Measure::parse("efficiency"), Ok(Measure::Efficiency));
-        assert!(Measure::parse("speed").unwrap_err().contains("throughput, efficiency or loss"));
+        assert!(Measure::parse("speed").unwrap_err().contains("throughput, efficiency, loss or step-loss"));
     }
 
     #[test]
