@@ -6,7 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::{ByPrecision, Cluster, EstimateFactors, ExecutorKind, GpuKind, Interconnect};
-use crate::config::PREFETCH_PER_WORKER;
+use crate::config::{PREFETCH_PER_WORKER, TrainConfig};
+use crate::error::{Error, Problems};
 
 /// The file a measurement is cached in (in the runs directory).
 pub const FILE: &str = "machine.json";
@@ -74,24 +75,30 @@ impl MachineModel {
 }
 
 impl MachineModel {
+    /// This machine as an estimate's cluster and device for `config` on `world` ranks: each
+    /// rank computes at the rate its share of the cores reaches, at the model's width and the
+    /// tokens a rank holds (its context-parallel chunk).
+    pub fn for_run(&self, config: &TrainConfig, world: usize) -> Result<(Cluster, GpuKind), Error> {
+        let derived = config.derived(world, None)?;
+        let tokens = derived.cp_split.iter().copied().max().unwrap_or(derived.tokens_per_sample) as u64;
+        self.as_cluster(world, config.embed_dim as u64, tokens)
+    }
+
     /// This machine as an estimate's cluster and device, for `ranks` ranks on its cores (the
     /// launcher gives each `cores / ranks` threads) running a model `width` wide with `tokens`
     /// tokens per rank: the measured rates stand where a GPU's data sheet and calibrated
-    /// efficiencies stand, so that every rate is sustained at an efficiency of one.
+    /// efficiencies stand, so that every rate is sustained at an efficiency of one. A
+    /// measurement without rates is refused rather than predicted from made-up ones.
     ///
     /// bf16 and fp16 take the float32 rate: CPU autocast runs without matrix units for half
     /// precision on most machines, and nothing here measures it yet.
-    pub fn as_cluster(&self, ranks: usize, width: u64, tokens: u64) -> (Cluster, GpuKind) {
+    fn as_cluster(&self, ranks: usize, width: u64, tokens: u64) -> Result<(Cluster, GpuKind), Error> {
         let threads = (self.cores / ranks.max(1)).max(1);
-        let fallback = ThreadRates {
-            threads,
-            matmul_gflops: vec![1.0; WIDTHS.len()],
-            attention_gflops: vec![1.0; ATTENTION_SHAPES.len()],
-            copy_gb_per_s: 1.0,
-            op_overhead_us: 0.0,
-            step_op_us: 0.0,
+        let Some(rates) = self.rates(threads) else {
+            let mut problems = Problems::default();
+            problems.push("machine", "the measurement holds no rates; measure again with `scalebook-train machine`");
+            return Err(Error::Invalid(problems));
         };
-        let rates = self.rates(threads).unwrap_or(&fallback);
         let matmul = rates.matmul_flops(width);
         let tflops = matmul / 1e12;
         let all = |v: f64| ByPrecision { fp32: v, tf32: v, fp16: v, bf16: v };
@@ -127,7 +134,7 @@ impl MachineModel {
                 batches_per_worker: PREFETCH_PER_WORKER as f64 + 1.0,
             }),
         };
-        (cluster, gpu)
+        Ok((cluster, gpu))
     }
 }
 
@@ -201,5 +208,14 @@ mod tests {
         assert_eq!(r.matmul_flops(1024), 60e9);
         assert_eq!(r.matmul_flops(70), 10e9, "70 is nearer 48 than 128 on a log scale");
         assert_eq!((r.attention_flops(72), r.attention_flops(4050)), (5e9, 20e9));
+    }
+
+    #[test]
+    fn a_measurement_without_rates_is_refused_not_made_up() {
+        let empty = MachineModel { by_threads: Vec::new(), ..model() };
+        let err = empty.as_cluster(2, 128, 450).unwrap_err().to_string();
+        assert!(err.starts_with("machine: "), "{err}");
+        let (_, gpu) = model().as_cluster(2, 128, 450).unwrap();
+        assert_eq!(gpu.peak_tflops.fp32, 0.04, "two ranks on four cores take the rates of the 1-thread entry below 2");
     }
 }

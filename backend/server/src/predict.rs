@@ -5,6 +5,7 @@
 //! from their measurement ([`crate::machine`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use scalebook_shared::cluster::Clusters;
 use scalebook_shared::estimate::{EstimateOptions, Load, Prediction, estimate};
@@ -14,14 +15,19 @@ use scalebook_shared::protocol::ExecutorSpec;
 use crate::plan::LaunchPlan;
 
 /// What a prediction needs besides the plan: the clusters (for Slurm runs) and where this
-/// machine's measurement is cached and who makes it (for local ones).
+/// machine's measurement is cached and who makes it (for local ones), kept once read.
 pub struct Predictor {
-    pub clusters: Option<Clusters>,
-    pub machine_cache: PathBuf,
-    pub trainer: PathBuf,
+    clusters: Option<Clusters>,
+    machine_cache: PathBuf,
+    trainer: PathBuf,
+    machine: OnceLock<MachineModel>,
 }
 
 impl Predictor {
+    pub fn new(clusters: Option<Clusters>, machine_cache: PathBuf, trainer: PathBuf) -> Self {
+        Self { clusters, machine_cache, trainer, machine: OnceLock::new() }
+    }
+
     /// The prediction for `plan`, or why there is none (a cluster without estimate factors, a
     /// machine that could not be measured). A local run is predicted on this machine's cores:
     /// the trainer picks a GPU where there is one, which the measurement does not cover.
@@ -41,10 +47,7 @@ impl Predictor {
             }
             ExecutorSpec::Local => {
                 let machine = self.machine()?;
-                let world = plan.layout.world() as usize;
-                let derived = plan.effective.derived(world, None).map_err(|e| e.to_string())?;
-                let tokens = derived.cp_split.iter().copied().max().unwrap_or(derived.tokens_per_sample) as u64;
-                let (cluster, gpu) = machine.as_cluster(world, plan.effective.embed_dim as u64, tokens);
+                let (cluster, gpu) = machine.for_run(&plan.effective, plan.layout.world() as usize).map_err(|e| e.to_string())?;
                 let basis = format!("{} (measured by scalebook-train machine)", gpu.name);
                 (cluster, gpu, basis)
             }
@@ -54,8 +57,14 @@ impl Predictor {
         Ok(Prediction { made_at: now, basis, estimate, load_at_launch })
     }
 
-    fn machine(&self) -> Result<MachineModel, String> {
-        crate::machine::load_or_measure(&self.machine_cache, &self.trainer).map_err(|e| e.to_string())
+    /// This machine's measurement: read (or made) at the first local launch, kept after. A
+    /// failed one is tried again at the next launch.
+    fn machine(&self) -> Result<&MachineModel, String> {
+        if let Some(machine) = self.machine.get() {
+            return Ok(machine);
+        }
+        let measured = crate::machine::load_or_measure(&self.machine_cache, &self.trainer).map_err(|e| e.to_string())?;
+        Ok(self.machine.get_or_init(|| measured))
     }
 }
 

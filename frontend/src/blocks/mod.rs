@@ -28,6 +28,7 @@ mod slurm_fields;
 mod sweep;
 mod sweep_state;
 mod timeline;
+mod timeline_drawn;
 mod timeline_ops;
 mod timeline_recorded;
 mod timeline_state;

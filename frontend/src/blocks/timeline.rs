@@ -6,11 +6,10 @@
 use std::sync::Arc;
 
 use leptos::prelude::*;
-use scalebook_shared::profile::trace::{OpsTable, Timeline, Trace, TraceList};
+use scalebook_shared::profile::trace::{Trace, TraceList};
 use scalebook_shared::protocol::{RunId, RunRecord};
 
-use super::timeline_ops::OpsTableView;
-use super::timeline_view::TimelineView;
+use super::timeline_drawn::Drawn;
 use crate::ids::unique_id;
 use crate::net::ws::ConnectionState;
 use crate::net::{fetch, urls};
@@ -23,9 +22,7 @@ fn how_to_profile() -> impl IntoView {
 
 /// A profile loaded and ready to draw.
 struct Profile {
-    timeline: Arc<Timeline>,
-    ops: Arc<OpsTable>,
-    events: usize,
+    drawn: Drawn,
     bytes: u64,
     /// The ranks whose trace did not load, with the reason.
     broken: Vec<String>,
@@ -118,18 +115,17 @@ fn missing(id: &RunId, record: Option<&RunRecord>) -> impl IntoView + use<> {
 
 /// The drawing and the table, with a line saying what was loaded.
 fn drawn(id: &RunId, record: Option<&RunRecord>, profile: &Profile) -> impl IntoView + use<> {
-    let ranks = profile.timeline.ranks().len();
+    let ranks = profile.drawn.ranks();
     let steps = record.and_then(profile_of).map(|s| format!(", steps {s}")).unwrap_or_default();
     let megabytes = profile.bytes as f64 / 1e6;
-    let summary = format!("Run {id}{steps}: {ranks} rank(s), {} events ({megabytes:.1} MB of trace).", profile.events);
+    let summary = format!("Run {id}{steps}: {ranks} rank(s), {} events ({megabytes:.1} MB of trace).", profile.drawn.events);
     let broken = (!profile.broken.is_empty()).then(|| {
         view! { <p class="error" role="alert">{format!("Some traces did not load: {}", profile.broken.join("; "))}</p> }
     });
     view! {
         <p class="muted summary">{summary}</p>
         {broken}
-        <TimelineView timeline=profile.timeline.clone() />
-        <OpsTableView ops=profile.ops.clone() />
+        {profile.drawn.view()}
     }
 }
 
@@ -153,9 +149,6 @@ async fn load(id: &RunId) -> Result<Option<Profile>, String> {
     if traces.is_empty() {
         return Err(format!("No trace of run {id} loaded: {}", broken.join("; ")));
     }
-    let events = traces.iter().map(|(_, t)| t.len()).sum();
-    let timeline = Timeline::new(traces);
-    let ops = OpsTable::new(&timeline);
     let bytes = list.traces.iter().map(|t| t.bytes).sum();
-    Ok(Some(Profile { timeline: Arc::new(timeline), ops: Arc::new(ops), events, bytes, broken }))
+    Ok(Some(Profile { drawn: Drawn::new(traces), bytes, broken }))
 }

@@ -6,19 +6,16 @@ use std::sync::Arc;
 
 use leptos::prelude::*;
 use scalebook_shared::profile::recorded::{self, Recording};
-use scalebook_shared::profile::trace::{OpsTable, Timeline, Trace};
+use scalebook_shared::profile::trace::Trace;
 use scalebook_shared::profile::trace_file;
 
-use super::timeline_ops::OpsTableView;
-use super::timeline_view::TimelineView;
+use super::timeline_drawn::Drawn;
 use crate::net::{fetch, urls};
 
 /// A recording loaded and ready to draw.
 struct Loaded {
     about: Recording,
-    timeline: Arc<Timeline>,
-    ops: Arc<OpsTable>,
-    events: usize,
+    drawn: Drawn,
 }
 
 #[component]
@@ -42,11 +39,10 @@ pub fn RecordedTimeline(name: String) -> impl IntoView {
                 Some(Err(message)) => view! { <p class="error" role="alert">{message}</p> }.into_any(),
                 Some(Ok(r)) => {
                     let Recording { gpu, what, measured_by } = &r.about;
-                    let summary = format!("Recorded by {measured_by} on an {gpu}: {what} ({} events of rank 0).", r.events);
+                    let summary = format!("Recorded by {measured_by} on an {gpu}: {what} ({} events of rank 0).", r.drawn.events);
                     view! {
                         <p class="muted summary">{summary}</p>
-                        <TimelineView timeline=r.timeline.clone() />
-                        <OpsTableView ops=r.ops.clone() />
+                        {r.drawn.view()}
                     }
                     .into_any()
                 }
@@ -64,8 +60,5 @@ async fn load(name: &str) -> Result<Loaded, String> {
     let trace = trace
         .and_then(|text| Trace::parse(&text).map_err(|e| e.to_string()))
         .map_err(|e| format!("The trace of the recorded run {name} did not load: {e}"))?;
-    let events = trace.len();
-    let timeline = Timeline::new([(0, trace)]);
-    let ops = OpsTable::new(&timeline);
-    Ok(Loaded { about, timeline: Arc::new(timeline), ops: Arc::new(ops), events })
+    Ok(Loaded { about, drawn: Drawn::new(vec![(0, trace)]) })
 }

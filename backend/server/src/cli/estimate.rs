@@ -113,10 +113,7 @@ fn this_machine(args: &EstimateArgs, config: &TrainConfig, layout: &Layout) -> R
     };
     let cache = args.machine.clone().unwrap_or_else(scalebook_server::predict::default_machine_cache);
     let machine = scalebook_server::machine::load_or_measure(&cache, &trainer).map_err(|e| e.to_string())?;
-    let world = layout.world() as usize;
-    let derived = config.derived(world, None).map_err(|e| e.to_string())?;
-    let tokens = derived.cp_split.iter().copied().max().unwrap_or(derived.tokens_per_sample) as u64;
-    Ok(machine.as_cluster(world, config.embed_dim as u64, tokens))
+    machine.for_run(config, layout.world() as usize).map_err(|e| e.to_string())
 }
 
 /// The named config with the overrides, then the layout flags applied as overrides, so they

@@ -195,7 +195,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 SlurmCommands::new(args.slurm_bin_dir.as_deref()),
                 Duration::from_secs(args.slurm_poll_secs),
             ),
-            predictor: Predictor { clusters: clusters.clusters.clone(), machine_cache: default_machine_cache(), trainer: trainer.clone() },
+            predictor: Predictor::new(clusters.clusters.clone(), default_machine_cache(), trainer.clone()),
         };
         // Measured now if this machine has not been yet, so the first launch need not wait.
         let (cache, measurer) = (default_machine_cache(), trainer.clone());

@@ -46,11 +46,7 @@ fn app() -> App {
         local: LocalExecutor { supervisor: "/nonexistent/scalebook".into(), command: command.clone() },
         max_local_ranks: 1,
         slurm: SlurmExecutor::new(command, SlurmCommands::new(None), Duration::from_secs(30)),
-        predictor: Predictor {
-            clusters: clusters.clusters.clone(),
-            machine_cache: dir.path().join("machine.json"),
-            trainer: "/nonexistent/scalebook-train".into(),
-        },
+        predictor: Predictor::new(clusters.clusters.clone(), dir.path().join("machine.json"), "/nonexistent/scalebook-train".into()),
     };
     let runs = RunManager::open(RunStore::open(&dir.path().join("runs")).unwrap(), executors).unwrap();
     let classroom = Arc::<Classroom>::default();
