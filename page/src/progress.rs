@@ -1,6 +1,7 @@
 //! How far a run has come and how long it has left, from its own points: the step it stops at
-//! (`Run/Steps`, which the trainer writes as it starts) and the steps it has measured since.
-//! A run's log says the same only once an epoch, which on a big run is minutes apart.
+//! (`Run/Steps`, which the trainer writes as it starts) and the steps it has measured since;
+//! before the first measured step, from the step time predicted at launch. A run's log says
+//! the same only once an epoch, which on a big run is minutes apart.
 
 use scalebook_shared::metrics::tags;
 use scalebook_shared::protocol::Series;
@@ -12,26 +13,31 @@ pub struct Progress {
     pub step: u64,
     /// The step the run stops at.
     pub total: u64,
-    /// Seconds left at the pace measured since the run (or its resumption) started; `None`
-    /// until a step has been measured.
+    /// Seconds left at the pace measured since the run (or its resumption) started, or until
+    /// a step has been measured at the predicted pace; `None` when neither is known.
     pub left_s: Option<f64>,
+    /// Whether `left_s` comes from the prediction (no step measured yet).
+    pub predicted: bool,
 }
 
 impl Progress {
-    /// `series`' progress, or `None` before the run has said where it stops.
-    pub fn of(series: &[Series]) -> Option<Progress> {
+    /// `series`' progress, or `None` before the run has said where it stops. `predicted_step_s`
+    /// is the step time the run was predicted at (its `prediction.json`), if it has one.
+    pub fn of(series: &[Series], predicted_step_s: Option<f64>) -> Option<Progress> {
         let find = |tag: &str| series.iter().find(|s| s.tag == tag).and_then(|s| s.buckets.last());
         let plan = find(tags::run::STEPS)?;
         let total = plan.last.max(0.0) as u64;
         let (start_step, start_wall) = (plan.last_step, plan.last_wall);
         let Some(done) = find(tags::step::SAMPLES_PER_SEC).filter(|b| b.last_step > start_step) else {
-            return Some(Progress { step: start_step.min(total), total, left_s: None });
+            let step = start_step.min(total);
+            let left_s = predicted_step_s.filter(|s| s.is_finite() && *s > 0.0).map(|s| s * total.saturating_sub(step) as f64);
+            return Some(Progress { step, total, left_s, predicted: left_s.is_some() });
         };
         let step = done.last_step.min(total);
         let elapsed = done.last_wall - start_wall;
         let per_step = elapsed / (done.last_step - start_step) as f64;
         let left_s = (elapsed > 0.0).then(|| per_step * total.saturating_sub(step) as f64);
-        Some(Progress { step, total, left_s })
+        Some(Progress { step, total, left_s, predicted: false })
     }
 
     /// The part done, from 0 to 1.
@@ -45,6 +51,9 @@ impl Progress {
         match (running, self.left_s) {
             (false, _) => steps,
             (true, None) => format!("{steps}, time left after the first step"),
+            (true, Some(left)) if self.predicted => {
+                format!("{steps}, about {} left as predicted (measured from the first step)", duration(left))
+            }
             (true, Some(left)) => format!("{steps}, about {} left", duration(left)),
         }
     }
@@ -81,20 +90,24 @@ mod tests {
 
     #[test]
     fn the_time_left_is_the_pace_so_far_times_the_steps_to_go() {
-        let progress = Progress::of(&run(0, 400, 100)).unwrap();
+        let progress = Progress::of(&run(0, 400, 100), Some(9.0)).unwrap();
         assert_eq!((progress.step, progress.total), (100, 400));
-        assert_eq!(progress.left_s, Some(300.0));
+        assert_eq!(progress.left_s, Some(300.0), "measured steps take over from the prediction");
+        assert!(!progress.predicted);
         assert_eq!(progress.fraction(), 0.25);
         assert_eq!(progress.text(true), "step 100 of 400, about 5 min 00 s left");
         assert_eq!(progress.text(false), "step 100 of 400");
     }
 
     #[test]
-    fn before_its_first_step_a_run_knows_its_length_but_not_its_pace() {
-        let progress = Progress::of(&run(0, 400, 0)).unwrap();
-        assert_eq!(progress, Progress { step: 0, total: 400, left_s: None });
+    fn before_its_first_step_a_run_knows_its_length_and_its_predicted_pace() {
+        let progress = Progress::of(&run(0, 400, 0), None).unwrap();
+        assert_eq!(progress, Progress { step: 0, total: 400, left_s: None, predicted: false });
         assert_eq!(progress.text(true), "step 0 of 400, time left after the first step");
-        assert_eq!(Progress::of(&[]), None, "no Run/Steps yet: nothing to show");
+        let progress = Progress::of(&run(0, 400, 0), Some(0.5)).unwrap();
+        assert_eq!(progress, Progress { step: 0, total: 400, left_s: Some(200.0), predicted: true });
+        assert_eq!(progress.text(true), "step 0 of 400, about 3 min 20 s left as predicted (measured from the first step)");
+        assert_eq!(Progress::of(&[], Some(0.5)), None, "no Run/Steps yet: nothing to show");
     }
 
     #[test]
@@ -104,7 +117,7 @@ mod tests {
         points.extend((1..=200).map(|k| point(k, k as f64 * 0.1, tags::step::SAMPLES_PER_SEC, 16.0)));
         points.push(point(200, 100.0, tags::run::STEPS, 400.0));
         points.extend((201..=250).map(|k| point(k, 100.0 + (k - 200) as f64 * 2.0, tags::step::SAMPLES_PER_SEC, 8.0)));
-        let progress = Progress::of(&series(&points, 1000)).unwrap();
+        let progress = Progress::of(&series(&points, 1000), None).unwrap();
         assert_eq!((progress.step, progress.total), (250, 400));
         assert_eq!(progress.left_s, Some(300.0), "150 steps at the resumed run's 2 s a step");
     }

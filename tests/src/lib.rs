@@ -15,7 +15,7 @@ mod server;
 
 pub use browser::{ARROW_RIGHT, Browser, WAIT, free_port};
 pub use proxy::PrefixProxy;
-pub use scratch::with_tiny_data;
+pub use scratch::{with_project_data, with_tiny_data};
 pub use server::Server;
 // The workspace root (the server is started there, so it finds `static/` and `config/`), and a
 // binary this workspace builds: found as the server's own tests and benchmarks find them.

@@ -21,3 +21,14 @@ pub fn with_tiny_data(prefix: &str) -> anyhow::Result<TempDir> {
     ensure!(status.success(), "scalebook-train datagen failed");
     Ok(dir)
 }
+
+/// A fresh directory (removed when dropped) whose `data` is the project's own dataset (a link
+/// to it: the 90 × 180 years the setup generates), for tests that train `cpu_short` or
+/// `cpu_mp` as a learner would.
+pub fn with_project_data(prefix: &str) -> anyhow::Result<TempDir> {
+    let dir = tempfile::Builder::new().prefix(&format!("{prefix}-")).tempdir()?;
+    let data = crate::workspace_root().join("data");
+    ensure!(data.join("synthetic/train").is_dir(), "no dataset in {}: the README's test command generates it", data.display());
+    std::os::unix::fs::symlink(&data, dir.path().join("data"))?;
+    Ok(dir)
+}

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use scalebook_e2e::{Browser, PrefixProxy, Server, with_tiny_data};
+use scalebook_e2e::{Browser, PrefixProxy, Server, with_project_data, with_tiny_data};
 use scalebook_shared::protocol::RunRecord;
 use scalebook_shared::rundir;
 
@@ -57,6 +57,57 @@ async fn the_ddp_knobs_sweep_runs_every_variant_and_draws_its_throughput() -> an
     assert_eq!(records.len(), variants, "{records:?}");
     assert!(records.iter().all(|(dp, _, config)| *dp == 2 && config == "cpu_tiny"), "{records:?}");
     assert!(records.iter().any(|(_, o, _)| o.contains("noddp=true")), "{records:?}");
+    assert!(browser.console_errors().await?.is_empty());
+    browser.close().await
+}
+
+const AGREEMENT: &str = ".sweep-block[data-measure=agreement]";
+
+/// The context-parallel chapter's agreement sweep on cpu_short, as issue #27 asks: one rank,
+/// dp = 2, tp = 2 and cp = 2 from one seed learn the same (within the block's band at every
+/// epoch), and the control with another `embed_dim` is reported as a different model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_layouts_learn_the_same_and_another_model_does_not() -> anyhow::Result<()> {
+    let workdir = with_project_data("scalebook-e2e-agreement")?;
+    let server = Server::start_in(workdir.path(), &[])?;
+    let browser = Browser::start().await?;
+    browser.client.goto(&server.chapter_url("context-parallel")).await?;
+    browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
+    browser.wait_text(AGREEMENT, |t| t.contains("context_parallel=2") && t.contains("embed_dim=64")).await?;
+    browser.select(&format!("{AGREEMENT} select.sweep-config"), "cpu_short").await?;
+    browser.click(&format!("{AGREEMENT} button.run-sweep")).await?;
+    // Every run completed and every verdict is in.
+    let judged = format!(
+        "(() => {{ const states = Array.from(document.querySelectorAll('{AGREEMENT} ol.variants li')).map(li => li.dataset.state); \
+         const verdicts = Array.from(document.querySelectorAll('{AGREEMENT} ul.verdicts li')); \
+         return states.length === 5 && states.every(s => s === 'completed') \
+           && verdicts.length === 4 && verdicts.every(v => v.dataset.agrees !== ''); }})()"
+    );
+    browser.wait_eval_for(&judged, Duration::from_secs(900)).await?;
+    let verdicts = browser
+        .eval(&format!(
+            "return Array.from(document.querySelectorAll('{AGREEMENT} ul.verdicts li')).map(v => [v.dataset.agrees, Number(v.dataset.worst), v.textContent])"
+        ))
+        .await?;
+    let verdicts = verdicts.as_array().cloned().unwrap_or_default();
+    for v in &verdicts[..3] {
+        assert_eq!(v[0], "true", "dp, tp and cp learn what one rank learns: {v}");
+        assert!(v[1].as_f64().is_some_and(|w| w <= scalebook_page::blocks::sweep_agreement::BAND), "{v}");
+    }
+    assert_eq!(verdicts[3][0], "false", "another embed_dim is another model: {}", verdicts[3]);
+    assert!(verdicts[3][2].as_str().is_some_and(|t| t.contains("changes the model (embed_dim 128 → 64)")), "{}", verdicts[3]);
+    // The difference picture draws the three layouts and the control, under and over the band.
+    let paths = browser.eval(&format!("return document.querySelectorAll('{AGREEMENT} figure.agreement path.curve').length")).await?;
+    assert_eq!(paths.as_u64(), Some(4), "{paths}");
+
+    let mut seeds = Vec::new();
+    for entry in std::fs::read_dir(workdir.path().join("runs"))? {
+        let record: RunRecord = serde_json::from_str(&std::fs::read_to_string(entry?.path().join(rundir::RECORD))?)?;
+        assert_eq!(record.config, "cpu_short");
+        seeds.push(record.seed);
+    }
+    assert_eq!(seeds.len(), 5);
+    assert!(seeds.windows(2).all(|w| w[0] == w[1] && w[0].is_some()), "one seed for every variant: {seeds:?}");
     assert!(browser.console_errors().await?.is_empty());
     browser.close().await
 }

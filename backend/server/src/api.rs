@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use scalebook_shared::cluster::Clusters;
+use scalebook_shared::machine::MachineModel;
 use scalebook_shared::profile::trace::TraceList;
 use scalebook_shared::protocol::{ErrorCode, ErrorReport, RunId, RunRecord};
 use scalebook_shared::rundir;
@@ -57,6 +58,16 @@ pub async fn clusters(State(state): State<Arc<AppState>>) -> Result<Response, Ap
         ApiError::from_report(StatusCode::UNPROCESSABLE_ENTITY, report)
     })?;
     Ok(Json(clusters).into_response())
+}
+
+/// This machine as local runs are predicted on it (`scalebook-train machine`'s measurement),
+/// for the estimate block's "this machine" choice. Measured the first time if need be.
+pub async fn machine(State(state): State<Arc<AppState>>) -> Result<Json<MachineModel>, ApiError> {
+    let runs = state.runs.clone();
+    let measured = tokio::task::spawn_blocking(move || runs.machine()).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    measured
+        .map(Json)
+        .map_err(|why| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Internal, format!("this machine is not measured: {why}")))
 }
 
 pub async fn list_runs(State(state): State<Arc<AppState>>) -> Json<Vec<RunRecord>> {

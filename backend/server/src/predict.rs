@@ -59,7 +59,7 @@ impl Predictor {
 
     /// This machine's measurement: read (or made) at the first local launch, kept after. A
     /// failed one is tried again at the next launch.
-    fn machine(&self) -> Result<&MachineModel, String> {
+    pub fn machine(&self) -> Result<&MachineModel, String> {
         if let Some(machine) = self.machine.get() {
             return Ok(machine);
         }

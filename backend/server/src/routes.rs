@@ -37,6 +37,7 @@ pub fn router(state: Arc<AppState>, static_dir: PathBuf, keyring: Keyring) -> Re
         // first visit (jupyter-server-proxy passes compressed bodies through).
         .route("/configs.json", get(api::configs_json).layer(CompressionLayer::new().br(true).gzip(true)))
         .route("/clusters.json", get(api::clusters))
+        .route("/machine.json", get(api::machine))
         .route("/runs", get(api::list_runs))
         .route("/runs/{id}", get(api::get_run))
         .route("/runs/{id}/files/{name}", get(api::run_file))

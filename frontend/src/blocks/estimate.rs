@@ -1,22 +1,30 @@
-//! The estimate block: a config on a layout of a cluster's GPUs, with the rank grid and the
-//! analytic estimate of one step beside it (memory per GPU by part and whether it fits, the
-//! step's time and samples/s, every collective with its bytes and link). The grid's group
-//! table shows each group's share of the communication.
+//! The estimate block: a config on a layout of a cluster's GPUs (or of this machine's cores, as
+//! `scalebook-train machine` measured them), with the rank grid and the analytic estimate of
+//! one step beside it (memory per GPU by part and whether it fits, the step's time and
+//! samples/s, every collective with its bytes and link). The grid's group table shows each
+//! group's share of the communication, and "Run this layout" runs it, its measurement landing
+//! beside the prediction.
 
 use std::sync::Arc;
 
 use leptos::prelude::*;
-use scalebook_shared::Error;
-use scalebook_shared::cluster::{Cluster, Clusters};
+use scalebook_shared::cluster::{Cluster, Clusters, ExecutorKind};
 use scalebook_shared::config::ConfigFile;
 use scalebook_shared::estimate::{Estimate, EstimateOptions, estimate};
+use scalebook_shared::machine::MachineModel;
+use scalebook_shared::{Error, Problem, Problems};
 
 use super::GridSpec;
 use super::estimate_view::EstimateView;
+use super::layout_launch::{LayoutLaunch, Where};
 use super::layout_state::{LayoutControls, LayoutState};
 use super::rank_grid::RankGrid;
 use crate::ids::unique_id;
 use crate::library::{Library, when_loaded};
+use crate::net::{fetch, urls};
+
+/// The GPU select's value for this machine's cores.
+const HERE: &str = "@this-machine";
 
 #[component]
 pub fn EstimateBlock(config: String, grid: GridSpec, cluster: Option<String>, gpu: Option<String>) -> impl IntoView {
@@ -30,7 +38,7 @@ pub fn EstimateBlock(config: String, grid: GridSpec, cluster: Option<String>, gp
             <LayoutControls state />
             {when_loaded("configs and clusters", inputs, move |(configs, clusters): (Arc<ConfigFile>, Arc<Clusters>)| {
                 match pick_cluster(&clusters, cluster.as_deref()) {
-                    Ok(cluster) => view! { <EstimateFor configs cluster state config_name gpu_name /> }.into_any(),
+                    Ok((cluster_name, cluster)) => view! { <EstimateFor configs cluster cluster_name state config_name gpu_name /> }.into_any(),
                     Err(e) => view! { <p class="error">{e.to_string()}</p> }.into_any(),
                 }
             })}
@@ -38,25 +46,43 @@ pub fn EstimateBlock(config: String, grid: GridSpec, cluster: Option<String>, gp
     }
 }
 
-/// The named cluster, or the first one that has GPUs (estimates model GPU clusters).
-fn pick_cluster(clusters: &Clusters, name: Option<&str>) -> Result<Cluster, Error> {
+/// The named cluster, or the first one that has GPUs (estimates model GPU clusters), with its
+/// name.
+fn pick_cluster(clusters: &Clusters, name: Option<&str>) -> Result<(String, Cluster), Error> {
     let name = match name {
         Some(name) => name.to_owned(),
         None => clusters.names().find(|n| clusters.get(n).is_ok_and(|c| !c.gpus.is_empty())).unwrap_or_default().to_owned(),
     };
-    clusters.get(&name).cloned()
+    Ok((name.clone(), clusters.get(&name)?.clone()))
+}
+
+fn problem(field: &str, message: impl Into<String>) -> Error {
+    Error::Invalid(Problems(vec![Problem::new(field, message)]))
+}
+
+/// This machine's measurement, from the server (which measures it the first time).
+async fn this_machine() -> Result<MachineModel, String> {
+    let text = fetch::text(&urls::api("machine.json")).await?;
+    serde_json::from_str(&text).map_err(|e| format!("the server's measurement of this machine does not parse: {e}"))
 }
 
 #[component]
 fn EstimateFor(
     configs: Arc<ConfigFile>,
     cluster: Cluster,
+    cluster_name: String,
     state: LayoutState,
     config_name: RwSignal<String>,
     gpu_name: RwSignal<Option<String>>,
 ) -> impl IntoView {
     let names: Vec<String> = configs.names().map(str::to_owned).collect();
     let gpus: Vec<String> = cluster.gpus.iter().map(|g| g.name.clone()).collect();
+    let here = Memo::new(move |_| gpu_name.get().as_deref() == Some(HERE));
+    // Fetched the first time this machine is chosen.
+    let machine = LocalResource::new(move || {
+        let wanted = here.get();
+        async move { if wanted { Some(this_machine().await) } else { None } }
+    });
     let result = {
         let cluster = cluster.clone();
         Memo::new(move |_| {
@@ -66,14 +92,27 @@ fn EstimateFor(
             config.tensor_parallel = sizes.tp as usize;
             config.context_parallel = sizes.cp as usize;
             config.parallel_order = state.order.get();
-            let wanted = gpu_name.get();
-            let gpu = wanted.as_deref().and_then(|name| cluster.gpu(name)).or(cluster.gpus.first()).cloned();
-            let gpu = gpu.ok_or_else(|| {
-                Error::Invalid(scalebook_shared::Problems(vec![scalebook_shared::Problem::new("gpu", "the cluster lists no GPUs")]))
-            })?;
+            let (cluster, gpu) = if here.get() {
+                let measured = machine.get().flatten().ok_or_else(|| problem("gpu", "measuring this machine (a few seconds, once)…"))?;
+                measured.map_err(|e| problem("gpu", e))?.for_run(&config, layout.world() as usize)?
+            } else {
+                let wanted = gpu_name.get();
+                let gpu = wanted.as_deref().and_then(|name| cluster.gpu(name)).or(cluster.gpus.first()).cloned();
+                (cluster.clone(), gpu.ok_or_else(|| problem("gpu", "the cluster lists no GPUs"))?)
+            };
             estimate(&config, &layout, &cluster, &gpu, &EstimateOptions::default())
         })
     };
+    let slurm = cluster.executor == ExecutorKind::Slurm;
+    let place = Signal::derive({
+        let current = gpus.clone();
+        move || match (here.get(), slurm) {
+            (false, true) => {
+                Where::Slurm { cluster: cluster_name.clone(), gpu: gpu_name.get().or_else(|| current.first().cloned()).unwrap_or_default() }
+            }
+            _ => Where::Here,
+        }
+    });
     let traffic = Signal::derive(move || result.with(|r| r.as_ref().map(Estimate::by_group).unwrap_or_default()));
     let config_id = unique_id("estimate-config");
     let gpu_id = unique_id("estimate-gpu");
@@ -82,7 +121,7 @@ fn EstimateFor(
     view! {
         <div class="toolbar">
             <label for=config_id.clone()>"config"</label>
-            <select id=config_id on:change=move |ev| config_name.set(event_target_value(&ev))>
+            <select id=config_id class="estimate-config" on:change=move |ev| config_name.set(event_target_value(&ev))>
                 {names.into_iter().map(|n| {
                     let value = n.clone();
                     let selected = move || config_name.get() == value;
@@ -90,13 +129,14 @@ fn EstimateFor(
                 }).collect_view()}
             </select>
             <label for=gpu_id.clone()>{format!("GPU ({})", cluster.description)}</label>
-            <select id=gpu_id on:change=move |ev| gpu_name.set(Some(event_target_value(&ev)))>
+            <select id=gpu_id class="estimate-gpu" on:change=move |ev| gpu_name.set(Some(event_target_value(&ev)))>
                 {gpu_options.into_iter().map(|n| {
                     let current_gpu = current_gpu.clone();
                     let value = n.clone();
                     let selected = move || current_gpu() == value;
                     view! { <option value=n.clone() selected=selected>{n.clone()}</option> }
                 }).collect_view()}
+                <option value=HERE selected=move || here.get()>"this machine's CPU cores (measured)"</option>
             </select>
         </div>
         <div class="estimate-columns">
@@ -111,5 +151,6 @@ fn EstimateFor(
                 }.into_any(),
             }}
         </div>
+        <LayoutLaunch config=config_name.into() state place />
     }
 }

@@ -81,7 +81,7 @@ pub fn EstimateView(estimate: Estimate) -> impl IntoView {
             <ul class="legend">{legend}</ul>
             <p>
                 {format!("{} precision, local batch {}, {} tokens per rank. ", estimate.precision.name(), estimate.local_batch_size, estimate.tokens_per_rank)}
-                <strong>{format!("{} samples/s", format_number(estimate.samples_per_sec))}</strong>
+                <strong class="samples-per-sec" data-value=estimate.samples_per_sec.to_string()>{format!("{} samples/s", format_number(estimate.samples_per_sec))}</strong>
                 {format!(" ({} per step, {} TFLOP/s per GPU).", seconds(estimate.step_time_s), format_number(estimate.tflops_per_gpu))}
             </p>
             <details>

@@ -12,6 +12,7 @@ mod derived_values;
 mod estimate;
 mod estimate_view;
 mod figures;
+mod layout_launch;
 mod layout_state;
 mod maps_block;
 mod maps_legend;
@@ -26,7 +27,9 @@ mod run_state;
 mod run_status;
 mod slurm_fields;
 mod sweep;
+mod sweep_board;
 mod sweep_state;
+mod sweep_verdicts;
 mod timeline;
 mod timeline_drawn;
 mod timeline_ops;
@@ -35,7 +38,8 @@ mod timeline_state;
 mod timeline_view;
 
 pub use scalebook_page::blocks::{
-    BlockSpec, ChartSpec, GridSpec, chart_drawing, config_model, grid_geometry, picture, published_chart, sweep_model, timeline_drawing,
+    BlockSpec, ChartSpec, GridSpec, chart_drawing, config_model, grid_geometry, picture, published_chart, sweep_agreement, sweep_model,
+    sweep_scaling, timeline_drawing,
 };
 
 use leptos::prelude::*;

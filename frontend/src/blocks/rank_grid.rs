@@ -10,9 +10,16 @@ use scalebook_shared::layout::{Layout, Placement};
 
 use super::GridSpec;
 use super::grid_geometry::{Geometry, LABELLED, MAX_DRAWN, PALETTE, colour_paths, rank_outlines};
+use super::layout_launch::{LayoutLaunch, Where};
 use super::layout_state::{LayoutControls, LayoutState};
+use crate::ids::unique_id;
+use crate::library::{Library, Ready};
 use scalebook_page::blocks::grid_groups::{TUTORIAL_TOKENS, first_groups, list};
 use scalebook_page::units::{bytes, seconds};
+
+/// The config a grid's layout runs with unless the learner picks another: the small model
+/// made for tensor and context parallelism on CPU ranks (4 heads, 450 tokens).
+const RUN_WITH: &str = "cpu_mp";
 
 /// Groups listed per token in the table.
 const GROUPS_LISTED: usize = 8;
@@ -26,10 +33,23 @@ const WIDTH: f64 = 720.0;
 #[component]
 pub fn RankGridBlock(spec: GridSpec) -> impl IntoView {
     let state = LayoutState::new(&spec);
+    let library = expect_context::<Library>();
+    let config = RwSignal::new(RUN_WITH.to_owned());
+    let config_id = unique_id("grid-config");
     view! {
         <section class="block rank-grid-block" aria-label="Rank grid">
             <LayoutControls state />
             <RankGrid state traffic=Signal::stored(Vec::new()) />
+            <div class="toolbar">
+                <label for=config_id.clone()>"run it with"</label>
+                <select id=config_id class="grid-config" on:change=move |ev| config.set(event_target_value(&ev))>
+                    {move || library.configs.ready().map(|file| file.names().map(|n| {
+                        let selected = config.get_untracked() == n;
+                        view! { <option value=n.to_owned() selected=selected>{n.to_owned()}</option> }
+                    }).collect_view())}
+                </select>
+            </div>
+            <LayoutLaunch config=config.into() state place=Signal::stored(Where::Here) />
         </section>
     }
 }

@@ -11,13 +11,18 @@ use scalebook_shared::rundir;
 
 use crate::net::{fetch, urls};
 
-#[component]
-pub fn RunPrediction(id: RunId, series: ArcRwSignal<Vec<Series>>) -> impl IntoView {
-    let run = id.clone();
-    let loaded = LocalResource::new(move || {
-        let url = urls::api(&format!("runs/{run}/files/{}", rundir::PREDICTION));
+/// Run `id`'s prediction, loaded once: `None` inside when it has none (a run from before
+/// predictions, one the server could not predict).
+pub fn load(id: &RunId) -> LocalResource<Option<Prediction>> {
+    let url = urls::api(&format!("runs/{id}/files/{}", rundir::PREDICTION));
+    LocalResource::new(move || {
+        let url = url.clone();
         async move { fetch::text(&url).await.ok().and_then(|text| serde_json::from_str::<Prediction>(&text).ok()) }
-    });
+    })
+}
+
+#[component]
+pub fn RunPrediction(id: RunId, series: ArcRwSignal<Vec<Series>>, loaded: LocalResource<Option<Prediction>>) -> impl IntoView {
     move || {
         let prediction = loaded.get().flatten()?;
         let table = series.with(|s| rows(&prediction, s));
@@ -41,7 +46,7 @@ fn row(r: Row) -> impl IntoView {
     let ratio = r.ratio().map_or_else(String::new, |x| format!("{x:.2}"));
     let (off, shown) = (r.verdict().is_some(), ratio.clone());
     view! {
-        <tr data-quantity=r.quantity data-ratio=ratio class:off=off>
+        <tr data-quantity=r.quantity data-predicted=r.predicted.to_string() data-ratio=ratio class:off=off>
             <th scope="row">{r.quantity}</th>
             <td>{format!("{} {}", figure(r.predicted), r.unit)}</td>
             <td>{measured}</td>

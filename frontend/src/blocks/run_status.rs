@@ -6,9 +6,10 @@
 
 use leptos::prelude::*;
 use scalebook_page::progress::Progress;
+use scalebook_shared::estimate::Prediction;
 use scalebook_shared::protocol::{RunId, Series};
 
-use super::run_prediction::RunPrediction;
+use super::run_prediction::{self, RunPrediction};
 use crate::clock::local_clock;
 use crate::runs::{Runs, from_class};
 
@@ -30,6 +31,7 @@ pub fn CurrentRun(id: RunId, runs: Runs) -> impl IntoView {
             pre.set_scroll_top(pre.scroll_height());
         }
     });
+    let prediction = run_prediction::load(&id);
     let cancel_id = id.clone();
     let log_text = move || {
         stream.log.with(|lines| {
@@ -54,21 +56,25 @@ pub fn CurrentRun(id: RunId, runs: Runs) -> impl IntoView {
                     </p>
                 }
             })}
-            <RunProgress series=stream.series.clone() running=Signal::derive(move || record.with(|r| r.as_ref().is_some_and(|r| !r.state().is_final()))) />
-            <RunPrediction id=id.clone() series=stream.series.clone() />
+            <RunProgress series=stream.series.clone() running=Signal::derive(move || record.with(|r| r.as_ref().is_some_and(|r| !r.state().is_final()))) prediction />
+            <RunPrediction id=id.clone() series=stream.series.clone() loaded=prediction />
             <pre class="log" node_ref=log tabindex="0" aria-label="Log of the run">{log_text}</pre>
         </div>
     }
 }
 
-/// A run's step out of the steps it takes, as a bar, and while it goes the time it has left.
+/// A run's step out of the steps it takes, as a bar, and while it goes the time it has left
+/// (at the predicted pace until a step is measured).
 #[component]
-fn RunProgress(series: ArcRwSignal<Vec<Series>>, running: Signal<bool>) -> impl IntoView {
-    let progress = Memo::new(move |_| series.with(|s| Progress::of(s)));
+fn RunProgress(series: ArcRwSignal<Vec<Series>>, running: Signal<bool>, prediction: LocalResource<Option<Prediction>>) -> impl IntoView {
+    let progress = Memo::new(move |_| {
+        let step_s = prediction.get().flatten().map(|p| p.estimate.step_time_s);
+        series.with(|s| Progress::of(s, step_s))
+    });
     move || {
         progress.get().map(|p| {
             view! {
-                <div class="run-progress" data-step=p.step data-total=p.total>
+                <div class="run-progress" data-step=p.step data-total=p.total data-predicted=p.predicted.to_string()>
                     <progress max=p.total value=p.step aria-label="Steps taken"></progress>
                     <span class="muted">{p.text(running.get())}</span>
                 </div>

@@ -1,6 +1,6 @@
 //! The sweep block: the same config run several ways on this machine, one run after another so
-//! they do not share the cores, then drawn side by side (throughput, scaling efficiency, or
-//! validation-loss curves). The DDP-knobs, scaling, bottleneck and large-batch lessons of the
+//! they do not share the cores, then drawn side by side (throughput, scaling efficiency,
+//! validation-loss curves, or whether they learn the same). The DDP-knobs, scaling, bottleneck and large-batch lessons of the
 //! chapters are sweeps. The block remembers its runs across reloads.
 
 use leptos::prelude::*;
@@ -8,11 +8,13 @@ use scalebook_shared::protocol::RunId;
 use scalebook_shared::sweep::Variant;
 
 use super::run_status::ViewerNote;
+use super::sweep_board::ScalingBoard;
 use super::sweep_model::{
     BAR_HEIGHT, CURVES_HEIGHT, CURVES_MARGIN, LABEL_WIDTH, Measure, Progress, WIDTH, bars, bars_height, curves, efficiencies, labels,
     loss_curve,
 };
 use super::sweep_state::SweepState;
+use super::sweep_verdicts::Agreement;
 use crate::ids::unique_id;
 use crate::library::Ready;
 use crate::runs::Runs;
@@ -59,6 +61,12 @@ pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> i
             </p>
             {move || match measure {
                 Measure::Loss | Measure::StepLoss => view! { <LossCurves ids labels=variants.with_value(|v| labels(v)) measure /> }.into_any(),
+                Measure::Scaling => view! { <ScalingBoard state /> }.into_any(),
+                Measure::Agreement => view! {
+                    <LossCurves ids labels=variants.with_value(|v| labels(v)) measure />
+                    <Agreement state />
+                }
+                .into_any(),
                 _ => {
                     let dps = variants.with_value(|v| v.iter().map(|v| v.dp).collect::<Vec<_>>());
                     let shown = match measure {

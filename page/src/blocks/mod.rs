@@ -13,7 +13,9 @@ pub mod picture;
 pub mod published_chart;
 pub mod run_model;
 pub mod spec;
+pub mod sweep_agreement;
 pub mod sweep_model;
+pub mod sweep_scaling;
 pub mod timeline_drawing;
 
 pub use spec::{BlockSpec, ChartSpec, GridSpec};

@@ -3,8 +3,9 @@
 //! as the server checks them, and what a server's answer does to the block.
 
 use scalebook_shared::config::{ConfigFile, TrainConfig};
+use scalebook_shared::layout::Sizes;
 use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, LearnerRuns, RunId, SlurmRequest};
-use scalebook_shared::{Problems, launch};
+use scalebook_shared::{Problem, Problems, launch};
 
 use crate::requests::Answer;
 
@@ -52,6 +53,22 @@ pub fn request(config: String, overrides: Vec<String>, dp: u32, slurm: Option<Sl
         None => ExecutorSpec::Local,
     };
     LaunchRequest { config, overrides, dp, executor, seed: None }
+}
+
+/// The launch of a layout explored in an estimate or a rank grid: `config` with the layout's
+/// tp, cp and order as overrides and its dp as the run's ranks, here or as a batch job
+/// (`slurm`). A layout with pipeline stages cannot run: the trainer has no pipeline
+/// parallelism, and dropping `pp` silently would run another layout than the one shown.
+pub fn layout_request(config: String, sizes: Sizes, order: &str, slurm: Option<SlurmRequest>) -> Result<LaunchRequest, Problem> {
+    if sizes.pp > 1 {
+        return Err(Problem::new(
+            "pp",
+            format!("pp = {} cannot run: the trainer has tensor, context and data parallelism, not pipeline stages; set pp to 1", sizes.pp),
+        ));
+    }
+    let overrides =
+        vec![format!("tensor_parallel={}", sizes.tp), format!("context_parallel={}", sizes.cp), format!("parallel_order={order}")];
+    Ok(request(config, overrides, sizes.dp, slurm))
 }
 
 /// A learner's rules for `request`, as the server will check them (`shared::launch`), each
@@ -183,5 +200,19 @@ mod tests {
         assert_eq!(changes_line(&[]), "Runs the config as the file defines it.");
         assert_eq!(changes_line(&["lr=0.1".into(), "dp=2".into()]), "With your changes: lr=0.1, dp=2");
         assert_eq!(effective(&file(), "nope", &[]), None);
+    }
+
+    #[test]
+    fn a_layout_runs_as_its_sizes_and_order_and_pipeline_stages_are_refused() {
+        let sizes = Sizes { tp: 2, cp: 1, dp: 2, pp: 1 };
+        let asked = layout_request("cpu_mp".into(), sizes, "tp-cp-dp", None).unwrap();
+        assert_eq!(asked.overrides, ["tensor_parallel=2", "context_parallel=1", "parallel_order=tp-cp-dp"]);
+        assert_eq!((asked.dp, &asked.executor, asked.config.as_str()), (2, &ExecutorSpec::Local, "cpu_mp"));
+        let slurm = SlurmRequest { cluster: "perlmutter".into(), gpu: Some("a100-40gb".into()), ..SlurmRequest::default() };
+        let asked = layout_request("mp".into(), sizes, "tp-cp-dp", Some(slurm.clone())).unwrap();
+        assert_eq!(asked.executor, ExecutorSpec::Slurm(Box::new(slurm)));
+        let refused = layout_request("mp".into(), Sizes { pp: 4, ..sizes }, "tp-cp-dp-pp", None).unwrap_err();
+        assert_eq!(refused.field, "pp");
+        assert!(refused.message.contains("set pp to 1"), "{refused}");
     }
 }

@@ -418,7 +418,7 @@ b | dp=2",
 b | dp=2"
             )
             .unwrap_err()
-            .contains("throughput, efficiency, loss or step-loss")
+            .contains("throughput, efficiency, scaling, loss, step-loss or agreement")
         );
         assert!(BlockSpec::parse("sweep", "a | dp=1").unwrap_err().contains("at least two"));
     }

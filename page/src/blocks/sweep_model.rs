@@ -3,10 +3,12 @@
 //! the bars and curves that draw them (the variants themselves are `shared::sweep`'s).
 
 use scalebook_shared::charts::{Scale, format_tick, linear_ticks};
+use scalebook_shared::config::ConfigFile;
 use scalebook_shared::metrics::tags;
 use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, RunId, RunState, Series};
 use scalebook_shared::sweep::Variant;
 
+use super::run_model::effective;
 use crate::requests::Answer;
 
 /// What the block draws once its runs are done.
@@ -21,10 +23,16 @@ pub enum Measure {
     /// The training loss of every step, overlaid: what a warm-up changes happens in the first
     /// steps, before the first validation.
     StepLoss,
+    /// The validation-loss curves overlaid, and whether each variant learns the same as the
+    /// first at every epoch (`sweep_agreement`): do the layouts learn the same?
+    Agreement,
+    /// The scaling board (`sweep_scaling`): throughput per rank against the ideal and the
+    /// efficiency of each size, beside the sources' own.
+    Scaling,
 }
 
 impl Measure {
-    pub const NAMES: &'static str = "throughput, efficiency, loss or step-loss";
+    pub const NAMES: &'static str = "throughput, efficiency, scaling, loss, step-loss or agreement";
 
     pub fn parse(name: &str) -> Result<Measure, String> {
         match name {
@@ -32,6 +40,8 @@ impl Measure {
             "efficiency" => Ok(Measure::Efficiency),
             "loss" => Ok(Measure::Loss),
             "step-loss" => Ok(Measure::StepLoss),
+            "agreement" => Ok(Measure::Agreement),
+            "scaling" => Ok(Measure::Scaling),
             other => Err(format!("measure `{other}` is not one of {}", Measure::NAMES)),
         }
     }
@@ -162,6 +172,14 @@ pub fn throughput(series: &[Series]) -> Option<f64> {
     steady.get(steady.len().checked_sub(1)? / 2).copied()
 }
 
+/// The ranks variant `variant` of a sweep of `config` runs on: its dp times the tp and cp of
+/// its effective config (dp alone when the config is not known).
+pub fn ranks(file: Option<&ConfigFile>, config: &str, variant: &Variant) -> u32 {
+    let model = file.and_then(|file| effective(file, config, &variant.overrides));
+    let model_parallel = model.map_or(1, |c| (c.tensor_parallel * c.context_parallel) as u32);
+    variant.dp * model_parallel.max(1)
+}
+
 /// Per-rank throughput relative to the first variant's, the weak- and strong-scaling
 /// efficiency: 1.0 is perfect scaling.
 pub fn efficiencies(values: &[(u32, Option<f64>)]) -> Vec<Option<f64>> {
@@ -259,9 +277,9 @@ impl Measure {
     /// The tag a loss measure overlays, and its words for the legend.
     pub fn loss_tag(self) -> Option<(&'static str, &'static str)> {
         match self {
-            Measure::Loss => Some((tags::LOSS_VALID, "validation loss (Loss/valid) by step")),
+            Measure::Loss | Measure::Agreement => Some((tags::LOSS_VALID, "validation loss (Loss/valid) by step")),
             Measure::StepLoss => Some((tags::step::LOSS_TRAIN, "training loss of every step (Step/Loss/train)")),
-            Measure::Throughput | Measure::Efficiency => None,
+            Measure::Throughput | Measure::Efficiency | Measure::Scaling => None,
         }
     }
 }
@@ -348,7 +366,10 @@ mod tests {
     #[test]
     fn measures_are_named() {
         assert_eq!(Measure::parse("efficiency"), Ok(Measure::Efficiency));
-        assert!(Measure::parse("speed").unwrap_err().contains("throughput, efficiency, loss or step-loss"));
+        assert_eq!(Measure::parse("agreement"), Ok(Measure::Agreement));
+        assert_eq!(Measure::parse("scaling"), Ok(Measure::Scaling));
+        assert_eq!(Measure::Agreement.loss_tag().map(|t| t.0), Some(tags::LOSS_VALID));
+        assert!(Measure::parse("speed").unwrap_err().contains("throughput, efficiency, scaling, loss, step-loss or agreement"));
     }
 
     #[test]
@@ -395,5 +416,15 @@ mod tests {
         assert_eq!(loss_curve(&[series(tags::LOSS_VALID, &[0.5, 0.25])], tags::LOSS_VALID), Some(vec![(0.0, 0.5), (10.0, 0.25)]));
         assert_eq!(Measure::parse("step-loss").unwrap().loss_tag().unwrap().0, tags::step::LOSS_TRAIN);
         assert!(Measure::parse("steploss").unwrap_err().contains("step-loss"));
+    }
+
+    #[test]
+    fn a_variant_runs_on_dp_times_its_model_parallel_ranks() {
+        let file = ConfigFile::parse(include_str!("../../../config/ViT.yaml")).unwrap();
+        let variant =
+            |dp, overrides: &[&str]| Variant { label: "v".into(), dp, overrides: overrides.iter().map(|o| (*o).to_owned()).collect() };
+        assert_eq!(ranks(Some(&file), "cpu_mp", &variant(2, &["tensor_parallel=2"])), 4);
+        assert_eq!(ranks(Some(&file), "cpu_mp", &variant(1, &["context_parallel=2"])), 2);
+        assert_eq!(ranks(None, "cpu_mp", &variant(2, &["tensor_parallel=2"])), 2, "dp alone without the file");
     }
 }

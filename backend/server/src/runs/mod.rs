@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::extract::ws::Utf8Bytes;
+use scalebook_shared::machine::MachineModel;
 use scalebook_shared::protocol::{ExecutorSpec, RunHandle, RunId, RunRecord, RunState};
 use tokio::sync::broadcast;
 
@@ -259,6 +260,12 @@ impl RunManager {
             return Err(e);
         }
         Ok(record)
+    }
+
+    /// This machine's measurement, as local runs are predicted from it (blocks while it is
+    /// measured the first time).
+    pub fn machine(&self) -> Result<MachineModel, String> {
+        self.executors.predictor.machine().cloned()
     }
 
     /// The run's prediction, before anything starts. A run that cannot be predicted still runs
