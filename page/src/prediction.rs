@@ -74,8 +74,12 @@ pub fn busy_machine(prediction: &Prediction) -> Option<String> {
 pub fn rows(prediction: &Prediction, series: &[Series]) -> Vec<Row> {
     let estimate = &prediction.estimate;
     let buckets = |tag: &str| series.iter().find(|s| s.tag == tag).map(|s| s.buckets.as_slice()).unwrap_or_default();
-    let steady: Vec<f64> = buckets(tags::SAMPLES_PER_SEC).iter().filter(|b| b.epoch >= 2).map(|b| b.last).collect();
-    let samples = (!steady.is_empty()).then(|| steady.iter().sum::<f64>() / steady.len() as f64);
+    // A once-an-epoch tag's mean over epoch 2 on.
+    let steady = |tag: &str| {
+        let values: Vec<f64> = buckets(tag).iter().filter(|b| b.epoch >= 2).map(|b| b.last).collect();
+        (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+    };
+    let samples = steady(tags::SAMPLES_PER_SEC);
     let peak = buckets(tags::run::PEAK_MEMORY).iter().map(|b| b.max).reduce(f64::max);
     let mut rows = vec![
         Row { quantity: SAMPLES, unit: "samples/s", predicted: estimate.samples_per_sec, measured: samples },
@@ -102,8 +106,30 @@ pub fn rows(prediction: &Prediction, series: &[Series]) -> Vec<Row> {
             measured: measured_tflops.map(share),
         });
     }
+    // The step as the estimate splits it: data (which it takes to keep up), compute, and each
+    // group's collectives with their bytes.
+    let time = &estimate.time;
+    let compute = time.total_s - time.blocking_comm_s - time.exposed_overlapped_comm_s;
+    rows.push(Row { quantity: DATA_WAIT, unit: "s", predicted: 0.0, measured: steady(tags::split::DATA_WAIT) });
+    rows.push(Row { quantity: COMPUTE, unit: "s", predicted: compute, measured: steady(tags::split::COMPUTE) });
+    for traffic in estimate.by_group() {
+        let Some(&(_, time_tag, bytes_tag)) = tags::split::GROUPS.iter().find(|g| g.0 == traffic.group.to_string()) else { continue };
+        let Some(&(_, time_words, bytes_words)) = GROUP_ROWS.iter().find(|g| g.0 == traffic.group.to_string()) else { continue };
+        rows.push(Row { quantity: time_words, unit: "s", predicted: traffic.seconds_per_step, measured: steady(time_tag) });
+        let megabytes = steady(bytes_tag).map(|b| b / 1e6);
+        rows.push(Row { quantity: bytes_words, unit: "MB", predicted: traffic.bytes_per_step as f64 / 1e6, measured: megabytes });
+    }
     rows
 }
+
+const DATA_WAIT: &str = "data wait per step";
+const COMPUTE: &str = "compute per step";
+/// Each group's rows, by its token.
+const GROUP_ROWS: [(&str, &str, &str); 3] = [
+    ("tp", "tp communication per step", "tp bytes per step"),
+    ("cp", "cp communication per step", "cp bytes per step"),
+    ("dp", "dp communication per step", "dp bytes per step"),
+];
 
 #[cfg(test)]
 mod tests {
@@ -147,7 +173,7 @@ mod tests {
     fn nothing_is_measured_before_the_second_epoch() {
         let p = prediction();
         let rows = rows(&p, &[series(tags::SAMPLES_PER_SEC, &[(1, 3.0)])]);
-        assert_eq!(rows.len(), 5);
+        assert_eq!(rows.len(), 7, "five figures, then data wait and compute (one GPU has no collectives)");
         assert!(rows.iter().all(|r| r.measured.is_none() && r.ratio().is_none() && r.verdict().is_none()));
         assert_eq!(rows[0].predicted, p.estimate.samples_per_sec);
         assert_eq!(rows[2].predicted, p.estimate.memory_gb.total);
@@ -170,6 +196,31 @@ mod tests {
         assert!((rows[3].predicted - p.estimate.tflops_per_gpu).abs() < 1e-9 * p.estimate.tflops_per_gpu);
         assert!((rows[3].ratio().unwrap() - 1.0).abs() < 1e-9);
         assert!((rows[4].predicted - 100.0 * p.estimate.tflops_per_gpu / 156.0).abs() < 1e-9, "{:?}", rows[4]);
+    }
+
+    #[test]
+    fn the_step_is_split_as_the_estimate_splits_it_with_each_groups_traffic() {
+        let mut config = ConfigFile::parse(include_str!("../../config/ViT.yaml")).unwrap().get("mp").unwrap();
+        config.tensor_parallel = 4;
+        let clusters = Clusters::parse(include_str!("../../config/clusters.yaml")).unwrap();
+        let cluster = clusters.get("perlmutter").unwrap();
+        let layout = scalebook_shared::layout::Layout::new(config.sizes(16), &config.parallel_order).unwrap();
+        let estimate = estimate(&config, &layout, cluster, &cluster.gpus[0], &EstimateOptions::default()).unwrap();
+        let tp = estimate.by_group().into_iter().find(|g| g.group.to_string() == "tp").unwrap();
+        let p = Prediction { made_at: 0, basis: String::new(), estimate, load_at_launch: None };
+        let measured = [
+            series(tags::split::COMPUTE, &[(1, 9.0), (2, 0.5), (3, 0.7)]),
+            series("Step split/tp communication", &[(2, 2.0 * tp.seconds_per_step)]),
+            series("Comm bytes per step/tp", &[(2, tp.bytes_per_step as f64)]),
+        ];
+        let rows = rows(&p, &measured);
+        let row = |q: &str| rows.iter().find(|r| r.quantity == q).unwrap_or_else(|| panic!("no {q} in {rows:?}"));
+        assert_eq!(row("compute per step").measured, Some(0.6), "epochs 2 and 3");
+        assert_eq!(row("data wait per step").predicted, 0.0);
+        assert_eq!(row("data wait per step").ratio(), None, "nothing to divide by");
+        assert!((row("tp communication per step").ratio().unwrap() - 2.0).abs() < 1e-9);
+        assert!((row("tp bytes per step").ratio().unwrap() - 1.0).abs() < 1e-9);
+        assert!(rows.iter().any(|r| r.quantity == "dp communication per step"));
     }
 
     #[test]

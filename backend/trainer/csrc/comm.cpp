@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -32,6 +33,13 @@ struct SbGroup {
     int size;
     bool nccl;
     std::chrono::milliseconds timeout;
+    // What the group's collectives have cost so far, for the run's measured step split: the
+    // host's time from issuing each to its end (the whole collective with Gloo, which runs on
+    // the host; only the queueing with NCCL, which runs on a stream), the bytes of their
+    // buffers (an all-gather's gathered size, as the estimate counts it), and their number.
+    double seconds = 0.0;
+    uint64_t bytes = 0;
+    uint64_t calls = 0;
 };
 
 namespace {
@@ -56,8 +64,15 @@ int guarded(char* err, size_t err_len, F&& f) {
     }
 }
 
-void wait(SbGroup* g, const c10::intrusive_ptr<c10d::Work>& work) {
+// Issues a collective (`issue` returns its work), waits for it, and counts it.
+template <typename F>
+void run(SbGroup* g, uint64_t bytes, F&& issue) {
+    const auto start = std::chrono::steady_clock::now();
+    const c10::intrusive_ptr<c10d::Work> work = issue();
     if (!work->wait(g->timeout)) throw std::runtime_error("collective timed out");
+    g->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    g->bytes += bytes;
+    g->calls += 1;
 }
 
 // In-place all-reduce. Gloo has no AVG, so it sums and divides.
@@ -67,7 +82,7 @@ void all_reduce(SbGroup* g, at::Tensor& t, int op) {
     c10d::AllreduceOptions opts;
     opts.reduceOp = op == 2 ? c10d::ReduceOp::MAX : (op == 1 && g->nccl ? c10d::ReduceOp::AVG : c10d::ReduceOp::SUM);
     opts.timeout = g->timeout;
-    wait(g, g->backend->allreduce(tensors, opts));
+    run(g, t.nbytes(), [&] { return g->backend->allreduce(tensors, opts); });
     if (op == 1 && !g->nccl) t.div_(g->size);
 }
 
@@ -88,7 +103,7 @@ at::Tensor all_gather(SbGroup* g, const at::Tensor& x, int64_t dim, const std::v
     std::vector<at::Tensor> in{local};
     c10d::AllgatherOptions opts;
     opts.timeout = g->timeout;
-    wait(g, g->backend->allgather(out, in, opts));
+    run(g, local.nbytes() * g->size, [&] { return g->backend->allgather(out, in, opts); });
     std::vector<at::Tensor> parts;
     for (int i = 0; i < g->size; ++i) parts.push_back(out[0][i].narrow(dim, 0, sizes[i]));
     return at::cat(parts, dim);
@@ -238,6 +253,13 @@ SbGroup* sb_group_new(SbStore* s, const char* name, int rank, int size, int nccl
 
 void sb_group_free(SbGroup* g) { delete g; }
 
+// The group's collectives so far: seconds, bytes and calls (see SbGroup).
+void sb_group_stats(const SbGroup* g, double* seconds, uint64_t* bytes, uint64_t* calls) {
+    *seconds = g->seconds;
+    *bytes = g->bytes;
+    *calls = g->calls;
+}
+
 int sb_all_reduce(SbGroup* g, at::Tensor* t, int op, char* err, size_t err_len) {
     return guarded(err, err_len, [&] {
         if (!t->is_contiguous()) throw std::runtime_error("all_reduce needs a contiguous tensor");
@@ -253,7 +275,7 @@ int sb_broadcast(SbGroup* g, at::Tensor* t, int root, char* err, size_t err_len)
         c10d::BroadcastOptions opts;
         opts.rootRank = root;
         opts.timeout = g->timeout;
-        wait(g, g->backend->broadcast(tensors, opts));
+        run(g, t->nbytes(), [&] { return g->backend->broadcast(tensors, opts); });
     });
 }
 
@@ -262,7 +284,7 @@ int sb_barrier(SbGroup* g, char* err, size_t err_len) {
         if (g->size == 1) return;
         c10d::BarrierOptions opts;
         opts.timeout = g->timeout;
-        wait(g, g->backend->barrier(opts));
+        run(g, 0, [&] { return g->backend->barrier(opts); });
     });
 }
 

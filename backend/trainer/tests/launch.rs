@@ -109,6 +109,21 @@ fn a_tensor_and_data_parallel_run_of_the_cpu_config_learns() {
     let valid: Vec<f64> = points(&run).iter().filter(|p| p.tag == tags::LOSS_VALID).map(|p| p.value).collect();
     assert_eq!(valid.len(), 3, "step 0 and two epochs: {valid:?}");
     assert!(valid[2] < 0.9 * valid[0], "validation loss should fall: {valid:?}");
+    // Each epoch's step split names the groups that talked, with their time and bytes per
+    // step: tp and dp, not cp (one rank).
+    let pts = points(&run);
+    for (token, time_tag, bytes_tag) in tags::split::GROUPS {
+        let per_epoch = |tag: &str| pts.iter().filter(|p| p.tag == tag).map(|p| p.value).collect::<Vec<_>>();
+        let (time, bytes) = (per_epoch(time_tag), per_epoch(bytes_tag));
+        match token {
+            "cp" => assert!(time.is_empty() && bytes.is_empty(), "cp has one rank: {time:?} {bytes:?}"),
+            _ => {
+                assert_eq!((time.len(), bytes.len()), (2, 2), "{token}: one point per epoch");
+                assert!(time.iter().all(|t| *t > 0.0) && bytes.iter().all(|b| *b > 0.0), "{token}: {time:?} {bytes:?}");
+                assert_eq!(bytes[0], bytes[1], "{token}: every step moves the same bytes");
+            }
+        }
+    }
     // Each tensor-parallel rank keeps its own shard.
     for shard in ["last.mp0.ot", "last.mp1.ot", "last.json"] {
         assert!(run.join("checkpoints").join(shard).exists(), "no {shard}");

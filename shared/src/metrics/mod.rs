@@ -52,8 +52,26 @@ pub mod tags {
         pub const PEAK_MEMORY: &str = "Run/Peak memory (GiB)";
     }
 
-    /// Every tag the trainer writes, tutorial tags first.
-    pub const ALL: [&str; 15] = [
+    /// Where an epoch's training steps spent their time, on average, once an epoch: what the
+    /// estimate's split of a step is checked against. Seconds per step.
+    pub mod split {
+        /// Waiting for the next batch.
+        pub const DATA_WAIT: &str = "Step split/data wait";
+        /// The forward, backward and optimizer work, less the collectives inside them.
+        pub const COMPUTE: &str = "Step split/compute";
+        /// For each group the estimate counts traffic over (its token), the time its
+        /// collectives took and the bytes of their buffers, per step; written for groups of
+        /// more than one rank.
+        pub const GROUPS: [(&str, &str, &str); 3] = [
+            ("tp", "Step split/tp communication", "Comm bytes per step/tp"),
+            ("cp", "Step split/cp communication", "Comm bytes per step/cp"),
+            ("dp", "Step split/dp communication", "Comm bytes per step/dp"),
+        ];
+    }
+
+    /// Every tag the trainer writes in every run, tutorial tags first (the split's
+    /// communication tags only where a group has more than one rank).
+    pub const ALL: [&str; 17] = [
         LOSS_TRAIN,
         LOSS_VALID,
         RMSE_U10M_VALID,
@@ -69,6 +87,8 @@ pub mod tags {
         step::OPTIMIZER,
         run::STEPS,
         run::PEAK_MEMORY,
+        split::DATA_WAIT,
+        split::COMPUTE,
     ];
 }
 

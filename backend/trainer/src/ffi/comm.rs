@@ -47,6 +47,7 @@ unsafe extern "C" {
         len: usize,
     ) -> *mut SbGroup;
     fn sb_group_free(group: *mut SbGroup);
+    fn sb_group_stats(group: *const SbGroup, seconds: *mut f64, bytes: *mut u64, calls: *mut u64);
     fn sb_all_reduce(group: *mut SbGroup, t: *mut C_tensor, op: c_int, err: *mut c_char, len: usize) -> c_int;
     fn sb_broadcast(group: *mut SbGroup, t: *mut C_tensor, root: c_int, err: *mut c_char, len: usize) -> c_int;
     fn sb_barrier(group: *mut SbGroup, err: *mut c_char, len: usize) -> c_int;
@@ -137,6 +138,23 @@ impl Region {
     }
 }
 
+/// A group's collectives counted from its start: the time from issuing each to its end, the
+/// bytes of their buffers (an all-gather's gathered size), and how many.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Traffic {
+    pub seconds: f64,
+    pub bytes: u64,
+    pub calls: u64,
+}
+
+impl std::ops::Sub for Traffic {
+    type Output = Traffic;
+
+    fn sub(self, before: Traffic) -> Traffic {
+        Traffic { seconds: self.seconds - before.seconds, bytes: self.bytes - before.bytes, calls: self.calls - before.calls }
+    }
+}
+
 /// One process group: the ranks of one group of one layout token, this process among them.
 pub struct ProcessGroup {
     ptr: NonNull<SbGroup>,
@@ -181,6 +199,15 @@ impl ProcessGroup {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// What this group's collectives have cost so far (on a GPU the time is only the host's
+    /// queueing: the collective itself runs on a stream).
+    pub fn traffic(&self) -> Traffic {
+        let mut t = Traffic::default();
+        // SAFETY: live group; the three outputs are valid for the call.
+        unsafe { sb_group_stats(self.ptr.as_ptr(), &mut t.seconds, &mut t.bytes, &mut t.calls) };
+        t
     }
 
     fn what(&self, op: &str) -> String {

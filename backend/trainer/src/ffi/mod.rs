@@ -14,7 +14,7 @@ use torch_sys::C_tensor;
 
 use crate::Error;
 
-pub use comm::{ProcessGroup, ReduceOp, Region, Store};
+pub use comm::{ProcessGroup, ReduceOp, Region, Store, Traffic};
 pub use memory::{SharedForward, float_bytes_mut, float_values_mut, keep_freed_memory};
 pub use profiler::{ProfiledThread, Range, Recording};
 pub use tensor_ops::{AdamStep, AdamTensors, empty_pinned, fused_adam, gpu_memory_used, set_autocast, set_tf32, unscale_grads};

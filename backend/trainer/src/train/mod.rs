@@ -12,6 +12,7 @@ pub mod optim;
 mod profile;
 mod report;
 mod run;
+mod split;
 mod step;
 mod sync;
 

@@ -14,6 +14,7 @@ use super::checkpoint::{Checkpoints, Position};
 use super::maps::WeatherMaps;
 use super::profile::StepProfile;
 use super::report::{EpochReport, Reporter, StepReport, StepTrained, ValidReport};
+use super::split::Split;
 use super::{GIB, Learner, Loaders, Summary, amp, validate};
 use crate::Error;
 use crate::data::Batch;
@@ -58,7 +59,8 @@ impl Run<'_> {
                 Ok(None)
             }
             BenchyTrial::Full | BenchyTrial::Synthetic => {
-                let losses = self.train_epoch(epoch)?;
+                let (losses, split) = self.train_epoch(epoch)?;
+                split.report(&self.comm, &mut self.report, self.steps, epoch + 1)?;
                 self.end_train_epoch(epoch + 1, start.elapsed().as_secs_f64(), &losses).map(Some)
             }
         }
@@ -102,10 +104,11 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// A training epoch's steps; their losses.
-    fn train_epoch(&mut self, epoch: u64) -> Result<Vec<f64>, Error> {
+    /// A training epoch's steps; their losses, and where their time went.
+    fn train_epoch(&mut self, epoch: u64) -> Result<(Vec<f64>, Split), Error> {
         let e = epoch + 1;
         let mut losses = Vec::with_capacity(self.iters_per_epoch as usize);
+        let mut split = Split::start(&self.comm);
         let mut batches = self.batches(epoch);
         for i in 0..self.iters_per_epoch {
             self.profile.before(self.steps + 1)?;
@@ -120,6 +123,7 @@ impl Run<'_> {
                 self.log.info(&format!(" Memory usage after forward pass: {} GB.", py_float(used as f64 / GIB)));
             }
             let samples_per_sec = self.global_batch / (data_wait + step_start.elapsed().as_secs_f64());
+            split.step(data_wait, &times);
             self.steps += 1;
             losses.push(loss);
             let trained = Some(StepTrained { loss, lr, times });
@@ -131,7 +135,7 @@ impl Run<'_> {
             drop(step_range);
             self.profile.after(self.steps, self.log)?;
         }
-        Ok(losses)
+        Ok((losses, split))
     }
 
     /// The `io` trial's epoch line and speeds (no validation, no checkpoint).
