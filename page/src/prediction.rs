@@ -2,7 +2,7 @@
 //! (`prediction.json`) and what the run's own points say, quantity by quantity, with their
 //! ratio and a plain verdict where they part by more than the estimate's stated error.
 
-use scalebook_shared::estimate::Prediction;
+use scalebook_shared::estimate::{Estimate, Prediction};
 use scalebook_shared::metrics::tags;
 use scalebook_shared::numbers::round_significant;
 use scalebook_shared::protocol::Series;
@@ -91,20 +91,16 @@ pub fn rows(prediction: &Prediction, series: &[Series]) -> Vec<Row> {
         },
         Row { quantity: MEMORY, unit: "GiB", predicted: estimate.memory_gb.total, measured: peak },
     ];
-    // The model's FLOPs per second on one rank, from its FLOP count, and their share of the
-    // hardware's peak: the GPU's data sheet, or this machine's measured matmul rate.
-    let per_rank = |samples_per_sec: f64| estimate.flops.per_sample_training * samples_per_sec / f64::from(estimate.world.max(1)) / 1e12;
-    let measured_tflops = samples.map(per_rank);
-    rows.push(Row { quantity: FLOPS, unit: "TFLOP/s", predicted: per_rank(estimate.samples_per_sec), measured: measured_tflops });
-    let peak = estimate.terms().iter().find(|t| t.name.starts_with("peak_tflops.")).map(|t| t.value).filter(|p| *p > 0.0);
-    if let Some(peak) = peak {
-        let share = |tflops: f64| 100.0 * tflops / peak;
-        rows.push(Row {
-            quantity: MFU,
-            unit: "%",
-            predicted: share(per_rank(estimate.samples_per_sec)),
-            measured: measured_tflops.map(share),
-        });
+    let predicted = model_flops(estimate, estimate.samples_per_sec);
+    let measured = samples.map(|s| model_flops(estimate, s));
+    rows.push(Row {
+        quantity: FLOPS,
+        unit: "TFLOP/s",
+        predicted: predicted.tflops_per_rank,
+        measured: measured.map(|m| m.tflops_per_rank),
+    });
+    if let Some(share) = predicted.share_of_peak {
+        rows.push(Row { quantity: MFU, unit: "%", predicted: share, measured: measured.and_then(|m| m.share_of_peak) });
     }
     // The step as the estimate splits it: data (which it takes to keep up), compute, and each
     // group's collectives with their bytes.
@@ -120,6 +116,24 @@ pub fn rows(prediction: &Prediction, series: &[Series]) -> Vec<Row> {
         rows.push(Row { quantity: bytes_words, unit: "MB", predicted: traffic.bytes_per_step as f64 / 1e6, measured: megabytes });
     }
     rows
+}
+
+/// What a throughput means in arithmetic: the model's FLOPs per second on one rank, and their
+/// share of the hardware's peak (MFU).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelFlops {
+    pub tflops_per_rank: f64,
+    /// Percent of the GPU's data-sheet rate, or of this machine's measured matmul rate; `None`
+    /// where the estimate knows no peak.
+    pub share_of_peak: Option<f64>,
+}
+
+/// The model's FLOP rate at `samples_per_sec` on the hardware `estimate` was made for, from
+/// its FLOP count per sample.
+pub fn model_flops(estimate: &Estimate, samples_per_sec: f64) -> ModelFlops {
+    let tflops_per_rank = estimate.flops.per_sample_training * samples_per_sec / f64::from(estimate.world.max(1)) / 1e12;
+    let peak = estimate.terms().iter().find(|t| t.name.starts_with("peak_tflops.")).map(|t| t.value).filter(|p| *p > 0.0);
+    ModelFlops { tflops_per_rank, share_of_peak: peak.map(|peak| 100.0 * tflops_per_rank / peak) }
 }
 
 const DATA_WAIT: &str = "data wait per step";

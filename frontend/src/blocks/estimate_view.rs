@@ -5,6 +5,7 @@ use leptos::prelude::*;
 use scalebook_shared::charts::format_number;
 use scalebook_shared::estimate::Estimate;
 
+use scalebook_page::prediction::model_flops;
 use scalebook_page::units::{bytes, seconds};
 
 /// Colours of the memory parts, in `MemoryBreakdown::parts` order.
@@ -69,6 +70,10 @@ pub fn EstimateView(estimate: Estimate) -> impl IntoView {
         .iter()
         .map(|z| view! { <tr><td>{z.stage}</td><td>{format!("{:.1} GB", z.total_gb)}</td><td>{if z.fits { "fits" } else { "does not fit" }}</td></tr> })
         .collect_view();
+    // The model's share of the hardware's peak at that speed (MFU).
+    let mfu = model_flops(&estimate, estimate.samples_per_sec)
+        .share_of_peak
+        .map_or_else(String::new, |s| format!(", {s:.0} % of its peak (MFU)"));
     view! {
         <div class="estimate">
             <p class=if estimate.fits { "verdict ok" } else { "verdict error" } data-fits=estimate.fits.to_string() role="status">
@@ -82,7 +87,7 @@ pub fn EstimateView(estimate: Estimate) -> impl IntoView {
             <p>
                 {format!("{} precision, local batch {}, {} tokens per rank. ", estimate.precision.name(), estimate.local_batch_size, estimate.tokens_per_rank)}
                 <strong class="samples-per-sec" data-value=estimate.samples_per_sec.to_string()>{format!("{} samples/s", format_number(estimate.samples_per_sec))}</strong>
-                {format!(" ({} per step, {} TFLOP/s per GPU).", seconds(estimate.step_time_s), format_number(estimate.tflops_per_gpu))}
+                {format!(" ({} per step, {} TFLOP/s per GPU{}).", seconds(estimate.step_time_s), format_number(estimate.tflops_per_gpu), mfu)}
             </p>
             <details>
                 <summary>"Where the step's time goes"</summary>

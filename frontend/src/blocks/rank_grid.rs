@@ -249,7 +249,11 @@ mod tests {
     #[wasm_bindgen_test]
     async fn the_block_lists_the_generators_groups_and_refuses_a_bad_size() {
         let spec = GridSpec { sizes: Sizes { tp: 2, cp: 2, dp: 4, pp: 1 }, order: "tp-cp-dp".into(), gpus_per_node: 4, colour: Token::DP };
-        let block = crate::testing::mount(move || view! { <RankGridBlock spec /> });
+        let block = crate::testing::mount(move || {
+            crate::testing::provide_configs();
+            provide_context(crate::runs::Runs::unconnected());
+            view! { <RankGridBlock spec /> }
+        });
         crate::testing::settle().await;
         let layout = Layout::new(Sizes { tp: 2, cp: 2, dp: 4, pp: 1 }, "tp-cp-dp").unwrap();
         for token in TUTORIAL_TOKENS {
@@ -261,6 +265,13 @@ mod tests {
         }
         // Colouring by dp draws four colours (four dp groups), one path each.
         assert_eq!(block.root.query_selector_all(".cells path[d^='M']").unwrap().length(), 4);
+        // The layout runs with cpu_mp unless another config is picked.
+        assert!(block.text("button.run-layout").contains("cpu_mp"), "{}", block.text(".layout-launch"));
+        block.input("input[data-field=order]", "tp-cp-dp-pp");
+        block.input("input[data-field=pp]", "2");
+        crate::testing::settle().await;
+        assert!(block.text(".layout-launch").contains("set pp to 1"), "{}", block.text(".layout-launch"));
+        block.input("input[data-field=pp]", "1");
         block.input("input[data-field=tp]", "0");
         crate::testing::settle().await;
         assert!(block.text(".error[data-field=tp]").contains("at least 1"));

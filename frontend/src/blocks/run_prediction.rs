@@ -14,11 +14,17 @@ use crate::net::{fetch, urls};
 /// Run `id`'s prediction, loaded once: `None` inside when it has none (a run from before
 /// predictions, one the server could not predict).
 pub fn load(id: &RunId) -> LocalResource<Option<Prediction>> {
-    let url = urls::api(&format!("runs/{id}/files/{}", rundir::PREDICTION));
+    let id = id.clone();
     LocalResource::new(move || {
-        let url = url.clone();
-        async move { fetch::text(&url).await.ok().and_then(|text| serde_json::from_str::<Prediction>(&text).ok()) }
+        let id = id.clone();
+        async move { fetch(&id).await }
     })
+}
+
+/// Run `id`'s prediction from the server, if it has one.
+pub async fn fetch(id: &RunId) -> Option<Prediction> {
+    let url = urls::api(&format!("runs/{id}/files/{}", rundir::PREDICTION));
+    fetch::text(&url).await.ok().and_then(|text| serde_json::from_str::<Prediction>(&text).ok())
 }
 
 #[component]

@@ -10,8 +10,7 @@ use scalebook_shared::sweep::Variant;
 use super::run_status::ViewerNote;
 use super::sweep_board::ScalingBoard;
 use super::sweep_model::{
-    BAR_HEIGHT, CURVES_HEIGHT, CURVES_MARGIN, LABEL_WIDTH, Measure, Progress, WIDTH, bars, bars_height, curves, efficiencies, labels,
-    loss_curve,
+    BAR_HEIGHT, CURVES_HEIGHT, CURVES_MARGIN, Figures, LABEL_WIDTH, Measure, Progress, WIDTH, bars, bars_height, curves, labels, loss_curve,
 };
 use super::sweep_state::SweepState;
 use super::sweep_verdicts::Agreement;
@@ -22,7 +21,7 @@ use crate::runs::Runs;
 #[component]
 pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> impl IntoView {
     let state = SweepState::new(config, variants);
-    let SweepState { runs, library, chosen, ids, progress, variants, values, .. } = state;
+    let SweepState { runs, library, chosen, ids, progress, variants, .. } = state;
     let busy = move || state.busy();
     let blocked = move || state.blocked();
     let start = move |_| state.start();
@@ -67,34 +66,31 @@ pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> i
                     <Agreement state />
                 }
                 .into_any(),
-                _ => {
-                    let dps = variants.with_value(|v| v.iter().map(|v| v.dp).collect::<Vec<_>>());
-                    let shown = match measure {
-                        Measure::Efficiency => efficiencies(&dps.into_iter().zip(values.get()).collect::<Vec<_>>()),
-                        _ => values.get(),
-                    };
-                    view! { <Bars labels=variants.with_value(|v| labels(v)) values=shown measure /> }.into_any()
-                }
+                _ => view! { <Bars labels=variants.with_value(|v| labels(v)) figures=state.figures(measure) measure /> }.into_any(),
             }}
         </section>
     }
 }
 
 #[component]
-fn Bars(labels: Vec<String>, values: Vec<Option<f64>>, measure: Measure) -> impl IntoView {
+fn Bars(labels: Vec<String>, figures: Vec<Figures>, measure: Measure) -> impl IntoView {
     let height = bars_height(labels.len());
     let axis = match measure {
-        Measure::Efficiency => "samples/s per rank, relative to the first variant",
-        _ => "training samples/s (median over the epochs after the first)",
+        Measure::Efficiency => "samples/s per rank, relative to the first variant; the tick is what was predicted at launch",
+        _ => "training samples/s (median over the epochs after the first); the tick is what was predicted at launch",
     };
     view! {
         <figure class="sweep-chart">
             <svg viewBox=format!("0 0 {WIDTH} {height}") role="img" aria-label=axis>
-                {bars(&labels, &values, measure).into_iter().zip(values).enumerate().map(|(i, (bar, value))| view! {
-                    <g class="bar" data-variant=i data-value=value.map(|v| v.to_string()).unwrap_or_default()>
+                {bars(&labels, &figures, measure).into_iter().zip(figures).enumerate().map(|(i, (bar, f))| view! {
+                    <g class="bar" data-variant=i data-value=f.measured.map(|v| v.to_string()).unwrap_or_default()
+                        data-predicted=f.predicted.map(|v| v.to_string()).unwrap_or_default()>
                         <text x=LABEL_WIDTH - 8.0 y=bar.y + BAR_HEIGHT * 0.65 text-anchor="end">{bar.label}</text>
                         <rect x=LABEL_WIDTH y=bar.y width=bar.width height=BAR_HEIGHT class=format!("series-{}", i % 8) />
-                        <text x=LABEL_WIDTH + bar.width + 6.0 y=bar.y + BAR_HEIGHT * 0.65 class="value">{bar.text}</text>
+                        {bar.predicted_x.map(|x| view! {
+                            <line class="predicted" x1=LABEL_WIDTH + x x2=LABEL_WIDTH + x y1=bar.y - 3.0 y2=bar.y + BAR_HEIGHT + 3.0 />
+                        })}
+                        <text x=LABEL_WIDTH + bar.width.max(bar.predicted_x.unwrap_or(0.0)) + 6.0 y=bar.y + BAR_HEIGHT * 0.65 class="value">{bar.text}</text>
                     </g>
                 }).collect_view()}
             </svg>

@@ -12,13 +12,19 @@ use crate::library::Ready;
 
 #[component]
 pub fn ScalingBoard(state: SweepState) -> impl IntoView {
-    let SweepState { library, chosen, variants, values, .. } = state;
-    let table = Memo::new(move |_| {
+    let SweepState { library, chosen, variants, values, predictions, .. } = state;
+    let sizes = Memo::new(move |_| {
         let file = library.configs.ready();
-        let sizes: Vec<u32> = variants.with_value(|v| v.iter().map(|v| ranks(file.as_deref(), &chosen.get(), v)).collect());
-        rows(&sizes.into_iter().zip(values.get()).collect::<Vec<_>>())
+        variants.with_value(|v| v.iter().map(|v| ranks(file.as_deref(), &chosen.get(), v)).collect::<Vec<u32>>())
     });
-    let drawn = Memo::new(move |_| table.with(|rows| board(rows)));
+    let table = Memo::new(move |_| rows(&sizes.get().into_iter().zip(values.get()).collect::<Vec<_>>()));
+    let predicted = Memo::new(move |_| {
+        let predictions = predictions.get().unwrap_or_default();
+        let throughputs =
+            (0..sizes.with(Vec::len)).map(|i| predictions.get(i).and_then(|p| p.as_ref().map(|p| p.estimate.samples_per_sec)));
+        rows(&sizes.get().into_iter().zip(throughputs).collect::<Vec<_>>())
+    });
+    let drawn = Memo::new(move |_| table.with(|rows| predicted.with(|predicted| board(rows, predicted))));
     let labels = variants.with_value(|v| v.iter().map(|v| v.label.clone()).collect::<Vec<_>>());
     view! {
         <figure class="sweep-chart scaling-board">
@@ -40,6 +46,9 @@ pub fn ScalingBoard(state: SweepState) -> impl IntoView {
                         <text x=r.x - 10.0 y=r.y + 4.0 text-anchor="end">{r.label.clone()}</text>
                     </g>
                 }).collect_view())}
+                {move || drawn.with(|b| b.predicted.iter().enumerate().map(|(i, m)| m.clone().map(|m| view! {
+                    <rect class=format!("predicted series-{}", i % 8) data-variant=i x=m.x - 5.0 y=m.y - 5.0 width="10" height="10" />
+                })).collect_view())}
                 {move || drawn.with(|b| b.here.iter().enumerate().map(|(i, m)| m.clone().map(|m| view! {
                     <g class=format!("here series-{}", i % 8) data-variant=i>
                         <circle cx=m.x cy=m.y r="5" />
@@ -47,12 +56,13 @@ pub fn ScalingBoard(state: SweepState) -> impl IntoView {
                     </g>
                 })).collect_view())}
             </svg>
-            <figcaption class="muted">"Efficiency by ranks (log scale): throughput per rank over the first variant's. Filled dots: this machine, as each run finishes; open circles: the sources' own runs, on their GPUs."</figcaption>
+            <figcaption class="muted">"Efficiency by ranks (log scale): throughput per rank over the first variant's. Filled dots: this machine, as each run finishes; open squares: what each run was predicted at launch; open circles: the sources' own runs, on their GPUs."</figcaption>
         </figure>
         <table class="scaling-table">
-            <thead><tr><th>""</th><th>"ranks"</th><th>"samples/s"</th><th>"per rank"</th><th>"ideal per rank"</th><th>"efficiency"</th></tr></thead>
+            <thead><tr><th>""</th><th>"ranks"</th><th>"samples/s"</th><th>"per rank"</th><th>"ideal per rank"</th><th>"efficiency"</th><th>"predicted"</th></tr></thead>
             <tbody>
-                {move || table.with(|rows| rows.iter().zip(&labels).enumerate().map(|(i, (row, label))| {
+                {move || table.with(|rows| predicted.with(|predicted| rows.iter().zip(&labels).enumerate().map(|(i, (row, label))| {
+                    let foreseen = predicted.get(i).cloned().flatten().map_or_else(String::new, |p| format!("{:.0} %", p.efficiency * 100.0));
                     let cells = row.as_ref().map_or_else(
                         || ["…".to_owned(), "…".to_owned(), "…".to_owned(), "not run yet".to_owned()],
                         |r| [format!("{:.1}", r.samples_per_s), format!("{:.1}", r.per_rank), format!("{:.1}", r.ideal_per_rank), format!("{:.0} %", r.efficiency * 100.0)],
@@ -64,9 +74,10 @@ pub fn ScalingBoard(state: SweepState) -> impl IntoView {
                             <th scope="row">{label.clone()}</th>
                             <td>{ranks}</td>
                             {cells.into_iter().map(|c| view! { <td>{c}</td> }).collect_view()}
+                            <td class="predicted">{foreseen}</td>
                         </tr>
                     }
-                }).collect_view())}
+                }).collect_view()))}
             </tbody>
         </table>
     }

@@ -3,9 +3,12 @@
 //! model.
 
 use leptos::prelude::*;
+use scalebook_page::prediction::model_flops;
+use scalebook_shared::estimate::Prediction;
 use scalebook_shared::protocol::RunId;
 use scalebook_shared::sweep::Variant;
 
+use super::run_prediction;
 use super::run_status::{remember, remembered};
 use super::sweep_model::{self, Launched, Next, Progress, throughput};
 use crate::library::Library;
@@ -26,6 +29,8 @@ pub struct SweepState {
     memory: StoredValue<String>,
     /// Each variant's throughput, once its run has one.
     pub values: Memo<Vec<Option<f64>>>,
+    /// Each variant's prediction, recorded as its run launched.
+    pub predictions: LocalResource<Vec<Option<Prediction>>>,
 }
 
 impl SweepState {
@@ -42,6 +47,19 @@ impl SweepState {
             let streams = ids.iter().map(|id| id.as_ref().and_then(|id| runs.stream(id)));
             streams.map(|s| s.and_then(|s| s.series.with(|series| throughput(series)))).collect::<Vec<_>>()
         });
+        let predictions = LocalResource::new(move || {
+            let ids = ids.get();
+            async move {
+                let mut loaded = Vec::with_capacity(ids.len());
+                for id in ids {
+                    loaded.push(match id {
+                        Some(id) => run_prediction::fetch(&id).await,
+                        None => None,
+                    });
+                }
+                loaded
+            }
+        });
         let state = SweepState {
             runs,
             library,
@@ -51,10 +69,38 @@ impl SweepState {
             variants: StoredValue::new(variants),
             memory: StoredValue::new(memory),
             values,
+            predictions,
         };
         state.settle_launches();
         state.go_on_when_a_run_ends();
         state
+    }
+
+    /// Each variant's throughput predicted at launch, and its bar's figures.
+    pub fn figures(&self, measure: sweep_model::Measure) -> Vec<sweep_model::Figures> {
+        let predictions = self.predictions.get().unwrap_or_default();
+        let values = self.values.get();
+        let predicted: Vec<Option<f64>> =
+            (0..values.len()).map(|i| predictions.get(i)?.as_ref().map(|p| p.estimate.samples_per_sec)).collect();
+        let mfu = values.iter().zip(&predicted).enumerate().map(|(i, (v, _))| {
+            let p = predictions.get(i)?.as_ref()?;
+            model_flops(&p.estimate, (*v)?).share_of_peak
+        });
+        let mfu: Vec<Option<f64>> = mfu.collect();
+        let (values, predicted) = match measure {
+            sweep_model::Measure::Efficiency => {
+                let dps: Vec<u32> = self.variants.with_value(|v| v.iter().map(|v| v.dp).collect());
+                let e = |xs: &[Option<f64>]| sweep_model::efficiencies(&dps.iter().copied().zip(xs.iter().copied()).collect::<Vec<_>>());
+                (e(&values), e(&predicted))
+            }
+            _ => (values, predicted),
+        };
+        values
+            .into_iter()
+            .zip(predicted)
+            .zip(mfu)
+            .map(|((measured, predicted), mfu)| sweep_model::Figures { measured, predicted, mfu })
+            .collect()
     }
 
     /// The one seed every variant runs with ([`sweep_model::seed`]).

@@ -187,39 +187,62 @@ pub fn efficiencies(values: &[(u32, Option<f64>)]) -> Vec<Option<f64>> {
     values.iter().map(|&(dp, v)| Some(v? / dp as f64 / base?)).collect()
 }
 
-/// One horizontal bar, in a viewBox [`WIDTH`] wide.
+/// One horizontal bar, in a viewBox [`WIDTH`] wide, with the tick of what was predicted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bar {
     pub label: String,
     pub y: f64,
     pub width: f64,
+    /// Where the prediction made at launch falls on the same scale.
+    pub predicted_x: Option<f64>,
     pub text: String,
+}
+
+/// One variant as its bar shows it: measured, predicted at launch, and the measured
+/// throughput's share of the hardware's peak (MFU, percent).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Figures {
+    pub measured: Option<f64>,
+    pub predicted: Option<f64>,
+    pub mfu: Option<f64>,
 }
 
 pub const WIDTH: f64 = 640.0;
 pub const LABEL_WIDTH: f64 = 220.0;
 pub const BAR_HEIGHT: f64 = 26.0;
 const BAR_GAP: f64 = 10.0;
-/// Room right of the longest bar for its value.
-const VALUE_ROOM: f64 = 90.0;
+/// Room right of the longest bar for its value, its prediction and its MFU.
+const VALUE_ROOM: f64 = 190.0;
 
-/// Bars for the finished variants (an unfinished one gets no bar but keeps its row).
-pub fn bars(labels: &[String], values: &[Option<f64>], measure: Measure) -> Vec<Bar> {
-    let max = values.iter().flatten().copied().fold(0.0, f64::max);
+/// Bars for the finished variants (an unfinished one gets no bar but keeps its row, and its
+/// prediction's tick once launched).
+pub fn bars(labels: &[String], figures: &[Figures], measure: Measure) -> Vec<Bar> {
+    let max = figures.iter().flat_map(|f| [f.measured, f.predicted]).flatten().fold(0.0, f64::max);
     let span = WIDTH - LABEL_WIDTH - VALUE_ROOM;
+    let at = |v: f64| if max > 0.0 { v / max * span } else { 0.0 };
+    let show = |v: f64| match measure {
+        Measure::Efficiency => format!("{:.0} %", v * 100.0),
+        _ => format!("{v:.1} samples/s"),
+    };
     labels
         .iter()
-        .zip(values)
+        .zip(figures)
         .enumerate()
-        .map(|(i, (label, value))| Bar {
-            label: label.clone(),
-            y: i as f64 * (BAR_HEIGHT + BAR_GAP),
-            width: value.filter(|_| max > 0.0).map_or(0.0, |v| v / max * span),
-            text: match (value, measure) {
-                (None, _) => "not run yet".into(),
-                (Some(v), Measure::Efficiency) => format!("{:.0} %", v * 100.0),
-                (Some(v), _) => format!("{v:.1} samples/s"),
-            },
+        .map(|(i, (label, f))| {
+            let mut text = f.measured.map_or_else(|| "not run yet".to_owned(), show);
+            if let Some(p) = f.predicted {
+                text.push_str(&format!(" · predicted {}", show(p)));
+            }
+            if let (Some(mfu), Some(_)) = (f.mfu, f.measured) {
+                text.push_str(&format!(" · MFU {mfu:.1} %"));
+            }
+            Bar {
+                label: label.clone(),
+                y: i as f64 * (BAR_HEIGHT + BAR_GAP),
+                width: f.measured.map_or(0.0, at),
+                predicted_x: f.predicted.map(at),
+                text,
+            }
         })
         .collect()
 }
@@ -390,12 +413,27 @@ mod tests {
     #[test]
     fn bars_scale_to_the_largest_value_and_leave_unrun_rows_empty() {
         let labels = ["a".to_owned(), "b".to_owned(), "c".to_owned()];
-        let b = bars(&labels, &[Some(10.0), Some(5.0), None], Measure::Throughput);
+        let measured = |m: Option<f64>| Figures { measured: m, ..Figures::default() };
+        let b = bars(&labels, &[measured(Some(10.0)), measured(Some(5.0)), measured(None)], Measure::Throughput);
         assert_eq!(b[0].width, WIDTH - LABEL_WIDTH - VALUE_ROOM);
         assert_eq!(b[1].width * 2.0, b[0].width);
         assert_eq!((b[2].width, b[2].text.as_str()), (0.0, "not run yet"));
         assert!(b[2].y > b[1].y && b[1].y > b[0].y);
-        assert_eq!(bars(&labels[..1], &[Some(0.75)], Measure::Efficiency)[0].text, "75 %");
+        assert_eq!(bars(&labels[..1], &[measured(Some(0.75))], Measure::Efficiency)[0].text, "75 %");
+    }
+
+    #[test]
+    fn a_bar_carries_its_prediction_as_a_tick_and_its_mfu_in_words() {
+        let labels = ["a".to_owned(), "b".to_owned()];
+        let figures = [
+            Figures { measured: Some(10.0), predicted: Some(20.0), mfu: Some(1.25) },
+            Figures { measured: None, predicted: Some(5.0), mfu: None },
+        ];
+        let b = bars(&labels, &figures, Measure::Throughput);
+        let span = WIDTH - LABEL_WIDTH - VALUE_ROOM;
+        assert_eq!((b[0].width, b[0].predicted_x), (span / 2.0, Some(span)), "the larger of the two sets the scale");
+        assert_eq!(b[0].text, "10.0 samples/s · predicted 20.0 samples/s · MFU 1.2 %");
+        assert_eq!(b[1].text, "not run yet · predicted 5.0 samples/s");
     }
 
     #[test]

@@ -50,13 +50,17 @@ pub struct Mark {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Board {
     pub here: Vec<Option<Mark>>,
+    /// Each variant's efficiency as predicted at launch, where its run has a prediction.
+    pub predicted: Vec<Option<Mark>>,
     pub references: Vec<Mark>,
     pub ideal_y: f64,
     pub x_ticks: Vec<(f64, String)>,
     pub y_ticks: Vec<(f64, String)>,
 }
 
-pub fn board(rows: &[Option<Row>]) -> Board {
+/// The board of `rows` as measured and `predicted` (the same rows from the throughputs
+/// predicted at launch).
+pub fn board(rows: &[Option<Row>], predicted: &[Option<Row>]) -> Board {
     let references: Vec<(u32, f64, String)> = REFERENCES
         .iter()
         .filter_map(|&(name, gpus)| Some((published::table(name)?, gpus)))
@@ -72,25 +76,27 @@ pub fn board(rows: &[Option<Row>]) -> Board {
         })
         .collect();
     let max_ranks = rows.iter().flatten().map(|r| r.ranks).chain(references.iter().map(|r| r.0)).max().unwrap_or(1).max(2);
-    let max_efficiency = rows.iter().flatten().map(|r| r.efficiency).fold(1.2f64, f64::max);
+    let max_efficiency = rows.iter().chain(predicted).flatten().map(|r| r.efficiency).fold(1.2f64, f64::max);
     let m = CURVES_MARGIN;
     let octaves = f64::from(max_ranks).log2().ceil();
     let x_at = |ranks: u32| m + f64::from(ranks.max(1)).log2() / octaves * (WIDTH - 1.5 * m);
     let y_at = |e: f64| CURVES_HEIGHT - m / 2.0 - e / max_efficiency * (CURVES_HEIGHT - m);
-    let here = rows
-        .iter()
-        .map(|r| {
-            let r = r.as_ref()?;
-            Some(Mark { x: x_at(r.ranks), y: y_at(r.efficiency), label: format!("{:.0} %", r.efficiency * 100.0) })
-        })
-        .collect();
+    let marks = |rows: &[Option<Row>]| -> Vec<Option<Mark>> {
+        rows.iter()
+            .map(|r| {
+                let r = r.as_ref()?;
+                Some(Mark { x: x_at(r.ranks), y: y_at(r.efficiency), label: format!("{:.0} %", r.efficiency * 100.0) })
+            })
+            .collect()
+    };
+    let (here, predicted) = (marks(rows), marks(predicted));
     let references = references.into_iter().map(|(gpus, e, label)| Mark { x: x_at(gpus), y: y_at(e), label }).collect();
     let x_ticks = (0..=octaves as u32).map(|k| (x_at(1 << k), format!("{}", 1u32 << k))).collect();
     let y_ticks = (0..=(max_efficiency * 4.0).floor() as u32)
         .map(|q| f64::from(q) * 0.25)
         .map(|e| (y_at(e), format!("{} %", format_number(e * 100.0))))
         .collect();
-    Board { here, references, ideal_y: y_at(1.0), x_ticks, y_ticks }
+    Board { here, predicted, references, ideal_y: y_at(1.0), x_ticks, y_ticks }
 }
 
 #[cfg(test)]
@@ -109,11 +115,13 @@ mod tests {
 
     #[test]
     fn the_board_puts_this_machine_beside_the_sources_at_their_own_sizes() {
-        let b = board(&rows(&[(1, Some(40.0)), (2, Some(60.0))]));
+        let b = board(&rows(&[(1, Some(40.0)), (2, Some(60.0))]), &rows(&[(1, Some(40.0)), (2, Some(72.0))]));
         let (one, two) = (b.here[0].as_ref().unwrap(), b.here[1].as_ref().unwrap());
         assert_eq!(one.y, b.ideal_y, "the base is the ideal");
         assert!(two.y > b.ideal_y && two.x > one.x, "75 % is drawn below the ideal, further right");
         assert_eq!(two.label, "75 %");
+        let predicted = b.predicted[1].as_ref().unwrap();
+        assert!(predicted.y < two.y && predicted.x == two.x, "90 % predicted, above the 75 % measured");
         assert_eq!(b.references.len(), 2, "SC22's two weak-scaling efficiencies");
         assert!(b.references.iter().all(|r| r.x > two.x), "at 128 GPUs");
         assert!(b.references[0].label.contains("78%") && b.references[0].label.starts_with("SC22"), "{}", b.references[0].label);
