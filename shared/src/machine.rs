@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::{ByPrecision, Cluster, EstimateFactors, ExecutorKind, GpuKind, Interconnect};
-use crate::config::{PREFETCH_PER_WORKER, TrainConfig};
+use crate::config::TrainConfig;
 use crate::error::{Error, Problems};
 
 /// The file a measurement is cached in (in the runs directory).
@@ -19,9 +19,22 @@ pub const ATTENTION_SHAPES: [(u64, u64); 2] = [(72, 12), (450, 32)];
 /// Resident memory per byte of the activations the backward pass keeps, on a CPU rank: the
 /// activations' gradients and the backward's temporaries live beside them at the peak, and the
 /// heap keeps what they freed (the trainer asks malloc to, so no step returns memory to the
-/// system only to ask for it again). Calibrated once, on cpu_short at 1 rank on this project's
-/// 2-core machine (0.85 GiB peak resident set: BENCHMARKS.md), and used unchanged elsewhere.
-const CPU_ALLOCATOR_FACTOR: f64 = 4.1;
+/// system only to ask for it again). Calibrated once, on cpu_short at 1 rank without loader
+/// workers (0.52 GiB peak resident set on this project's 2-core machine: BENCHMARKS.md), and
+/// used unchanged elsewhere.
+const CPU_ALLOCATOR_FACTOR: f64 = 2.3;
+
+/// What a training process holds beyond the measured baseline (libtorch loaded, a model
+/// built) before any activation: HDF5 and its chunk caches, the loader's and the collectives'
+/// threads, the event writer. Calibrated once, on cpu_tiny at 1 rank, whose activations are a
+/// few MB (0.164 GiB peak: BENCHMARKS.md).
+const TRAINER_EXTRA_GB: f64 = 0.035;
+
+/// The batches' worth of memory each loader worker holds at the peak: its queue, the batch it
+/// assembles and the samples it reads and normalises on the way, in a heap of its own that
+/// keeps what they freed. Calibrated once, on cpu_short at 1 rank with 1, 2 and 4 workers
+/// (0.15 GiB more per worker, at 0.019 GiB a batch: BENCHMARKS.md).
+const CPU_BATCHES_PER_WORKER: f64 = 7.7;
 
 /// The embedding widths the matrix-multiply rate is measured at: the CPU configs' (cpu_tiny
 /// 48, cpu_short 128) and the tutorial's (384). A config between them takes the nearer one's
@@ -45,6 +58,11 @@ pub struct MachineModel {
     pub collective_gb_per_s: f64,
     /// Unix time of the measurement.
     pub measured_at: u64,
+    /// The machine's one-minute load average as the measurement began: other work on the cores
+    /// takes from every rate measured, so a measurement made on a busy machine is made again
+    /// once it is idle ([`MachineModel::measured_busy`]).
+    #[serde(default)]
+    pub load_at_measurement: Option<f64>,
 }
 
 /// What one rank reaches with `threads` intra-op threads.
@@ -67,7 +85,17 @@ pub struct ThreadRates {
     pub step_op_us: f64,
 }
 
+/// Whether a load average is more than half the cores busy with other work.
+pub fn is_busy(load: f64, cores: usize) -> bool {
+    load > 0.5 * cores as f64
+}
+
 impl MachineModel {
+    /// Whether the measurement was made with other work on the cores (or without saying).
+    pub fn measured_busy(&self) -> bool {
+        self.load_at_measurement.is_none_or(|load| is_busy(load, self.cores))
+    }
+
     /// The rates of the measured thread count nearest `threads` (from below where it can).
     pub fn rates(&self, threads: usize) -> Option<&ThreadRates> {
         self.by_threads.iter().filter(|r| r.threads <= threads.max(1)).max_by_key(|r| r.threads).or_else(|| self.by_threads.first())
@@ -123,15 +151,14 @@ impl MachineModel {
                 attention_full_rate_head_dim: 1,
                 nvlink_efficiency: 1.0,
                 network_efficiency: 1.0,
-                runtime_overhead_gb: self.process_baseline_gb,
+                runtime_overhead_gb: self.process_baseline_gb + TRAINER_EXTRA_GB,
                 dali_overhead_gb: 0.0,
                 allocator_factor: CPU_ALLOCATOR_FACTOR,
                 attention_efficiency: if matmul > 0.0 { rates.attention_flops(tokens) / matmul } else { 1.0 },
                 seconds_per_op: rates.step_op_us * 1e-6,
                 seconds_per_plain_op: rates.op_overhead_us * 1e-6,
                 collective_latency_s: self.collective_latency_s,
-                // A worker's queue and the batch it is reading.
-                batches_per_worker: PREFETCH_PER_WORKER as f64 + 1.0,
+                batches_per_worker: CPU_BATCHES_PER_WORKER,
             }),
         };
         Ok((cluster, gpu))
@@ -188,7 +215,15 @@ mod tests {
             collective_latency_s: 1e-4,
             collective_gb_per_s: 1.2,
             measured_at: 0,
+            load_at_measurement: Some(0.3),
         }
+    }
+
+    #[test]
+    fn a_measurement_on_a_busy_machine_says_so() {
+        assert!(!model().measured_busy());
+        assert!(MachineModel { load_at_measurement: Some(2.5), ..model() }.measured_busy(), "2.5 on 4 cores");
+        assert!(MachineModel { load_at_measurement: None, ..model() }.measured_busy(), "an old cache that did not say");
     }
 
     #[test]

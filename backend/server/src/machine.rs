@@ -6,7 +6,8 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 
-use scalebook_shared::machine::MachineModel;
+use scalebook_shared::estimate::Load;
+use scalebook_shared::machine::{MachineModel, is_busy};
 
 use crate::Error;
 
@@ -15,13 +16,15 @@ use crate::Error;
 static MEASURING: Mutex<()> = Mutex::new(());
 
 /// The cached measurement in `cache`, or a new one made by `trainer` and cached there. A cache
-/// made on a machine with another number of cores is measured again.
+/// made on a machine with another number of cores is measured again, and so is one made while
+/// other work was on the cores, once they are idle (until then it is the best there is).
 pub fn load_or_measure(cache: &Path, trainer: &Path) -> Result<MachineModel, Error> {
     let _one_at_a_time = MEASURING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let idle_now = load_now().is_some_and(|load| !is_busy(load.one_minute, load.cores));
     if let Ok(text) = std::fs::read_to_string(cache)
         && let Ok(model) = serde_json::from_str::<MachineModel>(&text)
-        && model.cores == cores
+        && stands(&model, cores, idle_now)
     {
         return Ok(model);
     }
@@ -45,4 +48,44 @@ pub fn load_or_measure(cache: &Path, trainer: &Path) -> Result<MachineModel, Err
     std::fs::write(&partial, text.trim())?;
     std::fs::rename(&partial, cache)?;
     Ok(model)
+}
+
+/// Whether a cached measurement stands: made on as many cores as there are, and not made on a
+/// busy machine while this one is idle now.
+fn stands(model: &MachineModel, cores: usize, idle_now: bool) -> bool {
+    model.cores == cores && !(model.measured_busy() && idle_now)
+}
+
+/// This machine's load now, where the system says it (`/proc/loadavg`).
+pub fn load_now() -> Option<Load> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let one_minute = text.split_whitespace().next()?.parse().ok()?;
+    Some(Load { one_minute, cores: std::thread::available_parallelism().map_or(1, |n| n.get()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(cores: usize, load: Option<f64>) -> MachineModel {
+        MachineModel {
+            cores,
+            memory_gb: 8.0,
+            process_baseline_gb: 0.1,
+            by_threads: Vec::new(),
+            collective_latency_s: 1e-3,
+            collective_gb_per_s: 1.0,
+            measured_at: 0,
+            load_at_measurement: load,
+        }
+    }
+
+    #[test]
+    fn a_busy_measurement_is_made_again_once_the_machine_is_idle() {
+        assert!(stands(&measured(2, Some(0.2)), 2, true));
+        assert!(!stands(&measured(4, Some(0.2)), 2, true), "another number of cores");
+        assert!(!stands(&measured(2, Some(1.9)), 2, true), "measured busy, idle now: measure again");
+        assert!(stands(&measured(2, Some(1.9)), 2, false), "still busy: the busy one is the best there is");
+        assert!(!stands(&measured(2, None), 2, true), "a cache from before the load was recorded");
+    }
 }

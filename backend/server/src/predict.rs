@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use scalebook_shared::cluster::Clusters;
-use scalebook_shared::estimate::{EstimateOptions, Load, Prediction, estimate};
+use scalebook_shared::estimate::{EstimateOptions, Prediction, estimate};
 use scalebook_shared::machine::MachineModel;
 use scalebook_shared::protocol::ExecutorSpec;
 
@@ -53,7 +53,7 @@ impl Predictor {
             }
         };
         let estimate = estimate(&plan.effective, &plan.layout, &cluster, &gpu, &options).map_err(|e| e.to_string())?;
-        let load_at_launch = matches!(plan.executor, ExecutorSpec::Local).then(load).flatten();
+        let load_at_launch = matches!(plan.executor, ExecutorSpec::Local).then(crate::machine::load_now).flatten();
         Ok(Prediction { made_at: now, basis, estimate, load_at_launch })
     }
 
@@ -79,11 +79,4 @@ pub fn default_machine_cache() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
     cache.join("scalebook").join(scalebook_shared::machine::FILE)
-}
-
-/// This machine's load now, where the system says it (`/proc/loadavg`).
-fn load() -> Option<Load> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let one_minute = text.split_whitespace().next()?.parse().ok()?;
-    Some(Load { one_minute, cores: std::thread::available_parallelism().map_or(1, |n| n.get()) })
 }

@@ -27,6 +27,7 @@ pub struct MachineArgs {
 
 pub fn run(args: MachineArgs) -> anyhow::Result<ExitCode> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let load_at_measurement = load_average();
     let process_baseline_gb = resident_gb();
     let mut counts = vec![1, cores];
     counts.dedup();
@@ -42,12 +43,16 @@ pub fn run(args: MachineArgs) -> anyhow::Result<ExitCode> {
         // A ring all-reduce of 2 ranks carries the message once each way (bus = algorithm).
         collective_gb_per_s: (16 << 20) as f64 / (large - collective_latency_s).max(1e-9) / 1e9,
         measured_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        load_at_measurement,
     };
     if args.json {
         println!("{}", serde_json::to_string(&model)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!("{cores} cores, {:.1} GiB of memory, {:.2} GiB per trainer process at rest", model.memory_gb, model.process_baseline_gb);
+    if let Some(load) = model.load_at_measurement {
+        println!("measured at a load of {load:.2} (other work on the cores lowers every rate)");
+    }
     for r in &model.by_threads {
         let matmuls: Vec<String> = WIDTHS.iter().zip(&r.matmul_gflops).map(|(w, g)| format!("{g:.1} (width {w})")).collect();
         let attention: Vec<String> =
@@ -159,4 +164,9 @@ fn memory_gb() -> f64 {
 fn proc_kib(file: &str, key: &str) -> f64 {
     let text = std::fs::read_to_string(file).unwrap_or_default();
     text.lines().find_map(|l| l.strip_prefix(key)?.split_whitespace().next()?.parse().ok()).unwrap_or(0.0)
+}
+
+/// The one-minute load average, where the system says it (`/proc/loadavg`).
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
