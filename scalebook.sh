@@ -25,6 +25,8 @@ CACHE=${SCALEBOOK_CACHE:-$HOME/.cache/scalebook}
 TORCH_VERSION=2.13.0            # tch 0.26.0 checks for exactly this libtorch
 CUDA_RUNTIME_WHEEL=nvidia-cuda-runtime==13.0.96   # libtorch_cpu.so links libcudart ...
 CUPTI_WHEEL=nvidia-cuda-cupti==13.0.85            # ... and libcupti, even on CPU
+# Headers only: the CUDA build's C++ is compiled here too (backend/trainer/tests/nvtx_build.rs).
+CUDA_HEADER_WHEELS=(nvidia-cuda-crt==13.0.88 nvidia-cuda-cccl==13.0.85)
 WASM_BINDGEN_VERSION=0.2.130    # must equal the wasm-bindgen crate in Cargo.lock
 BINARYEN_VERSION=132.0.0        # Debian's wasm-opt (108) emits modules Chromium rejects
 TRUNK_VERSION=0.21.14           # the newest that builds with this toolchain (see Trunk.toml)
@@ -73,6 +75,13 @@ setup_libtorch() {
         python3 -m venv "$venv"
         "$venv/bin/pip" install -q --no-deps "torch==$TORCH_VERSION" "$CUDA_RUNTIME_WHEEL" "$CUPTI_WHEEL"
         touch "$stamp"
+    fi
+    local headers
+    headers="$venv/.scalebook-cuda-headers-$(IFS=_; echo "${CUDA_HEADER_WHEELS[*]}")"
+    if [ ! -f "$headers" ]; then
+        say "installing the CUDA headers the GPU build's C++ is checked against"
+        "$venv/bin/pip" install -q --no-deps "${CUDA_HEADER_WHEELS[@]}"
+        touch "$headers"
     fi
     local torch_dir
     torch_dir=$(echo "$venv"/lib/python3*/site-packages/torch)

@@ -7,7 +7,8 @@
 //!   ranges) and `csrc/comm.cpp` (c10d process groups and the parallel-region autograd
 //!   functions).
 //!
-//! With the `cuda` feature, the ranges are NVTX ranges too and comm.cpp is built with NCCL and libtorch_cuda is linked even though
+//! With the `cuda` feature, the ranges are NVTX ranges too, comm.cpp is built with NCCL,
+//! `csrc/cuda_memory.cpp` (the caching allocator's peak) is built, and libtorch_cuda is linked even though
 //! nothing in Rust names it (the linker's --as-needed would otherwise drop it and CUDA would
 //! look unavailable).
 
@@ -33,7 +34,7 @@ fn main() {
     comm.include("csrc/gloo-stub").define("USE_C10D_GLOO", None);
     if cuda {
         // The wheel's site-packages holds the NVIDIA headers beside torch/.
-        let site = lib.parent().and_then(Path::parent).expect("torch/ sits in site-packages");
+        let site = site_packages(&lib);
         comm.define("SCALEBOOK_NCCL", None)
             .define("USE_C10D_NCCL", None)
             .define("USE_CUDA", None)
@@ -42,12 +43,26 @@ fn main() {
     }
     comm.compile("scalebook_comm");
 
+    if cuda {
+        let site = site_packages(&lib);
+        let mut memory = build(&include, "csrc/cuda_memory.cpp");
+        memory.define("USE_CUDA", None).include(site.join("nvidia/cu13/include"));
+        memory.compile("scalebook_cuda_memory");
+    }
+
     println!("cargo:rustc-link-search=native={}", lib.display());
     if cuda {
         println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,-lc10_cuda,--as-needed");
     }
     println!("cargo:rustc-link-lib=torch_cpu");
     println!("cargo:rustc-link-lib=c10");
+}
+
+/// The site-packages the wheel's torch/ sits in (through a link to it, as the setup makes),
+/// where the NVIDIA headers are.
+fn site_packages(lib: &Path) -> PathBuf {
+    let real = lib.canonicalize().expect("libtorch's lib/ exists");
+    real.parent().and_then(Path::parent).expect("torch/ sits in site-packages").to_path_buf()
 }
 
 fn build(include: &Path, file: &str) -> cc::Build {

@@ -58,6 +58,11 @@ async fn a_layout_launched_from_its_estimate_lands_beside_its_prediction() -> an
     assert!(record.overrides.iter().any(|o| o == "tensor_parallel=1"), "{:?}", record.overrides);
     let prediction: Prediction = serde_json::from_str(&std::fs::read_to_string(dir.join(rundir::PREDICTION))?)?;
     assert!((prediction.made_at as f64) <= record.created_at + 1.0, "made at launch");
+    // The trainer's log says it too, before its first step.
+    let log = std::fs::read_to_string(dir.join(rundir::OUT_LOG))?;
+    let said = log.lines().position(|l| l.contains("Predicted at launch for this machine's CPU"));
+    let first_epoch = log.lines().position(|l| l.contains("Time taken for epoch 1"));
+    assert!(said.is_some() && said < first_epoch, "{log}");
     assert!(browser.console_errors().await?.is_empty());
     browser.close().await
 }

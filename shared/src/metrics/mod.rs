@@ -48,7 +48,8 @@ pub mod tags {
         /// from), so whoever follows it can show how far it has come and how long it has left.
         pub const STEPS: &str = "Run/Steps";
         /// The most memory any rank has held so far, in GiB, at the end of each epoch: the
-        /// peak resident set on the CPU. What an estimate's memory per rank is checked against.
+        /// peak resident set on the CPU, the caching allocator's peak on a GPU. What an
+        /// estimate's memory per rank is checked against.
         pub const PEAK_MEMORY: &str = "Run/Peak memory (GiB)";
     }
 

@@ -17,7 +17,9 @@ use crate::Error;
 pub use comm::{ProcessGroup, ReduceOp, Region, Store, Traffic};
 pub use memory::{SharedForward, float_bytes_mut, float_values_mut, keep_freed_memory};
 pub use profiler::{ProfiledThread, Range, Recording};
-pub use tensor_ops::{AdamStep, AdamTensors, empty_pinned, fused_adam, gpu_memory_used, set_autocast, set_tf32, unscale_grads};
+pub use tensor_ops::{
+    AdamStep, AdamTensors, empty_pinned, fused_adam, gpu_memory_used, gpu_peak_allocated, set_autocast, set_tf32, unscale_grads,
+};
 
 /// Runs a shim call with an error buffer and turns a non-zero status into an error.
 fn call(what: &str, f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), Error> {

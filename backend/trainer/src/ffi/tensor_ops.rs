@@ -59,6 +59,29 @@ pub fn set_tf32(enabled: bool) -> Result<(), Error> {
 
 /// GPU `device`'s whole used memory in bytes, read through NVML like the tutorial's memory
 /// lines (an error where NVML is not installed).
+/// The most bytes GPU `device`'s tensors have held at once (the caching allocator's peak, what
+/// PyTorch's `torch.cuda.max_memory_allocated` reports). Only a `cuda` build has it.
+pub fn gpu_peak_allocated(device: usize) -> Result<u64, Error> {
+    #[cfg(feature = "cuda")]
+    {
+        unsafe extern "C" {
+            fn sb_cuda_peak_allocated(device: c_int, peak: *mut u64, err: *mut c_char, err_len: usize) -> c_int;
+        }
+        let mut peak = 0u64;
+        let device = c_int::try_from(device).unwrap_or(c_int::MAX);
+        // SAFETY: `peak` outlives the call; error buffer valid for its length.
+        call("GPU peak memory", |err, len| unsafe { sb_cuda_peak_allocated(device, &mut peak, err, len) })?;
+        Ok(peak)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Err(Error::Native {
+            what: format!("GPU {device} peak memory"),
+            message: "this build has no CUDA; build with --features cuda".into(),
+        })
+    }
+}
+
 pub fn gpu_memory_used(device: usize) -> Result<u64, Error> {
     let mut used = 0u64;
     let device = u32::try_from(device).unwrap_or(u32::MAX);

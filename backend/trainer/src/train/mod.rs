@@ -153,6 +153,9 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
         bar.set_length(planned);
     }
     run.report.scalar(run.steps, epoch0, tags::run::STEPS, (run.steps + planned) as f64)?;
+    if comm.is_root() {
+        log_prediction(log, &opts.run_dir, planned);
+    }
     if let Device::Cuda(i) = opts.device
         && let Ok(used) = crate::ffi::gpu_memory_used(i)
     {
@@ -180,6 +183,19 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     }
     log.info(&format!("DONE ---- rank {}", comm.env().rank));
     Ok(summary)
+}
+
+/// The prediction the server recorded at launch (`prediction.json`, if the run has one), as the
+/// time the planned steps should take: what the log can say before the first step is measured.
+fn log_prediction(log: &Logger, run_dir: &Path, planned: u64) {
+    let Ok(text) = std::fs::read_to_string(run_dir.join(rundir::PREDICTION)) else { return };
+    let Ok(prediction) = serde_json::from_str::<scalebook_shared::estimate::Prediction>(&text) else { return };
+    let e = &prediction.estimate;
+    let minutes = planned as f64 * e.step_time_s / 60.0;
+    log.info(&format!(
+        "Predicted at launch for {}: {:.1} samples/s, {:.3} s a step, {planned} steps in about {minutes:.1} min",
+        prediction.basis, e.samples_per_sec, e.step_time_s
+    ));
 }
 
 /// Everything before the first epoch: where a resumed run stands, the seed every rank agrees

@@ -148,15 +148,23 @@ impl Run<'_> {
         self.report.flush()
     }
 
-    /// The most memory any rank has held so far (the operating system's peak resident set:
-    /// libtorch's caches and the loader's batches count too), logged and reported.
+    /// The most memory any rank has held so far, logged and reported: on a GPU the caching
+    /// allocator's peak (the tensors, as `torch.cuda.max_memory_allocated` counts them), on
+    /// the CPU the operating system's peak resident set (libtorch's caches and the loader's
+    /// batches count too).
     fn peak_memory(&mut self, e: u64) -> Result<(), Error> {
-        let own = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
-            .map_err(|errno| Error::Native { what: "peak memory (getrusage)".into(), message: errno.to_string() })?;
-        // Linux counts ru_maxrss in KiB.
-        let peak = self.comm.max(own.max_rss() as f64 * 1024.0)? / GIB;
+        let (own, what) = match self.learner.device {
+            tch::Device::Cuda(i) => (crate::ffi::gpu_peak_allocated(i)? as f64, "the GPU allocator's peak"),
+            _ => {
+                let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
+                    .map_err(|errno| Error::Native { what: "peak memory (getrusage)".into(), message: errno.to_string() })?;
+                // Linux counts ru_maxrss in KiB.
+                (usage.max_rss() as f64 * 1024.0, "resident set")
+            }
+        };
+        let peak = self.comm.max(own)? / GIB;
         let ranks = self.comm.layout().world();
-        self.log.info(&format!("  Peak memory: {} GB (resident set, the largest of {ranks} rank(s))", py_float(peak)));
+        self.log.info(&format!("  Peak memory: {} GB ({what}, the largest of {ranks} rank(s))", py_float(peak)));
         self.report.scalar(self.steps, e, tags::run::PEAK_MEMORY, peak)
     }
 
