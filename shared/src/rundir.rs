@@ -89,6 +89,26 @@ impl RunDir {
     }
 }
 
+/// Where each rank ran: one file per rank ([`placement_file`]), written by the rank as it
+/// starts. What a run's rank grid sets beside the placement its layout predicts, and what
+/// says which node a failed rank was on.
+pub const PLACEMENT_DIR: &str = "placement";
+
+/// Rank `rank`'s file in [`PLACEMENT_DIR`].
+pub fn placement_file(rank: usize) -> String {
+    format!("rank{rank}.json")
+}
+
+/// One rank's place ([`PLACEMENT_DIR`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankPlacement {
+    pub rank: usize,
+    /// Its rank among the ranks of its node (`LOCAL_RANK`, Slurm's `SLURM_LOCALID`).
+    pub local_rank: usize,
+    /// The node: Slurm's name for it (`SLURMD_NODENAME`) in a Slurm job, else the host name.
+    pub node: String,
+}
+
 /// How a run's trainer ended ([`EXIT`]): exactly one shape, whoever writes it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ExitRecord {

@@ -1,7 +1,11 @@
-//! A real one-node Slurm cluster for one test: Debian's `slurm-wlm` and `munge`, run as root
-//! with every file (config, munge key and socket, state, spool, pid files, logs) in a scratch
-//! directory and ports of its own, so tests can run side by side. Dropping the guard (also
-//! on a panic) cancels its jobs and stops the daemons by their pid files.
+//! A real Slurm cluster for one test, of one node or several: Debian's `slurm-wlm` and
+//! `munge`, run as root with every file (config, munge key and socket, state, spool, pid
+//! files, logs) in a scratch directory and ports of its own, so tests can run side by side.
+//! Several nodes are several slurmd on this machine (Debian's build has multiple-slurmd
+//! support), each with its own name, address on the loopback (127.0.0.2, 127.0.0.3, ...), port,
+//! spool, pid file and log: a job's tasks land on `node1`, `node2`, ... as on real nodes, and
+//! `SLURMD_NODENAME` says which. Dropping the guard (also on a panic) cancels its jobs and
+//! stops the daemons by their pid files.
 //!
 //! The client commands are reached through a directory of small wrappers that point them at
 //! this cluster's `slurm.conf`; the server under test is handed that directory as its Slurm
@@ -15,14 +19,13 @@ use std::time::{Duration, Instant};
 
 /// The client commands the wrappers provide.
 const CLIENTS: [&str; 7] = ["sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo", "srun"];
-/// The daemons, in start order (stopped in reverse).
-const DAEMONS: [&str; 3] = ["munged", "slurmctld", "slurmd"];
-
 pub struct SlurmCluster {
     pub dir: PathBuf,
     pub conf: PathBuf,
     /// The wrapped client commands (`--slurm-bin-dir`).
     pub bin: PathBuf,
+    /// The nodes' names: `localhost` alone, or `node1` ... `nodeN`.
+    pub nodes: Vec<String>,
     /// Daemons started so far, with their pid files.
     started: Vec<(&'static str, PathBuf)>,
 }
@@ -38,21 +41,32 @@ fn free_port() -> u16 {
 }
 
 impl SlurmCluster {
-    /// Starts munged, slurmctld and slurmd, and waits for the node to be idle.
+    /// One node: starts munged, slurmctld and slurmd, and waits for the node to be idle.
     pub fn start(name: &str) -> SlurmCluster {
+        SlurmCluster::with_nodes(name, 1)
+    }
+
+    /// `count` nodes of 2 CPUs each (one slurmd each), every one idle before this returns.
+    pub fn with_nodes(name: &str, count: usize) -> SlurmCluster {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("slurm-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
+        let nodes: Vec<String> = match count {
+            1 => vec!["localhost".to_owned()],
+            n => (1..=n).map(|i| format!("node{i}")).collect(),
+        };
         for sub in ["state", "spool", "log", "run", "bin"] {
             std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        for node in &nodes {
+            std::fs::create_dir_all(dir.join("spool").join(node)).unwrap();
         }
         let munge = dir.join("munge");
         std::fs::create_dir_all(&munge).unwrap();
         std::fs::set_permissions(&munge, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let mut cluster = SlurmCluster { conf: dir.join("slurm.conf"), bin: dir.join("bin"), dir, started: Vec::new() };
+        let mut cluster = SlurmCluster { conf: dir.join("slurm.conf"), bin: dir.join("bin"), dir, nodes, started: Vec::new() };
         cluster.write_munge_key();
         let socket = munge.join("munge.socket");
-        let (ctld_port, slurmd_port) = (free_port(), free_port());
-        std::fs::write(&cluster.conf, cluster.slurm_conf(&socket, ctld_port, slurmd_port)).unwrap();
+        std::fs::write(&cluster.conf, cluster.slurm_conf(&socket, free_port())).unwrap();
         cluster.write_wrappers();
 
         let munged_pid = munge.join("munged.pid");
@@ -74,7 +88,13 @@ impl SlurmCluster {
         let conf = s(&cluster.conf);
         let run = cluster.dir.join("run");
         cluster.daemon("slurmctld", &["-f".into(), conf.clone()], run.join("slurmctld.pid"));
-        cluster.daemon("slurmd", &["-f".into(), conf], run.join("slurmd.pid"));
+        for node in cluster.nodes.clone() {
+            let pid_file = run.join(format!("slurmd-{node}.pid"));
+            match count {
+                1 => cluster.daemon("slurmd", &["-f".into(), conf.clone()], pid_file),
+                _ => cluster.daemon("slurmd", &["-f".into(), conf.clone(), "-N".into(), node], pid_file),
+            }
+        }
         cluster.wait_until_idle();
         cluster
     }
@@ -87,26 +107,36 @@ impl SlurmCluster {
         file.write_all(&key).unwrap();
     }
 
-    /// The smallest configuration that runs jobs on this machine: one node of 2 CPUs, one
-    /// partition, no cgroups, no accounting database, time limits enforced at once.
-    fn slurm_conf(&self, socket: &Path, ctld_port: u16, slurmd_port: u16) -> String {
+    /// The smallest configuration that runs jobs on this machine: its nodes of 2 CPUs, one
+    /// partition, no cgroups, no accounting database, time limits enforced at once. Every
+    /// slurmd listens on every address, so each node has its own port.
+    fn slurm_conf(&self, socket: &Path, ctld_port: u16) -> String {
         let d = self.dir.display();
+        let nodes: String = match self.nodes.as_slice() {
+            [one] => format!("NodeName={one} Port={} CPUs=2 RealMemory=2000 State=UNKNOWN\n", free_port()),
+            many => many
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    format!("NodeName={n} NodeAddr=127.0.0.{} Port={} CPUs=2 RealMemory=2000 State=UNKNOWN\n", i + 2, free_port())
+                })
+                .collect(),
+        };
         format!(
             "ClusterName=scalebook\n\
              SlurmctldHost=localhost\n\
              SlurmUser=root\n\
              SlurmdUser=root\n\
              SlurmctldPort={ctld_port}\n\
-             SlurmdPort={slurmd_port}\n\
              AuthType=auth/munge\n\
              CredType=cred/munge\n\
              AuthInfo=socket={socket}\n\
              StateSaveLocation={d}/state\n\
-             SlurmdSpoolDir={d}/spool\n\
+             SlurmdSpoolDir={d}/spool/%n\n\
              SlurmctldPidFile={d}/run/slurmctld.pid\n\
-             SlurmdPidFile={d}/run/slurmd.pid\n\
+             SlurmdPidFile={d}/run/slurmd-%n.pid\n\
              SlurmctldLogFile={d}/log/slurmctld.log\n\
-             SlurmdLogFile={d}/log/slurmd.log\n\
+             SlurmdLogFile={d}/log/slurmd-%n.log\n\
              ProctrackType=proctrack/linuxproc\n\
              TaskPlugin=task/none\n\
              MpiDefault=none\n\
@@ -119,9 +149,10 @@ impl SlurmCluster {
              MinJobAge=120\n\
              OverTimeLimit=0\n\
              KillWait=5\n\
-             NodeName=localhost CPUs=2 RealMemory=2000 State=UNKNOWN\n\
-             PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP\n",
+             {nodes}\
+             PartitionName=debug Nodes={all} Default=YES MaxTime=INFINITE State=UP\n",
             socket = socket.display(),
+            all = self.nodes.join(","),
         )
     }
 
@@ -143,14 +174,18 @@ impl SlurmCluster {
         self.started.push((name, pid_file));
     }
 
+    /// Waits for every node to be idle (node by node: the grouped state reads `idle` while one
+    /// node has not registered yet).
     fn wait_until_idle(&self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let state = self.client("sinfo", &["--noheader", "--format=%T"]);
-            if String::from_utf8_lossy(&state.stdout).trim() == "idle" {
+            let state = self.client("sinfo", &["--noheader", "--Node", "--format=%N %T"]);
+            let text = String::from_utf8_lossy(&state.stdout);
+            let idle: Vec<&str> = text.lines().filter_map(|l| l.strip_suffix(" idle")).collect();
+            if self.nodes.iter().all(|n| idle.contains(&n.as_str())) {
                 return;
             }
-            assert!(Instant::now() < deadline, "the node never became idle: {state:?}\n{}", self.logs());
+            assert!(Instant::now() < deadline, "not every node became idle: {state:?}\n{}", self.logs());
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -162,16 +197,19 @@ impl SlurmCluster {
 
     /// The daemons' logs, for failure messages.
     pub fn logs(&self) -> String {
-        ["log/slurmctld.log", "log/slurmd.log", "munge/munged.log"]
-            .iter()
-            .map(|f| format!("--- {f}\n{}", std::fs::read_to_string(self.dir.join(f)).unwrap_or_default()))
+        let slurmd = self.nodes.iter().map(|n| format!("log/slurmd-{n}.log"));
+        ["log/slurmctld.log".to_owned(), "munge/munged.log".to_owned()]
+            .into_iter()
+            .chain(slurmd)
+            .map(|f| format!("--- {f}\n{}", std::fs::read_to_string(self.dir.join(&f)).unwrap_or_default()))
             .collect()
     }
 }
 
 impl Drop for SlurmCluster {
     fn drop(&mut self) {
-        if self.started.len() == DAEMONS.len() {
+        // munged, slurmctld and a slurmd per node: the cluster ran.
+        if self.started.len() == 2 + self.nodes.len() {
             let _ = self.client("scancel", &["--user=root"]);
             std::thread::sleep(Duration::from_secs(1));
         }
@@ -183,7 +221,7 @@ impl Drop for SlurmCluster {
             let pid = nix::unistd::Pid::from_raw(pid);
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
             let deadline = Instant::now() + Duration::from_secs(10);
-            while nix::sys::signal::kill(pid, None).is_ok() && Instant::now() < deadline {
+            while running(pid) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(50));
             }
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
@@ -192,4 +230,14 @@ impl Drop for SlurmCluster {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// Whether `pid` is still a live process: a zombie (state `Z`, ended but not reaped, as a
+/// daemon is where no init reaps it) answers `kill(pid, 0)` too.
+fn running(pid: nix::unistd::Pid) -> bool {
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rfind(')').and_then(|end| stat.get(end + 2..end + 3)).map(|state| state == "Z"))
+        .unwrap_or(false);
+    nix::sys::signal::kill(pid, None).is_ok() && !zombie
 }

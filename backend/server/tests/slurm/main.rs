@@ -1,4 +1,4 @@
-//! The Slurm executor against a real one-node Slurm cluster that each test starts for itself
+//! The Slurm executor against a real Slurm cluster (one node, or several) that each test starts for itself
 //! (Debian's `slurm-wlm` and `munge`, as the toolchain notes describe): jobs submitted
 //! through the server over the WebSocket, and the poller reading real `squeue` and `scontrol`
 //! answers. The run tests need the trainer built beside the server (`cargo build --bins`).
@@ -7,5 +7,6 @@ mod cluster;
 #[allow(dead_code, unused_imports, reason = "the serve tests' harness, of which these tests use a part")]
 #[path = "../serve/harness.rs"]
 mod harness;
+mod nodes;
 mod runs;
 mod states;

@@ -14,7 +14,7 @@ use crate::harness::{RUN_TIMEOUT, Server, assert_all_points, ended, follow_to_en
 /// The test cluster as `clusters.yaml` describes it: CPU nodes, no GPU figures.
 const CLUSTERS: &str = "testbox:
   executor: slurm
-  description: 'the one-node test cluster'
+  description: 'the test cluster on this machine'
   gpus_per_node: 0
   data_root: data
   slurm:
@@ -25,7 +25,7 @@ const CLUSTERS: &str = "testbox:
 ";
 
 /// A server that submits to `cluster`, polling it every second.
-fn start_server(name: &str, cluster: &SlurmCluster, extra: &[&str]) -> Server {
+pub(crate) fn start_server(name: &str, cluster: &SlurmCluster, extra: &[&str]) -> Server {
     let clusters = cluster.dir.join("clusters.yaml");
     std::fs::write(&clusters, CLUSTERS).unwrap();
     let mut args =
@@ -34,7 +34,7 @@ fn start_server(name: &str, cluster: &SlurmCluster, extra: &[&str]) -> Server {
     Server::start(name, &args)
 }
 
-fn launch(overrides: Vec<String>, executor: Value) -> Value {
+pub(crate) fn launch(overrides: Vec<String>, executor: Value) -> Value {
     json!({ "type": "launch", "config": "cpu_tiny", "overrides": overrides, "executor": executor, "seed": 1 })
 }
 

@@ -28,7 +28,7 @@ use tch::{Device, nn};
 
 use crate::Error;
 use crate::data::{Batch, DataLoader, Era5Dataset, ShardedSampler, Stats};
-use crate::dist::Comm;
+use crate::dist::{Comm, RankEnv};
 use crate::model::VitSpec;
 use crate::output::{Logger, py_float};
 use crate::parallel::Parallel;
@@ -113,6 +113,20 @@ fn check_run_dir(dir: &Path) -> Result<(), Error> {
     std::fs::remove_file(&probe).map_err(|e| fail(format!("is not writable: {e}")))
 }
 
+/// This rank's node and local rank, in the run directory (`rundir::PLACEMENT_DIR`).
+fn record_placement(run_dir: &Path, env: &RankEnv) -> Result<(), Error> {
+    let node = std::env::var("SLURMD_NODENAME")
+        .ok()
+        .or_else(|| nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()))
+        .unwrap_or_default();
+    let place = rundir::RankPlacement { rank: env.rank, local_rank: env.local_rank, node };
+    let dir = run_dir.join(rundir::PLACEMENT_DIR);
+    let fail = |e: std::io::Error| Error::RunDir { path: dir.clone(), message: format!("cannot record where rank {} runs: {e}", env.rank) };
+    std::fs::create_dir_all(&dir).map_err(fail)?;
+    let json = serde_json::to_string(&place).unwrap_or_default();
+    std::fs::write(dir.join(rundir::placement_file(env.rank)), json).map_err(fail)
+}
+
 fn log_config(log: &Logger, opts: &RunOptions) {
     log.info("------------------ Configuration ------------------");
     log.info(&format!("Configuration file: {}", opts.yaml_path.display()));
@@ -135,6 +149,7 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
         check_run_dir(&opts.run_dir)?;
         log.attach_file(&opts.run_dir.join(rundir::OUT_LOG))?;
     }
+    record_placement(&opts.run_dir, comm.env())?;
     log_config(log, opts);
     let l = comm.layout().sizes();
     log.info(&format!("Setting DP = {}, TP = {}, CP = {}, PP = {}", l.dp, l.tp, l.cp, l.pp));
