@@ -36,6 +36,10 @@ fn program(name: &str) -> PathBuf {
     found.unwrap_or_else(|| panic!("{name} is not installed: the Slurm tests need Debian's slurm-wlm and munge (./scalebook.sh setup)"))
 }
 
+/// The first job id of the next cluster: clusters side by side number their jobs apart, as
+/// jobs that share a real node do (a job's rendezvous port is derived from its id).
+static NEXT_FIRST_JOB: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(101);
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -149,10 +153,12 @@ impl SlurmCluster {
              MinJobAge=120\n\
              OverTimeLimit=0\n\
              KillWait=5\n\
+             FirstJobId={first_job}\n\
              {nodes}\
              PartitionName=debug Nodes={all} Default=YES MaxTime=INFINITE State=UP\n",
             socket = socket.display(),
             all = self.nodes.join(","),
+            first_job = NEXT_FIRST_JOB.fetch_add(100, std::sync::atomic::Ordering::Relaxed),
         )
     }
 
