@@ -37,6 +37,10 @@ pub fn decide(exit: Option<&ExitRecord>, cancel_requested: bool, log_tail: &str)
         return (RunState::OutOfMemory, Some(shorten(without_error_prefix(line))));
     }
     let error_line = error_line(log_tail);
+    if let Some(lost) = killed_on_a_node(log_tail) {
+        let then = trainer_error(log_tail).map(|l| format!("; the other ranks stopped with them ({l})")).unwrap_or_default();
+        return (RunState::Failed, Some(shorten(&format!("{lost}{then}"))));
+    }
     let reason = match (exit.code, exit.signal) {
         (Some(code), _) if code == i32::from(exit_code::INVALID_INPUT) => format!("invalid input: {}", error_line.unwrap_or("see the log")),
         (_, Some(signal)) => {
@@ -60,9 +64,31 @@ pub fn decide(exit: Option<&ExitRecord>, cancel_requested: bool, log_tail: &str)
 /// of the launchers (srun, slurmstepd, the script's trace) count only when the trainer itself
 /// said nothing: they say that a rank failed, the trainer says why.
 fn error_line(log_tail: &str) -> Option<&str> {
-    let is_error = |l: &&str| l.to_ascii_lowercase().contains("error") || l.contains("panicked");
-    let trainer = non_empty_lines(log_tail).filter(|l| !is_launcher_line(l)).find(is_error);
-    trainer.or_else(|| non_empty_lines(log_tail).find(is_error)).map(without_error_prefix)
+    trainer_error(log_tail).or_else(|| non_empty_lines(log_tail).find(is_error).map(without_error_prefix))
+}
+
+/// The last error line the trainer itself wrote, without its `error: ` prefix.
+fn trainer_error(log_tail: &str) -> Option<&str> {
+    non_empty_lines(log_tail).filter(|l| !is_launcher_line(l)).find(is_error).map(without_error_prefix)
+}
+
+fn is_error(line: &&str) -> bool {
+    line.to_ascii_lowercase().contains("error") || line.contains("panicked")
+}
+
+/// Where srun saw a node's tasks killed (`srun: error: node2: tasks 2-3: Killed`), in words:
+/// what a node lost mid-run looks like from the batch script. The first such line names the
+/// node that failed; the others follow from it.
+fn killed_on_a_node(log_tail: &str) -> Option<String> {
+    let killed = log_tail.lines().map(str::trim).filter(|l| l.ends_with(": Killed")).find_map(|l| l.strip_prefix("srun: error: "))?;
+    let mut parts = killed.split(": ");
+    let (node, tasks) = (parts.next()?, parts.next()?);
+    let (ranks, were) = match (tasks.strip_prefix("tasks "), tasks.strip_prefix("task ")) {
+        (Some(many), _) => (format!("ranks {many}"), "were"),
+        (_, Some(one)) => (format!("rank {one}"), "was"),
+        _ => return None,
+    };
+    Some(format!("{ranks} on node {node} {were} killed (the node or its tasks were lost)"))
 }
 
 fn is_launcher_line(line: &str) -> bool {
@@ -162,7 +188,10 @@ mod tests {
         let slurm = "1: error: embed_dim: 7 is odd\nsrun: error: nid001: task 1: Exited with exit code 2\n";
         assert_eq!(decide(Some(&exited(2)), false, slurm).1.unwrap(), "invalid input: embed_dim: 7 is odd");
         let only_srun = "srun: error: nid001: task 0: Killed\n";
-        assert_eq!(decide(Some(&exited(1)), false, only_srun).1.unwrap(), "srun: error: nid001: task 0: Killed");
+        assert_eq!(
+            decide(Some(&exited(1)), false, only_srun).1.unwrap(),
+            "rank 0 on node nid001 was killed (the node or its tasks were lost)"
+        );
         let oom = "[rank 0] error: CUDA out of memory. Tried to allocate 2.00 GiB\n";
         assert_eq!(decide(Some(&exited(1)), false, oom).0, RunState::OutOfMemory);
     }
@@ -192,5 +221,20 @@ mod tests {
         let reason = decide(Some(&exited(1)), false, &line).1.unwrap();
         assert_eq!(reason.chars().count(), MAX_REASON_CHARS + 1);
         assert!(reason.ends_with('…'));
+    }
+
+    #[test]
+    fn a_node_whose_tasks_were_killed_is_named() {
+        let log = "0: 2026-11-26 05:40:01,000 - root - INFO - step\n\
+                   srun: error: node2: tasks 2-3: Killed\n\
+                   0: error: all-reduce over dp/0: Connection closed by peer [127.0.0.1]:4411\n\
+                   srun: error: node1: tasks 0-1: Exited with exit code 1\n";
+        let (state, reason) = decide(Some(&exited(1)), false, log);
+        assert_eq!(state, RunState::Failed);
+        let reason = reason.unwrap();
+        assert!(reason.starts_with("ranks 2-3 on node node2 were killed"), "{reason}");
+        assert!(reason.contains("Connection closed by peer"), "{reason}");
+        let one = decide(Some(&exited(1)), false, "srun: error: node1: task 0: Killed\n").1.unwrap();
+        assert!(one.starts_with("rank 0 on node node1 was killed"), "{one}");
     }
 }

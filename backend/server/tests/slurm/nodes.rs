@@ -90,3 +90,51 @@ async fn tensor_parallel_groups_stay_inside_a_node_and_data_parallel_ones_cross(
         assert!(group.iter().any(|r| node_of(r) != node_of(&group[0])), "dp group {group:?} stays on a node: {places:?}");
     }
 }
+
+/// The trainer processes of run `run` on `node` (by the node Slurm started them on), or on any
+/// node when `node` is `None`. Zombies have ended and do not count.
+fn ranks_of(run: &str, node: Option<&str>) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if !cmdline.contains("scalebook-train") || !cmdline.contains(run) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.rfind(')').and_then(|end| stat.get(end + 2..end + 3)) == Some("Z") {
+            continue;
+        }
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let on = |n: &str| environ.split(|b| *b == 0).any(|v| v == format!("SLURMD_NODENAME={n}").as_bytes());
+        if node.is_none_or(on) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_loses_a_node_ends_failed_naming_it_and_leaves_no_rank_behind() {
+    let cluster = SlurmCluster::with_nodes("nodes-lost", 2);
+    let server = start_server("slurm-nodes-lost", &cluster, &[]);
+    let mut client = server.connect().await;
+    let mut request = launch(tiny_overrides(&["num_iters=1000000"]), json!({ "kind": "slurm", "cluster": "testbox", "nodes": 2 }));
+    request["dp"] = json!(4);
+    let id = client.launch_json(request).await;
+    let run_dir = server.runs_dir.join(id.as_str());
+    // Training under way on both nodes.
+    server.wait_for(&id, |_| (valid_losses(&run_dir).len() >= 2 && ranks_of(id.as_str(), Some("node2")).len() == 2).then_some(())).await;
+
+    for pid in ranks_of(id.as_str(), Some("node2")) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    }
+    let finished = server.wait_for(&id, |r| r.state().is_final().then(|| r.clone())).await;
+    let log = std::fs::read_to_string(run_dir.join(rundir::JOB_LOG)).unwrap_or_default();
+    assert_eq!(finished.state(), RunState::Failed, "{log}");
+    let reason = finished.reason().unwrap_or_default();
+    assert!(reason.contains("on node node2 were killed"), "{reason}\n{log}");
+    // No rank is left on either node.
+    server.wait_for(&id, |_| ranks_of(id.as_str(), None).is_empty().then_some(())).await;
+}

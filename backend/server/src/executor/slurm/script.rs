@@ -75,7 +75,8 @@ pub fn render(input: &ScriptInput<'_>) -> Result<String, Error> {
     let _ = writeln!(body, "export MASTER_PORT=$(( {BASE_PORT} + SLURM_JOB_ID % 1000 ))");
     body.push_str("export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK\n\n");
     body.push_str("set -x\n");
-    let mut command = vec!["srun".to_owned(), "--label".to_owned()];
+    // A rank that dies ends the step: the others would only wait on it in their next collective.
+    let mut command = vec!["srun".to_owned(), "--label".to_owned(), "--kill-on-bad-exit=1".to_owned()];
     if job.image.is_some() {
         command.push("shifter".to_owned());
     }
@@ -194,7 +195,7 @@ mod tests {
             "export HDF5_USE_FILE_LOCKING=FALSE",
             "export MASTER_ADDR=$(hostname)",
             "export MASTER_PORT=$(( 29500 + SLURM_JOB_ID % 1000 ))",
-            "srun --label shifter /home/me/bin/scalebook-train train --config bs64_opt --run-dir /scratch/runs/r1",
+            "srun --label --kill-on-bad-exit=1 shifter /home/me/bin/scalebook-train train --config bs64_opt --run-dir /scratch/runs/r1",
             "echo \"{\\\"code\\\":$status,\\\"signal\\\":null}\" > /scratch/runs/r1/exit.json",
         ] {
             assert!(script.lines().any(|l| l == line), "no line {line:?} in:\n{script}");
@@ -210,7 +211,7 @@ mod tests {
         for absent in ["--gpus-per-node", "--constraint", "--reservation", "--image", "--module", "shifter"] {
             assert!(!script.contains(absent), "{absent} in:\n{script}");
         }
-        assert!(script.contains("\nsrun --label /home/me/bin/scalebook-train train\n"), "{script}");
+        assert!(script.contains("\nsrun --label --kill-on-bad-exit=1 /home/me/bin/scalebook-train train\n"), "{script}");
     }
 
     #[test]
@@ -245,7 +246,18 @@ mod tests {
         let script = render_with(&job(), "/r/1", &["train", "--set=expdir=$(reboot); x", "--set=a='b'"]).unwrap();
         let srun = script.lines().find(|l| l.starts_with("srun ")).unwrap();
         let words = shell_words(srun.strip_prefix("srun ").unwrap());
-        assert_eq!(words, ["--label", "shifter", "/home/me/bin/scalebook-train", "train", "--set=expdir=$(reboot); x", "--set=a='b'"]);
+        assert_eq!(
+            words,
+            [
+                "--label",
+                "--kill-on-bad-exit=1",
+                "shifter",
+                "/home/me/bin/scalebook-train",
+                "train",
+                "--set=expdir=$(reboot); x",
+                "--set=a='b'"
+            ]
+        );
     }
 
     #[test]
