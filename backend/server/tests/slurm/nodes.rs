@@ -116,11 +116,12 @@ fn ranks_of(run: &str, node: Option<&str>) -> Vec<i32> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_that_loses_a_node_ends_failed_naming_it_and_leaves_no_rank_behind() {
+async fn a_run_that_loses_a_node_ends_failed_naming_it_leaves_no_rank_behind_and_resumes() {
     let cluster = SlurmCluster::with_nodes("nodes-lost", 2);
     let server = start_server("slurm-nodes-lost", &cluster, &[]);
     let mut client = server.connect().await;
-    let mut request = launch(tiny_overrides(&["num_iters=1000000"]), json!({ "kind": "slurm", "cluster": "testbox", "nodes": 2 }));
+    // 100 epochs of 4 steps: long enough to lose a node in, short enough to finish after.
+    let mut request = launch(tiny_overrides(&["num_iters=400"]), json!({ "kind": "slurm", "cluster": "testbox", "nodes": 2 }));
     request["dp"] = json!(4);
     let id = client.launch_json(request).await;
     let run_dir = server.runs_dir.join(id.as_str());
@@ -137,4 +138,22 @@ async fn a_run_that_loses_a_node_ends_failed_naming_it_and_leaves_no_rank_behind
     assert!(reason.contains("on node node2 were killed"), "{reason}\n{log}");
     // No rank is left on either node.
     server.wait_for(&id, |_| ranks_of(id.as_str(), None).is_empty().then_some(())).await;
+
+    // The saved script submitted again (as `sbatch runs/ID/job.sbatch`, or Slurm's requeue)
+    // goes on from the last checkpoint to the end.
+    let stopped_at = valid_losses(&run_dir).last().map(|p| p.0).unwrap();
+    let again = cluster.client("sbatch", &["--parsable", run_dir.join(rundir::SCRIPT).to_str().unwrap()]);
+    assert!(again.status.success(), "{again:?}");
+    server
+        .wait_for(&id, |_| {
+            let exit = std::fs::read_to_string(run_dir.join(rundir::EXIT)).unwrap_or_default();
+            let exit: Option<rundir::ExitRecord> = serde_json::from_str(&exit).ok();
+            exit.is_some_and(|e| e.code == Some(0)).then_some(())
+        })
+        .await;
+    let log = std::fs::read_to_string(run_dir.join(rundir::JOB_LOG)).unwrap_or_default();
+    assert!(log.contains("Resuming after epoch"), "{log}");
+    let losses = valid_losses(&run_dir);
+    assert_eq!(losses.last().map(|p| p.0), Some(400), "{losses:?}");
+    assert!(stopped_at < 400 && stopped_at > 0, "lost at step {stopped_at}");
 }

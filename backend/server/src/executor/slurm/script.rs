@@ -73,7 +73,10 @@ pub fn render(input: &ScriptInput<'_>) -> Result<String, Error> {
     body.push_str("# Rank 0's node hosts the rendezvous; the port differs per job, so jobs sharing a node never meet.\n");
     body.push_str("export MASTER_ADDR=$(hostname)\n");
     let _ = writeln!(body, "export MASTER_PORT=$(( {BASE_PORT} + SLURM_JOB_ID % 1000 ))");
-    body.push_str("export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK\n\n");
+    body.push_str("export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK\n");
+    body.push_str("# A checkpoint from an earlier attempt (a lost node, a requeue, this script submitted again): go on from it.\n");
+    let position = utf8(&rundir::RunDir::new(input.run_dir).checkpoint_position())?;
+    let _ = writeln!(body, "RESUME=; [ -f {} ] && RESUME=--resume\n", quote(&position));
     body.push_str("set -x\n");
     // A rank that dies ends the step: the others would only wait on it in their next collective.
     let mut command = vec!["srun".to_owned(), "--label".to_owned(), "--kill-on-bad-exit=1".to_owned()];
@@ -85,6 +88,7 @@ pub fn render(input: &ScriptInput<'_>) -> Result<String, Error> {
         let arg = arg.to_str().ok_or_else(|| Error::SlurmScript(format!("the trainer argument {arg:?} is not UTF-8")))?;
         command.push(quote(arg));
     }
+    command.push("$RESUME".to_owned());
     let _ = writeln!(body, "{}", command.join(" "));
     body.push_str("status=$?\nset +x\n");
     body.push_str("# How the ranks ended, for a server that finds the job gone from Slurm's memory.\n");
@@ -195,7 +199,8 @@ mod tests {
             "export HDF5_USE_FILE_LOCKING=FALSE",
             "export MASTER_ADDR=$(hostname)",
             "export MASTER_PORT=$(( 29500 + SLURM_JOB_ID % 1000 ))",
-            "srun --label --kill-on-bad-exit=1 shifter /home/me/bin/scalebook-train train --config bs64_opt --run-dir /scratch/runs/r1",
+            "RESUME=; [ -f /scratch/runs/r1/checkpoints/last.json ] && RESUME=--resume",
+            "srun --label --kill-on-bad-exit=1 shifter /home/me/bin/scalebook-train train --config bs64_opt --run-dir /scratch/runs/r1 $RESUME",
             "echo \"{\\\"code\\\":$status,\\\"signal\\\":null}\" > /scratch/runs/r1/exit.json",
         ] {
             assert!(script.lines().any(|l| l == line), "no line {line:?} in:\n{script}");
@@ -211,7 +216,7 @@ mod tests {
         for absent in ["--gpus-per-node", "--constraint", "--reservation", "--image", "--module", "shifter"] {
             assert!(!script.contains(absent), "{absent} in:\n{script}");
         }
-        assert!(script.contains("\nsrun --label --kill-on-bad-exit=1 /home/me/bin/scalebook-train train\n"), "{script}");
+        assert!(script.contains("\nsrun --label --kill-on-bad-exit=1 /home/me/bin/scalebook-train train $RESUME\n"), "{script}");
     }
 
     #[test]
