@@ -5,37 +5,35 @@
 
 use std::process::Command;
 
-#[test]
-fn the_cuda_builds_nvtx_ranges_compile() {
+/// Checks that `csrc/<file>` compiles with `define` against libtorch's headers and `extra`
+/// include directories.
+fn compiles(file: &str, define: &str, extra: &[std::path::PathBuf]) {
     let include = std::path::Path::new(env!("SCALEBOOK_LIBTORCH_INCLUDE"));
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/csrc/profile.cpp");
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("csrc").join(file);
     let compiler = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let out = Command::new(compiler)
-        .args(["-std=c++17", "-fsyntax-only", "-DSCALEBOOK_NVTX", "-D_GLIBCXX_USE_CXX11_ABI=1", "-DGLOG_USE_GLOG_EXPORT", "-w"])
+        .args(["-std=c++17", "-fsyntax-only", define, "-D_GLIBCXX_USE_CXX11_ABI=1", "-DGLOG_USE_GLOG_EXPORT", "-w"])
         .arg(format!("-I{}", include.display()))
         .arg(format!("-I{}", include.join("torch/csrc/api/include").display()))
+        .args(extra.iter().map(|dir| format!("-I{}", dir.display())))
         .arg(source)
         .output()
         .expect("a C++ compiler (the trainer's build uses one)");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{file}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// The CUDA build's allocator peak (`csrc/cuda_memory.cpp`), compiled against the same
-/// libtorch headers and the CUDA runtime headers the setup installs beside them.
+#[test]
+fn the_cuda_builds_nvtx_ranges_compile() {
+    compiles("profile.cpp", "-DSCALEBOOK_NVTX", &[]);
+}
+
+/// The CUDA build's allocator peak (`csrc/cuda_memory.cpp`), against the CUDA runtime headers
+/// the setup installs beside libtorch.
 #[test]
 fn the_cuda_builds_allocator_peak_compiles() {
     let include = std::path::Path::new(env!("SCALEBOOK_LIBTORCH_INCLUDE"));
     // Through the link the setup makes to the wheel's torch/, to the site-packages beside it.
     let real = include.canonicalize().expect("libtorch's include directory");
     let site = real.parent().and_then(std::path::Path::parent).expect("torch/ sits in site-packages");
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/csrc/cuda_memory.cpp");
-    let compiler = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let out = Command::new(compiler)
-        .args(["-std=c++17", "-fsyntax-only", "-DUSE_CUDA", "-D_GLIBCXX_USE_CXX11_ABI=1", "-DGLOG_USE_GLOG_EXPORT", "-w"])
-        .arg(format!("-I{}", include.display()))
-        .arg(format!("-I{}", site.join("nvidia/cu13/include").display()))
-        .arg(source)
-        .output()
-        .expect("a C++ compiler (the trainer's build uses one)");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    compiles("cuda_memory.cpp", "-DUSE_CUDA", &[site.join("nvidia/cu13/include")]);
 }

@@ -9,7 +9,7 @@ use scalebook_shared::Problems;
 use scalebook_shared::protocol::{LaunchRequest, RunId, SlurmRequest};
 
 use super::layout_state::LayoutState;
-use super::run_status::{CurrentRun, ViewerNote};
+use super::run_status::{CurrentRun, Refusal, ViewerNote};
 use crate::net::ws::ConnectionState;
 use crate::runs::Runs;
 
@@ -98,12 +98,7 @@ pub fn LayoutLaunch(config: Signal<String>, state: LayoutState, place: Signal<Wh
                     <pre>{script}</pre>
                 </details>
             })}
-            {move || refusal.get().map(|(message, problems)| view! {
-                <div class="refusal" role="alert">
-                    <p class="error">{if problems.is_empty() { message } else { "The server refused the launch:".to_owned() }}</p>
-                    {problems.0.into_iter().map(|p| view! { <p class="error" data-field=p.field.clone()>{p.to_string()}</p> }).collect_view()}
-                </div>
-            })}
+            <Refusal refusal />
             {move || launched.get().map(|id| view! { <CurrentRun id runs /> })}
         </div>
     }

@@ -10,7 +10,7 @@ use scalebook_page::blocks::run_model::changes_line;
 use scalebook_shared::cluster::ExecutorKind;
 
 use super::run_state::{LOCAL, RunState};
-use super::run_status::{CurrentRun, RunList, ViewerNote};
+use super::run_status::{CurrentRun, Refusal, RunList, ViewerNote};
 use super::slurm_fields::SlurmFields;
 use crate::ids::unique_id;
 use crate::library::Ready;
@@ -88,13 +88,7 @@ pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
             <ul class="learner-problems">
                 {move || learner_problems.get().0.into_iter().map(|p| view! { <li class="error" data-field=p.field.clone()>{p.to_string()}</li> }).collect_view()}
             </ul>
-            {move || refusal.get().map(|(message, problems)| view! {
-                <div class="refusal" role="alert">
-                    // The message lists the problems too: said once, each beside its field.
-                    <p class="error">{if problems.is_empty() { message } else { "The server refused the launch:".to_owned() }}</p>
-                    {problems.0.into_iter().map(|p| view! { <p class="error" data-field=p.field.clone()>{p.to_string()}</p> }).collect_view()}
-                </div>
-            })}
+            <Refusal refusal />
             {move || current.get().map(|id| view! { <CurrentRun id runs /> })}
             <RunList runs current open />
         </section>

@@ -6,6 +6,7 @@
 
 use leptos::prelude::*;
 use scalebook_page::progress::Progress;
+use scalebook_shared::Problems;
 use scalebook_shared::estimate::Prediction;
 use scalebook_shared::protocol::{RunId, Series};
 
@@ -77,6 +78,22 @@ fn RunProgress(series: ArcRwSignal<Vec<Series>>, running: Signal<bool>, predicti
                 <div class="run-progress" data-step=p.step data-total=p.total data-predicted=p.predicted.to_string()>
                     <progress max=p.total value=p.step aria-label="Steps taken"></progress>
                     <span class="muted">{p.text(running.get())}</span>
+                </div>
+            }
+        })
+    }
+}
+
+/// The server's refusal of a launch, each problem beside the field it names.
+#[component]
+pub fn Refusal(refusal: RwSignal<Option<(String, Problems)>>) -> impl IntoView {
+    move || {
+        refusal.get().map(|(message, problems)| {
+            view! {
+                <div class="refusal" role="alert">
+                    // The message lists the problems too: said once, each beside its field.
+                    <p class="error">{if problems.is_empty() { message } else { "The server refused the launch:".to_owned() }}</p>
+                    {problems.0.into_iter().map(|p| view! { <p class="error" data-field=p.field.clone()>{p.to_string()}</p> }).collect_view()}
                 </div>
             }
         })

@@ -6,7 +6,7 @@
 use scalebook_shared::charts::{format_number, log_ticks};
 use scalebook_shared::config::{AmpMode, TrainConfig};
 
-use super::sweep_model::{CURVES_HEIGHT, CURVES_MARGIN, WIDTH};
+use super::sweep_model::{CURVES_HEIGHT, CURVES_MARGIN, WIDTH, polyline};
 
 /// How far two runs of one model on two layouts may be apart and still agree: relative
 /// difference of the validation loss at every epoch. Only the order of float32 sums differs
@@ -140,17 +140,7 @@ pub fn difference_picture(per_variant: &[Option<Vec<(f64, f64)>>], x_max: f64) -
     let decades = -FLOOR.log10();
     let y_at = |d: f64| CURVES_HEIGHT - m / 2.0 - (d.max(FLOOR).log10() + decades) / decades * (CURVES_HEIGHT - m);
     let x_at = |x: f64| m + x / x_max.max(1.0) * (WIDTH - 1.5 * m);
-    let paths = per_variant
-        .iter()
-        .map(|points| {
-            let points = points.as_ref().filter(|p| !p.is_empty())?;
-            let mut d = String::new();
-            for (i, &(x, y)) in points.iter().enumerate() {
-                d.push_str(&format!("{}{:.1} {:.1}", if i == 0 { 'M' } else { 'L' }, x_at(x), y_at(y)));
-            }
-            Some(d)
-        })
-        .collect();
+    let paths = per_variant.iter().map(|points| polyline(points.as_deref()?, &x_at, &y_at)).collect();
     let y_ticks = log_ticks(FLOOR, 1.0, 5).into_iter().map(|t| (y_at(t), format_number(t))).collect();
     DifferencePicture { paths, band_y: y_at(BAND), y_ticks }
 }

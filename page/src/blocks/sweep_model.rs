@@ -263,6 +263,15 @@ pub struct Curves {
 pub const CURVES_HEIGHT: f64 = 240.0;
 pub const CURVES_MARGIN: f64 = 48.0;
 
+/// An SVG path through `points` placed by `x_at` and `y_at`, or `None` when there are none.
+pub fn polyline(points: &[(f64, f64)], x_at: &dyn Fn(f64) -> f64, y_at: &dyn Fn(f64) -> f64) -> Option<String> {
+    let mut d = String::new();
+    for (i, &(x, y)) in points.iter().enumerate() {
+        d.push_str(&format!("{}{:.1} {:.1}", if i == 0 { 'M' } else { 'L' }, x_at(x), y_at(y)));
+    }
+    (!d.is_empty()).then_some(d)
+}
+
 pub fn curves(runs: &[Option<Vec<(f64, f64)>>]) -> Curves {
     let points = runs.iter().flatten().flatten();
     let (mut x_max, mut y_lo, mut y_hi) = (0.0f64, f64::INFINITY, f64::NEG_INFINITY);
@@ -278,17 +287,7 @@ pub fn curves(runs: &[Option<Vec<(f64, f64)>>]) -> Curves {
     let (xs, ys) = (Scale::new(0.0, x_max.max(1.0), false), Scale::new(y_lo, if y_hi > y_lo { y_hi } else { y_lo + 1.0 }, false));
     let x_at = |x: f64| m + xs.unit(x).unwrap_or(0.0) * (WIDTH - 1.5 * m);
     let y_at = |y: f64| CURVES_HEIGHT - m / 2.0 - ys.unit(y).unwrap_or(0.0) * (CURVES_HEIGHT - m);
-    let paths = runs
-        .iter()
-        .map(|run| {
-            let run = run.as_ref().filter(|r| !r.is_empty())?;
-            let mut d = String::new();
-            for (i, &(x, y)) in run.iter().enumerate() {
-                d.push_str(&format!("{}{:.1} {:.1}", if i == 0 { 'M' } else { 'L' }, x_at(x), y_at(y)));
-            }
-            Some(d)
-        })
-        .collect();
+    let paths = runs.iter().map(|run| polyline(run.as_deref()?, &x_at, &y_at)).collect();
     let ticks = |scale: &Scale, at: &dyn Fn(f64) -> f64| {
         let (ticks, step) = linear_ticks(scale.lo(), scale.hi(), 5);
         ticks.into_iter().map(|t| (at(t), format_tick(t, step))).collect()
