@@ -16,6 +16,7 @@ pub mod blocks;
 pub mod chapters;
 pub mod classroom;
 pub mod markdown;
+pub mod placement;
 pub mod prediction;
 pub mod progress;
 pub mod requests;

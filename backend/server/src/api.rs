@@ -12,7 +12,7 @@ use scalebook_shared::cluster::Clusters;
 use scalebook_shared::machine::MachineModel;
 use scalebook_shared::profile::trace::TraceList;
 use scalebook_shared::protocol::{ErrorCode, ErrorReport, RunId, RunRecord};
-use scalebook_shared::rundir;
+use scalebook_shared::rundir::{self, RankPlacement};
 use scalebook_shared::weather::MapIndex;
 use serde_json::json;
 
@@ -158,6 +158,22 @@ pub async fn run_profile_trace(State(state): State<Arc<AppState>>, Path((id, ran
         .ok_or_else(|| ApiError::not_found(format!("`{}` is not a rank: {}", rank.escape_debug(), profiles::RANK_RULE)).on("rank"))?;
     let bytes = read_run_file(&id, &format!("profile of rank {rank}"), &path).await?;
     Ok((StatusCode::OK, [("content-type", "application/json")], bytes).into_response())
+}
+
+/// Where run `id`'s ranks ran (`placement/rank<R>.json`, written by each rank as it starts), by
+/// rank; empty before they start. Only the ranks of the run's layout are read.
+pub async fn run_placement(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Vec<RankPlacement>>, ApiError> {
+    let id = known_run(&state, &id).await?;
+    let world = state.runs.record(&id).await.map_or(0, |r| r.layout.world() as usize);
+    let dir = state.runs.store().run_dir(&id).join(rundir::PLACEMENT_DIR);
+    let read = move || {
+        (0..world)
+            .filter_map(|rank| std::fs::read_to_string(dir.join(rundir::placement_file(rank))).ok())
+            .filter_map(|text| serde_json::from_str::<RankPlacement>(&text).ok())
+            .collect::<Vec<_>>()
+    };
+    let places = tokio::task::spawn_blocking(read).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(Json(places))
 }
 
 /// The id in a path, of a run the server knows.

@@ -42,6 +42,7 @@ pub fn router(state: Arc<AppState>, static_dir: PathBuf, keyring: Keyring) -> Re
         .route("/runs/{id}", get(api::get_run))
         .route("/runs/{id}/files/{name}", get(api::run_file))
         .route("/runs/{id}/profile", get(api::run_profile))
+        .route("/runs/{id}/placement", get(api::run_placement))
         .route("/runs/{id}/profile/{rank}", get(api::run_profile_trace))
         .route("/runs/{id}/maps", get(api::run_maps))
         .route("/runs/{id}/maps/{file}", get(api::run_map))

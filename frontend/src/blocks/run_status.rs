@@ -5,13 +5,16 @@
 //! page offers to stop a run of the class its server follows.
 
 use leptos::prelude::*;
+use scalebook_page::placement::seen;
 use scalebook_page::progress::Progress;
 use scalebook_shared::Problems;
 use scalebook_shared::estimate::Prediction;
-use scalebook_shared::protocol::{RunId, Series};
+use scalebook_shared::protocol::{RunId, RunRecord, Series};
+use scalebook_shared::rundir::RankPlacement;
 
 use super::run_prediction::{self, RunPrediction};
 use crate::clock::local_clock;
+use crate::net::{fetch, urls};
 use crate::runs::{Runs, from_class};
 
 /// Log lines shown (the stream keeps more).
@@ -59,6 +62,7 @@ pub fn CurrentRun(id: RunId, runs: Runs) -> impl IntoView {
             })}
             <RunProgress series=stream.series.clone() running=Signal::derive(move || record.with(|r| r.as_ref().is_some_and(|r| !r.state().is_final()))) prediction />
             <RunPrediction id=id.clone() series=stream.series.clone() loaded=prediction />
+            <RunPlacement id=id.clone() record />
             <pre class="log" node_ref=log tabindex="0" aria-label="Log of the run">{log_text}</pre>
         </div>
     }
@@ -80,6 +84,27 @@ fn RunProgress(series: ArcRwSignal<Vec<Series>>, running: Signal<bool>, predicti
                     <span class="muted">{p.text(running.get())}</span>
                 </div>
             }
+        })
+    }
+}
+
+/// Where a run of several ranks ran, once every rank has said, beside where its layout places
+/// them: read again when the run's state changes (its ranks record themselves as they start).
+#[component]
+fn RunPlacement(id: RunId, record: Memo<Option<RunRecord>>) -> impl IntoView {
+    let loaded = LocalResource::new(move || {
+        let url = urls::api(&format!("runs/{id}/placement"));
+        let _state = record.with(|r| r.as_ref().map(RunRecord::state));
+        async move { fetch::text(&url).await.ok().and_then(|text| serde_json::from_str::<Vec<RankPlacement>>(&text).ok()) }
+    });
+    move || {
+        let places = loaded.get().flatten()?;
+        let layout = record.with(|r| r.as_ref().map(|r| r.layout.clone()))?;
+        let seen = seen(&places, &layout).filter(|_| layout.world() > 1)?;
+        Some(view! {
+            <p class="run-placement" data-nodes=seen.nodes.len() data-as-predicted=seen.as_predicted.to_string()>
+                <strong>"Where the ranks ran: "</strong>{seen.summary()}
+            </p>
         })
     }
 }

@@ -51,6 +51,9 @@ async fn across_and_here(server: &Server, cluster: &SlurmCluster, extra: &[&str]
         let node = cluster.nodes[placement.node_of(rank as u32) as usize].clone();
         assert_eq!(place, &RankPlacement { rank, local_rank: rank % 2, node }, "{log}");
     }
+    // The server serves them by rank, as the run view reads them.
+    let served: Vec<RankPlacement> = serde_json::from_str(&server.get(&format!("/api/runs/{id}/placement")).body).unwrap();
+    assert_eq!(served, places);
 
     let mut here = launch(overrides, json!({ "kind": "local" }));
     here["dp"] = json!(dp);
