@@ -162,10 +162,17 @@ impl SlurmCluster {
         )
     }
 
-    /// `bin/<command>`: the real command with this cluster's configuration.
+    /// `bin/<command>`: the real command with this cluster's configuration, each call noted
+    /// in `calls.log` (one line, the command's name) for tests that count them.
     fn write_wrappers(&self) {
+        let calls = self.calls_log();
         for name in CLIENTS {
-            let script = format!("#!/bin/sh\nSLURM_CONF='{}' exec {} \"$@\"\n", self.conf.display(), program(name).display());
+            let script = format!(
+                "#!/bin/sh\necho {name} >> '{}'\nSLURM_CONF='{}' exec {} \"$@\"\n",
+                calls.display(),
+                self.conf.display(),
+                program(name).display()
+            );
             let path = self.bin.join(name);
             std::fs::write(&path, script).unwrap();
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -194,6 +201,15 @@ impl SlurmCluster {
             assert!(Instant::now() < deadline, "not every node became idle: {state:?}\n{}", self.logs());
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    fn calls_log(&self) -> PathBuf {
+        self.dir.join("calls.log")
+    }
+
+    /// How many times client command `name` has been called through the wrappers.
+    pub fn calls(&self, name: &str) -> usize {
+        std::fs::read_to_string(self.calls_log()).unwrap_or_default().lines().filter(|l| *l == name).count()
     }
 
     /// Runs a wrapped client command.

@@ -8,5 +8,6 @@ mod cluster;
 #[path = "../serve/harness.rs"]
 mod harness;
 mod nodes;
+mod poll;
 mod runs;
 mod states;

@@ -1,0 +1,49 @@
+//! One Slurm poll serves every viewer (issue #29): with 200 of the server's jobs pending in the
+//! queue and 20 viewers following them, the server still asks `squeue` once per poll period,
+//! and every run says why it waits.
+
+use std::time::{Duration, Instant};
+
+use scalebook_shared::protocol::{ClientMessage, RunId, RunState};
+use serde_json::json;
+
+use crate::cluster::SlurmCluster;
+use crate::harness::tiny_overrides;
+use crate::runs::{launch, start_server};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_pending_jobs_and_twenty_viewers_cost_one_squeue_a_period() {
+    let cluster = SlurmCluster::with_nodes("poll", 2);
+    // Nothing starts: every job waits, with Slurm's reason.
+    let down = cluster.client("scontrol", &["update", "PartitionName=debug", "State=DOWN"]);
+    assert!(down.status.success(), "{down:?}");
+    let server = start_server("slurm-poll", &cluster, &[]);
+    let mut ids: Vec<RunId> = Vec::new();
+    // Ten connections of twenty launches each: within every connection's message rate.
+    for _ in 0..10 {
+        let mut client = server.connect().await;
+        for _ in 0..20 {
+            ids.push(client.launch_json(launch(tiny_overrides(&[]), json!({ "kind": "slurm", "cluster": "testbox" }))).await);
+        }
+    }
+    let last = ids.last().unwrap().clone();
+    server.wait_for(&last, |r| r.handle.is_some().then_some(())).await;
+    let mut viewers = Vec::new();
+    for v in 0..20 {
+        let mut viewer = server.connect_viewer().await;
+        for id in ids.iter().skip(v * 10).take(10) {
+            viewer.send(&ClientMessage::Subscribe { run: id.clone(), after_seq: Some(0), after_log_seq: Some(0) }).await;
+        }
+        viewers.push(viewer);
+    }
+
+    // Every poll period (1 s here) is one squeue, however many watch.
+    let (before, start) = (cluster.calls("squeue"), Instant::now());
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let (calls, periods) = (cluster.calls("squeue") - before, start.elapsed().as_secs_f64().ceil() as usize);
+    assert!(calls >= 1 && calls <= periods + 1, "{calls} squeue calls in {periods} periods with 200 jobs and 20 viewers");
+    let record = server.wait_for(&ids[0], |r| r.reason().map(|_| r.clone())).await;
+    assert_eq!(record.state(), RunState::Queued);
+    assert!(record.reason().unwrap().starts_with("pending in Slurm: "), "{:?}", record.reason());
+    let _ = cluster.client("scancel", &["--user=root"]);
+}
