@@ -111,13 +111,8 @@ fn LossCurves(ids: RwSignal<Vec<Option<RunId>>>, labels: Vec<String>, measure: M
     view! {
         <figure class="sweep-chart">
             <svg viewBox=format!("0 0 {WIDTH} {CURVES_HEIGHT}") role="img" aria-label=words>
-                {move || drawn.with(|c| c.y_ticks.iter().map(|(y, t)| view! {
-                    <text class="tick" x=CURVES_MARGIN - 6.0 y=*y text-anchor="end">{t.clone()}</text>
-                    <line class="grid" x1=CURVES_MARGIN x2=WIDTH - CURVES_MARGIN / 2.0 y1=*y y2=*y />
-                }).collect_view())}
-                {move || drawn.with(|c| c.x_ticks.iter().map(|(x, t)| view! {
-                    <text class="tick" x=*x y=CURVES_HEIGHT - 6.0 text-anchor="middle">{t.clone()}</text>
-                }).collect_view())}
+                {move || drawn.with(|c| y_ticks(&c.y_ticks))}
+                {move || drawn.with(|c| x_ticks(&c.x_ticks))}
                 {move || drawn.with(|c| c.paths.iter().enumerate().map(|(i, d)| d.clone().map(|d| view! {
                     <path class=format!("curve series-{}", i % 8) data-variant=i d=d fill="none" />
                 })).collect_view())}
@@ -128,4 +123,25 @@ fn LossCurves(ids: RwSignal<Vec<Option<RunId>>>, labels: Vec<String>, measure: M
             </figcaption>
         </figure>
     }
+}
+
+/// The y axis of a sweep's picture: each tick's label and its grid line across the plot.
+pub fn y_ticks(ticks: &[(f64, String)]) -> impl IntoView + use<> {
+    ticks
+        .iter()
+        .map(|(y, t)| {
+            view! {
+                <text class="tick" x=CURVES_MARGIN - 6.0 y=*y text-anchor="end">{t.clone()}</text>
+                <line class="grid" x1=CURVES_MARGIN x2=WIDTH - CURVES_MARGIN / 2.0 y1=*y y2=*y />
+            }
+        })
+        .collect_view()
+}
+
+/// The x axis of a sweep's picture: each tick's label under the plot.
+pub fn x_ticks(ticks: &[(f64, String)]) -> impl IntoView + use<> {
+    ticks
+        .iter()
+        .map(|(x, t)| view! { <text class="tick" x=*x y=CURVES_HEIGHT - 6.0 text-anchor="middle">{t.clone()}</text> })
+        .collect_view()
 }

@@ -5,6 +5,7 @@
 
 use leptos::prelude::*;
 
+use super::sweep::{x_ticks, y_ticks};
 use super::sweep_model::{CURVES_HEIGHT, CURVES_MARGIN, WIDTH, ranks};
 use super::sweep_scaling::{board, rows};
 use super::sweep_state::SweepState;
@@ -29,13 +30,8 @@ pub fn ScalingBoard(state: SweepState) -> impl IntoView {
     view! {
         <figure class="sweep-chart scaling-board">
             <svg viewBox=format!("0 0 {WIDTH} {CURVES_HEIGHT}") role="img" aria-label="scaling efficiency by ranks: this machine and the sources">
-                {move || drawn.with(|b| b.y_ticks.iter().map(|(y, t)| view! {
-                    <text class="tick" x=CURVES_MARGIN - 6.0 y=*y text-anchor="end">{t.clone()}</text>
-                    <line class="grid" x1=CURVES_MARGIN x2=WIDTH - CURVES_MARGIN / 2.0 y1=*y y2=*y />
-                }).collect_view())}
-                {move || drawn.with(|b| b.x_ticks.iter().map(|(x, t)| view! {
-                    <text class="tick" x=*x y=CURVES_HEIGHT - 6.0 text-anchor="middle">{t.clone()}</text>
-                }).collect_view())}
+                {move || drawn.with(|b| y_ticks(&b.y_ticks))}
+                {move || drawn.with(|b| x_ticks(&b.x_ticks))}
                 {move || drawn.with(|b| view! {
                     <line class="ideal" x1=CURVES_MARGIN x2=WIDTH - CURVES_MARGIN / 2.0 y1=b.ideal_y y2=b.ideal_y />
                     <text class="ideal-label" x=CURVES_MARGIN + 4.0 y=b.ideal_y - 4.0>"ideal"</text>

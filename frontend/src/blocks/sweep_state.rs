@@ -82,11 +82,9 @@ impl SweepState {
         let values = self.values.get();
         let predicted: Vec<Option<f64>> =
             (0..values.len()).map(|i| predictions.get(i)?.as_ref().map(|p| p.estimate.samples_per_sec)).collect();
-        let mfu = values.iter().zip(&predicted).enumerate().map(|(i, (v, _))| {
-            let p = predictions.get(i)?.as_ref()?;
-            model_flops(&p.estimate, (*v)?).share_of_peak
-        });
-        let mfu: Vec<Option<f64>> = mfu.collect();
+        // One per variant, before the predictions have loaded too.
+        let mfu: Vec<Option<f64>> =
+            values.iter().enumerate().map(|(i, v)| model_flops(&predictions.get(i)?.as_ref()?.estimate, (*v)?).share_of_peak).collect();
         let (values, predicted) = match measure {
             sweep_model::Measure::Efficiency => {
                 let dps: Vec<u32> = self.variants.with_value(|v| v.iter().map(|v| v.dp).collect());

@@ -6,6 +6,7 @@ use leptos::prelude::*;
 use scalebook_shared::config::TrainConfig;
 use scalebook_shared::metrics::tags;
 
+use super::sweep::y_ticks;
 use super::sweep_agreement::{BAND, Setup, Verdict, difference_picture, differences, reasons, verdict};
 use super::sweep_model::{CURVES_HEIGHT, CURVES_MARGIN, WIDTH, loss_curve};
 use super::sweep_state::SweepState;
@@ -50,10 +51,7 @@ pub fn Agreement(state: SweepState) -> impl IntoView {
     view! {
         <figure class="sweep-chart agreement">
             <svg viewBox=format!("0 0 {WIDTH} {CURVES_HEIGHT}") role="img" aria-label="relative difference from the first variant's validation loss, log scale">
-                {move || judged.with(|(_, _, p)| p.y_ticks.iter().map(|(y, t)| view! {
-                    <text class="tick" x=CURVES_MARGIN - 6.0 y=*y text-anchor="end">{t.clone()}</text>
-                    <line class="grid" x1=CURVES_MARGIN x2=WIDTH - CURVES_MARGIN / 2.0 y1=*y y2=*y />
-                }).collect_view())}
+                {move || judged.with(|(_, _, p)| y_ticks(&p.y_ticks))}
                 {move || judged.with(|(_, _, p)| view! {
                     <line class="band" x1=CURVES_MARGIN x2=WIDTH - CURVES_MARGIN / 2.0 y1=p.band_y y2=p.band_y />
                     <text class="band-label" x=WIDTH - CURVES_MARGIN / 2.0 y=p.band_y - 4.0 text-anchor="end">{format!("band {BAND:.0e}")}</text>
