@@ -27,6 +27,7 @@ mod run_state;
 mod run_status;
 mod slurm_fields;
 mod sweep;
+mod sweep_axes;
 mod sweep_board;
 mod sweep_state;
 mod sweep_verdicts;

@@ -8,9 +8,10 @@ use scalebook_shared::protocol::RunId;
 use scalebook_shared::sweep::Variant;
 
 use super::run_status::ViewerNote;
+use super::sweep_axes::{x_ticks, y_ticks};
 use super::sweep_board::ScalingBoard;
 use super::sweep_model::{
-    BAR_HEIGHT, CURVES_HEIGHT, CURVES_MARGIN, Figures, LABEL_WIDTH, Measure, Progress, WIDTH, bars, bars_height, curves, labels, loss_curve,
+    BAR_HEIGHT, CURVES_HEIGHT, Figures, LABEL_WIDTH, Measure, Progress, WIDTH, bars, bars_height, curves, labels, loss_curve,
 };
 use super::sweep_state::SweepState;
 use super::sweep_verdicts::Agreement;
@@ -123,25 +124,4 @@ fn LossCurves(ids: RwSignal<Vec<Option<RunId>>>, labels: Vec<String>, measure: M
             </figcaption>
         </figure>
     }
-}
-
-/// The y axis of a sweep's picture: each tick's label and its grid line across the plot.
-pub fn y_ticks(ticks: &[(f64, String)]) -> impl IntoView + use<> {
-    ticks
-        .iter()
-        .map(|(y, t)| {
-            view! {
-                <text class="tick" x=CURVES_MARGIN - 6.0 y=*y text-anchor="end">{t.clone()}</text>
-                <line class="grid" x1=CURVES_MARGIN x2=WIDTH - CURVES_MARGIN / 2.0 y1=*y y2=*y />
-            }
-        })
-        .collect_view()
-}
-
-/// The x axis of a sweep's picture: each tick's label under the plot.
-pub fn x_ticks(ticks: &[(f64, String)]) -> impl IntoView + use<> {
-    ticks
-        .iter()
-        .map(|(x, t)| view! { <text class="tick" x=*x y=CURVES_HEIGHT - 6.0 text-anchor="middle">{t.clone()}</text> })
-        .collect_view()
 }

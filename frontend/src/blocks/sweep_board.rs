@@ -5,7 +5,7 @@
 
 use leptos::prelude::*;
 
-use super::sweep::{x_ticks, y_ticks};
+use super::sweep_axes::{x_ticks, y_ticks};
 use super::sweep_model::{CURVES_HEIGHT, CURVES_MARGIN, WIDTH, ranks};
 use super::sweep_scaling::{board, rows};
 use super::sweep_state::SweepState;

@@ -6,8 +6,8 @@ use leptos::prelude::*;
 use scalebook_shared::config::TrainConfig;
 use scalebook_shared::metrics::tags;
 
-use super::sweep::y_ticks;
 use super::sweep_agreement::{BAND, Setup, Verdict, difference_picture, differences, reasons, verdict};
+use super::sweep_axes::y_ticks;
 use super::sweep_model::{CURVES_HEIGHT, CURVES_MARGIN, WIDTH, loss_curve};
 use super::sweep_state::SweepState;
 use crate::library::Ready;
