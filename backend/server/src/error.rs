@@ -25,6 +25,9 @@ pub enum Error {
     UnknownRun { id: RunId },
     #[error("run {id} has already ended ({state})")]
     NotCancellable { id: RunId, state: RunState },
+    /// A run that cannot go on from a checkpoint: `why` says what it lacks.
+    #[error("run {id} cannot be resumed: {why}")]
+    NotResumable { id: RunId, why: String },
     /// A Slurm run whose batch script cannot be written (a server path no `#SBATCH` line
     /// can carry).
     #[error("cannot write the batch script: {0}")]

@@ -5,16 +5,15 @@
 //! page offers to stop a run of the class its server follows.
 
 use leptos::prelude::*;
-use scalebook_page::placement::seen;
 use scalebook_page::progress::Progress;
 use scalebook_shared::Problems;
 use scalebook_shared::estimate::Prediction;
-use scalebook_shared::protocol::{RunId, RunRecord, Series};
-use scalebook_shared::rundir::RankPlacement;
+use scalebook_shared::protocol::{RunId, RunState, Series};
 
+use super::run_placement::RunPlacement;
 use super::run_prediction::{self, RunPrediction};
+use super::run_slurm::{RunErrors, RunSlurm};
 use crate::clock::local_clock;
-use crate::net::{fetch, urls};
 use crate::runs::{Runs, from_class};
 
 /// Log lines shown (the stream keeps more).
@@ -29,6 +28,7 @@ pub fn CurrentRun(id: RunId, runs: Runs) -> impl IntoView {
     };
     let log = NodeRef::<leptos::html::Pre>::new();
     let lines = stream.log.clone();
+    let error_log = stream.log.clone();
     Effect::new(move |_| {
         lines.track();
         if let Some(pre) = log.get() {
@@ -48,18 +48,26 @@ pub fn CurrentRun(id: RunId, runs: Runs) -> impl IntoView {
             {move || record.get().map(|r| {
                 let state = r.state();
                 let reason = r.reason().map(str::to_owned);
-                let cancel_id = cancel_id.clone();
+                let (cancel_id, resume_id) = (cancel_id.clone(), cancel_id.clone());
+                let may = runs.may_cancel(&r);
                 view! {
                     <p class="run-state" data-state=format!("{state:?}").to_lowercase()>
                         <span class=format!("badge state-{}", state.label().replace(' ', "-"))>{state.label()}</span>
                         {format!(" run {} of {}", r.id, r.config)}
                         {reason.map(|why| view! { <span class="reason">{format!(": {why}")}</span> })}
-                        {(!state.is_final() && runs.may_cancel(&r)).then(|| view! {
+                        {(!state.is_final() && may).then(|| view! {
                             <button type="button" class="cancel" on:click=move |_| { runs.cancel(&cancel_id); }>"Cancel"</button>
+                        })}
+                        // The server refuses a run with no checkpoint, and says so.
+                        {(state.is_final() && state != RunState::Completed && may).then(|| view! {
+                            <button type="button" class="resume" title="Go on from its last checkpoint (saved after every epoch)"
+                                on:click=move |_| { runs.resume(&resume_id); }>"Resume"</button>
                         })}
                     </p>
                 }
             })}
+            <RunSlurm record runs />
+            <RunErrors record log=error_log />
             <RunProgress series=stream.series.clone() running=Signal::derive(move || record.with(|r| r.as_ref().is_some_and(|r| !r.state().is_final()))) prediction />
             <RunPrediction id=id.clone() series=stream.series.clone() loaded=prediction />
             <RunPlacement id=id.clone() record />
@@ -84,27 +92,6 @@ fn RunProgress(series: ArcRwSignal<Vec<Series>>, running: Signal<bool>, predicti
                     <span class="muted">{p.text(running.get())}</span>
                 </div>
             }
-        })
-    }
-}
-
-/// Where a run of several ranks ran, once every rank has said, beside where its layout places
-/// them: read again when the run's state changes (its ranks record themselves as they start).
-#[component]
-fn RunPlacement(id: RunId, record: Memo<Option<RunRecord>>) -> impl IntoView {
-    let loaded = LocalResource::new(move || {
-        let url = urls::api(&format!("runs/{id}/placement"));
-        let _state = record.with(|r| r.as_ref().map(RunRecord::state));
-        async move { fetch::text(&url).await.ok().and_then(|text| serde_json::from_str::<Vec<RankPlacement>>(&text).ok()) }
-    });
-    move || {
-        let places = loaded.get().flatten()?;
-        let layout = record.with(|r| r.as_ref().map(|r| r.layout.clone()))?;
-        let seen = seen(&places, &layout).filter(|_| layout.world() > 1)?;
-        Some(view! {
-            <p class="run-placement" data-nodes=seen.nodes.len() data-as-predicted=seen.as_predicted.to_string()>
-                <strong>"Where the ranks ran: "</strong>{seen.summary()}
-            </p>
         })
     }
 }

@@ -56,6 +56,9 @@ pub struct Runs {
     pub roster: RwSignal<Vec<Follower>>,
     /// Where this server stands with the class it follows.
     pub class: RwSignal<ClassState>,
+    /// When Slurm last answered the server's poll, with the server's time then (its
+    /// heartbeat's): how old every Slurm run's state is.
+    pub slurm_at: RwSignal<Option<(f64, f64)>>,
     answers: RwSignal<HashMap<u64, Answer>>,
     /// Launches and previews waiting for their answer, matched by request id.
     requests: StoredValue<Requests>,
@@ -89,6 +92,7 @@ impl Runs {
             class_link: RwSignal::new(None),
             roster: RwSignal::new(Vec::new()),
             class: RwSignal::new(ClassState::Alone),
+            slurm_at: RwSignal::new(None),
             answers: RwSignal::new(HashMap::new()),
             requests: StoredValue::new(Requests::default()),
             streams: StoredValue::new(HashMap::new()),
@@ -226,6 +230,11 @@ impl Runs {
         self.send(&ClientMessage::Cancel { run: id.clone() })
     }
 
+    /// Asks the server to go on with an ended run from its last checkpoint.
+    pub fn resume(&self, id: &RunId) -> bool {
+        self.send(&ClientMessage::Resume { run: id.clone() })
+    }
+
     pub fn set_charted(&self, id: &RunId, on: bool) {
         if on {
             self.watch(id);
@@ -299,7 +308,8 @@ impl Runs {
             ServerMessage::Roster { followers } => self.roster.set(followers),
             ServerMessage::Class(state) => self.class.set(state),
             // A page is never a follower server: a class listener asks no page for runs.
-            ServerMessage::Pong { .. } | ServerMessage::Heartbeat { .. } | ServerMessage::ShareRun { .. } => {}
+            ServerMessage::Heartbeat { time, slurm_at } => self.slurm_at.set(slurm_at.map(|at| (time, at))),
+            ServerMessage::Pong { .. } | ServerMessage::ShareRun { .. } => {}
         }
     }
 

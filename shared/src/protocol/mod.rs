@@ -23,7 +23,7 @@ pub use classroom::{
 };
 pub use role::{Role, Secret, TOKEN_HEADER};
 pub use run::{ExecutorSpec, LaunchRequest, MAX_RUN_ID_LEN, RunHandle, RunId, RunRecord, RunState, StateChange, TrainDevice};
-pub use slurm::{MAX_FIELD_LEN, SlurmJob, SlurmRequest};
+pub use slurm::{MAX_FIELD_LEN, SlurmJob, SlurmRequest, SlurmStatus};
 
 use serde::{Deserialize, Serialize};
 
@@ -167,6 +167,12 @@ pub enum ClientMessage {
     Cancel {
         run: RunId,
     },
+    /// Goes on with a run that ended before its last step (failed, lost a node, timed out,
+    /// was cancelled) from its last checkpoint: the same run, its job submitted again or its
+    /// ranks started again. Refused (`not_resumable`) without a checkpoint or once completed.
+    Resume {
+        run: RunId,
+    },
     ListRuns,
     /// Answered by `pong` with the same nonce (a client's own liveness check).
     Ping {
@@ -272,6 +278,10 @@ pub enum ServerMessage {
     /// Sent every [`ServerInfo::heartbeat_secs`]: proxies drop sockets idle for 60 s.
     Heartbeat {
         time: f64,
+        /// When Slurm last answered the server's poll (seconds since the Unix epoch): how old
+        /// every Slurm run's state is. Absent while no poll has answered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        slurm_at: Option<f64>,
     },
     /// What the instructor presents now (`None`: nothing). Sent to every connection on each
     /// change, and to a new connection as it opens; a page that falls behind gets only the
@@ -378,6 +388,8 @@ pub enum ErrorCode {
     InvalidLaunch,
     /// The run could not be cancelled (it has already ended).
     NotCancellable,
+    /// The run cannot be resumed (it completed, runs still, or left no checkpoint).
+    NotResumable,
     /// The link's role may not do this (a viewer's launch, cancel or Slurm preview).
     Forbidden,
     /// The socket's first message did not carry a token this server accepts (it closes).
@@ -506,7 +518,7 @@ mod tests {
         ));
         round_trip_server(ServerMessage::SlurmScript { script: "#!/bin/bash\n".into() });
         round_trip_server(ServerMessage::Pong { nonce: 9 });
-        round_trip_server(ServerMessage::Heartbeat { time: 1.7e9 });
+        round_trip_server(ServerMessage::Heartbeat { time: 1.7e9, slurm_at: Some(1.7e9 - 3.0) });
         round_trip_server(ServerMessage::Presenting { presentation: None });
         let presentation = Presentation { chapter: "intro".into(), block: None, element: None, quiz: None, charts: ChartView::default() };
         round_trip_server(ServerMessage::Presenting { presentation: Some(presentation) });

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Learner, SlurmRequest};
+use super::{Learner, SlurmRequest, SlurmStatus};
 use crate::layout::Layout;
 use crate::{Error, Problems};
 
@@ -234,6 +234,10 @@ pub struct RunRecord {
     /// (a GPU when it has one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<TrainDevice>,
+    /// What Slurm last said about the run's job beyond its state (a Slurm run's only; boxed:
+    /// most runs have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<Box<SlurmStatus>>,
 }
 
 /// A device the server may fix for a run.
@@ -274,6 +278,7 @@ impl RunRecord {
             cancel_requested: false,
             learner: None,
             device: None,
+            slurm: None,
         }
     }
 

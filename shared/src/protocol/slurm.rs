@@ -62,6 +62,50 @@ pub struct SlurmJob {
     pub modules: Vec<String>,
 }
 
+/// What people ask of a batch job besides its state (Open OnDemand's and jupyterlab-slurm's
+/// users ask for these): while it waits, its place in the queue and when Slurm expects to
+/// start it; once it runs, its nodes; once it ended, how long it ran and the CPU and GPU time
+/// it held. The server learns them in its one poll for every job, so they are as old as that
+/// poll (`ServerMessage::Heartbeat` says when Slurm last answered).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmStatus {
+    /// 1 for the next job Slurm starts in the job's partition: the pending jobs ahead of it by
+    /// priority (then by age), plus one. Only while the job pends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place: Option<u32>,
+    /// Of how many pending jobs in the partition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<u32>,
+    /// Slurm's estimate of the start (seconds since the Unix epoch), where its scheduler made
+    /// one (`squeue --start`). Only while the job pends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_start: Option<f64>,
+    /// The nodes the job holds or held, in Slurm's notation (`node[1-2]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<String>,
+    /// Wall-clock seconds it ran, once it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_s: Option<f64>,
+    /// The CPUs it held (CPU time held = CPUs x elapsed, as Slurm bills it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u32>,
+    /// The GPUs it held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u32>,
+    /// CPU seconds its processes used (`sacct`'s TotalCPU: only where the site keeps accounting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_used_s: Option<f64>,
+}
+
+impl SlurmStatus {
+    /// CPU and GPU hours held, once the job ended.
+    pub fn hours_held(&self) -> Option<(f64, f64)> {
+        let elapsed_h = self.elapsed_s? / 3600.0;
+        Some((f64::from(self.cpus.unwrap_or(0)) * elapsed_h, f64::from(self.gpus.unwrap_or(0)) * elapsed_h))
+    }
+}
+
 impl SlurmRequest {
     /// The job this request makes for `layout` on its cluster, or every problem with it
     /// (fields `cluster` and `slurm.<field>`).

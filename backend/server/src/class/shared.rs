@@ -198,6 +198,7 @@ fn record(local: &RunId, name: &str, run: &RunSummary) -> Result<RunRecord, Stri
         cancel_requested: false,
         learner: None,
         device: None,
+        slurm: None,
     };
     if run.state != record.state() {
         record.transition(run.state, at, None);

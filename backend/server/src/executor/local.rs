@@ -47,6 +47,11 @@ impl LocalExecutor {
         if let Some(device) = record.device {
             train.extend(["--device".into(), device.flag().into()]);
         }
+        // A checkpoint from an earlier attempt (the run resumed after it failed): go on from it,
+        // as a Slurm run's script does.
+        if rundir::RunDir::new(run_dir).checkpoint_position().is_file() {
+            train.push("--resume".into());
+        }
         match record.layout.world() {
             1 => train,
             world => ["launch".into(), "--nproc".into(), world.to_string().into(), "--".into()].into_iter().chain(train).collect(),

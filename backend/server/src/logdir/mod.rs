@@ -74,6 +74,7 @@ pub fn create_run(store: &RunStore, source: &SourceRun, new: NewRecords, live: b
         cancel_requested: false,
         learner: None,
         device: None,
+        slurm: None,
     };
     record.transition(RunState::Running, created_at, None);
     if !live {

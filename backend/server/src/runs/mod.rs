@@ -120,6 +120,11 @@ impl RunManager {
         &self.store
     }
 
+    /// When Slurm last answered this server's poll (`None`: never, or no Slurm run yet).
+    pub fn slurm_answered_at(&self) -> Option<f64> {
+        self.executors.slurm.poller.answered_at()
+    }
+
     pub fn max_local_ranks(&self) -> usize {
         self.executors.max_local_ranks
     }
@@ -321,6 +326,49 @@ impl RunManager {
             }
             // Started but not yet running a process: it is stopped as soon as it has one.
             None => {}
+        }
+        Ok(())
+    }
+
+    /// Goes on with a run that ended before its last step, from its last checkpoint: the same
+    /// run back in the queue, its saved script submitted again (a Slurm run: the script resumes
+    /// when it finds a checkpoint) or its ranks started here again with `--resume`. The earlier
+    /// attempt's exit status goes first, so nothing reads it as this attempt's; its log, points
+    /// and checkpoints stay. A learner's resume (`quota`) counts against their quota as a
+    /// launch does.
+    pub async fn resume(self: &Arc<Self>, id: &RunId, quota: Option<&LearnerLaunch>) -> Result<(), Error> {
+        let dir = self.store.run_dir(id);
+        let has_checkpoint = rundir::RunDir::new(&dir).checkpoint_position().is_file();
+        let record = {
+            let mut records = self.lock();
+            let record = records.get(id).ok_or_else(|| Error::UnknownRun { id: id.clone() })?;
+            let why = match (&record.handle, record.state()) {
+                (Some(RunHandle::Logdir { .. } | RunHandle::Class { .. } | RunHandle::Shared { .. }), _) => Some("it trains elsewhere"),
+                (_, RunState::Completed) => Some("it completed"),
+                (_, state) if !state.is_final() => Some("it has not ended"),
+                _ if !has_checkpoint => Some("it saved no checkpoint to go on from (one is saved after every epoch)"),
+                _ => None,
+            };
+            if let Some(why) = why {
+                return Err(Error::NotResumable { id: id.clone(), why: why.to_owned() });
+            }
+            if let Some(refusal) = quota.and_then(|launch| self.quota_refusal(&records, launch)) {
+                return Err(Error::QuotaExceeded(refusal));
+            }
+            let _ = std::fs::remove_file(dir.join(rundir::EXIT));
+            let record = records.get_mut(id).ok_or_else(|| Error::UnknownRun { id: id.clone() })?;
+            record.cancel_requested = false;
+            record.handle = None;
+            record.transition(RunState::Queued, now(), Some("resuming from its last checkpoint".into()));
+            self.save(record);
+            record.clone()
+        };
+        match record.executor {
+            ExecutorSpec::Local => self.schedule(),
+            ExecutorSpec::Slurm(_) => {
+                self.hub.follow(id, &dir);
+                tokio::spawn(self.clone().submit(id.clone()));
+            }
         }
         Ok(())
     }

@@ -87,31 +87,46 @@ impl RunManager {
     async fn apply(&self, id: &RunId, job_id: u64, observation: Observation) {
         let Some(record) = self.get(id) else { return };
         let words = LastWords::read(self.store.run_dir(id)).await;
-        let verdict = match observation {
-            Observation::Seen(info) => states::judge(&info, record.cancel_requested, &words.log_tail),
+        let (verdict, seen) = match observation {
+            Observation::Seen(info) => (states::judge(&info, record.cancel_requested, &words.log_tail), Some(info)),
             // Slurm has forgotten the job (no accounting, and it ended long enough ago): the
             // status the script wrote after srun says how it ended.
             Observation::Gone => match (words.exit, record.cancel_requested) {
                 (None, false) => {
-                    Verdict::Ended(RunState::Lost, Some(format!("Slurm no longer knows job {job_id}, and it left no exit status")))
+                    let why = format!("Slurm no longer knows job {job_id}, and it left no exit status");
+                    (Verdict::Ended(RunState::Lost, Some(why)), None)
                 }
                 (exit, cancel_requested) => {
                     let (state, reason) = outcome::decide(exit.as_ref(), cancel_requested, &words.log_tail);
-                    Verdict::Ended(state, reason)
+                    (Verdict::Ended(state, reason), None)
                 }
             },
         };
+        // What Slurm said besides the state; the nodes a job had are kept once it ends.
+        let ended = matches!(verdict, Verdict::Ended(..));
+        let status = match (seen, &record.slurm) {
+            (Some(info), old) => {
+                let mut status = info.status(ended);
+                status.nodes = status.nodes.or_else(|| old.as_ref().and_then(|o| o.nodes.clone()));
+                Some(Box::new(status))
+            }
+            (None, old) => old.clone(),
+        };
         match verdict {
             Verdict::Live(state, reason) if state != record.state() => {
-                self.modify(id, |r| r.transition(state, now(), reason));
+                self.modify(id, |r| {
+                    r.transition(state, now(), reason);
+                    r.slurm = status;
+                });
             }
-            Verdict::Live(_, reason) if reason.as_deref() != record.reason() => {
-                // Still waiting, for a new reason (Priority, then Resources): worth showing,
-                // not worth a history entry.
+            Verdict::Live(_, reason) if reason.as_deref() != record.reason() || status != record.slurm => {
+                // Still waiting, for a new reason (Priority, then Resources) or at a new place:
+                // worth showing, not worth a history entry.
                 self.modify(id, |r| {
                     if let Some(last) = r.history.last_mut() {
                         last.reason = reason;
                     }
+                    r.slurm = status;
                 });
             }
             Verdict::Live(..) => {}
@@ -121,6 +136,7 @@ impl RunManager {
                 self.modify(id, |r| {
                     if !r.state().is_final() {
                         r.transition(state, now(), reason);
+                        r.slurm = status;
                     }
                 });
             }

@@ -84,6 +84,7 @@ async fn connection(state: Arc<AppState>, admission: Admission, door: Option<Con
     let period = state.ws.heartbeat;
     let mut heartbeat = interval_at(Instant::now() + period, period);
     let shared = state.shared.clone();
+    let runs = state.runs.clone();
     let mut session = Session::new(state, role, out.clone());
     if role == Role::Follower {
         tasks.push(tokio::spawn(forward_asks(shared, session.names(), out)));
@@ -138,7 +139,7 @@ async fn connection(state: Arc<AppState>, admission: Admission, door: Option<Con
                 }
                 vec![]
             }
-            _ = heartbeat.tick() => vec![ServerMessage::Heartbeat { time: now() }.into()],
+            _ = heartbeat.tick() => vec![ServerMessage::Heartbeat { time: now(), slurm_at: runs.slurm_answered_at() }.into()],
         };
         for reply in replies {
             if socket.send(Message::Text(encode(&reply))).await.is_err() {

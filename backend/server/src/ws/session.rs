@@ -184,6 +184,17 @@ impl Session {
                 runs.cancel(&run).await.map_err(|e| report(&e, Some(&run)))?;
                 Ok(None)
             }
+            ClientMessage::Resume { run } => {
+                if let Some(refusal) = self.not_theirs(&run).await {
+                    return Err(refusal);
+                }
+                let quota = match self.launcher()? {
+                    Launcher::Learner(launch) => Some(launch),
+                    Launcher::Instructor => None,
+                };
+                runs.resume(&run, quota.as_ref()).await.map_err(|e| report(&e, Some(&run)))?;
+                Ok(None)
+            }
             ClientMessage::Subscribe { run, after_seq, after_log_seq } => {
                 if !runs.record(&run).await.is_none_or(|record| shown_to(self.role, &record)) {
                     return Err(ErrorReport::new(ErrorCode::UnknownRun, format!("no run {run}")).with_run(run));
@@ -307,9 +318,14 @@ impl Session {
                 ("share a run's points: only a follower server on the class listener does", Some(run))
             }
             (Role::Instructor, _) => return None,
-            (Role::Viewer, ClientMessage::Launch(_) | ClientMessage::Cancel { .. }) if self.launching_learner().is_some() => return None,
+            (Role::Viewer, ClientMessage::Launch(_) | ClientMessage::Cancel { .. } | ClientMessage::Resume { .. })
+                if self.launching_learner().is_some() =>
+            {
+                return None;
+            }
             (_, ClientMessage::Launch(_)) => ("launch runs", None),
             (_, ClientMessage::Cancel { run }) => ("cancel runs", Some(run)),
+            (_, ClientMessage::Resume { run }) => ("resume runs", Some(run)),
             (_, ClientMessage::PreviewSlurm(_)) => ("prepare Slurm jobs", None),
             (_, ClientMessage::Present { .. } | ClientMessage::StopPresenting) => ("present", None),
             (_, ClientMessage::NewClassLink | ClientMessage::RemoveFollower { .. } | ClientMessage::ChartSharedRun { .. }) => {
@@ -432,6 +448,7 @@ fn report(error: &Error, run: Option<&RunId>) -> ErrorReport {
         Error::UnknownRun { .. } => ErrorCode::UnknownRun,
         Error::NotCancellable { .. } | Error::FollowedRun { .. } | Error::InstructorsRun { .. } => ErrorCode::NotCancellable,
         Error::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
+        Error::NotResumable { .. } => ErrorCode::NotResumable,
         _ => ErrorCode::Internal,
     };
     let report = ErrorReport::new(code, error.to_string());

@@ -1,13 +1,14 @@
 //! Runs across nodes (issue #29), on a real two-node Slurm cluster: runs of four ranks on two
 //! nodes (dp = 4, and tp = 2 x dp = 2) train to the end over Gloo, each rank where the layout
 //! places it (no tensor-parallel group crosses a node), and learn what the same layout learns
-//! on one machine.
+//! on one machine; one that loses a node fails naming it and resumes from its checkpoint.
 
 use std::path::Path;
+use std::time::Duration;
 
 use scalebook_shared::layout::{Layout, Placement, Sizes, Token};
 use scalebook_shared::metrics::{MetricPoint, tags};
-use scalebook_shared::protocol::RunState;
+use scalebook_shared::protocol::{ClientMessage, RunState, ServerMessage};
 use scalebook_shared::rundir::{self, RankPlacement};
 use serde_json::json;
 
@@ -142,21 +143,31 @@ async fn a_run_that_loses_a_node_ends_failed_naming_it_leaves_no_rank_behind_and
     // No rank is left on either node.
     server.wait_for(&id, |_| ranks_of(id.as_str(), None).is_empty().then_some(())).await;
 
-    // The saved script submitted again (as `sbatch runs/ID/job.sbatch`, or Slurm's requeue)
-    // goes on from the last checkpoint to the end.
+    // The page's `resume`: the same run, its saved script submitted again, goes on from the
+    // last checkpoint to the end (the job log keeps the first attempt's lines).
     let stopped_at = valid_losses(&run_dir).last().map(|p| p.0).unwrap();
-    let again = cluster.client("sbatch", &["--parsable", run_dir.join(rundir::SCRIPT).to_str().unwrap()]);
-    assert!(again.status.success(), "{again:?}");
-    server
-        .wait_for(&id, |_| {
-            let exit = std::fs::read_to_string(run_dir.join(rundir::EXIT)).unwrap_or_default();
-            let exit: Option<rundir::ExitRecord> = serde_json::from_str(&exit).ok();
-            exit.is_some_and(|e| e.code == Some(0)).then_some(())
-        })
-        .await;
+    client.send(&ClientMessage::Resume { run: id.clone() }).await;
+    let resumed = server.wait_for(&id, |r| (r.state() == RunState::Completed).then(|| r.clone())).await;
     let log = std::fs::read_to_string(run_dir.join(rundir::JOB_LOG)).unwrap_or_default();
+    assert_eq!(log.matches("+ srun ").count(), 2, "both attempts' lines are kept:\n{log}");
     assert!(log.contains("Resuming after epoch"), "{log}");
     let losses = valid_losses(&run_dir);
     assert_eq!(losses.last().map(|p| p.0), Some(400), "{losses:?}");
     assert!(stopped_at < 400 && stopped_at > 0, "lost at step {stopped_at}");
+    let states: Vec<RunState> = resumed.history.iter().map(|c| c.state).collect();
+    assert_eq!(&states[states.len() - 4..], [RunState::Failed, RunState::Queued, RunState::Running, RunState::Completed], "{states:?}");
+    // What Slurm said of the finished job: its nodes, how long it ran, what it held.
+    let slurm = resumed.slurm.expect("Slurm's word on the job");
+    assert_eq!(slurm.nodes.as_deref(), Some("node[1-2]"), "{slurm:?}");
+    assert!(slurm.elapsed_s.is_some_and(|s| s >= 1.0) && slurm.cpus == Some(4), "{slurm:?}");
+
+    // A completed run has nothing to go on with: refused, naming why.
+    client.send(&ClientMessage::Resume { run: id.clone() }).await;
+    let refused = client
+        .recv_until(Duration::from_secs(60), |m| match m {
+            ServerMessage::Error(e) => Some(e.clone()),
+            _ => None,
+        })
+        .await;
+    assert!(refused.message.contains("cannot be resumed: it completed"), "{refused:?}");
 }

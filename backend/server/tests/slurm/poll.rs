@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use scalebook_shared::protocol::{ClientMessage, RunId, RunState};
+use scalebook_shared::protocol::{ClientMessage, RunId, RunRecord, RunState};
 use serde_json::json;
 
 use crate::cluster::SlurmCluster;
@@ -45,5 +45,9 @@ async fn two_hundred_pending_jobs_and_twenty_viewers_cost_one_squeue_a_period() 
     let record = server.wait_for(&ids[0], |r| r.reason().map(|_| r.clone())).await;
     assert_eq!(record.state(), RunState::Queued);
     assert!(record.reason().unwrap().starts_with("pending in Slurm: "), "{:?}", record.reason());
+    // And where it stands: Slurm starts the oldest of equal priority first.
+    let place = |r: &RunRecord| r.slurm.as_ref().and_then(|s| s.place.zip(s.pending));
+    assert_eq!(server.wait_for(&ids[0], place).await, (1, 200));
+    assert_eq!(server.wait_for(&ids[199], place).await, (200, 200));
     let _ = cluster.client("scancel", &["--user=root"]);
 }

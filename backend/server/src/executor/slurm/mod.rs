@@ -136,7 +136,7 @@ impl Output {
 /// Runs `program args` in `dir` (the server's own when `None`).
 pub async fn run(program: &Path, args: &[&OsStr], dir: Option<&Path>) -> Result<Output, Error> {
     let mut command = tokio::process::Command::new(program);
-    command.args(args).stdin(Stdio::null()).kill_on_drop(true);
+    command.args(args).env("SLURM_TIME_FORMAT", states::TIME_FORMAT).stdin(Stdio::null()).kill_on_drop(true);
     if let Some(dir) = dir {
         command.current_dir(dir);
     }

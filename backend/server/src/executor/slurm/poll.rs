@@ -1,5 +1,7 @@
 //! One polling cycle over every Slurm job the server watches, with the load a shared login
-//! node can bear: one `squeue` for all of them; for the jobs that left the queue, one batched
+//! node can bear: one `squeue` for all of them (the whole queue, which slurmctld sends squeue
+//! anyway: a pending job's place is counted among everyone's); for the jobs that left the
+//! queue, one batched
 //! `sacct` where the site keeps accounting, else `scontrol show job` for each of those (they
 //! are few: a job leaves the queue once). Whether the site has accounting is found out once.
 //!
@@ -25,10 +27,10 @@ pub struct JobRef {
 }
 
 /// What a cycle learnt about one job.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Observation {
-    /// Slurm's word on the job.
-    Seen(JobInfo),
+    /// Slurm's word on the job (boxed: a cycle holds one for every job it watches).
+    Seen(Box<JobInfo>),
     /// Slurm no longer knows the job, or its id now names another job.
     Gone,
 }
@@ -37,11 +39,19 @@ pub struct Poller {
     commands: SlurmCommands,
     /// Whether `sacct` works here: unknown until first asked.
     accounting: Mutex<Option<bool>>,
+    /// When squeue last answered (seconds since the Unix epoch): the age of every Slurm
+    /// run's state.
+    answered_at: Mutex<Option<f64>>,
 }
 
 impl Poller {
     pub fn new(commands: SlurmCommands) -> Poller {
-        Poller { commands, accounting: Mutex::new(None) }
+        Poller { commands, accounting: Mutex::new(None), answered_at: Mutex::new(None) }
+    }
+
+    /// When Slurm last answered a poll, if it has.
+    pub fn answered_at(&self) -> Option<f64> {
+        *self.answered_at.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn commands(&self) -> &SlurmCommands {
@@ -68,8 +78,11 @@ impl Poller {
         }
         for (cluster, members) in groups {
             let cluster_arg = cluster.map(|c| format!("--clusters={c}"));
-            let queue = match self.squeue(&ids(jobs, &members), cluster_arg.as_deref()).await {
-                Ok(queue) => queue,
+            let queue = match self.squeue(cluster_arg.as_deref()).await {
+                Ok(queue) => {
+                    *self.answered_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(crate::clock::now());
+                    queue
+                }
                 Err(e) => {
                     tracing::warn!("cannot poll Slurm: {e}");
                     continue;
@@ -87,7 +100,7 @@ impl Poller {
                     // sacct lags just after a job ends: the ones it lacks go to scontrol.
                     Ok(Some(found)) => left.retain(|&i| match found.iter().rfind(|info| info.job_id == jobs[i].job_id) {
                         Some(info) => {
-                            seen[i] = Some(Observation::Seen(info.clone()));
+                            seen[i] = Some(Observation::Seen(Box::new(info.clone())));
                             false
                         }
                         None => true,
@@ -103,15 +116,12 @@ impl Poller {
         seen
     }
 
-    /// The jobs of `ids` still in the queue. A queue that knows none of them is empty, not an
-    /// error (squeue fails with "Invalid job id" when every id it was given has left).
-    async fn squeue(&self, ids: &str, cluster: Option<&str>) -> Result<Vec<JobInfo>, Error> {
+    /// Every job in the queue (in any state Slurm still remembers), the pending ones numbered.
+    async fn squeue(&self, cluster: Option<&str>) -> Result<Vec<JobInfo>, Error> {
         let format = format!("--format={SQUEUE_FORMAT}");
-        let jobs = format!("--jobs={ids}");
-        let output = self.query(&self.commands.squeue, &["--noheader", &format, &jobs], cluster).await?;
+        let output = self.query(&self.commands.squeue, &["--noheader", "--states=all", &format], cluster).await?;
         match output {
             out if out.success => Ok(states::parse_squeue(&out.stdout)),
-            out if out.stderr.contains("Invalid job id") => Ok(Vec::new()),
             out => Err(out.refusal("squeue")),
         }
     }
@@ -158,7 +168,7 @@ impl Poller {
 fn recognise(info: &JobInfo, job: &JobRef) -> Observation {
     match &info.command {
         Some(command) if Path::new(command) != job.script => Observation::Gone,
-        _ => Observation::Seen(info.clone()),
+        _ => Observation::Seen(Box::new(info.clone())),
     }
 }
 
@@ -173,9 +183,14 @@ mod tests {
     #[test]
     fn a_reused_job_id_is_not_our_job() {
         let job = JobRef { job_id: 5, slurm_cluster: None, script: "/runs/r1/job.sbatch".into() };
-        let ours =
-            JobInfo { job_id: 5, state: "RUNNING".into(), reason: "None".into(), exit: None, command: Some("/runs/r1/job.sbatch".into()) };
-        assert_eq!(recognise(&ours, &job), Observation::Seen(ours.clone()));
+        let ours = JobInfo {
+            job_id: 5,
+            state: "RUNNING".into(),
+            reason: "None".into(),
+            command: Some("/runs/r1/job.sbatch".into()),
+            ..JobInfo::default()
+        };
+        assert_eq!(recognise(&ours, &job), Observation::Seen(Box::new(ours.clone())));
         let theirs = JobInfo { command: Some("/home/other/train.sh".into()), ..ours.clone() };
         assert_eq!(recognise(&theirs, &job), Observation::Gone);
         // sacct names no script: its word is taken.

@@ -64,11 +64,18 @@ pub fn render(input: &ScriptInput<'_>) -> Result<String, Error> {
     if !job.modules.is_empty() {
         option("module", &job.modules.join(","));
     }
-    // The log every viewer follows, inside the run directory (where `%x-%j.out` would go).
+    // The log every viewer follows, inside the run directory (where `%x-%j.out` would go);
+    // a resumed or requeued attempt adds to it rather than wiping the first one's.
     option("output", &log);
+    option("open-mode", &"append");
+    // A job whose node fails goes back to the queue and, finding its checkpoint, goes on.
+    out.push_str("#SBATCH --requeue\n");
 
     let mut body = String::new();
-    let _ = writeln!(body, "\ncd {}", quote(&utf8(input.workdir)?));
+    let exit = quote(&utf8(&input.run_dir.join(rundir::EXIT))?);
+    body.push_str("\n# An earlier attempt's status is not this one's.\n");
+    let _ = writeln!(body, "rm -f {exit}");
+    let _ = writeln!(body, "cd {}", quote(&utf8(input.workdir)?));
     body.push_str("export HDF5_USE_FILE_LOCKING=FALSE\n");
     body.push_str("# Rank 0's node hosts the rendezvous; the port differs per job, so jobs sharing a node never meet.\n");
     body.push_str("export MASTER_ADDR=$(hostname)\n");
@@ -94,7 +101,7 @@ pub fn render(input: &ScriptInput<'_>) -> Result<String, Error> {
     body.push_str("# How the ranks ended, for a server that finds the job gone from Slurm's memory.\n");
     // The exit record's own shape, with the shell's `$status` for the code.
     let record = ExitRecord::template_with_code("$status").replace('"', "\\\"");
-    let _ = writeln!(body, "echo \"{record}\" > {}", quote(&utf8(&input.run_dir.join(rundir::EXIT))?));
+    let _ = writeln!(body, "echo \"{record}\" > {exit}");
     body.push_str("exit $status\n");
     Ok(out + &body)
 }
@@ -189,12 +196,15 @@ mod tests {
                 "#SBATCH --image=nersc/pytorch:24.08.01",
                 "#SBATCH --module=gpu,nccl-plugin",
                 "#SBATCH --output=/scratch/runs/r1/job.log",
+                "#SBATCH --open-mode=append",
+                "#SBATCH --requeue",
             ]
         );
         // sbatch stops reading options at the first command: every #SBATCH line comes first.
         let first_command = script.lines().position(|l| !l.is_empty() && !l.starts_with('#')).unwrap();
         assert!(script.lines().skip(first_command).all(|l| !l.starts_with("#SBATCH")));
         for line in [
+            "rm -f /scratch/runs/r1/exit.json",
             "cd '/home/me/my scalebook'",
             "export HDF5_USE_FILE_LOCKING=FALSE",
             "export MASTER_ADDR=$(hostname)",
