@@ -11,6 +11,7 @@
 mod announce;
 mod runs;
 mod serve;
+pub mod slurm;
 
 pub use announce::{Announcement, READY, announced, origin_of, token_of};
 pub use runs::stop_left_runs;

@@ -179,14 +179,22 @@ mod tests {
     #[test]
     fn the_picture_sets_where_ranks_ran_under_where_the_layout_places_them() {
         let layout = Layout::new(Sizes { tp: 2, dp: 2, ..Sizes::default() }, "tp-cp-dp").unwrap();
-        let ranks = |row: &[(String, Vec<Cell>)]| row.iter().map(|(n, cells)| (n.clone(), cells.iter().map(|c| (c.rank, c.colour, c.moved)).collect::<Vec<_>>())).collect::<Vec<_>>();
+        let ranks = |row: &[(String, Vec<Cell>)]| {
+            row.iter()
+                .map(|(n, cells)| (n.clone(), cells.iter().map(|c| (c.rank, c.colour, c.moved)).collect::<Vec<_>>()))
+                .collect::<Vec<_>>()
+        };
         let as_placed = seen(&placed(&["node1", "node1", "node2", "node2"]), &layout).unwrap().picture(&layout);
         assert_eq!(as_placed.colour_by, Some(Token::TP));
-        let expected = vec![("node1".to_owned(), vec![(0, 0, false), (1, 0, false)]), ("node2".to_owned(), vec![(2, 1, false), (3, 1, false)])];
+        let expected =
+            vec![("node1".to_owned(), vec![(0, 0, false), (1, 0, false)]), ("node2".to_owned(), vec![(2, 1, false), (3, 1, false)])];
         assert_eq!((ranks(&as_placed.predicted), ranks(&as_placed.actual)), (expected.clone(), expected));
         // Round-robin placement: ranks 1 and 2 swapped nodes, and each tp group is split.
         let swapped = seen(&placed(&["a", "b", "a", "b"]), &layout).unwrap().picture(&layout);
-        assert_eq!(ranks(&swapped.actual), [("a".to_owned(), vec![(0, 0, false), (2, 1, true)]), ("b".to_owned(), vec![(1, 0, true), (3, 1, false)])]);
+        assert_eq!(
+            ranks(&swapped.actual),
+            [("a".to_owned(), vec![(0, 0, false), (2, 1, true)]), ("b".to_owned(), vec![(1, 0, true), (3, 1, false)])]
+        );
         assert_eq!(ranks(&swapped.predicted)[0], ("a".to_owned(), vec![(0, 0, false), (1, 0, true)]));
     }
 }

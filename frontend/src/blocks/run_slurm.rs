@@ -35,7 +35,8 @@ pub fn RunSlurm(record: Memo<Option<RunRecord>>, runs: Runs) -> impl IntoView {
 pub fn RunErrors(record: Memo<Option<RunRecord>>, log: ArcRwSignal<Vec<LogLine>>) -> impl IntoView {
     move || {
         record.with(|r| r.as_ref().is_some_and(|r| FAILED.contains(&r.state()))).then_some(())?;
-        let lines: Vec<String> = log.with(|lines| error_lines(lines.iter().map(|l| l.text.as_str())).into_iter().map(str::to_owned).collect());
+        let lines: Vec<String> =
+            log.with(|lines| error_lines(lines.iter().map(|l| l.text.as_str())).into_iter().map(str::to_owned).collect());
         (!lines.is_empty()).then(|| {
             view! {
                 <div class="run-errors" role="status">

@@ -3,7 +3,6 @@
 //! through the server over the WebSocket, and the poller reading real `squeue` and `scontrol`
 //! answers. The run tests need the trainer built beside the server (`cargo build --bins`).
 
-mod cluster;
 #[allow(dead_code, unused_imports, reason = "the serve tests' harness, of which these tests use a part")]
 #[path = "../serve/harness.rs"]
 mod harness;

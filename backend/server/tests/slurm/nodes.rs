@@ -12,9 +12,9 @@ use scalebook_shared::protocol::{ClientMessage, RunState, ServerMessage};
 use scalebook_shared::rundir::{self, RankPlacement};
 use serde_json::json;
 
-use crate::cluster::SlurmCluster;
 use crate::harness::{Server, tiny_overrides};
 use crate::runs::{launch, start_server};
+use scalebook_harness::slurm::SlurmCluster;
 
 fn valid_losses(run_dir: &Path) -> Vec<(u64, f64)> {
     let text = std::fs::read_to_string(run_dir.join(rundir::METRICS)).unwrap_or_default();
@@ -129,8 +129,9 @@ async fn a_run_that_loses_a_node_ends_failed_naming_it_leaves_no_rank_behind_and
     request["dp"] = json!(4);
     let id = client.launch_json(request).await;
     let run_dir = server.runs_dir.join(id.as_str());
-    // Training under way on both nodes.
-    server.wait_for(&id, |_| (valid_losses(&run_dir).len() >= 2 && ranks_of(id.as_str(), Some("node2")).len() == 2).then_some(())).await;
+    // Training under way on both nodes, past its first checkpoint.
+    let checkpoint = rundir::RunDir::new(&run_dir).checkpoint_position();
+    server.wait_for(&id, |_| (checkpoint.is_file() && ranks_of(id.as_str(), Some("node2")).len() == 2).then_some(())).await;
 
     for pid in ranks_of(id.as_str(), Some("node2")) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);

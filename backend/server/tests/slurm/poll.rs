@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use scalebook_shared::protocol::{ClientMessage, RunId, RunRecord, RunState};
 use serde_json::json;
 
-use crate::cluster::SlurmCluster;
 use crate::harness::tiny_overrides;
 use crate::runs::{launch, start_server};
+use scalebook_harness::slurm::SlurmCluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_pending_jobs_and_twenty_viewers_cost_one_squeue_a_period() {

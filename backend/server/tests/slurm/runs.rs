@@ -8,30 +8,14 @@ use std::time::{Duration, Instant};
 use scalebook_shared::protocol::{ClientMessage, RunHandle, RunState, ServerMessage};
 use serde_json::{Value, json};
 
-use crate::cluster::SlurmCluster;
 use crate::harness::{RUN_TIMEOUT, Server, assert_all_points, ended, follow_to_end, temp_dir, tiny_overrides};
-
-/// The test cluster as `clusters.yaml` describes it: CPU nodes, no GPU figures.
-const CLUSTERS: &str = "testbox:
-  executor: slurm
-  description: 'the test cluster on this machine'
-  gpus_per_node: 0
-  data_root: data
-  slurm:
-    account: scalebook
-    qos: normal
-    time: '00:10:00'
-    cpus_per_task: 1
-";
+use scalebook_harness::slurm::SlurmCluster;
 
 /// A server that submits to `cluster`, polling it every second.
 pub(crate) fn start_server(name: &str, cluster: &SlurmCluster, extra: &[&str]) -> Server {
-    let clusters = cluster.dir.join("clusters.yaml");
-    std::fs::write(&clusters, CLUSTERS).unwrap();
-    let mut args =
-        vec!["--clusters", clusters.to_str().unwrap(), "--slurm-bin-dir", cluster.bin.to_str().unwrap(), "--slurm-poll-secs", "1"];
-    args.extend(extra);
-    Server::start(name, &args)
+    let mut args = cluster.serve_args();
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    Server::start(name, &args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 pub(crate) fn launch(overrides: Vec<String>, executor: Value) -> Value {

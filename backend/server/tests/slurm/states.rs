@@ -9,7 +9,7 @@ use scalebook_server::executor::slurm::states::{Verdict, judge};
 use scalebook_server::executor::slurm::{SlurmCommands, sbatch, scancel};
 use scalebook_shared::protocol::RunState;
 
-use crate::cluster::SlurmCluster;
+use scalebook_harness::slurm::SlurmCluster;
 
 /// Writes a batch script `name.sh` with `options` as `#SBATCH` lines and `body` after them.
 fn script(dir: &Path, name: &str, options: &[&str], body: &str) -> PathBuf {

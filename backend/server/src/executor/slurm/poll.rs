@@ -88,10 +88,17 @@ impl Poller {
                     continue;
                 }
             };
+            // Jobs that left the queue, and ours that ended while Slurm still lists them: their
+            // last word (how long they ran, what they held) is asked of sacct or scontrol, once.
             let mut left = Vec::new();
             for &i in &members {
                 match queue.iter().find(|info| info.job_id == jobs[i].job_id) {
-                    Some(info) => seen[i] = Some(recognise(info, &jobs[i])),
+                    Some(info) => {
+                        seen[i] = Some(recognise(info, &jobs[i]));
+                        if !states::is_live(&info.state) && seen[i] != Some(Observation::Gone) {
+                            left.push(i);
+                        }
+                    }
                     None => left.push(i),
                 }
             }
@@ -110,7 +117,11 @@ impl Poller {
                 }
             }
             for i in left {
-                seen[i] = self.scontrol(&jobs[i], cluster_arg.as_deref()).await.map_err(|e| tracing::warn!("{e}")).ok();
+                match self.scontrol(&jobs[i], cluster_arg.as_deref()).await {
+                    Ok(observation) => seen[i] = Some(observation),
+                    // squeue's word, if it had one, stands.
+                    Err(e) => tracing::warn!("{e}"),
+                }
             }
         }
         seen

@@ -84,6 +84,16 @@ pub fn number_the_queue(queue: &mut [JobInfo]) {
     }
 }
 
+/// Slurm's states of a job waiting to run.
+const WAITING: [&str; 6] = ["PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"];
+/// Slurm's states of a job that holds its nodes.
+const RUNNING: [&str; 7] = ["RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT", "RESIZING"];
+
+/// Whether a job in Slurm state `state` may still change.
+pub fn is_live(state: &str) -> bool {
+    WAITING.contains(&state) || RUNNING.contains(&state)
+}
+
 /// Where a run stands by what Slurm said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -206,12 +216,8 @@ pub fn judge(info: &JobInfo, cancel_requested: bool, log_tail: &str) -> Verdict 
     let reason = (!matches!(info.reason.as_str(), "" | "None" | "(null)")).then(|| info.reason.clone());
     let ended = |state: RunState, why: &str| Verdict::Ended(state, Some(why.to_owned()));
     match info.state.as_str() {
-        "PENDING" | "CONFIGURING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "RESV_DEL_HOLD" => {
-            Verdict::Live(RunState::Queued, reason.map(|r| format!("pending in Slurm: {r}")))
-        }
-        "RUNNING" | "COMPLETING" | "SUSPENDED" | "STOPPED" | "SIGNALING" | "STAGE_OUT" | "RESIZING" => {
-            Verdict::Live(RunState::Running, None)
-        }
+        state if WAITING.contains(&state) => Verdict::Live(RunState::Queued, reason.map(|r| format!("pending in Slurm: {r}"))),
+        state if RUNNING.contains(&state) => Verdict::Live(RunState::Running, None),
         "COMPLETED" => Verdict::Ended(RunState::Completed, None),
         "CANCELLED" if cancel_requested => ended(RunState::Cancelled, "cancelled"),
         "CANCELLED" => ended(RunState::Cancelled, "cancelled outside Scalebook (scancel, or an administrator)"),

@@ -9,7 +9,11 @@
 //!
 //! The client commands are reached through a directory of small wrappers that point them at
 //! this cluster's `slurm.conf`; the server under test is handed that directory as its Slurm
-//! commands, as a site would hand it the real ones.
+//! commands, as a site would hand it the real ones ([`SlurmCluster::serve_args`]).
+//!
+//! It lives here, beside the server's own starter, because the server's Slurm tests and the
+//! browser tests both run it. Being test equipment, it panics with the daemons' logs when the
+//! cluster cannot start.
 
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -36,9 +40,30 @@ fn program(name: &str) -> PathBuf {
     found.unwrap_or_else(|| panic!("{name} is not installed: the Slurm tests need Debian's slurm-wlm and munge (./scalebook.sh setup)"))
 }
 
+/// The test cluster as `clusters.yaml` describes it to the server: CPU nodes, no GPU figures,
+/// the data where the local executor has it (the server's working directory is the nodes').
+pub const CLUSTERS: &str = "testbox:
+  executor: slurm
+  description: 'the test cluster on this machine'
+  gpus_per_node: 0
+  data_root: data/synthetic
+  slurm:
+    account: scalebook
+    qos: normal
+    time: '00:10:00'
+    cpus_per_task: 1
+";
+
 /// The first job id of the next cluster: clusters side by side number their jobs apart, as
 /// jobs that share a real node do (a job's rendezvous port is derived from its id).
 static NEXT_FIRST_JOB: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(101);
+
+/// The build tree's scratch directory (`<target>/tmp`, cargo's `CARGO_TARGET_TMPDIR`), found
+/// from the test binary in `<target>/<profile>/deps/`.
+fn scratch_root() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors().nth(3).map_or_else(std::env::temp_dir, |target| target.join("tmp"))
+}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -52,7 +77,7 @@ impl SlurmCluster {
 
     /// `count` nodes of 2 CPUs each (one slurmd each), every one idle before this returns.
     pub fn with_nodes(name: &str, count: usize) -> SlurmCluster {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("slurm-{name}-{}", std::process::id()));
+        let dir = scratch_root().join(format!("slurm-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let nodes: Vec<String> = match count {
             1 => vec!["localhost".to_owned()],
@@ -101,6 +126,15 @@ impl SlurmCluster {
         }
         cluster.wait_until_idle();
         cluster
+    }
+
+    /// The `serve` arguments of a server that submits to this cluster as `testbox` ([`CLUSTERS`]),
+    /// polling it every second.
+    pub fn serve_args(&self) -> Vec<String> {
+        let clusters = self.dir.join("clusters.yaml");
+        std::fs::write(&clusters, CLUSTERS).unwrap();
+        let path = |p: &Path| p.to_str().unwrap().to_owned();
+        vec!["--clusters".into(), path(&clusters), "--slurm-bin-dir".into(), path(&self.bin), "--slurm-poll-secs".into(), "1".into()]
     }
 
     fn write_munge_key(&self) {
