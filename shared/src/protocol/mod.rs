@@ -44,7 +44,10 @@ use crate::metrics::MetricPoint;
 /// server; `presenter` (whether the presenting page is connected); error code `unauthorized`;
 /// a learner's shared run charted by the instructor: `chart_shared_run` and `shared_points`
 /// from a client, `share_run` from the class listener, run handle `shared`.
-pub const PROTOCOL_VERSION: u32 = 5;
+/// Version 6: Slurm's word on a job in the run record (`slurm`: place in the queue, expected
+/// start, nodes, time and resources held), `slurm_at` in the heartbeat, `resume` from a
+/// client, error code `not_resumable`.
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// The longest request id accepted.
 pub const MAX_REQUEST_ID_LEN: usize = 64;
