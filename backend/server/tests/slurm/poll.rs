@@ -1,6 +1,7 @@
 //! One Slurm poll serves every viewer (issue #29): with 200 of the server's jobs pending in the
 //! queue and 20 viewers following them, the server still asks `squeue` once per poll period,
-//! and every run says why it waits.
+//! and every run says why it waits and where it stands; a job behind a full cluster says when
+//! Slurm expects to start it.
 
 use std::time::{Duration, Instant};
 
@@ -50,4 +51,26 @@ async fn two_hundred_pending_jobs_and_twenty_viewers_cost_one_squeue_a_period() 
     assert_eq!(server.wait_for(&ids[0], place).await, (1, 200));
     assert_eq!(server.wait_for(&ids[199], place).await, (200, 200));
     let _ = cluster.client("scancel", &["--user=root"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_behind_a_full_cluster_says_when_slurm_expects_to_start_it() {
+    let cluster = SlurmCluster::with_nodes("poll-start", 2);
+    // Every CPU of both nodes taken for five minutes.
+    let full = cluster.client("sbatch", &["--parsable", "--nodes=2", "--ntasks=4", "--time=5", "--wrap", "sleep 300"]);
+    assert!(full.status.success(), "{full:?}");
+    let server = start_server("slurm-poll-start", &cluster, &[]);
+    let mut client = server.connect().await;
+    let submitted = unix_now();
+    let id = client.launch_json(launch(tiny_overrides(&[]), json!({ "kind": "slurm", "cluster": "testbox" }))).await;
+    let status = server.wait_for(&id, |r| r.slurm.as_ref().filter(|s| s.expected_start.is_some()).map(|s| (**s).clone())).await;
+    let start = status.expected_start.unwrap();
+    assert!(start > submitted && start <= submitted + 6.0 * 60.0, "expected at {start}, submitted at {submitted}");
+    assert_eq!((status.place, status.pending), (Some(1), Some(1)));
+    let record = server.wait_for(&id, |r| r.reason().map(|_| r.clone())).await;
+    assert_eq!(record.reason(), Some("pending in Slurm: Resources"));
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64()
 }
