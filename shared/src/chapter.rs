@@ -79,6 +79,54 @@ impl Part {
     }
 }
 
+/// The blocks a learner acts on (runs, edits, explores); code, quizzes, figures and published
+/// tables are read.
+pub const ACTION_BLOCKS: [&str; 9] = ["run", "sweep", "config", "estimate", "rank-grid", "data", "maps", "timeline", "chart"];
+
+/// The most words a learner reads between two blocks they act on (issue #28's rule).
+pub const MAX_READING_WORDS: usize = 900;
+
+/// A stretch of reading between two blocks a learner acts on (or the chapter's start or end).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stretch {
+    pub words: usize,
+    /// The first words of the stretch, to find it in the chapter.
+    pub starts: String,
+}
+
+/// Every stretch of reading in `text`: prose, shown code and read-only blocks (a quiz's
+/// question, not its answer) between the blocks a learner acts on. `code_words` counts the words of a block that shows something
+/// not in the chapter (the project's code a `code` block shows), given its info string.
+pub fn reading_stretches(text: &str, code_words: impl Fn(&str) -> usize) -> Vec<Stretch> {
+    let mut stretches = Vec::new();
+    let mut current = Stretch { words: 0, starts: String::new() };
+    let note = |current: &mut Stretch, words: &str| {
+        if current.starts.is_empty() {
+            current.starts = words.split_whitespace().take(8).collect::<Vec<_>>().join(" ");
+        }
+        current.words += words.split_whitespace().count();
+    };
+    for part in parts(text) {
+        match part {
+            Part::Prose(prose) => note(&mut current, &prose),
+            Part::Code { body, .. } => note(&mut current, &body),
+            Part::Block { info, body } => {
+                let kind = info.split_whitespace().next().unwrap_or_default();
+                if ACTION_BLOCKS.contains(&kind) {
+                    stretches.push(std::mem::replace(&mut current, Stretch { words: 0, starts: String::new() }));
+                } else {
+                    // A quiz's answer waits behind a click: its question is what is read.
+                    let read = if kind == "quiz" { body.split("\n---").next().unwrap_or_default() } else { &body };
+                    note(&mut current, read);
+                    current.words += code_words(&info);
+                }
+            }
+        }
+    }
+    stretches.push(current);
+    stretches
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +156,15 @@ mod tests {
         assert_eq!(parts("```scalebook quiz\nQ?\n"), [Part::Block { info: "quiz".into(), body: "Q?\n".into() }]);
         assert_eq!(block_info("scalebook"), Some(""));
         assert_eq!(block_info("scalebookx"), None);
+    }
+
+    #[test]
+    fn reading_is_counted_between_the_blocks_a_learner_acts_on() {
+        let text = "One two three.\n\n```scalebook quiz\nfour five\n---\nsix\n```\n\n```scalebook code path=a.rs item=f\n```\n```yaml\nseven: 8\n```\n```scalebook run config=x\n```\nnine ten\n";
+        let stretches = reading_stretches(text, |info| if info.starts_with("code") { 100 } else { 0 });
+        let words: Vec<usize> = stretches.iter().map(|s| s.words).collect();
+        assert_eq!(words, [3 + 2 + 100 + 2, 2], "the quiz's question only");
+        assert_eq!(stretches[0].starts, "One two three.");
+        assert_eq!(stretches[1].starts, "nine ten");
     }
 }

@@ -144,6 +144,33 @@ mod tests {
         assert!(blocks >= 3, "only {blocks} code blocks in the chapters");
     }
 
+    /// No chapter makes a learner read more than [`MAX_READING_WORDS`] words (its prose, the
+    /// code it shows, the project's code its `code` blocks show) between two blocks they act on.
+    #[test]
+    fn no_chapter_is_a_wall_of_reading() {
+        use scalebook_shared::chapter::{MAX_READING_WORDS, reading_stretches};
+        let code_words = |info: &str| {
+            let setting = |key: &str| info.split_whitespace().find_map(|w| w.strip_prefix(key)).unwrap_or_default().to_owned();
+            match info.starts_with("code ") {
+                true => snippet(&root(), &setting("path="), &setting("item=")).map_or(0, |s| s.text.split_whitespace().count()),
+                false => 0,
+            }
+        };
+        let mut walls = Vec::new();
+        for entry in std::fs::read_dir(root().join("static/chapters")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "md") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for stretch in reading_stretches(&text, code_words).into_iter().filter(|s| s.words > MAX_READING_WORDS) {
+                walls.push(format!("{}: {} words from \"{}\"", path.file_name().unwrap().to_string_lossy(), stretch.words, stretch.starts));
+            }
+        }
+        walls.sort();
+        assert!(walls.is_empty(), "more than {MAX_READING_WORDS} words between two blocks a learner acts on:\n{}", walls.join("\n"));
+    }
+
     #[test]
     fn paths_outside_the_sources_and_missing_items_are_named() {
         for path in ["../etc/passwd", "/etc/passwd", "backend/server/src/../../../x.rs", "README.md", "target/x.rs"] {
