@@ -272,8 +272,9 @@ fn every_quoted_figure_is_the_sources_value() {
     assert!(quoted >= 50, "only {quoted} figures are quoted with their source");
 }
 
-/// The sweeps run what the server accepts: each variant's overrides apply to its config and
-/// the result passes the config's rules on its ranks, so no learner's "Run all" is refused.
+/// The sweeps run what the server accepts: each variant's overrides apply to its config, and
+/// to every other config the block's switch offers (the CPU configs), and the result passes
+/// the config's rules on its ranks, so no learner's "Run all" is refused.
 #[test]
 fn every_sweep_variant_is_a_valid_run() {
     let configs = ConfigFile::parse(&read("config/ViT.yaml")).unwrap();
@@ -289,14 +290,17 @@ fn every_sweep_variant_is_a_valid_run() {
                     continue;
                 }
             };
+            let offered: Vec<&str> = std::iter::once(name).chain(configs.cpu_names().filter(|n| *n != name)).collect();
             for v in variants {
                 runs += 1;
-                let mut config = configs.get(name).unwrap_or_else(|e| panic!("{slug}: {e}"));
-                let checked = config
-                    .apply_overrides(&v.overrides)
-                    .and_then(|()| config.validate(v.dp as usize * config.tensor_parallel * config.context_parallel));
-                if let Err(e) = checked {
-                    problems.push(format!("{slug}: `{}` on {name}: {e}", v.label));
+                for name in &offered {
+                    let mut config = configs.get(name).unwrap_or_else(|e| panic!("{slug}: {e}"));
+                    let checked = config
+                        .apply_overrides(&v.overrides)
+                        .and_then(|()| config.validate(v.dp as usize * config.tensor_parallel * config.context_parallel));
+                    if let Err(e) = checked {
+                        problems.push(format!("{slug}: `{}` on {name}: {e}", v.label));
+                    }
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! The data-parallel chapter's DDP-knobs sweep, run from the page on this machine: each
 //! variant (two ranks with DDP, bigger buckets, no buffer broadcast, no DDP) runs to the end
-//! one after another, with the chapter's settings, and the block draws every throughput.
+//! one after another, with the chapter's settings, and the block draws every throughput; the
+//! chapter's charts name its runs by their variants, and other chapters' charts leave them out.
 
 use std::time::Duration;
 
@@ -57,6 +58,16 @@ async fn the_ddp_knobs_sweep_runs_every_variant_and_draws_its_throughput() -> an
     assert_eq!(records.len(), variants, "{records:?}");
     assert!(records.iter().all(|(dp, _, config)| *dp == 2 && config == "cpu_tiny"), "{records:?}");
     assert!(records.iter().any(|(_, o, _)| o.contains("noddp=true")), "{records:?}");
+
+    // The chapter's charts name the sweep's runs by their variants...
+    let legend = browser.wait_text(".charts .legend", |t| t.contains("no DDP (no gradient all-reduce) (cpu_tiny)")).await?;
+    assert!(legend.contains("DDP, 100 MB buckets (cpu_tiny)"), "{legend}");
+    // ...and another chapter's charts leave them out.
+    browser.client.goto(&proxy.url(&format!("/?token={}#/single-gpu", server.token))).await?;
+    browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
+    browser.wait_text(".charts", |t| t.contains("No runs charted yet") || t.contains("tutorial baseline")).await?;
+    let elsewhere = browser.eval("return document.querySelectorAll('.charts .legend-item:not([data-key=baseline])').length").await?;
+    assert_eq!(elsewhere, 0, "the data-parallel chapter's runs on the single-GPU chapter's charts");
     assert!(browser.console_errors().await?.is_empty());
     browser.close().await
 }

@@ -20,7 +20,7 @@ use crate::ids::unique_id;
 #[component]
 pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
     let state = ChartsState::new(spec);
-    let ChartsState { runs, log, baseline, hidden, tags, overlays, refused, dragging, sources, visible, settings, .. } = state;
+    let ChartsState { log, baseline, hidden, tags, refused, dragging, sources, visible, settings, .. } = state;
     let shown = move || state.shown();
     let change = move |edit: &dyn Fn(&mut ChartControls)| state.change(edit);
     let available = move || state.available();
@@ -65,8 +65,8 @@ pub fn ChartsBlock(spec: ChartSpec) -> impl IntoView {
             </div>
             <Legend sources hidden />
             {move || refused.with(|all| (!all.is_empty()).then(|| view! { <p class="error" role="alert">{all.join(" ")}</p> }))}
-            {move || (runs.charted.with(Vec::is_empty) && overlays.with(Vec::is_empty) && !baseline.get()).then(|| view! {
-                <p class="muted">"No runs charted yet: launch one, tick “chart” in a run list, or drop a TensorBoard event file here."</p>
+            {move || sources.with(Vec::is_empty).then(|| view! {
+                <p class="muted">"No runs of this chapter charted yet: launch one here, tick “chart” in a run list (a run charted so shows in every chapter), or drop a TensorBoard event file here."</p>
             })}
             <div class="chart-grid">
                 <For each=move || tags.get() key=|t| t.clone() let:tag>

@@ -8,17 +8,18 @@ use std::collections::HashSet;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use scalebook_page::blocks::charts_model::{self, Curve};
+use scalebook_page::runs::names;
 use wasm_bindgen_futures::JsFuture;
 
 use super::ChartSpec;
 use super::chart_drawing::{Overlay, Settings, Source};
 use crate::classroom::{ChartControls, Classroom};
 use crate::library::{Library, Ready};
+use crate::routing::slug_from_hash;
 use crate::runs::{Runs, start_wall};
 
 #[derive(Clone, Copy)]
 pub struct ChartsState {
-    pub runs: Runs,
     /// The page's axis and smoothing: every chart block shows the same, so one presentation
     /// carries them.
     controls: RwSignal<Option<ChartControls>>,
@@ -58,15 +59,17 @@ impl ChartsState {
         let baseline = RwSignal::new(spec.baseline);
         let hidden = RwSignal::new(HashSet::new());
         let overlays = RwSignal::new(Vec::<Overlay>::new());
+        // The chapter this block is in: its charts show the runs launched from it.
+        let chapter = slug_from_hash(&window().location().hash().unwrap_or_default());
         let sources = Memo::new(move |_| {
-            let charted: Vec<Option<Curve>> = runs
-                .charted
-                .get()
+            let shown = runs.names.with(|names| runs.charted.with(|charted| names::in_chapter(charted, names, chapter.as_deref())));
+            let charted: Vec<Option<Curve>> = shown
                 .iter()
                 .map(|id| {
                     let series = runs.stream(id)?.series.get();
                     let config = runs.record(id).map(|r| r.config);
-                    Some(Curve::run(id.to_string(), config.as_deref(), start_wall(&series).unwrap_or(0.0), series))
+                    let label = runs.names.with(|n| names::label(id, n.get(id), config.as_deref()));
+                    Some(Curve::run(id.to_string(), label, start_wall(&series).unwrap_or(0.0), series))
                 })
                 .collect();
             let dropped = overlays.get().into_iter().map(|overlay| {
@@ -87,7 +90,6 @@ impl ChartsState {
             }
         });
         ChartsState {
-            runs,
             controls,
             own,
             log,

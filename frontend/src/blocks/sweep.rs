@@ -34,7 +34,9 @@ pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> i
             <div class="toolbar">
                 <label for=config_id.clone()>"config"</label>
                 <select id=config_id class="sweep-config" disabled=busy on:change=move |ev| chosen.set(event_target_value(&ev))>
-                    {move || library.configs.ready().map(|file| file.names().map(|n| {
+                    // The configs a sweep runs here in minutes; the chapters' sweeps are valid on
+                    // each (shared's coverage test).
+                    {move || library.configs.ready().map(|file| file.cpu_names().map(|n| {
                         let selected = chosen.get_untracked() == n;
                         view! { <option value=n.to_owned() selected=selected>{n.to_owned()}</option> }
                     }).collect_view())}

@@ -117,7 +117,8 @@ impl SweepState {
             self.progress.set(Progress::Idle);
             return;
         };
-        match self.runs.launch(sweep_model::request(self.chosen.get_untracked(), variant, self.seed())) {
+        let name = Some(variant.label.clone());
+        match self.runs.launch_named(sweep_model::request(self.chosen.get_untracked(), variant, self.seed()), name) {
             Ok(ticket) => self.progress.set(Progress::Launching { index, ticket }),
             Err(message) => self.progress.set(Progress::Stopped(message)),
         }

@@ -27,9 +27,13 @@ use crate::net::ws::{ConnectionState, Socket};
 use scalebook_page::requests::Requests;
 
 const CHARTED_KEY: &str = "scalebook-charted-runs";
+const NAMES_KEY: &str = "scalebook-run-names";
 
 pub use scalebook_page::requests::Answer;
+use scalebook_page::runs::names::{self, RunName, RunNames};
 pub use scalebook_page::runs::whose::from_class;
+
+use crate::routing::slug_from_hash;
 
 /// The page's runs; provided as context by the app.
 #[derive(Clone, Copy)]
@@ -59,6 +63,11 @@ pub struct Runs {
     /// When Slurm last answered the server's poll, with the server's time then (its
     /// heartbeat's): how old every Slurm run's state is.
     pub slurm_at: RwSignal<Option<(f64, f64)>>,
+    /// What this page remembers of the runs it launched (kept in localStorage): the chapter
+    /// each came from, and a sweep variant's name.
+    pub names: RwSignal<RunNames>,
+    /// The names of launches not yet answered, by ticket.
+    naming: StoredValue<HashMap<u64, RunName>>,
     answers: RwSignal<HashMap<u64, Answer>>,
     /// Launches and previews waiting for their answer, matched by request id.
     requests: StoredValue<Requests>,
@@ -93,6 +102,8 @@ impl Runs {
             roster: RwSignal::new(Vec::new()),
             class: RwSignal::new(ClassState::Alone),
             slurm_at: RwSignal::new(None),
+            names: RwSignal::new(load_names()),
+            naming: StoredValue::new(HashMap::new()),
             answers: RwSignal::new(HashMap::new()),
             requests: StoredValue::new(Requests::default()),
             streams: StoredValue::new(HashMap::new()),
@@ -153,9 +164,20 @@ impl Runs {
         self.records.with(|records| records.iter().find(|r| &r.id == id).cloned())
     }
 
-    /// Sends a launch; the answer appears under the returned ticket in [`Runs::answer`].
+    /// Sends a launch from the chapter on screen; the answer appears under the returned ticket
+    /// in [`Runs::answer`], and the run is charted in that chapter.
     pub fn launch(&self, request: LaunchRequest) -> Result<u64, String> {
-        self.request(&ClientMessage::Launch(request))
+        self.launch_named(request, None)
+    }
+
+    /// [`Runs::launch`] of a run the charts' legends call `name` (a sweep's variant).
+    pub fn launch_named(&self, request: LaunchRequest, name: Option<String>) -> Result<u64, String> {
+        let ticket = self.request(&ClientMessage::Launch(request))?;
+        let chapter = slug_from_hash(&window().location().hash().unwrap_or_default());
+        self.naming.update_value(|n| {
+            n.insert(ticket, RunName { chapter, name });
+        });
+        Ok(ticket)
     }
 
     /// Asks for the batch script a Slurm launch would submit (answered like a launch).
@@ -235,7 +257,20 @@ impl Runs {
         self.send(&ClientMessage::Resume { run: id.clone() })
     }
 
+    /// Charts run `id` (or stops), by hand: a run charted so shows in every chapter's charts.
     pub fn set_charted(&self, id: &RunId, on: bool) {
+        if on && self.names.with_untracked(|n| n.get(id).is_some_and(|n| n.chapter.is_some())) {
+            self.names.update(|n| {
+                if let Some(name) = n.get_mut(id) {
+                    name.chapter = None;
+                }
+            });
+            save(NAMES_KEY, &self.names.get_untracked());
+        }
+        self.chart(id, on);
+    }
+
+    fn chart(&self, id: &RunId, on: bool) {
         if on {
             self.watch(id);
         }
@@ -280,7 +315,11 @@ impl Runs {
                 None => records.push(run),
             }),
             ServerMessage::Launched { run } => {
-                self.set_charted(&run, true);
+                if let Some(name) = ticket.and_then(|t| self.naming.try_update_value(|n| n.remove(&t)).flatten()) {
+                    self.names.update(|names| names::remember(names, run.clone(), name));
+                    save(NAMES_KEY, &self.names.get_untracked());
+                }
+                self.chart(&run, true);
                 answer(Answer::Launched(run));
             }
             ServerMessage::SlurmScript { script } => answer(Answer::Script(script)),
@@ -352,8 +391,17 @@ fn load_charted() -> Vec<RunId> {
 }
 
 fn save_charted(ids: &[RunId]) {
-    if let (Some(storage), Ok(text)) = (local_storage(), serde_json::to_string(ids)) {
-        let _ = storage.set_item(CHARTED_KEY, &text);
+    save(CHARTED_KEY, &ids);
+}
+
+fn load_names() -> RunNames {
+    let text = local_storage().and_then(|s| s.get_item(NAMES_KEY).ok().flatten()).unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or_default()
+}
+
+fn save(key: &str, value: &impl serde::Serialize) {
+    if let (Some(storage), Ok(text)) = (local_storage(), serde_json::to_string(value)) {
+        let _ = storage.set_item(key, &text);
     }
 }
 

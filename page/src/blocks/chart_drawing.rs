@@ -28,6 +28,9 @@ fn plot_height() -> f64 {
     HEIGHT - TOP - BOTTOM
 }
 
+/// Series with fewer points than this are never smoothed.
+pub const MIN_POINTS_SMOOTHED: usize = 16;
+
 /// One run (or the baseline, or a dropped event file) as a chart may draw it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Source {
@@ -117,7 +120,11 @@ impl Drawing {
             .filter(|s| s.has_wall_time || settings.axis != XAxis::Wall)
             .filter_map(|source| {
                 let series = source.series.iter().find(|s| s.tag == tag)?;
-                let all = samples(&series.buckets, settings.axis, source.start_wall, settings.smoothing);
+                // A few points (a short run's per-epoch validation) are drawn as they are: the
+                // moving average would still be catching up at the last one, far from the value
+                // the log prints.
+                let weight = if series.buckets.len() < MIN_POINTS_SMOOTHED { 0.0 } else { settings.smoothing };
+                let all = samples(&series.buckets, settings.axis, source.start_wall, weight);
                 Some((source, all, series.buckets.len()))
             })
             .collect();
@@ -261,6 +268,20 @@ mod tests {
             has_wall_time: true,
             series: vec![Series { tag: "Loss/train".into(), buckets }],
         }
+    }
+
+    #[test]
+    fn a_series_of_a_few_points_ends_where_the_log_does_however_smooth_the_chart() {
+        // A short run's validation loss, one point an epoch: TensorBoard's 0.6 would end it
+        // near 0.52 where the log says 0.464.
+        let epochs = run("a", &[0.9, 0.62, 0.53, 0.49, 0.464]);
+        let smooth = Settings { smoothing: 0.6, ..settings(XAxis::Step) };
+        let drawing = Drawing::build("Loss/train", std::slice::from_ref(&epochs), smooth);
+        assert!(drawing.lines[0].drawn.iter().all(|s| s.smoothed == s.value), "{:?}", drawing.lines[0].drawn);
+        // A long one is smoothed as asked.
+        let values: Vec<f64> = (0..MIN_POINTS_SMOOTHED).map(|i| if i % 2 == 0 { 1.0 } else { 0.0 }).collect();
+        let drawing = Drawing::build("Loss/train", &[run("b", &values)], smooth);
+        assert!(drawing.lines[0].drawn.iter().any(|s| s.smoothed != s.value));
     }
 
     #[test]

@@ -9,8 +9,10 @@ use scalebook_shared::protocol::Series;
 
 use super::chart_drawing::{Overlay, Source};
 
-/// Run colours, in charting order: Okabe and Ito's colour-blind-safe set, strongest first.
-const RUN_COLOURS: [&str; 7] = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"];
+/// Run colours, in charting order: Okabe and Ito's colour-blind-safe set, strongest first, then
+/// five of Paul Tol's muted set, so a dozen runs (a sweep and its reruns) never share one.
+const RUN_COLOURS: [&str; 12] =
+    ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#882255", "#117733", "#332288", "#999933", "#AA4499"];
 const BASELINE_COLOUR: &str = "#6B6B6B";
 const BASELINE_KEY: &str = "baseline";
 const BASELINE_LABEL: &str = "tutorial baseline (base, 1 A100, 22 h)";
@@ -29,12 +31,8 @@ pub struct Curve {
 }
 
 impl Curve {
-    /// A charted run, labelled with the config it ran when its record is known.
-    pub fn run(id: String, config: Option<&str>, start_wall: f64, series: Vec<Series>) -> Curve {
-        let label = match config {
-            Some(config) => format!("{id} ({config})"),
-            None => id.clone(),
-        };
+    /// A charted run, labelled as [`crate::runs::names::label`] names it.
+    pub fn run(id: String, label: String, start_wall: f64, series: Vec<Series>) -> Curve {
         Curve { key: id, label, start_wall, series }
     }
 
@@ -122,9 +120,9 @@ mod tests {
     #[test]
     fn runs_keep_their_colours_files_follow_and_the_baseline_is_grey_and_dashed() {
         let runs = vec![
-            Some(Curve::run("r1".into(), Some("cpu_tiny"), 10.0, series(&["Loss/train"]))),
+            Some(Curve::run("r1".into(), "r1 (cpu_tiny)".into(), 10.0, series(&["Loss/train"]))),
             None,
-            Some(Curve::run("r3".into(), None, 20.0, series(&["Loss/valid"]))),
+            Some(Curve::run("r3".into(), "r3".into(), 20.0, series(&["Loss/valid"]))),
         ];
         let dropped = vec![Curve::overlay(overlay("events.a", &["Loss/valid"]), 5.0)];
         let all = sources(runs, dropped, Some(series(&["Loss/valid"])));
@@ -140,19 +138,21 @@ mod tests {
             ]
         );
         assert_eq!((all[0].start_wall, all[2].start_wall, all[3].start_wall), (10.0, 5.0, 0.0));
-        let many: Vec<Option<Curve>> = (0..9).map(|i| Some(Curve::run(format!("r{i}"), None, 0.0, Vec::new()))).collect();
-        assert_eq!(sources(many, Vec::new(), None)[8].colour, RUN_COLOURS[1], "colours wrap around");
+        let many: Vec<Option<Curve>> = (0..14).map(|i| Some(Curve::run(format!("r{i}"), String::new(), 0.0, Vec::new()))).collect();
+        let colours: Vec<&str> = sources(many, Vec::new(), None).iter().map(|s| s.colour).collect();
+        assert_eq!(colours[..12].iter().collect::<HashSet<_>>().len(), 12, "a dozen runs, a dozen colours");
+        assert_eq!(colours[13], RUN_COLOURS[1], "then they wrap around");
     }
 
     #[test]
     fn hidden_curves_leave_the_charts_and_only_unshown_tags_are_offered() {
-        let runs = vec![Some(Curve::run("r1".into(), None, 0.0, series(&["b", "a"])))];
+        let runs = vec![Some(Curve::run("r1".into(), "r1".into(), 0.0, series(&["b", "a"])))];
         let all = sources(runs, vec![Curve::overlay(overlay("f", &["c", "a"]), 0.0)], None);
         let hidden = HashSet::from(["r1".to_owned()]);
         assert_eq!(visible(&all, &hidden).iter().map(|s| s.key.as_str()).collect::<Vec<_>>(), ["file:f"]);
         assert_eq!(visible(&all, &HashSet::new()).len(), 2);
         assert_eq!(available_tags(&all, &["b".to_owned()]), ["a", "c"]);
-        let planned = sources(vec![Some(Curve::run("r2".into(), None, 0.0, series(&["a", tags::run::STEPS])))], Vec::new(), None);
+        let planned = sources(vec![Some(Curve::run("r2".into(), "r2".into(), 0.0, series(&["a", tags::run::STEPS])))], Vec::new(), None);
         assert_eq!(available_tags(&planned, &[]), ["a"], "a run's length is no curve");
     }
 

@@ -2,6 +2,7 @@
 //! and log (which arrivals are new, where to resume), and whose each run is as the run lists
 //! show it, and what a Slurm run's page says of its job. The page keeps these in its signals and storage; here they are tested natively.
 
+pub mod names;
 pub mod slurm;
 pub mod stream;
 pub mod whose;

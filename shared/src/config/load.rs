@@ -71,6 +71,12 @@ impl ConfigFile {
         self.configs.keys().map(String::as_str)
     }
 
+    /// The configs sized for a CPU (named `cpu_…`, the file's convention): what a sweep runs
+    /// here, one run after another, in minutes. The others are the tutorial's GPU configs.
+    pub fn cpu_names(&self) -> impl Iterator<Item = &str> {
+        self.names().filter(|n| n.starts_with(super::CPU_PREFIX))
+    }
+
     pub fn get(&self, name: &str) -> Result<TrainConfig, Error> {
         self.configs
             .get(name)

@@ -30,6 +30,8 @@ pub use write::yaml_value;
 
 /// The config the app starts with: small enough to train visibly on two CPU cores.
 pub const DEFAULT_CONFIG: &str = "cpu_short";
+/// How the names of the configs sized for a CPU start ([`ConfigFile::cpu_names`]).
+pub const CPU_PREFIX: &str = "cpu_";
 
 /// Batches each data-loader worker may hold ready (PyTorch's default `prefetch_factor`): the
 /// trainer's queue length, and what an estimate counts in a CPU rank's memory.
