@@ -1,7 +1,18 @@
 //! A chapter's working config: the config its blocks are about, with the learner's changes.
 //! The editor writes it; the run block launches it; so what is launched is what was edited.
+//! It is kept in the browser's storage per chapter, so edits survive leaving the chapter (and a
+//! reload): the learner comes back to the config they left.
 
 use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// What is kept of a chapter's working config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Kept {
+    name: String,
+    overrides: Vec<String>,
+    dp: u32,
+}
 
 #[derive(Debug, Clone, Copy)]
 pub struct WorkingConfig {
@@ -27,6 +38,28 @@ impl WorkingConfig {
             working.name.set(Some(name.to_owned()));
             working.dp.set(dp);
         }
+        working
+    }
+
+    /// Chapter `slug`'s working config as the learner left it (a new one if they never edited
+    /// it), kept from now on as it changes.
+    pub fn for_chapter(slug: &str) -> WorkingConfig {
+        let working = WorkingConfig::new();
+        let key = format!("scalebook-working-config:{slug}");
+        let storage = window().local_storage().ok().flatten();
+        let kept = storage.as_ref().and_then(|s| s.get_item(&key).ok().flatten()).and_then(|t| serde_json::from_str::<Kept>(&t).ok());
+        if let Some(kept) = kept {
+            working.name.set(Some(kept.name));
+            working.overrides.set(kept.overrides);
+            working.dp.set(kept.dp);
+        }
+        Effect::new(move |_| {
+            let Some(name) = working.name.get() else { return };
+            let kept = Kept { name, overrides: working.overrides.get(), dp: working.dp.get() };
+            if let (Some(storage), Ok(text)) = (storage.as_ref(), serde_json::to_string(&kept)) {
+                let _ = storage.set_item(&key, &text);
+            }
+        });
         working
     }
 

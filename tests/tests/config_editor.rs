@@ -1,5 +1,6 @@
 //! The config editor checks every edit with `shared`'s rules and shows each problem beside its
-//! field; the form and the YAML view stay in sync; a run cannot be launched while it is wrong.
+//! field; the form and the YAML view stay in sync; a run cannot be launched while it is wrong;
+//! the edits survive leaving the chapter and a reload.
 
 use scalebook_e2e::{Browser, Server};
 
@@ -40,6 +41,18 @@ async fn invalid_edits_show_their_field_errors() -> anyhow::Result<()> {
     browser.wait_text(&format!("{EDITOR} .changes"), |t| t.contains("depth=6")).await?;
     browser.wait_text(&format!("{EDITOR} dd[data-derived='iterations per epoch']"), |t| t == "32").await?;
     assert!(browser.attr(&format!("{EDITOR} .error[data-field=depth]"), "data-field").await.is_none());
+
+    // Leaving the chapter and coming back (and reloading) keeps the edit: the learner finds the
+    // config they left, and the run block launches it.
+    browser.eval("location.hash = '#/data-parallel'").await?;
+    browser.wait_text(&format!("{EDITOR} select option:checked"), |t| t == "bs64_opt").await?;
+    browser.eval("location.hash = '#/single-gpu'").await?;
+    browser.wait_text(&format!("{EDITOR} select option:checked"), |t| t == "cpu_short").await?;
+    browser.wait_value(&format!("{EDITOR} input[data-field=depth]"), |v| v == "6").await?;
+    browser.wait_text(&format!("{EDITOR} .changes"), |t| t.contains("depth=6")).await?;
+    browser.client.refresh().await?;
+    browser.wait_value(&format!("{EDITOR} input[data-field=depth]"), |v| v == "6").await?;
+    browser.wait_text(".run-block", |t| t.contains("depth=6")).await?;
 
     browser.close().await
 }

@@ -41,7 +41,10 @@ fn Editor(file: Arc<ConfigFile>, name: String, working: WorkingConfig) -> impl I
     };
     let base = file.get("base").ok();
     let names: Vec<String> = file.names().map(str::to_owned).collect();
-    let draft = RwSignal::new(Draft::new(&name, named));
+    // The edits the learner made before (kept with the chapter's working config).
+    let mut restored = Draft::new(&name, named);
+    restored.apply(&working.overrides.get_untracked());
+    let draft = RwSignal::new(restored);
     let yaml = RwSignal::new(draft.with_untracked(Draft::to_yaml));
     let yaml_error = RwSignal::new(None::<String>);
     let checked = Memo::new(move |_| draft.with(|d| d.check(working.dp.get())));

@@ -15,7 +15,7 @@ const FIRST_RENDER_MARK: &str = "scalebook-first-chapter";
 #[component]
 pub fn ChapterPage(slug: String, title: String) -> impl IntoView {
     let content = load("chapter", urls::resolve(&format!("chapters/{slug}.md")), |text| Ok(segments(text)));
-    provide_context(WorkingConfig::new());
+    provide_context(WorkingConfig::for_chapter(&slug));
     let classroom = expect_context::<Classroom>();
     classroom.chapter_opened();
 

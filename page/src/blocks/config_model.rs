@@ -49,6 +49,18 @@ impl Draft {
         }
     }
 
+    /// Applies `key=value` overrides as [`launch_overrides`] writes them (the edits a learner
+    /// made before leaving the chapter), each to its field; unknown keys are kept as extra keys,
+    /// where the check names them.
+    pub fn apply(&mut self, overrides: &[String]) {
+        for (key, value) in overrides.iter().filter_map(|o| o.split_once('=')) {
+            match index_of(key) {
+                Some(i) => self.texts[i] = value.to_owned(),
+                None => self.extra.push((key.to_owned(), value.to_owned())),
+            }
+        }
+    }
+
     /// Every field text that differs from the named config's, and every extra key, as
     /// `key=value` overrides.
     fn edits(&self) -> Vec<String> {
@@ -168,6 +180,18 @@ mod tests {
         // The readable edit is applied; the unreadable one is not.
         assert_eq!(checked.config.embed_dim, 130);
         assert_eq!(launch_overrides(&checked.changes), ["embed_dim=130"]);
+    }
+
+    #[test]
+    fn edits_read_back_from_their_overrides_are_the_same_edits() {
+        let mut d = draft("cpu_short");
+        d.set("embed_dim", "96".into());
+        d.set("lr", "5E-4".into());
+        let overrides = launch_overrides(&d.check(1).changes);
+        let mut back = draft("cpu_short");
+        back.apply(&overrides);
+        assert_eq!(launch_overrides(&back.check(1).changes), overrides);
+        assert_eq!(back.text("embed_dim"), "96");
     }
 
     #[test]
