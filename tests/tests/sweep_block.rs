@@ -85,6 +85,16 @@ async fn the_layouts_learn_the_same_and_another_model_does_not() -> anyhow::Resu
     browser.client.goto(&server.chapter_url("context-parallel")).await?;
     browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
     browser.wait_text(AGREEMENT, |t| t.contains("context_parallel=2") && t.contains("embed_dim=64")).await?;
+    // Before it runs, each of its two pictures says what it will show.
+    let waiting = format!("return Array.from(document.querySelectorAll('{AGREEMENT} svg text.waiting')).map(t => t.textContent)");
+    let said = browser.eval(&waiting).await?;
+    let said: Vec<String> = serde_json::from_value(said)?;
+    assert!(said.len() == 2 && said[0].contains("validation loss") && said[1].contains("band"), "{said:?}");
+    // The config switch offers the CPU configs only: a sweep runs here.
+    let offered = browser
+        .eval(&format!("return Array.from(document.querySelectorAll('{AGREEMENT} select.sweep-config option')).map(o => o.value)"))
+        .await?;
+    assert_eq!(offered, serde_json::json!(["cpu_short", "cpu_tiny", "cpu_mp"]));
     browser.select(&format!("{AGREEMENT} select.sweep-config"), "cpu_short").await?;
     browser.click(&format!("{AGREEMENT} button.run-sweep")).await?;
     // Every run completed and every verdict is in.
@@ -95,6 +105,7 @@ async fn the_layouts_learn_the_same_and_another_model_does_not() -> anyhow::Resu
            && verdicts.length === 4 && verdicts.every(v => v.dataset.agrees !== ''); }})()"
     );
     browser.wait_eval_for(&judged, Duration::from_secs(900)).await?;
+    assert_eq!(browser.eval(&waiting).await?, serde_json::json!([]), "the pictures are drawn");
     let verdicts = browser
         .eval(&format!(
             "return Array.from(document.querySelectorAll('{AGREEMENT} ul.verdicts li')).map(v => [v.dataset.agrees, Number(v.dataset.worst), v.textContent])"

@@ -21,6 +21,7 @@ use super::data_block::DataBlock;
 use super::estimate::EstimateBlock;
 use super::figures::{Figure, FigureBlock};
 use super::maps_block::MapsBlock;
+use super::pipeline::PipelineBlock;
 use super::rank_grid::RankGridBlock;
 use super::run::RunBlock;
 use super::sweep::SweepBlock;
@@ -73,6 +74,7 @@ async fn load(spec: BlockSpec) -> Result<AnyView, LoadError> {
         BlockSpec::Figure { figure, config, caption } => from_part!(figure_block(figure, config, caption)),
         BlockSpec::Data { config, set, index, channel } => from_part!(data_block(config, set, index, channel)),
         BlockSpec::Maps { run } => from_part!(maps_block(run)),
+        BlockSpec::Pipeline { stages, micro_batches } => from_part!(pipeline_block(stages, micro_batches)),
         BlockSpec::Timeline { run, recorded } => from_part!(timeline_block(run, recorded)),
         // The light blocks, which `Block` draws at once, never come here.
         light => Ok(view! { <super::Block spec=light /> }.into_any()),
@@ -121,6 +123,11 @@ fn figure_block(figure: Figure, config: Option<String>, caption: String) -> Resu
 #[cfg_attr(scalebook_split, wasm_split(pictures, wasm_split_path = ::leptos::wasm_split, fallible))]
 fn data_block(config: String, set: &'static str, index: usize, channel: &'static str) -> Result<AnyView, LoadError> {
     Ok(view! { <DataBlock config set index channel /> }.into_any())
+}
+
+#[cfg_attr(scalebook_split, wasm_split(pictures, wasm_split_path = ::leptos::wasm_split, fallible))]
+fn pipeline_block(stages: u32, micro_batches: u32) -> Result<AnyView, LoadError> {
+    Ok(view! { <PipelineBlock stages micro_batches /> }.into_any())
 }
 
 #[cfg_attr(scalebook_split, wasm_split(pictures, wasm_split_path = ::leptos::wasm_split, fallible))]

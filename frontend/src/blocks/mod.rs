@@ -18,6 +18,7 @@ mod maps_block;
 mod maps_legend;
 mod maps_state;
 mod picture_view;
+mod pipeline;
 mod published;
 mod quiz;
 mod rank_grid;

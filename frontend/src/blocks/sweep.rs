@@ -8,10 +8,10 @@ use scalebook_shared::protocol::RunId;
 use scalebook_shared::sweep::Variant;
 
 use super::run_status::ViewerNote;
-use super::sweep_axes::{x_ticks, y_ticks};
+use super::sweep_axes::{waiting, x_ticks, y_ticks};
 use super::sweep_board::ScalingBoard;
 use super::sweep_model::{
-    BAR_HEIGHT, CURVES_HEIGHT, Figures, LABEL_WIDTH, Measure, Progress, WIDTH, bars, bars_height, curves, labels, loss_curve,
+    BAR_HEIGHT, CURVES_HEIGHT, Figures, LABEL_WIDTH, LossAxis, Measure, Progress, WIDTH, bars, bars_height, curves, labels, loss_curve,
 };
 use super::sweep_state::SweepState;
 use super::sweep_verdicts::Agreement;
@@ -62,7 +62,7 @@ pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> i
                 {format!("Every variant starts from seed {}: the same initial weights and data order, so they differ only by their changes.", state.seed())}
             </p>
             {move || match measure {
-                Measure::Loss | Measure::StepLoss => view! { <LossCurves ids labels=variants.with_value(|v| labels(v)) measure /> }.into_any(),
+                Measure::Loss | Measure::StepLoss | Measure::Rmse => view! { <LossCurves ids labels=variants.with_value(|v| labels(v)) measure /> }.into_any(),
                 Measure::Scaling => view! { <ScalingBoard state /> }.into_any(),
                 Measure::Agreement => view! {
                     <LossCurves ids labels=variants.with_value(|v| labels(v)) measure />
@@ -106,11 +106,14 @@ fn Bars(labels: Vec<String>, figures: Vec<Figures>, measure: Measure) -> impl In
 fn LossCurves(ids: RwSignal<Vec<Option<RunId>>>, labels: Vec<String>, measure: Measure) -> impl IntoView {
     let runs = expect_context::<Runs>();
     let (tag, words) = measure.loss_tag().unwrap_or_default();
+    let axis = RwSignal::new(LossAxis::Step);
     let drawn = Memo::new(move |_| {
+        let along = axis.get();
         let per_run: Vec<_> =
-            ids.get().iter().map(|id| id.as_ref().and_then(|id| runs.stream(id)?.series.with(|s| loss_curve(s, tag)))).collect();
+            ids.get().iter().map(|id| id.as_ref().and_then(|id| runs.stream(id)?.series.with(|s| loss_curve(s, tag, along)))).collect();
         curves(&per_run)
     });
+    let axis_id = unique_id("sweep-axis");
     view! {
         <figure class="sweep-chart">
             <svg viewBox=format!("0 0 {WIDTH} {CURVES_HEIGHT}") role="img" aria-label=words>
@@ -119,10 +122,21 @@ fn LossCurves(ids: RwSignal<Vec<Option<RunId>>>, labels: Vec<String>, measure: M
                 {move || drawn.with(|c| c.paths.iter().enumerate().map(|(i, d)| d.clone().map(|d| view! {
                     <path class=format!("curve series-{}", i % 8) data-variant=i d=d fill="none" />
                 })).collect_view())}
+                {move || waiting(drawn.with(|c| c.paths.iter().all(Option::is_none)), match measure {
+                    Measure::StepLoss => "Run all: each variant's training loss, step by step, is drawn here as it trains.",
+                    Measure::Rmse => "Run all: each variant's validation RMSE of u10m, epoch by epoch, is drawn here as it trains.",
+                    _ => "Run all: each variant's validation loss, epoch by epoch, is drawn here as it trains.",
+                })}
             </svg>
             <figcaption class="legend">
                 {labels.into_iter().enumerate().map(|(i, l)| view! { <span class=format!("key series-{}", i % 8)>{l}</span> }).collect_view()}
-                <span class="muted">{format!(" {words}")}</span>
+                <span class="muted">{move || format!(" {words} {}", axis.get().words())}</span>
+                <label for=axis_id.clone()>" x axis "</label>
+                <select id=axis_id class="sweep-axis" on:change=move |ev| {
+                    axis.set(if event_target_value(&ev) == LossAxis::Time.name() { LossAxis::Time } else { LossAxis::Step });
+                }>
+                    {[LossAxis::Step, LossAxis::Time].map(|a| view! { <option value=a.name() selected=move || axis.get() == a>{a.words()}</option> })}
+                </select>
             </figcaption>
         </figure>
     }

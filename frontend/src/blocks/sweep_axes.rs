@@ -1,5 +1,5 @@
 //! The axes of the sweep block's pictures (the loss curves, the agreement's differences, the
-//! scaling board), drawn the same way in each.
+//! scaling board), drawn the same way in each, and what a picture says before anything is in it.
 
 use leptos::prelude::*;
 
@@ -24,4 +24,9 @@ pub fn x_ticks(ticks: &[(f64, String)]) -> impl IntoView + use<> {
         .iter()
         .map(|(x, t)| view! { <text class="tick" x=*x y=CURVES_HEIGHT - 6.0 text-anchor="middle">{t.clone()}</text> })
         .collect_view()
+}
+
+/// The words across a picture with nothing in it yet: what it will show once the sweep runs.
+pub fn waiting(shown: bool, text: &'static str) -> impl IntoView + use<> {
+    shown.then(|| view! { <text class="waiting" x=WIDTH / 2.0 y=CURVES_HEIGHT / 2.0 text-anchor="middle">{text}</text> })
 }

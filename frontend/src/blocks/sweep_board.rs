@@ -64,7 +64,8 @@ pub fn ScalingBoard(state: SweepState) -> impl IntoView {
                         |r| [format!("{:.1}", r.samples_per_s), format!("{:.1}", r.per_rank), format!("{:.1}", r.ideal_per_rank), format!("{:.0} %", r.efficiency * 100.0)],
                     );
                     let efficiency = row.as_ref().map(|r| r.efficiency.to_string()).unwrap_or_default();
-                    let ranks = row.as_ref().map(|r| r.ranks.to_string()).unwrap_or_default();
+                    // Known from the config before anything runs.
+                    let ranks = sizes.with(|s| s.get(i).map(ToString::to_string)).unwrap_or_default();
                     view! {
                         <tr data-variant=i data-efficiency=efficiency>
                             <th scope="row">{label.clone()}</th>

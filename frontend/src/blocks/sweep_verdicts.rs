@@ -7,8 +7,8 @@ use scalebook_shared::config::TrainConfig;
 use scalebook_shared::metrics::tags;
 
 use super::sweep_agreement::{BAND, Setup, Verdict, difference_picture, differences, reasons, verdict};
-use super::sweep_axes::y_ticks;
-use super::sweep_model::{CURVES_HEIGHT, CURVES_MARGIN, WIDTH, loss_curve};
+use super::sweep_axes::{waiting, y_ticks};
+use super::sweep_model::{CURVES_HEIGHT, CURVES_MARGIN, LossAxis, WIDTH, loss_curve};
 use super::sweep_state::SweepState;
 use crate::library::Ready;
 use scalebook_page::blocks::run_model::effective;
@@ -20,7 +20,7 @@ pub fn Agreement(state: SweepState) -> impl IntoView {
         let curves: Vec<Option<Vec<(f64, f64)>>> = ids
             .get()
             .iter()
-            .map(|id| id.as_ref().and_then(|id| runs.stream(id)?.series.with(|s| loss_curve(s, tags::LOSS_VALID))))
+            .map(|id| id.as_ref().and_then(|id| runs.stream(id)?.series.with(|s| loss_curve(s, tags::LOSS_VALID, LossAxis::Step))))
             .collect();
         let file = library.configs.ready();
         let configs: Vec<Option<TrainConfig>> =
@@ -59,6 +59,10 @@ pub fn Agreement(state: SweepState) -> impl IntoView {
                 {move || judged.with(|(_, _, p)| p.paths.iter().enumerate().map(|(i, d)| d.clone().map(|d| view! {
                     <path class=format!("curve series-{}", i % 8) data-variant=i d=d fill="none" />
                 })).collect_view())}
+                {move || waiting(
+                    judged.with(|(_, _, p)| p.paths.iter().all(Option::is_none)),
+                    "Run all: how far each variant's loss is from the first's, epoch by epoch, against the band.",
+                )}
             </svg>
             <figcaption class="muted">"How far each variant's validation loss is from the first's at each epoch (relative, log scale): under the band, they learn the same."</figcaption>
         </figure>

@@ -10,6 +10,7 @@ pub mod grid_groups;
 pub mod latitude_plot;
 pub mod maps_model;
 pub mod picture;
+pub mod pipeline_model;
 pub mod published_chart;
 pub mod run_model;
 pub mod spec;

@@ -81,6 +81,12 @@ pub enum BlockSpec {
     Maps {
         run: Option<RunId>,
     },
+    /// A pipeline's schedules with controls: `stages` stages and `micro_batches` micro-batches
+    /// to start from, GPipe's schedule beside 1F1B's, with the bubble and what each holds.
+    Pipeline {
+        stages: u32,
+        micro_batches: u32,
+    },
     /// A run's step profile as a timeline and a table of ops: run `run`, the recorded run
     /// `recorded` (one the project keeps, made on a GPU), or else the latest run with a profile.
     Timeline {
@@ -106,6 +112,10 @@ pub struct ChartSpec {
     pub log: bool,
     pub smoothing: f64,
 }
+
+/// The pipeline block's limits: enough to see the bubble shrink, few enough to draw.
+pub const MAX_STAGES: u32 = 16;
+pub const MAX_MICRO_BATCHES: u32 = 64;
 
 /// Perlmutter's node size, where the tutorial ran.
 const DEFAULT_GPUS_PER_NODE: u32 = 4;
@@ -150,13 +160,22 @@ impl BlockSpec {
                 channel: settings.channel()?,
             },
             "maps" => BlockSpec::Maps { run: settings.run()? },
+            "pipeline" => {
+                let (stages, micro_batches) = (settings.count("stages", 4)?, settings.count("micro_batches", 4)?);
+                if !(2..=MAX_STAGES).contains(&stages) || micro_batches > MAX_MICRO_BATCHES {
+                    return Err(format!(
+                        "a pipeline block takes 2 to {MAX_STAGES} stages and 1 to {MAX_MICRO_BATCHES} micro-batches, not {stages} and {micro_batches}"
+                    ));
+                }
+                BlockSpec::Pipeline { stages, micro_batches }
+            }
             "timeline" => match (settings.run()?, settings.recording()?) {
                 (Some(_), Some(_)) => return Err("a timeline block shows run=ID or recorded=NAME, not both".into()),
                 (run, recorded) => BlockSpec::Timeline { run, recorded },
             },
             other => {
                 return Err(format!(
-                    "unknown block kind `{other}`; the kinds are config, rank-grid, estimate, run, chart, code, sweep, quiz, data, maps, timeline, figure and published"
+                    "unknown block kind `{other}`; the kinds are config, rank-grid, estimate, run, chart, code, sweep, quiz, data, maps, timeline, pipeline, figure and published"
                 ));
             }
         };
@@ -418,7 +437,7 @@ b | dp=2",
 b | dp=2"
             )
             .unwrap_err()
-            .contains("throughput, efficiency, scaling, loss, step-loss or agreement")
+            .contains("throughput, efficiency, scaling, loss, step-loss, rmse or agreement")
         );
         assert!(BlockSpec::parse("sweep", "a | dp=1").unwrap_err().contains("at least two"));
     }
@@ -471,6 +490,17 @@ b | dp=2"
         assert!(both.contains("not both"), "{both}");
         assert!(BlockSpec::parse("timeline run=a/b", "").unwrap_err().starts_with("run=a/b"));
         assert!(BlockSpec::parse("timeline rank=0", "").unwrap_err().contains("no setting `rank`"));
+    }
+
+    #[test]
+    fn pipeline_blocks_start_from_their_stages_and_micro_batches() {
+        assert_eq!(BlockSpec::parse("pipeline", "").unwrap(), BlockSpec::Pipeline { stages: 4, micro_batches: 4 });
+        assert_eq!(
+            BlockSpec::parse("pipeline stages=8 micro_batches=32", "").unwrap(),
+            BlockSpec::Pipeline { stages: 8, micro_batches: 32 }
+        );
+        assert!(BlockSpec::parse("pipeline stages=1", "").unwrap_err().contains("2 to 16 stages"));
+        assert!(BlockSpec::parse("pipeline micro_batches=65", "").unwrap_err().contains("1 to 64 micro-batches"));
     }
 
     #[test]

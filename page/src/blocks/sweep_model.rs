@@ -23,6 +23,9 @@ pub enum Measure {
     /// The training loss of every step, overlaid: what a warm-up changes happens in the first
     /// steps, before the first validation.
     StepLoss,
+    /// The validation RMSE of u10m, the tutorial's forecast metric, overlaid: DL4SCI25 compares
+    /// its data-parallel runs by it against wall-clock time.
+    Rmse,
     /// The validation-loss curves overlaid, and whether each variant learns the same as the
     /// first at every epoch (`sweep_agreement`): do the layouts learn the same?
     Agreement,
@@ -32,7 +35,7 @@ pub enum Measure {
 }
 
 impl Measure {
-    pub const NAMES: &'static str = "throughput, efficiency, scaling, loss, step-loss or agreement";
+    pub const NAMES: &'static str = "throughput, efficiency, scaling, loss, step-loss, rmse or agreement";
 
     pub fn parse(name: &str) -> Result<Measure, String> {
         match name {
@@ -40,6 +43,7 @@ impl Measure {
             "efficiency" => Ok(Measure::Efficiency),
             "loss" => Ok(Measure::Loss),
             "step-loss" => Ok(Measure::StepLoss),
+            "rmse" => Ok(Measure::Rmse),
             "agreement" => Ok(Measure::Agreement),
             "scaling" => Ok(Measure::Scaling),
             other => Err(format!("measure `{other}` is not one of {}", Measure::NAMES)),
@@ -299,17 +303,48 @@ impl Measure {
     /// The tag a loss measure overlays, and its words for the legend.
     pub fn loss_tag(self) -> Option<(&'static str, &'static str)> {
         match self {
-            Measure::Loss | Measure::Agreement => Some((tags::LOSS_VALID, "validation loss (Loss/valid) by step")),
+            Measure::Loss | Measure::Agreement => Some((tags::LOSS_VALID, "validation loss (Loss/valid)")),
             Measure::StepLoss => Some((tags::step::LOSS_TRAIN, "training loss of every step (Step/Loss/train)")),
+            Measure::Rmse => Some((tags::RMSE_U10M_VALID, "validation RMSE of u10m (RMSE(u10m)/valid)")),
             Measure::Throughput | Measure::Efficiency | Measure::Scaling => None,
         }
     }
 }
 
-/// A run's `tag` by step, the curve a loss measure overlays.
-pub fn loss_curve(series: &[Series], tag: &str) -> Option<Vec<(f64, f64)>> {
+/// What a loss measure's curves run along: steps, or seconds since each run started (runs that
+/// take different steps compared by what they cost, as TensorBoard's relative axis does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LossAxis {
+    Step,
+    Time,
+}
+
+impl LossAxis {
+    pub fn name(self) -> &'static str {
+        match self {
+            LossAxis::Step => "step",
+            LossAxis::Time => "time",
+        }
+    }
+
+    /// The axis's words under the picture.
+    pub fn words(self) -> &'static str {
+        match self {
+            LossAxis::Step => "by step",
+            LossAxis::Time => "by seconds since the run started",
+        }
+    }
+}
+
+/// A run's `tag` along `axis`, the curve a loss measure overlays.
+pub fn loss_curve(series: &[Series], tag: &str, axis: LossAxis) -> Option<Vec<(f64, f64)>> {
     let s = series.iter().find(|s| s.tag == tag)?;
-    Some(s.buckets.iter().map(|b| (b.last_step as f64, b.last)).collect())
+    let start = series.iter().filter_map(|s| s.buckets.first()).map(|b| b.first_wall).fold(f64::INFINITY, f64::min);
+    let x = |b: &scalebook_shared::protocol::Bucket| match axis {
+        LossAxis::Step => b.last_step as f64,
+        LossAxis::Time => b.last_wall - start,
+    };
+    Some(s.buckets.iter().map(|b| (x(b), b.last)).collect())
 }
 
 #[cfg(test)]
@@ -391,7 +426,7 @@ mod tests {
         assert_eq!(Measure::parse("agreement"), Ok(Measure::Agreement));
         assert_eq!(Measure::parse("scaling"), Ok(Measure::Scaling));
         assert_eq!(Measure::Agreement.loss_tag().map(|t| t.0), Some(tags::LOSS_VALID));
-        assert!(Measure::parse("speed").unwrap_err().contains("throughput, efficiency, scaling, loss, step-loss or agreement"));
+        assert!(Measure::parse("speed").unwrap_err().contains("throughput, efficiency, scaling, loss, step-loss, rmse or agreement"));
     }
 
     #[test]
@@ -450,7 +485,16 @@ mod tests {
         )));
         assert!(!c.y_ticks.is_empty() && !c.x_ticks.is_empty());
         assert!(curves(&[None, Some(vec![])]).paths.iter().all(Option::is_none));
-        assert_eq!(loss_curve(&[series(tags::LOSS_VALID, &[0.5, 0.25])], tags::LOSS_VALID), Some(vec![(0.0, 0.5), (10.0, 0.25)]));
+        let valid = series(tags::LOSS_VALID, &[0.5, 0.25]);
+        assert_eq!(loss_curve(std::slice::from_ref(&valid), tags::LOSS_VALID, LossAxis::Step), Some(vec![(0.0, 0.5), (10.0, 0.25)]));
+        // Along time, from the run's first point: a run that started at wall 100 and reported
+        // again 30 s later.
+        let mut timed = valid;
+        for (i, b) in timed.buckets.iter_mut().enumerate() {
+            (b.first_wall, b.last_wall) = (100.0 + 30.0 * i as f64, 100.0 + 30.0 * i as f64);
+        }
+        assert_eq!(loss_curve(&[timed], tags::LOSS_VALID, LossAxis::Time), Some(vec![(0.0, 0.5), (30.0, 0.25)]));
+        assert_eq!(Measure::parse("rmse").unwrap().loss_tag().unwrap().0, tags::RMSE_U10M_VALID);
         assert_eq!(Measure::parse("step-loss").unwrap().loss_tag().unwrap().0, tags::step::LOSS_TRAIN);
         assert!(Measure::parse("steploss").unwrap_err().contains("step-loss"));
     }

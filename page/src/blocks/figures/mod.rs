@@ -5,7 +5,7 @@
 mod collectives;
 mod gpu_paths;
 mod node;
-mod pipeline;
+pub mod pipeline;
 mod vit;
 
 use scalebook_shared::config::TrainConfig;

@@ -1,0 +1,206 @@
+//! Pipeline schedules, simulated: `p` stages, a batch cut into `m` micro-batches, each forward
+//! or backward pass of a micro-batch on a stage one time unit. A stage runs its passes in its
+//! schedule's order, each as soon as the stage is free and the pass it needs is done (the
+//! forward of the stage before, the backward of the stage after). Two schedules:
+//!
+//! - **GPipe**: every micro-batch forward, then every one backward. A stage keeps the
+//!   activations of all `m` micro-batches until their backward passes.
+//! - **1F1B** (PipeDream-Flush): stage `s` runs `p − s − 1` forwards to fill the pipeline, then
+//!   alternates one forward and one backward. The step takes as long, with the same bubble, but a
+//!   stage never holds more than `p − s` micro-batches' activations.
+//!
+//! Both idle `(p − 1) / (m + p − 1)` of the time: the bubble.
+
+/// One forward or backward pass of a micro-batch on a stage, in time units.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pass {
+    pub stage: usize,
+    pub micro_batch: usize,
+    pub backward: bool,
+    pub start: f64,
+    pub length: f64,
+}
+
+impl Pass {
+    pub fn end(&self) -> f64 {
+        self.start + self.length
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    GPipe,
+    OneFOneB,
+}
+
+impl Schedule {
+    pub fn name(self) -> &'static str {
+        match self {
+            Schedule::GPipe => "GPipe",
+            Schedule::OneFOneB => "1F1B",
+        }
+    }
+
+    /// Stage `stage`'s passes in the order it runs them: (micro-batch, backward).
+    fn order(self, stages: usize, micro_batches: usize, stage: usize) -> Vec<(usize, bool)> {
+        let forwards = (0..micro_batches).map(|i| (i, false));
+        let backwards = (0..micro_batches).map(|i| (i, true));
+        match self {
+            Schedule::GPipe => forwards.chain(backwards).collect(),
+            Schedule::OneFOneB => {
+                let warm_up = (stages - stage - 1).min(micro_batches);
+                let mut order: Vec<(usize, bool)> = (0..warm_up).map(|i| (i, false)).collect();
+                for i in warm_up..micro_batches {
+                    order.push((i, false));
+                    order.push((i - warm_up, true));
+                }
+                order.extend((micro_batches - warm_up..micro_batches).map(|i| (i, true)));
+                order
+            }
+        }
+    }
+}
+
+/// Every pass of `schedule` with `stages` stages and `micro_batches` micro-batches, each pass
+/// `length` units long.
+pub fn simulate(schedule: Schedule, stages: usize, micro_batches: usize, length: f64) -> Vec<Pass> {
+    let orders: Vec<Vec<(usize, bool)>> = (0..stages).map(|s| schedule.order(stages, micro_batches, s)).collect();
+    let mut next = vec![0usize; stages];
+    let mut free = vec![0.0f64; stages];
+    // When each pass ended, by (stage, micro-batch, backward).
+    let mut done = vec![[None::<f64>; 2]; stages * micro_batches];
+    let mut passes = Vec::with_capacity(2 * stages * micro_batches);
+    while passes.len() < 2 * stages * micro_batches {
+        let before = passes.len();
+        for stage in 0..stages {
+            let Some(&(micro_batch, backward)) = orders[stage].get(next[stage]) else { continue };
+            let needed = match (backward, stage) {
+                (false, 0) => Some(0.0),
+                (false, s) => done[(s - 1) * micro_batches + micro_batch][0],
+                (true, s) if s == stages - 1 => done[s * micro_batches + micro_batch][0],
+                (true, s) => done[(s + 1) * micro_batches + micro_batch][1],
+            };
+            let Some(ready) = needed else { continue };
+            let start = free[stage].max(ready);
+            let pass = Pass { stage, micro_batch, backward, start, length };
+            free[stage] = pass.end();
+            done[stage * micro_batches + micro_batch][usize::from(backward)] = Some(pass.end());
+            next[stage] += 1;
+            passes.push(pass);
+        }
+        // Every schedule here can always go on; a stall would be a bug in an order above.
+        if passes.len() == before {
+            break;
+        }
+    }
+    passes
+}
+
+/// When the last pass ends.
+pub fn duration(passes: &[Pass]) -> f64 {
+    passes.iter().map(Pass::end).fold(0.0, f64::max)
+}
+
+/// The stretches of `[0, end)` in which `stage` runs no pass.
+pub fn idle(passes: &[Pass], stage: usize, end: f64) -> Vec<(f64, f64)> {
+    let mut busy: Vec<(f64, f64)> = passes.iter().filter(|p| p.stage == stage).map(|p| (p.start, p.end())).collect();
+    busy.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut gaps = Vec::new();
+    let mut at = 0.0;
+    for (start, stop) in busy.into_iter().chain([(end, end)]) {
+        if start > at {
+            gaps.push((at, start));
+        }
+        at = f64::max(at, stop);
+    }
+    gaps
+}
+
+/// The share of all stages' time spent idle.
+pub fn idle_share(passes: &[Pass], stages: usize) -> f64 {
+    let end = duration(passes);
+    let idle: f64 = (0..stages).flat_map(|s| idle(passes, s, end)).map(|(a, b)| b - a).sum();
+    idle / (end * stages as f64)
+}
+
+/// The most micro-batches whose activations `stage` holds at once: forwards done whose
+/// backward has not ended.
+pub fn peak_held(passes: &[Pass], stage: usize) -> usize {
+    let mut events: Vec<(f64, i32)> =
+        passes.iter().filter(|p| p.stage == stage).map(|p| if p.backward { (p.end(), -1) } else { (p.start, 1) }).collect();
+    // At one instant, a backward that ends frees before a forward that starts takes.
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut held, mut peak) = (0i32, 0i32);
+    for (_, change) in events {
+        held += change;
+        peak = peak.max(held);
+    }
+    peak as usize
+}
+
+/// `(p−1)/(m+p−1) = 3/7 ≈ 43%`: the fraction reduced, and its percentage.
+pub fn bubble_text(stages: usize, micro_batches: usize) -> String {
+    let (top, bottom) = (stages - 1, micro_batches + stages - 1);
+    let divisor = gcd(top, bottom);
+    let percent = 100.0 * top as f64 / bottom as f64;
+    let sign = if (100 * top).is_multiple_of(bottom) { "=" } else { "≈" };
+    format!("bubble (p−1)/(m+p−1) = {}/{} {sign} {percent:.0}% (p = {stages}, m = {micro_batches})", top / divisor, bottom / divisor)
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a.max(1) } else { gcd(b, a % b) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn find(passes: &[Pass], stage: usize, micro_batch: usize, backward: bool) -> Pass {
+        *passes.iter().find(|p| (p.stage, p.micro_batch, p.backward) == (stage, micro_batch, backward)).unwrap()
+    }
+
+    #[test]
+    fn each_pass_waits_for_the_one_it_needs_and_a_stage_runs_one_at_a_time() {
+        for schedule in [Schedule::GPipe, Schedule::OneFOneB] {
+            for (stages, micro_batches) in [(4, 4), (4, 8), (2, 1), (8, 3)] {
+                let passes = simulate(schedule, stages, micro_batches, 1.0);
+                assert_eq!(passes.len(), 2 * stages * micro_batches, "{schedule:?} p {stages} m {micro_batches}");
+                for p in &passes {
+                    let needed = match (p.backward, p.stage) {
+                        (false, 0) => None,
+                        (false, s) => Some(find(&passes, s - 1, p.micro_batch, false)),
+                        (true, s) if s == stages - 1 => Some(find(&passes, s, p.micro_batch, false)),
+                        (true, s) => Some(find(&passes, s + 1, p.micro_batch, true)),
+                    };
+                    assert!(needed.is_none_or(|n| p.start >= n.end()), "{schedule:?}: {p:?}");
+                    let overlapping = passes.iter().filter(|q| q.stage == p.stage && q.start < p.end() && p.start < q.end()).count();
+                    assert_eq!(overlapping, 1, "{schedule:?}: {p:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn both_schedules_idle_the_bubble_fraction_of_the_time() {
+        for schedule in [Schedule::GPipe, Schedule::OneFOneB] {
+            for (micro_batches, fraction) in [(4, 3.0 / 7.0), (8, 3.0 / 11.0), (32, 3.0 / 35.0), (1, 3.0 / 4.0)] {
+                let passes = simulate(schedule, 4, micro_batches, 1.0);
+                assert!((idle_share(&passes, 4) - fraction).abs() < 1e-12, "{schedule:?} m {micro_batches}");
+                assert_eq!(duration(&passes), 2.0 * (micro_batches + 3) as f64);
+            }
+        }
+        assert_eq!(bubble_text(4, 8), "bubble (p−1)/(m+p−1) = 3/11 ≈ 27% (p = 4, m = 8)");
+        assert_eq!(bubble_text(4, 32), "bubble (p−1)/(m+p−1) = 3/35 ≈ 9% (p = 4, m = 32)");
+    }
+
+    #[test]
+    fn one_f_one_b_holds_at_most_p_minus_s_micro_batches_where_gpipe_holds_all() {
+        let (stages, micro_batches) = (4, 8);
+        let gpipe = simulate(Schedule::GPipe, stages, micro_batches, 1.0);
+        let one_f_one_b = simulate(Schedule::OneFOneB, stages, micro_batches, 1.0);
+        for stage in 0..stages {
+            assert_eq!(peak_held(&gpipe, stage), micro_batches);
+            assert_eq!(peak_held(&one_f_one_b, stage), stages - stage, "stage {stage}");
+        }
+    }
+}
