@@ -16,25 +16,27 @@ use crate::ids::unique_id;
 use crate::library::{Library, when_loaded};
 use crate::working::WorkingConfig;
 
+/// `fields`: the keys the lesson is about, shown first with every other group folded (and the
+/// YAML view folded too); empty, the editor opens its usual groups.
 #[component]
-pub fn ConfigEditor(config: String, dp: u32) -> impl IntoView {
+pub fn ConfigEditor(config: String, dp: u32, fields: Vec<&'static str>) -> impl IntoView {
     let library = expect_context::<Library>();
     let working = WorkingConfig::claim(&config, dp);
     when_loaded(
         "training configs",
         move || library.configs.into_future(),
         move |file| {
-            let config = config.clone();
+            let (config, fields) = (config.clone(), fields.clone());
             move || {
                 let name = working.name.get().unwrap_or_else(|| config.clone());
-                view! { <Editor file=file.clone() name working /> }
+                view! { <Editor file=file.clone() name working lesson=fields.clone() /> }
             }
         },
     )
 }
 
 #[component]
-fn Editor(file: Arc<ConfigFile>, name: String, working: WorkingConfig) -> impl IntoView {
+fn Editor(file: Arc<ConfigFile>, name: String, working: WorkingConfig, lesson: Vec<&'static str>) -> impl IntoView {
     let named = match file.get(&name) {
         Ok(named) => named,
         Err(e) => return view! { <p class="error" role="alert">{e.to_string()}</p> }.into_any(),
@@ -65,6 +67,8 @@ fn Editor(file: Arc<ConfigFile>, name: String, working: WorkingConfig) -> impl I
         yaml_error.set(result.and_then(Result::err));
         yaml.set(text);
     };
+    // A lesson's editor shows its fields and folds the rest.
+    let focused = !lesson.is_empty();
     let yaml_id = unique_id("yaml");
     let dp_id = unique_id("dp");
     let select_id = unique_id("config");
@@ -88,19 +92,24 @@ fn Editor(file: Arc<ConfigFile>, name: String, working: WorkingConfig) -> impl I
             </div>
             <div class="editor-columns">
                 <form class="fields" on:submit=|ev| ev.prevent_default()>
-                    <FieldGroup title="The tutorial's keys" origin=FieldOrigin::Yaml draft checked edit=edit_field open=true />
-                    <FieldGroup title="Parallel layout (train_mp.py flags)" origin=FieldOrigin::CommandLine draft checked edit=edit_field open=true />
-                    <FieldGroup title="Tuning and benchmark knobs (SC22 flags)" origin=FieldOrigin::Tuning draft checked edit=edit_field open=false />
-                    <FieldGroup title="Keys of other editions" origin=FieldOrigin::Edition draft checked edit=edit_field open=false />
+                    {focused.then(|| view! {
+                        <div class="lesson-fields field-rows">
+                            {lesson.iter().filter_map(|name| TrainConfig::field(name)).map(|info| view! { <FieldRow info=*info draft checked edit=edit_field /> }).collect_view()}
+                        </div>
+                    })}
+                    <FieldGroup title="The tutorial's keys" origin=FieldOrigin::Yaml draft checked edit=edit_field open=!focused skip=lesson.clone() />
+                    <FieldGroup title="Parallel layout (train_mp.py flags)" origin=FieldOrigin::CommandLine draft checked edit=edit_field open=!focused skip=lesson.clone() />
+                    <FieldGroup title="Tuning and benchmark knobs (SC22 flags)" origin=FieldOrigin::Tuning draft checked edit=edit_field open=false skip=lesson.clone() />
+                    <FieldGroup title="Keys of other editions" origin=FieldOrigin::Edition draft checked edit=edit_field open=false skip=lesson.clone() />
                 </form>
-                <div class="yaml">
-                    <label for=yaml_id.clone()>"As YAML"</label>
+                <details class="yaml" open=!focused>
+                    <summary><label for=yaml_id.clone()>"As YAML"</label></summary>
                     <textarea id=yaml_id class="yaml-text" spellcheck="false" rows="24"
                         prop:value=move || yaml.get()
                         on:input=move |ev| edit_yaml(event_target_value(&ev))></textarea>
                     {move || yaml_error.get().map(|e| view! { <p class="error" data-field="yaml" role="alert">"YAML: " {e}</p> })}
                     <OtherProblems problems=Signal::derive(move || checked.with(|c| c.problems.clone())) />
-                </div>
+                </details>
             </div>
             <Changes checked base />
             {move || checked.with(|c| c.problems.is_empty().then(|| view! { <DerivedValues config=c.config.clone() world=c.world /> }))}
@@ -117,10 +126,12 @@ fn FieldGroup(
     checked: Memo<Checked>,
     edit: Callback<(&'static str, String)>,
     open: bool,
+    /// Fields shown elsewhere (the lesson's).
+    skip: Vec<&'static str>,
 ) -> impl IntoView {
     let rows = TrainConfig::FIELDS
         .iter()
-        .filter(|f| f.origin == origin)
+        .filter(|f| f.origin == origin && !skip.contains(&f.name))
         .map(|info| view! { <FieldRow info=*info draft checked edit /> })
         .collect_view();
     view! {
@@ -253,7 +264,7 @@ mod tests {
             let working = WorkingConfig::new();
             provide_context(working);
             out.set(Some(working));
-            view! { <ConfigEditor config="cpu_short".to_owned() dp=1 /> }
+            view! { <ConfigEditor config="cpu_short".to_owned() dp=1 fields=vec![] /> }
         });
         settle().await;
         let working = slot.get().unwrap();

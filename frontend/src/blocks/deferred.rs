@@ -38,7 +38,7 @@ use crate::working::WorkingConfig;
 pub fn block(spec: BlockSpec) -> impl IntoView {
     // The chapter's working config is the first block's that names one, in the chapter's order,
     // whichever block's part of the module arrives first.
-    if let BlockSpec::Config { config, dp } | BlockSpec::Run { config, dp } = &spec {
+    if let BlockSpec::Config { config, dp, .. } | BlockSpec::Run { config, dp } = &spec {
         WorkingConfig::claim(config, *dp);
     }
     let view = SendWrapper::new(async move {
@@ -65,7 +65,7 @@ macro_rules! from_part {
 
 async fn load(spec: BlockSpec) -> Result<AnyView, LoadError> {
     match spec {
-        BlockSpec::Config { config, dp } => from_part!(config_block(config, dp)),
+        BlockSpec::Config { config, dp, fields } => from_part!(config_block(config, dp, fields)),
         BlockSpec::Run { config, dp } => from_part!(run_block(config, dp)),
         BlockSpec::Chart(spec) => from_part!(chart_block(spec)),
         BlockSpec::Sweep { config, measure, variants } => from_part!(sweep_block(config, measure, variants)),
@@ -86,8 +86,8 @@ async fn load(spec: BlockSpec) -> Result<AnyView, LoadError> {
 // the code that two parts share into smaller parts of its own, fetched with either.
 
 #[cfg_attr(scalebook_split, wasm_split(editor, wasm_split_path = ::leptos::wasm_split, fallible))]
-fn config_block(config: String, dp: u32) -> Result<AnyView, LoadError> {
-    Ok(view! { <ConfigEditor config dp /> }.into_any())
+fn config_block(config: String, dp: u32, fields: Vec<&'static str>) -> Result<AnyView, LoadError> {
+    Ok(view! { <ConfigEditor config dp fields /> }.into_any())
 }
 
 #[cfg_attr(scalebook_split, wasm_split(runs, wasm_split_path = ::leptos::wasm_split, fallible))]

@@ -4,7 +4,7 @@
 //! chapter sees a typo at once instead of a silently different block.
 
 use scalebook_shared::charts::{DEFAULT_SMOOTHING, XAxis};
-use scalebook_shared::config::DEFAULT_CONFIG;
+use scalebook_shared::config::{DEFAULT_CONFIG, TrainConfig};
 use scalebook_shared::layout::{DEFAULT_ORDER, Sizes, Token};
 use scalebook_shared::metrics::tags;
 use scalebook_shared::profile::recorded;
@@ -26,6 +26,9 @@ pub enum BlockSpec {
     Config {
         config: String,
         dp: u32,
+        /// The fields the lesson is about, shown first; the rest are folded away. Empty: every
+        /// group as usual.
+        fields: Vec<&'static str>,
     },
     RankGrid(GridSpec),
     /// A layout with its rank grid and the estimate of one step of `config` on it.
@@ -127,7 +130,7 @@ impl BlockSpec {
         let (kind, settings) = words.split_first().ok_or("a scalebook block needs a kind, e.g. `scalebook quiz`")?;
         let mut settings = Settings::new(settings)?;
         let spec = match kind.as_str() {
-            "config" => BlockSpec::Config { config: settings.config(), dp: settings.count("dp", 1)? },
+            "config" => BlockSpec::Config { config: settings.config(), dp: settings.count("dp", 1)?, fields: settings.fields()? },
             "rank-grid" => BlockSpec::RankGrid(settings.grid()?),
             "estimate" => BlockSpec::Estimate {
                 config: settings.config(),
@@ -255,6 +258,18 @@ impl Settings {
         self.take("config").unwrap_or_else(|| DEFAULT_CONFIG.to_owned())
     }
 
+    /// `fields=a,b`: config keys, each one the config has.
+    fn fields(&mut self) -> Result<Vec<&'static str>, String> {
+        let Some(list) = self.take("fields") else { return Ok(Vec::new()) };
+        list.split(',')
+            .map(|name| {
+                TrainConfig::field(name.trim())
+                    .map(|f| f.name)
+                    .ok_or_else(|| format!("fields={list}: `{}` is not a config key", name.trim()))
+            })
+            .collect()
+    }
+
     fn count(&mut self, key: &str, default: u32) -> Result<u32, String> {
         match self.take(key) {
             None => Ok(default),
@@ -380,7 +395,11 @@ mod tests {
         let BlockSpec::Estimate { config, grid, gpu, cluster } = estimate else { panic!("{estimate:?}") };
         assert_eq!((config.as_str(), grid.sizes.tp, grid.sizes.dp, gpu.as_deref(), cluster), ("mp", 4, 4, Some("a100-40gb"), None));
         assert_eq!(BlockSpec::parse("run config=cpu_tiny", "").unwrap(), BlockSpec::Run { config: "cpu_tiny".into(), dp: 1 });
-        assert_eq!(BlockSpec::parse("config", "").unwrap(), BlockSpec::Config { config: DEFAULT_CONFIG.into(), dp: 1 });
+        assert_eq!(BlockSpec::parse("config", "").unwrap(), BlockSpec::Config { config: DEFAULT_CONFIG.into(), dp: 1, fields: vec![] });
+        let lesson = BlockSpec::parse("config config=cpu_short fields=amp_mode,enable_fused", "").unwrap();
+        assert_eq!(lesson, BlockSpec::Config { config: "cpu_short".into(), dp: 1, fields: vec!["amp_mode", "enable_fused"] });
+        let typo = BlockSpec::parse("config fields=amp_mod", "").unwrap_err();
+        assert!(typo.contains("fields=amp_mod: `amp_mod` is not a config key"), "{typo}");
         let chart = BlockSpec::parse(r#"chart tags="Loss/valid, Learning Rate" baseline=true axis=relative"#, "").unwrap();
         let BlockSpec::Chart(chart) = chart else { panic!() };
         assert_eq!(chart.tags, ["Loss/valid", "Learning Rate"]);

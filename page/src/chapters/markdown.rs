@@ -68,4 +68,28 @@ mod tests {
         assert!(matches!(&segments[0], Segment::Html(h) if h.contains("lr: 5E-4") && h.contains("language-scalebooks")), "{segments:?}");
         assert!(matches!(&segments[1], Segment::Broken { reason, .. } if reason.contains("`tq`")));
     }
+
+    /// Every block of every chapter reads: a typo in a block's settings is a failing test, not
+    /// an error box a learner finds.
+    #[test]
+    fn every_chapter_block_reads() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../static/chapters");
+        let mut broken = Vec::new();
+        let mut blocks = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "md") {
+                continue;
+            }
+            for segment in segments(&std::fs::read_to_string(&path).unwrap()) {
+                match segment {
+                    Segment::Broken { info, reason } => broken.push(format!("{}: `{info}`: {reason}", path.display())),
+                    Segment::Block(_) => blocks += 1,
+                    Segment::Html(_) => {}
+                }
+            }
+        }
+        assert!(broken.is_empty(), "{}", broken.join("\n"));
+        assert!(blocks > 100, "only {blocks} blocks");
+    }
 }
