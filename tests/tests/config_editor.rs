@@ -19,7 +19,8 @@ async fn invalid_edits_show_their_field_errors() -> anyhow::Result<()> {
     browser.wait_attr(&format!("{EDITOR} input[data-field=embed_dim]"), "aria-invalid", |v| v == "true").await?;
     // The run block of the chapter will not launch a config with problems.
     browser.wait_attr(".run-block button.launch", "disabled", |_| true).await?;
-    // The YAML view follows the form.
+    // The YAML view (folded in a lesson's editor: opened as a learner opens it) follows the form.
+    browser.click(&format!("{EDITOR} details.yaml summary")).await?;
     browser.wait_value(&format!("{EDITOR} textarea.yaml-text"), |v| v.contains("embed_dim: 130")).await?;
     let yaml = browser.eval("return document.querySelector('.config-editor textarea.yaml-text').value").await?;
     assert!(yaml.as_str().unwrap().contains("  embed_dim: 130\n"), "{yaml}");

@@ -69,7 +69,6 @@ fn Editor(file: Arc<ConfigFile>, name: String, working: WorkingConfig, lesson: V
     };
     // A lesson's editor shows its fields and folds the rest.
     let focused = !lesson.is_empty();
-    let yaml_id = unique_id("yaml");
     let dp_id = unique_id("dp");
     let select_id = unique_id("config");
 
@@ -103,8 +102,8 @@ fn Editor(file: Arc<ConfigFile>, name: String, working: WorkingConfig, lesson: V
                     <FieldGroup title="Keys of other editions" origin=FieldOrigin::Edition draft checked edit=edit_field open=false skip=lesson.clone() />
                 </form>
                 <details class="yaml" open=!focused>
-                    <summary><label for=yaml_id.clone()>"As YAML"</label></summary>
-                    <textarea id=yaml_id class="yaml-text" spellcheck="false" rows="24"
+                    <summary>"As YAML"</summary>
+                    <textarea class="yaml-text" spellcheck="false" rows="24" aria-label="The config as YAML"
                         prop:value=move || yaml.get()
                         on:input=move |ev| edit_yaml(event_target_value(&ev))></textarea>
                     {move || yaml_error.get().map(|e| view! { <p class="error" data-field="yaml" role="alert">"YAML: " {e}</p> })}
