@@ -57,7 +57,8 @@ async fn two_hundred_pending_jobs_and_twenty_viewers_cost_one_squeue_a_period() 
 async fn a_job_behind_a_full_cluster_says_when_slurm_expects_to_start_it() {
     let cluster = SlurmCluster::with_nodes("poll-start", 2);
     // Every CPU of both nodes taken for five minutes.
-    let full = cluster.client("sbatch", &["--parsable", "--nodes=2", "--ntasks=4", "--time=5", "--wrap", "sleep 300"]);
+    let output = format!("--output={}", cluster.dir.join("full.out").display());
+    let full = cluster.client("sbatch", &["--parsable", "--nodes=2", "--ntasks=4", "--time=5", &output, "--wrap", "sleep 300"]);
     assert!(full.status.success(), "{full:?}");
     let server = start_server("slurm-poll-start", &cluster, &[]);
     let mut client = server.connect().await;
