@@ -14,6 +14,7 @@ mod library;
 mod net;
 mod routing;
 mod runs;
+mod storage;
 #[cfg(test)]
 mod testing;
 mod working;

@@ -6,6 +6,8 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::storage;
+
 /// What is kept of a chapter's working config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Kept {
@@ -46,19 +48,14 @@ impl WorkingConfig {
     pub fn for_chapter(slug: &str) -> WorkingConfig {
         let working = WorkingConfig::new();
         let key = format!("scalebook-working-config:{slug}");
-        let storage = window().local_storage().ok().flatten();
-        let kept = storage.as_ref().and_then(|s| s.get_item(&key).ok().flatten()).and_then(|t| serde_json::from_str::<Kept>(&t).ok());
-        if let Some(kept) = kept {
+        if let Some(kept) = storage::load_json::<Kept>(&key) {
             working.name.set(Some(kept.name));
             working.overrides.set(kept.overrides);
             working.dp.set(kept.dp);
         }
         Effect::new(move |_| {
             let Some(name) = working.name.get() else { return };
-            let kept = Kept { name, overrides: working.overrides.get(), dp: working.dp.get() };
-            if let (Some(storage), Ok(text)) = (storage.as_ref(), serde_json::to_string(&kept)) {
-                let _ = storage.set_item(&key, &text);
-            }
+            storage::keep_json(&key, &Kept { name, overrides: working.overrides.get(), dp: working.dp.get() });
         });
         working
     }

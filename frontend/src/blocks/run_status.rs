@@ -15,6 +15,7 @@ use super::run_prediction::{self, RunPrediction};
 use super::run_slurm::{RunErrors, RunSlurm};
 use crate::clock::local_clock;
 use crate::runs::{Runs, from_class};
+use crate::storage;
 
 /// Log lines shown (the stream keeps more).
 const LOG_LINES_SHOWN: usize = 200;
@@ -166,12 +167,9 @@ pub fn RunList(runs: Runs, current: RwSignal<Option<RunId>>, open: Callback<RunI
 }
 
 pub fn remembered(key: &str) -> Option<RunId> {
-    let storage = window().local_storage().ok().flatten()?;
-    RunId::parse(&storage.get_item(key).ok().flatten()?).ok()
+    RunId::parse(&storage::load(key)?).ok()
 }
 
 pub fn remember(key: &str, id: &RunId) {
-    if let Some(storage) = window().local_storage().ok().flatten() {
-        let _ = storage.set_item(key, id.as_str());
-    }
+    storage::keep(key, id.as_str());
 }

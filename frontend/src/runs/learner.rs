@@ -2,7 +2,7 @@
 //! own after a reload). Whose each run is, as the run lists show it, is decided by
 //! `scalebook_page::runs::whose` (tested natively) and used from here.
 
-use leptos::prelude::window;
+use crate::storage;
 use scalebook_shared::protocol::LearnerKey;
 #[cfg(test)]
 use scalebook_shared::protocol::{Learner, RunRecord};
@@ -13,15 +13,12 @@ const KEY_STORAGE: &str = "scalebook-learner-key";
 
 /// The key an earlier visit was given, if this browser kept one.
 pub fn load_key() -> Option<LearnerKey> {
-    let storage = window().local_storage().ok().flatten()?;
-    LearnerKey::parse(&storage.get_item(KEY_STORAGE).ok().flatten()?).ok()
+    LearnerKey::parse(&storage::load(KEY_STORAGE)?).ok()
 }
 
 /// Keeps the key the server gave, to present in the next visit's `hello`.
 pub fn save_key(key: &LearnerKey) {
-    if let Some(storage) = window().local_storage().ok().flatten() {
-        let _ = storage.set_item(KEY_STORAGE, key.as_str());
-    }
+    storage::keep(KEY_STORAGE, key.as_str());
 }
 
 /// A running local run `id` of `cpu_tiny` launched by `learner` (`None`: the instructor),

@@ -34,6 +34,7 @@ use scalebook_page::runs::names::{self, RunName, RunNames};
 pub use scalebook_page::runs::whose::from_class;
 
 use crate::routing::slug_from_hash;
+use crate::storage;
 
 /// The page's runs; provided as context by the app.
 #[derive(Clone, Copy)]
@@ -102,7 +103,7 @@ impl Runs {
             roster: RwSignal::new(Vec::new()),
             class: RwSignal::new(ClassState::Alone),
             slurm_at: RwSignal::new(None),
-            names: RwSignal::new(load_names()),
+            names: RwSignal::new(storage::load_json(NAMES_KEY).unwrap_or_default()),
             naming: StoredValue::new(HashMap::new()),
             answers: RwSignal::new(HashMap::new()),
             requests: StoredValue::new(Requests::default()),
@@ -265,7 +266,7 @@ impl Runs {
                     name.chapter = None;
                 }
             });
-            save(NAMES_KEY, &self.names.get_untracked());
+            storage::keep_json(NAMES_KEY, &self.names.get_untracked());
         }
         self.chart(id, on);
     }
@@ -317,7 +318,7 @@ impl Runs {
             ServerMessage::Launched { run } => {
                 if let Some(name) = ticket.and_then(|t| self.naming.try_update_value(|n| n.remove(&t)).flatten()) {
                     self.names.update(|names| names::remember(names, run.clone(), name));
-                    save(NAMES_KEY, &self.names.get_untracked());
+                    storage::keep_json(NAMES_KEY, &self.names.get_untracked());
                 }
                 self.chart(&run, true);
                 answer(Answer::Launched(run));
@@ -380,29 +381,13 @@ impl Runs {
     }
 }
 
-fn local_storage() -> Option<web_sys::Storage> {
-    window().local_storage().ok().flatten()
-}
-
 fn load_charted() -> Vec<RunId> {
-    let text = local_storage().and_then(|s| s.get_item(CHARTED_KEY).ok().flatten()).unwrap_or_default();
-    let ids: Vec<String> = serde_json::from_str(&text).unwrap_or_default();
+    let ids: Vec<String> = storage::load_json(CHARTED_KEY).unwrap_or_default();
     ids.iter().filter_map(|id| RunId::parse(id).ok()).collect()
 }
 
 fn save_charted(ids: &[RunId]) {
-    save(CHARTED_KEY, &ids);
-}
-
-fn load_names() -> RunNames {
-    let text = local_storage().and_then(|s| s.get_item(NAMES_KEY).ok().flatten()).unwrap_or_default();
-    serde_json::from_str(&text).unwrap_or_default()
-}
-
-fn save(key: &str, value: &impl serde::Serialize) {
-    if let (Some(storage), Ok(text)) = (local_storage(), serde_json::to_string(value)) {
-        let _ = storage.set_item(key, &text);
-    }
+    storage::keep_json(CHARTED_KEY, &ids);
 }
 
 #[cfg(test)]

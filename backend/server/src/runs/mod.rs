@@ -355,7 +355,6 @@ impl RunManager {
             if let Some(refusal) = quota.and_then(|launch| self.quota_refusal(&records, launch)) {
                 return Err(Error::QuotaExceeded(refusal));
             }
-            let _ = std::fs::remove_file(dir.join(rundir::EXIT));
             let record = records.get_mut(id).ok_or_else(|| Error::UnknownRun { id: id.clone() })?;
             record.cancel_requested = false;
             record.handle = None;
@@ -363,6 +362,8 @@ impl RunManager {
             self.save(record);
             record.clone()
         };
+        // Before anything starts the new attempt (outside the lock: no file work under it).
+        let _ = std::fs::remove_file(dir.join(rundir::EXIT));
         match record.executor {
             ExecutorSpec::Local => self.schedule(),
             ExecutorSpec::Slurm(_) => {

@@ -94,10 +94,11 @@ impl Poller {
             for &i in &members {
                 match queue.iter().find(|info| info.job_id == jobs[i].job_id) {
                     Some(info) => {
-                        seen[i] = Some(recognise(info, &jobs[i]));
-                        if !states::is_live(&info.state) && seen[i] != Some(Observation::Gone) {
+                        let observation = recognise(info, &jobs[i]);
+                        if !states::is_live(&info.state) && matches!(observation, Observation::Seen(_)) {
                             left.push(i);
                         }
+                        seen[i] = Some(observation);
                     }
                     None => left.push(i),
                 }
