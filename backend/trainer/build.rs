@@ -24,13 +24,14 @@ fn main() {
     println!("cargo:rustc-env=SCALEBOOK_LIBTORCH_INCLUDE={}", include.display());
 
     let mut shim = build(&include, "csrc/shim.cpp");
-    shim.file("csrc/profile.cpp");
+    shim.file("csrc/profile.cpp").file("csrc/recompute.cpp");
     if cuda {
         shim.define("SCALEBOOK_NVTX", None);
     }
     shim.compile("scalebook_shim");
 
     let mut comm = build(&include, "csrc/comm.cpp");
+    comm.file("csrc/reducer.cpp");
     comm.include("csrc/gloo-stub").define("USE_C10D_GLOO", None);
     if cuda {
         // The wheel's site-packages holds the NVIDIA headers beside torch/.

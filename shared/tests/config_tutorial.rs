@@ -52,6 +52,9 @@ fn tutorial_base() -> TrainConfig {
         bucket_cap_mb: 25.0,
         disable_broadcast_buffers: false,
         noddp: false,
+        overlap_grad_reduce: true,
+        gradient_accumulation_steps: 1,
+        activation_checkpointing: false,
         benchy_trial: BenchyTrial::Full,
         profile: String::new(),
     }

@@ -113,6 +113,39 @@ fn options_change_precision_and_overlap() {
 }
 
 #[test]
+fn the_config_switches_overlap_and_sets_the_last_bucket() {
+    let bs1024 = config("bs1024_opt", &[]);
+    let layout = sizes(1, 1, 64);
+    let overlapped = run(&bs1024, layout, "tp-cp-dp", EstimateOptions::default()).unwrap();
+    let serial = run(&config("bs1024_opt", &["overlap_grad_reduce=false"]), layout, "tp-cp-dp", EstimateOptions::default()).unwrap();
+    assert_eq!(serial.time.exposed_overlapped_comm_s, serial.time.overlapped_comm_s);
+    assert!(serial.step_time_s > overlapped.step_time_s);
+    // One bucket as large as all the gradients: nothing starts before backward ends.
+    let one_bucket = run(&config("bs1024_opt", &["bucket_cap_mb=1000"]), layout, "tp-cp-dp", EstimateOptions::default()).unwrap();
+    assert_eq!(one_bucket.time.exposed_overlapped_comm_s, one_bucket.time.overlapped_comm_s);
+}
+
+#[test]
+fn recomputation_trades_activation_memory_for_a_forward_pass() {
+    let layout = sizes(1, 1, 4);
+    let kept = run(&config("mp", &[]), layout, "tp-cp-dp", EstimateOptions::default()).unwrap();
+    let recomputed = run(&config("mp", &["activation_checkpointing=true"]), layout, "tp-cp-dp", EstimateOptions::default()).unwrap();
+    // Each what-if is the other run.
+    assert!(kept.recompute_what_if.recompute && !recomputed.recompute_what_if.recompute);
+    assert!((kept.recompute_what_if.total_gb - recomputed.memory_gb.total).abs() < 1e-9);
+    assert!((recomputed.recompute_what_if.step_time_s - kept.step_time_s).abs() < 1e-12);
+    // Only the activations change; the forward pass is paid twice.
+    assert!((kept.memory_gb.weights - recomputed.memory_gb.weights).abs() < 1e-12);
+    assert!(recomputed.memory_gb.activations < kept.memory_gb.activations / 4.0);
+    assert!((recomputed.time.recompute_s - recomputed.time.forward_s).abs() < 1e-12 && kept.time.recompute_s == 0.0);
+    assert!((recomputed.step_time_s - kept.step_time_s - recomputed.time.forward_s).abs() < 1e-9);
+    // What is kept: every block's input, and one block's tensors at a time.
+    let depth = 12;
+    let counts: Vec<u64> = recomputed.saved_activations.iter().map(|t| t.count).collect();
+    assert_eq!(counts.iter().filter(|&&c| c == depth).count(), 1, "{counts:?}");
+}
+
+#[test]
 fn zero_stages_shrink_the_training_state_only() {
     let e = run(&config("mp", &[]), sizes(1, 1, 4), "tp-cp-dp", EstimateOptions::default()).unwrap();
     let totals: Vec<f64> = e.zero_what_if.iter().map(|z| z.total_gb).collect();

@@ -11,6 +11,8 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "comm.h"
 #ifdef SCALEBOOK_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -25,21 +27,6 @@
 
 struct SbStore {
     c10::intrusive_ptr<c10d::Store> store;
-};
-
-struct SbGroup {
-    c10::intrusive_ptr<c10d::Backend> backend;
-    int rank;
-    int size;
-    bool nccl;
-    std::chrono::milliseconds timeout;
-    // What the group's collectives have cost so far, for the run's measured step split: the
-    // host's time from issuing each to its end (the whole collective with Gloo, which runs on
-    // the host; only the queueing with NCCL, which runs on a stream), the bytes of their
-    // buffers (an all-gather's gathered size, as the estimate counts it), and their number.
-    double seconds = 0.0;
-    uint64_t bytes = 0;
-    uint64_t calls = 0;
 };
 
 namespace {

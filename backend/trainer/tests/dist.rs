@@ -5,6 +5,7 @@ mod support;
 
 use std::rc::Rc;
 
+use scalebook_shared::config::TrainConfig;
 use scalebook_shared::layout::{Sizes, Token};
 use scalebook_trainer::data::Batch;
 use scalebook_trainer::dist::Comm;
@@ -82,7 +83,7 @@ fn one_dp2_step_equals_one_step_at_twice_the_batch() {
     // A different seed on each rank: the broadcast from dp-rank 0 must make them equal.
     tch::manual_seed(100 + rank);
     let (vs, mut parallel) = Learner::build(&config, Device::Cpu, None).unwrap();
-    let sync = GradSync::new(comm.clone(), &vs, DdpKnobs::new(&config));
+    let sync = GradSync::new(comm.clone(), &vs, DdpKnobs::new(&config)).unwrap();
     if rank == 0 {
         tch::no_grad(|| {
             for (name, mut p) in vs.variables() {
@@ -134,13 +135,13 @@ fn the_ddp_knobs_change_the_all_reduces_and_noddp_skips_them() {
     let (vs, mut learner) = Learner::build(&config, Device::Cpu, None).unwrap();
     let mut calls = |mb: f64| {
         config.bucket_cap_mb = mb;
-        GradSync::new(comm.clone(), &vs, DdpKnobs::new(&config)).dp_all_reduces()
+        GradSync::new(comm.clone(), &vs, DdpKnobs::new(&config)).unwrap().dp_all_reduces()
     };
     let (small, default, large) = (calls(0.01), calls(25.0), calls(100.0));
     assert!(small > default && default >= large && large >= 1, "{small} {default} {large} all-reduces");
     config.noddp = true;
     config.disable_broadcast_buffers = true;
-    let sync = GradSync::new(comm.clone(), &vs, DdpKnobs::new(&config));
+    let sync = GradSync::new(comm.clone(), &vs, DdpKnobs::new(&config)).unwrap();
     assert_eq!(sync.dp_all_reduces(), 0);
     sync.broadcast_parameters().unwrap();
     learner.sync = Some(sync);
@@ -157,4 +158,39 @@ fn the_ddp_knobs_change_the_all_reduces_and_noddp_skips_them() {
     });
     let expected_drift = if rank == 0 { 0.0 } else { 1e-6 };
     assert!(if rank == 0 { drift == expected_drift } else { drift > expected_drift }, "rank {rank}: drift {drift}");
+}
+
+#[test]
+fn overlapped_all_reduce_equals_the_serial_one() {
+    let Some(comm) = ranks(overlapped_all_reduce_equals_the_serial_one, Sizes { dp: 2, ..Sizes::default() }) else { return };
+    let comm = Rc::new(comm);
+    let rank = comm.rank(Token::DP) as i64;
+    // Small buckets, so backward fills many of them one after the other; two micro-batches,
+    // so the first backward pass must issue nothing (no_sync).
+    let config = TrainConfig { bucket_cap_mb: 0.05, gradient_accumulation_steps: 2, ..support::cpu_tiny() };
+    let learner = |overlap: bool| {
+        let config = TrainConfig { overlap_grad_reduce: overlap, ..config.clone() };
+        tch::manual_seed(5);
+        let (vs, mut learner) = Learner::build(&config, Device::Cpu, None).unwrap();
+        learner.sync = Some(GradSync::new(comm.clone(), &vs, DdpKnobs::new(&config)).unwrap());
+        (vs, learner)
+    };
+    let (serial_vs, mut serial) = learner(false);
+    let (overlapped_vs, mut overlapped) = learner(true);
+    for step in 0..3 {
+        tch::manual_seed(1000 + 10 * rank + step);
+        let b =
+            batch(Tensor::randn([4, 20, 36, 72], (Kind::Float, Device::Cpu)), Tensor::randn([4, 20, 36, 72], (Kind::Float, Device::Cpu)));
+        serial.train_step(&b, 1e-3).unwrap();
+        overlapped.train_step(&b, 1e-3).unwrap();
+        let sync = overlapped.sync.as_ref().unwrap();
+        assert!(sync.dp_all_reduces() > 3, "{} buckets", sync.dp_all_reduces());
+        assert_eq!(sync.issued_in_backward(), sync.dp_all_reduces(), "every bucket is issued during backward");
+        assert_eq!(serial.sync.as_ref().unwrap().issued_in_backward(), 0);
+    }
+    // Summing two ranks' values is exact whatever the buckets: the same bits.
+    let serial_vars = serial_vs.variables();
+    for (name, p) in overlapped_vs.variables() {
+        assert_eq!(close(&p, &serial_vars[&name]), 0.0, "{name} differs");
+    }
 }

@@ -11,7 +11,7 @@ use scalebook_shared::config::{AmpMode, ConfigFile, Optimizer as Choice, TrainCo
 use scalebook_trainer::data::Batch;
 use scalebook_trainer::model::{VisionTransformer, VitSpec};
 use scalebook_trainer::train::Learner;
-use tch::{Device, Kind, Tensor, nn, nn::ModuleT};
+use tch::{Device, Kind, Tensor, nn};
 
 fn gpu() -> Device {
     assert!(tch::Cuda::is_available(), "no CUDA device: these tests need a GPU");
@@ -38,9 +38,9 @@ fn the_model_computes_on_the_gpu_what_it_computes_on_the_cpu() {
     let mut vs = nn::VarStore::new(Device::Cpu);
     let model = VisionTransformer::new(&vs.root(), &spec);
     let x = Tensor::randn([2, 20, 360, 720], (Kind::Float, Device::Cpu));
-    let on_cpu = tch::no_grad(|| model.forward_t(&x, false));
+    let on_cpu = tch::no_grad(|| model.forward(&x, false).unwrap());
     vs.set_device(cuda);
-    let on_gpu = tch::no_grad(|| model.forward_t(&x.to_device(cuda), false));
+    let on_gpu = tch::no_grad(|| model.forward(&x.to_device(cuda), false).unwrap());
     assert_eq!(on_gpu.device(), cuda);
     let error = relative_error(&on_gpu, &on_cpu);
     assert!(error < 1e-4, "GPU against CPU: relative error {error:e}");

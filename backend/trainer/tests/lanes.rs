@@ -3,19 +3,9 @@
 
 mod support;
 
-use scalebook_shared::config::TrainConfig;
-use scalebook_trainer::data::Batch;
 use scalebook_trainer::train::{Lanes, Learner};
-use tch::{Device, Kind, Tensor};
-
-/// A batch of irregular values from a formula (not libtorch's shared generator).
-fn batch(config: &TrainConfig, samples: i64) -> Batch {
-    let [h, w] = config.img_size.map(|v| v as i64);
-    let shape = [samples, config.n_in_channels as i64, h, w];
-    let values =
-        |offset: f64| (Tensor::arange(shape.iter().product::<i64>(), (Kind::Float, Device::Cpu)) * 0.37 + offset).sin().reshape(shape);
-    Batch { input: values(0.2), target: values(1.3), indices: (0..samples as usize).collect() }
-}
+use support::formula_batch as batch;
+use tch::Device;
 
 #[test]
 fn lanes_compute_the_step_of_the_whole_batch() {

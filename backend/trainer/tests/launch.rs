@@ -178,16 +178,32 @@ fn killing_one_rank_ends_the_whole_run_with_a_clear_error() {
     }
 }
 
-/// The names of the user ranges in `rank`'s trace, after checking it is Chrome-trace JSON
-/// with operators in it.
-fn trace_ranges(run_dir: &Path, rank: usize) -> Vec<String> {
+/// A user range of a trace: its name, start and end in microseconds.
+struct Span {
+    name: String,
+    start: f64,
+    end: f64,
+}
+
+/// The user ranges in `rank`'s trace, after checking it is Chrome-trace JSON with operators
+/// in it.
+fn trace_spans(run_dir: &Path, rank: usize) -> Vec<Span> {
     let path = run_dir.join(rundir::PROFILE_DIR).join(trace_file(rank));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let trace: serde_json::Value = serde_json::from_str(&text).expect("Chrome-trace JSON");
     let events = trace["traceEvents"].as_array().expect("a traceEvents list");
     let complete = |cat: &'static str| events.iter().filter(move |e| e["ph"] == "X" && e["cat"] == cat);
     assert!(complete("cpu_op").any(|e| e["name"] == "aten::mm" && e["dur"].as_f64().is_some()), "operators with durations");
-    complete("user_annotation").filter_map(|e| e["name"].as_str().map(str::to_owned)).collect()
+    complete("user_annotation")
+        .filter_map(|e| {
+            let (start, dur) = (e["ts"].as_f64()?, e["dur"].as_f64()?);
+            Some(Span { name: e["name"].as_str()?.to_owned(), start, end: start + dur })
+        })
+        .collect()
+}
+
+fn trace_ranges(run_dir: &Path, rank: usize) -> Vec<String> {
+    trace_spans(run_dir, rank).into_iter().map(|s| s.name).collect()
 }
 
 #[test]
@@ -234,13 +250,19 @@ fn every_rank_of_a_data_parallel_run_profiles_the_same_ranges() {
     let root = scratch_dir.path();
     generate(&root.join("data"));
     let run = root.join("run");
-    let out = launch_cmd(2, &root.join("data"), &run, &["profile=3:5"]).output().unwrap();
+    // Small buckets: backward fills several, and DDP's overlap issues each as it fills.
+    let out = launch_cmd(2, &root.join("data"), &run, &["profile=3:5", "bucket_cap_mb=0.05"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let all_reduce = format!("{}all_reduce", ranges::COLLECTIVE_PREFIX);
     for rank in 0..2 {
-        let names = trace_ranges(&run, rank);
+        let spans = trace_spans(&run, rank);
+        let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
         for range in ranges::STEP.iter().chain(&[ranges::GRAD_ALLREDUCE, all_reduce.as_str(), "step 3", "step 4"]) {
-            assert!(names.iter().any(|n| n == range), "rank {rank}: {range} missing from {names:?}");
+            assert!(names.contains(range), "rank {rank}: {range} missing from {names:?}");
         }
+        let backward: Vec<&Span> = spans.iter().filter(|s| s.name == ranges::BACKWARD).collect();
+        let inside =
+            spans.iter().filter(|s| s.name == all_reduce && backward.iter().any(|b| b.start <= s.start && s.start < b.end)).count();
+        assert!(inside >= 2, "rank {rank}: {inside} all-reduces start inside a backward range");
     }
 }

@@ -44,6 +44,7 @@ pub fn EstimateView(estimate: Estimate) -> impl IntoView {
     let time_rows = [
         ("forward", t.forward_s),
         ("backward", t.backward_s),
+        ("forward again in backward (activation recomputation)", t.recompute_s),
         ("optimizer", t.optimizer_s),
         ("tp/cp communication (waited for)", t.blocking_comm_s),
         ("dp all-reduce not hidden by the backward pass", t.exposed_overlapped_comm_s),
@@ -70,6 +71,16 @@ pub fn EstimateView(estimate: Estimate) -> impl IntoView {
         .iter()
         .map(|z| view! { <tr><td>{z.stage}</td><td>{format!("{:.1} GB", z.total_gb)}</td><td>{if z.fits { "fits" } else { "does not fit" }}</td></tr> })
         .collect_view();
+    let r = estimate.recompute_what_if;
+    let recompute_row = view! {
+        <tr>
+            <td>{if r.recompute { "recomputed in backward" } else { "kept (no recomputation)" }}</td>
+            <td>{format!("{:.1} GB", r.total_gb)}</td>
+            <td>{if r.fits { "fits" } else { "does not fit" }}</td>
+            <td>{format!("{} per step", seconds(r.step_time_s))}</td>
+        </tr>
+    };
+    let recompute_now = if r.recompute { "kept (as configured)" } else { "recomputed in backward (as configured)" };
     // The model's share of the hardware's peak at that speed (MFU).
     let mfu = model_flops(&estimate, estimate.samples_per_sec)
         .share_of_peak
@@ -107,6 +118,21 @@ pub fn EstimateView(estimate: Estimate) -> impl IntoView {
                 <table>
                     <thead><tr><th>"stage"</th><th>"per GPU"</th><th></th></tr></thead>
                     <tbody>{zero}</tbody>
+                </table>
+            </details>
+            <details class="recompute-what-if">
+                <summary>"Memory against time: activation recomputation"</summary>
+                <table>
+                    <thead><tr><th>"activations"</th><th>"per GPU"</th><th></th><th>"step"</th></tr></thead>
+                    <tbody>
+                        <tr>
+                            <td>{recompute_now}</td>
+                            <td>{format!("{:.1} GB", memory.total)}</td>
+                            <td>{if estimate.fits { "fits" } else { "does not fit" }}</td>
+                            <td>{format!("{} per step", seconds(estimate.step_time_s))}</td>
+                        </tr>
+                        {recompute_row}
+                    </tbody>
                 </table>
             </details>
         </div>

@@ -21,7 +21,7 @@ use crate::runs::Runs;
 
 #[component]
 pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> impl IntoView {
-    let state = SweepState::new(config, variants);
+    let state = SweepState::new(config, variants, measure);
     let SweepState { runs, library, chosen, ids, progress, variants, .. } = state;
     let busy = move || state.busy();
     let blocked = move || state.blocked();
@@ -80,6 +80,9 @@ fn Bars(labels: Vec<String>, figures: Vec<Figures>, measure: Measure) -> impl In
     let height = bars_height(labels.len());
     let axis = match measure {
         Measure::Efficiency => "samples/s per rank, relative to the first variant; the tick is what was predicted at launch",
+        Measure::Memory => {
+            "the most memory a rank held (a CPU rank's resident set, a GPU's allocator peak), in GiB; the tick is the estimate's total at launch"
+        }
         _ => "training samples/s (median over the epochs after the first); the tick is what was predicted at launch",
     };
     view! {

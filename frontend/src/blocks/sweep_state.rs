@@ -10,7 +10,7 @@ use scalebook_shared::sweep::Variant;
 
 use super::run_prediction;
 use super::run_status::{remember, remembered};
-use super::sweep_model::{self, Launched, Next, Progress, throughput};
+use super::sweep_model::{self, Launched, Measure, Next, Progress, measured};
 use crate::library::Library;
 use crate::net::ws::ConnectionState;
 use crate::runs::Runs;
@@ -27,14 +27,14 @@ pub struct SweepState {
     pub variants: StoredValue<Vec<Variant>>,
     /// Where the runs are remembered ([`sweep_model::memory_key`]).
     memory: StoredValue<String>,
-    /// Each variant's throughput, once its run has one.
+    /// Each variant's measured figure (throughput, or peak memory), once its run has one.
     pub values: Memo<Vec<Option<f64>>>,
     /// Each variant's prediction, recorded as its run launched.
     pub predictions: LocalResource<Vec<Option<Prediction>>>,
 }
 
 impl SweepState {
-    pub fn new(config: String, variants: Vec<Variant>) -> SweepState {
+    pub fn new(config: String, variants: Vec<Variant>, measure: Measure) -> SweepState {
         let runs = expect_context::<Runs>();
         let library = expect_context::<Library>();
         let memory = sweep_model::memory_key(&window().location().hash().unwrap_or_default(), &config, &variants);
@@ -45,7 +45,7 @@ impl SweepState {
         let values = Memo::new(move |_| {
             let ids = ids.get();
             let streams = ids.iter().map(|id| id.as_ref().and_then(|id| runs.stream(id)));
-            streams.map(|s| s.and_then(|s| s.series.with(|series| throughput(series)))).collect::<Vec<_>>()
+            streams.map(|s| s.and_then(|s| s.series.with(|series| measured(measure, series)))).collect::<Vec<_>>()
         });
         let predictions = LocalResource::new(move || {
             let ids = ids.get();
@@ -80,11 +80,18 @@ impl SweepState {
     pub fn figures(&self, measure: sweep_model::Measure) -> Vec<sweep_model::Figures> {
         let predictions = self.predictions.get().unwrap_or_default();
         let values = self.values.get();
-        let predicted: Vec<Option<f64>> =
-            (0..values.len()).map(|i| predictions.get(i)?.as_ref().map(|p| p.estimate.samples_per_sec)).collect();
-        // One per variant, before the predictions have loaded too.
-        let mfu: Vec<Option<f64>> =
-            values.iter().enumerate().map(|(i, v)| model_flops(&predictions.get(i)?.as_ref()?.estimate, (*v)?).share_of_peak).collect();
+        let predicted: Vec<Option<f64>> = (0..values.len())
+            .map(|i| {
+                let estimate = &predictions.get(i)?.as_ref()?.estimate;
+                Some(if measure == Measure::Memory { estimate.memory_gb.total } else { estimate.samples_per_sec })
+            })
+            .collect();
+        // One per variant, before the predictions have loaded too; a rate of memory means nothing.
+        let mfu: Vec<Option<f64>> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| model_flops(&predictions.get(i)?.as_ref()?.estimate, (*v)?).share_of_peak.filter(|_| measure != Measure::Memory))
+            .collect();
         let (values, predicted) = match measure {
             sweep_model::Measure::Efficiency => {
                 let dps: Vec<u32> = self.variants.with_value(|v| v.iter().map(|v| v.dp).collect());

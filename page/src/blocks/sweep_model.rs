@@ -32,10 +32,12 @@ pub enum Measure {
     /// The scaling board (`sweep_scaling`): throughput per rank against the ideal and the
     /// efficiency of each size, beside the sources' own.
     Scaling,
+    /// The most memory a rank held, side by side, each beside the estimate's total.
+    Memory,
 }
 
 impl Measure {
-    pub const NAMES: &'static str = "throughput, efficiency, scaling, loss, step-loss, rmse or agreement";
+    pub const NAMES: &'static str = "throughput, efficiency, scaling, memory, loss, step-loss, rmse or agreement";
 
     pub fn parse(name: &str) -> Result<Measure, String> {
         match name {
@@ -46,6 +48,7 @@ impl Measure {
             "rmse" => Ok(Measure::Rmse),
             "agreement" => Ok(Measure::Agreement),
             "scaling" => Ok(Measure::Scaling),
+            "memory" => Ok(Measure::Memory),
             other => Err(format!("measure `{other}` is not one of {}", Measure::NAMES)),
         }
     }
@@ -167,6 +170,21 @@ pub fn after_run(variants: &[Variant], index: usize, state: RunState) -> Option<
     }
 }
 
+/// What a bar measure reads from a run: its peak memory in GiB for [`Measure::Memory`],
+/// otherwise its training throughput.
+pub fn measured(measure: Measure, series: &[Series]) -> Option<f64> {
+    match measure {
+        Measure::Memory => peak_memory(series),
+        _ => throughput(series),
+    }
+}
+
+/// The largest peak memory a run reported (the trainer reports the peak so far every epoch).
+pub fn peak_memory(series: &[Series]) -> Option<f64> {
+    let peaks = series.iter().find(|s| s.tag == tags::run::PEAK_MEMORY)?.buckets.iter().map(|b| b.max);
+    peaks.reduce(f64::max)
+}
+
 /// A run's training throughput: the median of its per-epoch samples/s after the first epoch
 /// (which pays for warming up, as the tutorial's logs show), or the first when it is alone.
 pub fn throughput(series: &[Series]) -> Option<f64> {
@@ -226,6 +244,7 @@ pub fn bars(labels: &[String], figures: &[Figures], measure: Measure) -> Vec<Bar
     let at = |v: f64| if max > 0.0 { v / max * span } else { 0.0 };
     let show = |v: f64| match measure {
         Measure::Efficiency => format!("{:.0} %", v * 100.0),
+        Measure::Memory => format!("{v:.2} GiB"),
         _ => format!("{v:.1} samples/s"),
     };
     labels
@@ -306,7 +325,7 @@ impl Measure {
             Measure::Loss | Measure::Agreement => Some((tags::LOSS_VALID, "validation loss (Loss/valid)")),
             Measure::StepLoss => Some((tags::step::LOSS_TRAIN, "training loss of every step (Step/Loss/train)")),
             Measure::Rmse => Some((tags::RMSE_U10M_VALID, "validation RMSE of u10m (RMSE(u10m)/valid)")),
-            Measure::Throughput | Measure::Efficiency | Measure::Scaling => None,
+            Measure::Throughput | Measure::Efficiency | Measure::Scaling | Measure::Memory => None,
         }
     }
 }
@@ -425,8 +444,16 @@ mod tests {
         assert_eq!(Measure::parse("efficiency"), Ok(Measure::Efficiency));
         assert_eq!(Measure::parse("agreement"), Ok(Measure::Agreement));
         assert_eq!(Measure::parse("scaling"), Ok(Measure::Scaling));
+        assert_eq!(Measure::parse("memory"), Ok(Measure::Memory));
         assert_eq!(Measure::Agreement.loss_tag().map(|t| t.0), Some(tags::LOSS_VALID));
         assert!(Measure::parse("speed").unwrap_err().contains("throughput, efficiency, scaling, loss, step-loss, rmse or agreement"));
+    }
+
+    #[test]
+    fn memory_is_the_largest_peak_reported() {
+        let peaks = series(tags::run::PEAK_MEMORY, &[0.5, 0.75, 0.75]);
+        assert_eq!(measured(Measure::Memory, std::slice::from_ref(&peaks)), Some(0.75));
+        assert_eq!(measured(Measure::Throughput, &[peaks]), None);
     }
 
     #[test]

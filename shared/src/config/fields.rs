@@ -140,6 +140,15 @@ pub struct TrainConfig {
     pub disable_broadcast_buffers: bool,
     /// SC22's `--noddp`: no gradient all-reduce, to measure what it costs.
     pub noddp: bool,
+    /// All-reduce each gradient bucket during backward as soon as it is full, as DDP does
+    /// (Megatron's `--overlap-grad-reduce`); false waits for the whole backward first.
+    pub overlap_grad_reduce: bool,
+    /// Micro-batches per step: each rank's batch is run through forward and backward in this
+    /// many slices whose gradients add up before the one all-reduce (DDP's `no_sync`).
+    pub gradient_accumulation_steps: usize,
+    /// Recompute each block's activations in backward instead of keeping them
+    /// (`torch.utils.checkpoint` around every block).
+    pub activation_checkpointing: bool,
     pub benchy_trial: BenchyTrial,
     /// Steps to record with libtorch's profiler on every rank, `START:END` like a Python slice
     /// ([`crate::profile::StepWindow`]); empty records none.
@@ -190,6 +199,9 @@ impl Default for TrainConfig {
             bucket_cap_mb: 25.0,
             disable_broadcast_buffers: false,
             noddp: false,
+            overlap_grad_reduce: true,
+            gradient_accumulation_steps: 1,
+            activation_checkpointing: false,
             benchy_trial: BenchyTrial::Full,
             profile: String::new(),
         }
@@ -297,6 +309,24 @@ impl TrainConfig {
             field("bucket_cap_mb", Number, Tuning, "DDP gradient bucket size in MB: fewer, larger all-reduces when bigger"),
             field("disable_broadcast_buffers", Bool, Tuning, "skip DDP's per-step broadcast of buffers (none in the ViT)"),
             field("noddp", Bool, Tuning, "skip the gradient all-reduce, to measure its cost (replicas drift apart)"),
+            field(
+                "overlap_grad_reduce",
+                Bool,
+                Tuning,
+                "all-reduce each gradient bucket during backward, as soon as it is full (DDP's overlap)",
+            ),
+            field(
+                "gradient_accumulation_steps",
+                Count,
+                Tuning,
+                "micro-batches per step, gradients added up before one all-reduce (DDP's no_sync)",
+            ),
+            field(
+                "activation_checkpointing",
+                Bool,
+                Tuning,
+                "recompute each block's activations in backward: less memory, one more forward pass",
+            ),
             field("benchy_trial", Choice(BenchyTrial::NAMES), Tuning, "full run, io (loading only) or synthetic (steps on one batch)"),
             field("profile", Text, Tuning, "steps to profile on every rank, START:END like a Python slice (5:8 is 5, 6, 7); empty: none"),
         ]

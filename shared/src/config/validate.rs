@@ -51,6 +51,7 @@ impl TrainConfig {
             ("n_in_channels", self.n_in_channels),
             ("n_out_channels", self.n_out_channels),
             ("tensor_parallel", self.tensor_parallel),
+            ("gradient_accumulation_steps", self.gradient_accumulation_steps),
             ("context_parallel", self.context_parallel),
             ("world", world),
         ];
@@ -219,8 +220,20 @@ impl TrainConfig {
         })
     }
 
-    /// The per-rank batch, when the global batch splits over `dp`.
+    /// The per-rank batch, when the global batch splits over `dp` (and over the micro-batches).
     fn check_batch(&self, dp: usize, problems: &mut Problems) -> Option<usize> {
+        let local = self.local_batch(dp, problems)?;
+        let micro = self.gradient_accumulation_steps;
+        if micro > local {
+            problems.push(
+                "gradient_accumulation_steps",
+                format!("{micro} is more than the {local} samples each dp rank takes per step: every micro-batch needs a sample"),
+            );
+        }
+        Some(local)
+    }
+
+    fn local_batch(&self, dp: usize, problems: &mut Problems) -> Option<usize> {
         if let Some(local) = self.local_batch_size {
             return (local > 0).then_some(local);
         }

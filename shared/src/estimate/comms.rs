@@ -100,11 +100,6 @@ pub struct Collective {
     pub overlapped: bool,
 }
 
-/// DDP's `bucket_cap_mb = 25` (the tutorial's default): gradients are all-reduced in buckets
-/// of this size as the backward pass produces them, so only the last bucket's all-reduce
-/// necessarily waits for the end of the backward pass.
-const DDP_BUCKET_BYTES: f64 = 25.0 * 1024.0 * 1024.0;
-
 /// The bytes of one gradient element: fp32 (AMP keeps fp32 parameters, so gradients are fp32).
 const GRAD_BYTES: u64 = 4;
 
@@ -241,12 +236,13 @@ fn operation_seconds(operation: Operation, size: u32, bytes: u64, bus_gb_per_s: 
 }
 
 /// How much of the overlapped collectives' time the backward pass cannot hide: whatever
-/// exceeds the backward compute, and at least the last bucket's share, which starts only when
-/// the backward pass ends.
-pub(super) fn exposed_overlapped(collectives: &[Collective], backward_s: f64) -> f64 {
+/// exceeds the backward compute, and at least the last bucket's share (DDP's buckets of up to
+/// `bucket_bytes`, 25 MB by default, are all-reduced as backward fills them, so only the last
+/// necessarily waits for the end of the backward pass).
+pub(super) fn exposed_overlapped(collectives: &[Collective], backward_s: f64, bucket_bytes: f64) -> f64 {
     let overlapped = collectives.iter().filter(|c| c.overlapped);
     let total = overlapped.clone().fold(0.0, |sum, c| sum + c.seconds);
-    let tail = overlapped.fold(0.0, |sum, c| sum + c.seconds * (DDP_BUCKET_BYTES / c.bytes as f64).min(1.0));
+    let tail = overlapped.fold(0.0, |sum, c| sum + c.seconds * (bucket_bytes / c.bytes as f64).min(1.0));
     (total - backward_s).max(tail)
 }
 

@@ -47,6 +47,16 @@ pub struct SavedTensor {
     pub count: u64,
 }
 
+/// The run with activation recomputation switched the other way: memory against time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RecomputeWhatIf {
+    /// Whether this what-if recomputes (the opposite of the config).
+    pub recompute: bool,
+    pub total_gb: f64,
+    pub fits: bool,
+    pub step_time_s: f64,
+}
+
 /// Memory under a ZeRO stage: what sharding the training state over dp would change.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ZeroWhatIf {
@@ -73,6 +83,9 @@ pub struct ZeroWhatIf {
 /// It still keeps GELU's output: fc2's weight gradient needs it as a matmul operand, so the
 /// backward pass would have to write it out in full again, and the compiler recomputes only
 /// what fuses into the kernel that uses it.
+///
+/// With activation recomputation, a block keeps only its input; backward runs one block's
+/// forward pass again at a time, so one block's set is alive at once.
 pub(super) fn saved_tensors(shape: &Shape) -> Vec<SavedTensor> {
     let f = |x: u64| x as f64;
     let a = shape.element_bytes();
@@ -82,16 +95,17 @@ pub(super) fn saved_tensors(shape: &Shape) -> Vec<SavedTensor> {
     let input_copies = if shape.compiled_whole_block || !shape.precision.is_half() { 1.0 } else { 3.0 };
     let gelu_input = if shape.distributed_block { FP32 } else { a };
     let depth = shape.depth;
+    let inside = if shape.recompute { 1 } else { depth };
     let mut saved = vec![
         ("block input (fp32 residual stream, for LayerNorm 1)", FP32 * local, depth),
-        ("attention input in matmul precision (one copy per q, k, v when not compiled)", input_copies * a * local, depth),
-        ("q of this rank's heads", a * local / tp, depth),
-        ("k and v of this rank's heads for all tokens (gathered over cp)", 2.0 * a * n * d / tp, depth),
-        ("attention output (also proj's input)", a * local / tp, depth),
-        ("mid-block residual (fp32, for LayerNorm 2)", FP32 * local, depth),
-        ("MLP input in matmul precision", a * local, depth),
-        ("fc1 output (GELU input; fp32 after the distributed bias add)", gelu_input * nl * mlp / tp, depth),
-        ("GELU output in matmul precision (fc2 input)", a * nl * mlp / tp, depth),
+        ("attention input in matmul precision (one copy per q, k, v when not compiled)", input_copies * a * local, inside),
+        ("q of this rank's heads", a * local / tp, inside),
+        ("k and v of this rank's heads for all tokens (gathered over cp)", 2.0 * a * n * d / tp, inside),
+        ("attention output (also proj's input)", a * local / tp, inside),
+        ("mid-block residual (fp32, for LayerNorm 2)", FP32 * local, inside),
+        ("MLP input in matmul precision", a * local, inside),
+        ("fc1 output (GELU input; fp32 after the distributed bias add)", gelu_input * nl * mlp / tp, inside),
+        ("GELU output in matmul precision (fc2 input)", a * nl * mlp / tp, inside),
     ];
     saved.push(("input and target sample (fp32)", FP32 * f(shape.in_pixels + shape.out_pixels), 1));
     if shape.precision.is_half() {

@@ -22,7 +22,7 @@ mod terms;
 pub use comms::{Collective, GroupTraffic, Link, Operation, Phase};
 pub use compare::{Comparison, Measured};
 pub use flops::{Flops, RankFlops};
-pub use memory::{MemoryBreakdown, SavedTensor, ZeroWhatIf};
+pub use memory::{MemoryBreakdown, RecomputeWhatIf, SavedTensor, ZeroWhatIf};
 pub use params::ParamSplit;
 pub use step::StepTime;
 pub use terms::{Term, TermKind};
@@ -80,6 +80,8 @@ pub struct Estimate {
     pub saved_activations: Vec<SavedTensor>,
     /// The same run under ZeRO stages 0–3 (memory only; the tutorial runs stage 0).
     pub zero_what_if: Vec<ZeroWhatIf>,
+    /// The same run with `activation_checkpointing` switched the other way.
+    pub recompute_what_if: RecomputeWhatIf,
     pub collectives: Vec<Collective>,
     pub time: StepTime,
     pub step_time_s: f64,
@@ -166,7 +168,17 @@ pub fn estimate(
     let network = comms::Network { layout, placement, links, factors };
     let collectives = comms::collectives(&shape, &params, &network);
     let rates = step::rates(&shape, gpu, factors);
-    let time = step::step_time(&shape, &flops.rank_step, &rates, params.per_rank, factors, &collectives, options.overlap_dp);
+    let step_time =
+        |shape: &Shape| step::step_time(shape, &flops.rank_step, &rates, params.per_rank, factors, &collectives, options.overlap_dp);
+    let time = step_time(&shape);
+    let other = Shape { recompute: !shape.recompute, ..shape };
+    let other_total_gb = memory::memory(&other, &params, factors, gpu.memory_gb).breakdown.total;
+    let recompute_what_if = RecomputeWhatIf {
+        recompute: other.recompute,
+        total_gb: other_total_gb,
+        fits: other_total_gb <= gpu.memory_gb,
+        step_time_s: step_time(&other).total_s,
+    };
     let mut estimate = Estimate {
         layout: layout.clone(),
         gpu: gpu.name.clone(),
@@ -182,6 +194,7 @@ pub fn estimate(
         memory_limit_gb: gpu.memory_gb,
         saved_activations: memory.saved,
         zero_what_if: memory.zero,
+        recompute_what_if,
         collectives,
         step_time_s: time.total_s,
         samples_per_sec: shape.global_batch as f64 / time.total_s,
@@ -267,6 +280,12 @@ struct Shape {
     fused_optimizer: bool,
     /// Loader workers per rank (`num_data_workers`).
     loader_workers: u64,
+    /// Each block's activations recomputed in backward (`activation_checkpointing`).
+    recompute: bool,
+    /// DDP's largest gradient bucket (`bucket_cap_mb`), in bytes.
+    bucket_bytes: f64,
+    /// DDP issues each bucket's all-reduce during backward (`overlap_grad_reduce`).
+    overlap_grad_reduce: bool,
     data_loader: DataLoaderKind,
     model_params: ParamCount,
 }
@@ -297,6 +316,9 @@ impl Shape {
             compiled_whole_block: config.enable_jit && derived.tp * derived.cp == 1,
             fused_optimizer: config.enable_jit || config.enable_fused,
             loader_workers: n(config.num_data_workers),
+            recompute: config.activation_checkpointing,
+            bucket_bytes: config.bucket_cap_mb * 1024.0 * 1024.0,
+            overlap_grad_reduce: config.overlap_grad_reduce,
             data_loader: config.data_loader_config,
             model_params: derived.params,
         }

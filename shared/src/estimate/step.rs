@@ -73,6 +73,9 @@ pub struct StepTime {
     pub overlapped_comm_s: f64,
     /// ...and the part of it the backward pass does not hide.
     pub exposed_overlapped_comm_s: f64,
+    /// The forward pass run again in backward, with activation recomputation.
+    #[serde(default)]
+    pub recompute_s: f64,
     pub total_s: f64,
 }
 
@@ -185,8 +188,14 @@ pub(super) fn step_time(
     let optimizer_s = params_per_rank as f64 * (ADAM_BYTES_PER_PARAM + scaler) / hbm;
     let seconds = |overlapped: bool| collectives.iter().filter(|c| c.overlapped == overlapped).fold(0.0, |sum, c| sum + c.seconds);
     let (blocking_comm_s, overlapped_comm_s) = (seconds(false), seconds(true));
-    let exposed_overlapped_comm_s = if overlap_dp { comms::exposed_overlapped(collectives, backward_s) } else { overlapped_comm_s };
+    let exposed_overlapped_comm_s = if overlap_dp && shape.overlap_grad_reduce {
+        comms::exposed_overlapped(collectives, backward_s, shape.bucket_bytes)
+    } else {
+        overlapped_comm_s
+    };
     let overhead_s = overhead_seconds(shape, factors);
+    // Recomputation runs the forward pass (its blocks, nearly all of it) again in backward.
+    let recompute_s = if shape.recompute { forward_s } else { 0.0 };
     StepTime {
         forward_s,
         backward_s,
@@ -196,7 +205,8 @@ pub(super) fn step_time(
         blocking_comm_s,
         overlapped_comm_s,
         exposed_overlapped_comm_s,
-        total_s: forward_s + backward_s + optimizer_s + overhead_s + blocking_comm_s + exposed_overlapped_comm_s,
+        recompute_s,
+        total_s: forward_s + backward_s + recompute_s + optimizer_s + overhead_s + blocking_comm_s + exposed_overlapped_comm_s,
     }
 }
 

@@ -148,17 +148,18 @@ fn collective_term(c: &Collective) -> Term {
     derived(&format!("{} {} ({}): {}", c.group, c.operation.name(), c.phase.name(), c.what), c.seconds, "s", &note)
 }
 
-fn time_terms(t: &StepTime) -> [Term; 9] {
+fn time_terms(t: &StepTime) -> [Term; 10] {
     [
         derived("time.forward", t.forward_s, "s", "forward FLOPs / rates + element-wise bytes / memory bandwidth"),
         derived("time.backward", t.backward_s, "s", "the same for the backward pass"),
         derived("time.elementwise", t.elementwise_s, "s", "the memory-bound part of forward and backward"),
+        derived("time.recompute", t.recompute_s, "s", "the forward pass again in backward (activation_checkpointing)"),
         derived("time.optimizer", t.optimizer_s, "s", "Adam's bytes / memory bandwidth"),
         derived("time.overhead", t.overhead_s, "s", "ops × what each costs beyond its arithmetic (0 on a GPU)"),
         derived("time.blocking_comm", t.blocking_comm_s, "s", "tp and cp collectives"),
         derived("time.overlapped_comm", t.overlapped_comm_s, "s", "gradient all-reduce, full time"),
         derived("time.exposed_overlapped_comm", t.exposed_overlapped_comm_s, "s", "the part the backward pass does not hide"),
-        result("step_time", t.total_s, "s", "forward + backward + optimizer + overhead + blocking + exposed communication"),
+        result("step_time", t.total_s, "s", "forward + backward + recompute + optimizer + overhead + blocking + exposed communication"),
     ]
 }
 

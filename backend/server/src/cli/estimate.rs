@@ -203,7 +203,11 @@ fn memory_table(e: &Estimate) -> String {
     let _ = writeln!(out, "  {:<16} {:>8.2}", "total", e.memory_gb.total);
     let zero: Vec<String> =
         e.zero_what_if.iter().map(|z| format!("{} {:.1}{}", z.stage, z.total_gb, if z.fits { "" } else { " (no)" })).collect();
-    let _ = writeln!(out, "  ZeRO stage what-if: {}\n", zero.join(", "));
+    let _ = writeln!(out, "  ZeRO stage what-if: {}", zero.join(", "));
+    let r = &e.recompute_what_if;
+    let what = if r.recompute { "with" } else { "without" };
+    let fits = if r.fits { "" } else { " (no)" };
+    let _ = writeln!(out, "  {what} activation recomputation: {:.1}{fits}, {:.4} s per step\n", r.total_gb, r.step_time_s);
     out
 }
 
@@ -213,6 +217,7 @@ fn time_table(e: &Estimate) -> String {
         ("forward", t.forward_s),
         ("backward", t.backward_s),
         ("  of which element-wise", t.elementwise_s),
+        ("recomputed forward", t.recompute_s),
         ("optimizer", t.optimizer_s),
         ("ops' overhead (CPU)", t.overhead_s),
         ("tp/cp collectives", t.blocking_comm_s),

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use scalebook_trainer::model::{VisionTransformer, VitSpec};
-use tch::{Device, Kind, Tensor, nn, nn::ModuleT};
+use tch::{Device, Kind, Tensor, nn};
 
 use super::ConfigArgs;
 
@@ -38,7 +38,7 @@ pub fn run(args: SummaryArgs) -> anyhow::Result<ExitCode> {
     let [h, w] = spec.img_size;
     let input = Tensor::randn([args.batch, spec.in_chans, h, w], (Kind::Float, Device::Cpu));
     let start = Instant::now();
-    let output = tch::no_grad(|| model.forward_t(&input, false));
+    let output = tch::no_grad(|| model.forward(&input, false))?;
     println!("  forward {:?} -> {:?} in {:.3} s", input.size(), output.size(), start.elapsed().as_secs_f64());
     Ok(ExitCode::SUCCESS)
 }

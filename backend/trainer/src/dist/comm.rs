@@ -3,6 +3,7 @@
 //! generator semantics from `shared::layout`.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::time::Duration;
 
 use scalebook_shared::layout::{Layout, Token};
@@ -17,7 +18,8 @@ pub const BUILT_TOKENS: [Token; 6] = [Token::DP, Token::TP, Token::CP, Token::PP
 pub struct Comm {
     env: RankEnv,
     layout: Layout,
-    groups: HashMap<Token, ProcessGroup>,
+    /// Shared with what issues collectives outside a call (the overlapped gradient reducer).
+    groups: HashMap<Token, Rc<ProcessGroup>>,
     // Declared last: dropped after the groups that use it. None for a single process.
     _store: Option<Store>,
 }
@@ -45,7 +47,7 @@ impl Comm {
             let size = layout.group_size(token) as usize;
             let member = layout.group_rank(token, rank).unwrap_or(0) as usize;
             let group = ProcessGroup::new(store.as_ref(), &format!("{token}/{index}"), member, size, nccl, timeout, gloo_host)?;
-            groups.insert(token, group);
+            groups.insert(token, Rc::new(group));
         }
         Ok(Comm { env, layout, groups, _store: store })
     }
@@ -66,6 +68,11 @@ impl Comm {
     /// This rank's group of `token`.
     pub fn group(&self, token: Token) -> &ProcessGroup {
         &self.groups[&token]
+    }
+
+    /// This rank's group of `token`, to keep.
+    pub fn shared_group(&self, token: Token) -> Rc<ProcessGroup> {
+        Rc::clone(&self.groups[&token])
     }
 
     pub fn rank(&self, token: Token) -> usize {

@@ -36,6 +36,11 @@ impl GradReducer {
         self.buckets.len()
     }
 
+    /// Parameter indices per bucket, in order.
+    pub fn buckets(&self) -> &[Vec<usize>] {
+        &self.buckets
+    }
+
     /// Reduces the gradients of `params` (in the order given to [`GradReducer::new`]) over
     /// `group` with `op`, in place. A group of one is left alone.
     pub fn reduce(&self, params: &[Tensor], group: &ProcessGroup, op: ReduceOp) -> Result<(), Error> {

@@ -20,7 +20,7 @@ struct SbStore {
 }
 
 #[repr(C)]
-struct SbGroup {
+pub(super) struct SbGroup {
     _opaque: [u8; 0],
 }
 
@@ -191,6 +191,11 @@ impl ProcessGroup {
 
     pub fn rank(&self) -> usize {
         self.rank
+    }
+
+    /// The shim's group, for the reducer that issues collectives on it.
+    pub(super) fn raw(&self) -> *mut SbGroup {
+        self.ptr.as_ptr()
     }
 
     pub fn size(&self) -> usize {

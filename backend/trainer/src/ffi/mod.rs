@@ -5,6 +5,8 @@
 mod comm;
 mod memory;
 mod profiler;
+mod recompute;
+mod reducer;
 mod tensor_ops;
 
 use std::ffi::{CStr, c_char, c_int};
@@ -17,6 +19,8 @@ use crate::Error;
 pub use comm::{ProcessGroup, ReduceOp, Region, Store, Traffic};
 pub use memory::{SharedForward, float_bytes_mut, float_values_mut, keep_freed_memory};
 pub use profiler::{ProfiledThread, Range, Recording};
+pub use recompute::{Recomputable, recompute, shared_part};
+pub use reducer::OverlappedReducer;
 pub use tensor_ops::{
     AdamStep, AdamTensors, empty_pinned, fused_adam, gpu_memory_used, gpu_peak_allocated, set_autocast, set_tf32, unscale_grads,
 };

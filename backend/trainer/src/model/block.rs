@@ -1,9 +1,12 @@
 //! One pre-norm transformer block: `x + attn(norm1(x))`, then `x + mlp(norm2(x))`, each branch
 //! behind stochastic depth.
 
+use tch::nn::ModuleT;
 use tch::{Tensor, nn};
 
 use super::{Attention, Mlp, init};
+use crate::Error;
+use crate::ffi::Recomputable;
 
 #[derive(Debug)]
 pub struct Block {
@@ -40,9 +43,15 @@ fn drop_path(x: Tensor, rate: f64, train: bool) -> Tensor {
     x * mask / keep
 }
 
-impl nn::ModuleT for Block {
+impl ModuleT for Block {
     fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
         let x = x + drop_path(self.attn.forward_t(&x.apply(&self.norm1), train), self.drop_path, train);
         &x + drop_path(self.mlp.forward_t(&x.apply(&self.norm2), train), self.drop_path, train)
+    }
+}
+
+impl Recomputable for Block {
+    fn run(&self, x: &Tensor) -> Result<Tensor, Error> {
+        Ok(self.forward_t(x, true))
     }
 }

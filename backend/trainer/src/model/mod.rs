@@ -15,7 +15,7 @@ pub use mlp::Mlp;
 pub use spec::VitSpec;
 pub use vit::{VisionTransformer, patch_embed, unpatchify};
 
-use tch::{Tensor, nn::ModuleT};
+use tch::Tensor;
 
 use crate::Error;
 
@@ -27,6 +27,6 @@ pub trait Forward {
 
 impl Forward for VisionTransformer {
     fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor, Error> {
-        Ok(self.forward_t(x, train))
+        VisionTransformer::forward(self, x, train)
     }
 }

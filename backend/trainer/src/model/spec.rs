@@ -19,6 +19,9 @@ pub struct VitSpec {
     pub dropout: f64,
     /// LayerNorm epsilon of the serial model.
     pub norm_eps: f64,
+    /// Recompute each block's activations in backward instead of keeping them
+    /// (`activation_checkpointing`).
+    pub recompute: bool,
 }
 
 impl VitSpec {
@@ -51,6 +54,7 @@ impl From<&TrainConfig> for VitSpec {
             mlp_ratio: 4,
             dropout: c.dropout,
             norm_eps: 1e-6,
+            recompute: c.activation_checkpointing,
         }
     }
 }

@@ -1,9 +1,14 @@
 //! The whole model. Parameter names follow the PyTorch module tree (`patch_embed.proj`,
 //! `pos_embed`, `blocks.N.attn.q`, `norm`, `head`) so checkpoints read the same way.
 
+use std::sync::Arc;
+
+use tch::nn::ModuleT;
 use tch::{Tensor, nn};
 
 use super::{Block, VitSpec, init};
+use crate::Error;
+use crate::ffi::{recompute, shared_part};
 
 #[derive(Debug)]
 pub struct VisionTransformer {
@@ -12,7 +17,8 @@ pub struct VisionTransformer {
     patch_weight: Tensor,
     patch_bias: Tensor,
     pos_embed: Tensor,
-    blocks: Vec<Block>,
+    /// Shared with the autograd graph when their activations are recomputed.
+    blocks: Vec<Arc<Block>>,
     norm: nn::LayerNorm,
     head: nn::Linear,
 }
@@ -32,7 +38,7 @@ impl VisionTransformer {
         let blocks = (0..spec.depth)
             .map(|i| {
                 let rate = drop_path_rate(spec.dropout, i, spec.depth);
-                Block::new(&(path / "blocks" / i), d, spec.num_heads, spec.mlp_ratio, spec.dropout, rate, spec.norm_eps)
+                shared_part(Block::new(&(path / "blocks" / i), d, spec.num_heads, spec.mlp_ratio, spec.dropout, rate, spec.norm_eps))
             })
             .collect();
         VisionTransformer {
@@ -81,13 +87,15 @@ pub fn unpatchify(tokens: &Tensor, spec: &VitSpec) -> Tensor {
     tokens.view([b, h, w, p, p, c]).permute([0, 5, 1, 3, 2, 4]).reshape([b, c, h * p, w * p])
 }
 
-impl nn::ModuleT for VisionTransformer {
-    fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
+impl VisionTransformer {
+    /// The forward pass; in training with `spec.recompute`, each block's activations are
+    /// recomputed in backward instead of kept (which can only fail inside libtorch).
+    pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor, Error> {
         let tokens = patch_embed(x, &self.patch_weight, &self.patch_bias, &self.spec);
         let mut x = tokens.g_add(&self.pos_embed).dropout(self.spec.dropout, train);
         for block in &self.blocks {
-            x = block.forward_t(&x, train);
+            x = if train && self.spec.recompute { recompute(block, &x)? } else { block.forward_t(&x, train) };
         }
-        unpatchify(&x.apply(&self.norm).apply(&self.head), &self.spec)
+        Ok(unpatchify(&x.apply(&self.norm).apply(&self.head), &self.spec))
     }
 }

@@ -9,6 +9,7 @@
 //! names the parameters whose gradients need that sum.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use scalebook_shared::layout::Token;
 use tch::{Tensor, nn};
@@ -16,7 +17,7 @@ use tch::{Tensor, nn};
 use super::linear::serial;
 use super::{Parallel, ParallelAttention, ParallelMlp};
 use crate::Error;
-use crate::ffi::Region;
+use crate::ffi::{Recomputable, Region, recompute, shared_part};
 use crate::model::{Forward, VitSpec, patch_embed, unpatchify};
 
 struct Norm {
@@ -42,6 +43,21 @@ struct Block {
     attn: ParallelAttention,
     norm2: Norm,
     mlp: ParallelMlp,
+    eps: f64,
+}
+
+impl Block {
+    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor, Error> {
+        let x = x + self.attn.forward(&self.norm1.forward(x, self.eps), train)?;
+        Ok(&x + self.mlp.forward(&self.norm2.forward(&x, self.eps), train)?)
+    }
+}
+
+/// Recomputed in backward, a block runs its tp collectives again (as Megatron's does).
+impl Recomputable for Block {
+    fn run(&self, x: &Tensor) -> Result<Tensor, Error> {
+        self.forward(x, true)
+    }
 }
 
 pub struct ParallelVit {
@@ -49,7 +65,7 @@ pub struct ParallelVit {
     patch_weight: Tensor,
     patch_bias: Tensor,
     pos_embed: Tensor,
-    blocks: Vec<Block>,
+    blocks: Vec<Arc<Block>>,
     norm: Norm,
     head: Tensor,
     par: Parallel,
@@ -65,12 +81,13 @@ impl ParallelVit {
         for i in 0..spec.depth {
             let p = path / "blocks" / i;
             let prefix = format!("blocks.{i}");
-            blocks.push(Block {
+            blocks.push(shared_part(Block {
                 norm1: Norm::cut(&(&p / "norm1"), vars, &format!("{prefix}.norm1"))?,
                 attn: ParallelAttention::cut(&(&p / "attn"), vars, &format!("{prefix}.attn"), &par, spec.num_heads, spec.dropout)?,
                 norm2: Norm::cut(&(&p / "norm2"), vars, &format!("{prefix}.norm2"))?,
                 mlp: ParallelMlp::cut(&(&p / "mlp"), vars, &format!("{prefix}.mlp"), &par, spec.dropout)?,
-            });
+                eps: spec.norm_eps,
+            }));
         }
         Ok(ParallelVit {
             spec: spec.clone(),
@@ -101,8 +118,7 @@ impl Forward for ParallelVit {
             x = cp.region(Region::ScatterTo, &x, 1, &self.par.cp_sizes)?;
         }
         for block in &self.blocks {
-            x = &x + block.attn.forward(&block.norm1.forward(&x, eps), train)?;
-            x = &x + block.mlp.forward(&block.norm2.forward(&x, eps), train)?;
+            x = if train && self.spec.recompute { recompute(block, &x)? } else { block.forward(&x, train)? };
         }
         let mut x = self.norm.forward(&x, eps);
         if let Some(cp) = cp {

@@ -53,18 +53,30 @@ impl Lanes {
         self.count
     }
 
-    /// Forward, loss and backward of `input` and `target`, one slice of the batch per lane;
-    /// the gradients of the whole batch end up in the model's parameters.
-    pub fn forward_backward(&self, model: &dyn Forward, input: &Tensor, target: &Tensor, amp: AmpMode) -> Result<LanesOutcome, Error> {
+    /// The lanes a batch of `batch` samples is split over (no more than its samples).
+    pub fn count_for(&self, batch: i64) -> usize {
+        self.count.min(batch.max(1) as usize)
+    }
+
+    /// Forward, loss (weighted by `weight`) and backward of `input` and `target`, one slice of
+    /// the batch per lane; the gradients of the whole batch end up in the model's parameters.
+    pub fn forward_backward(
+        &self,
+        model: &dyn Forward,
+        input: &Tensor,
+        target: &Tensor,
+        amp: AmpMode,
+        weight: f64,
+    ) -> Result<LanesOutcome, Error> {
         let batch = input.size()[0];
         let forward = |x: &Tensor, train: bool| model.forward(x, train);
         let model = &SharedForward(&forward);
         let threads = self.threads_each;
         let results = std::thread::scope(|scope| {
-            let lanes: Vec<_> = slices(batch, self.count.min(batch.max(1) as usize))
+            let lanes: Vec<_> = slices(batch, self.count_for(batch))
                 .map(|(start, len)| {
                     let (x, y) = (input.narrow(0, start, len), target.narrow(0, start, len));
-                    let weight = len as f64 / batch as f64;
+                    let weight = weight * len as f64 / batch as f64;
                     scope.spawn(move || -> Result<(Tensor, Duration, Duration), Error> {
                         // Thread-local in libtorch's OpenMP build: this lane's operations run on
                         // `threads` threads, the caller's setting is untouched.
@@ -99,7 +111,7 @@ impl Lanes {
 }
 
 /// (start, length) of `count` slices of a batch of `batch`, as even as can be.
-fn slices(batch: i64, count: usize) -> impl Iterator<Item = (i64, i64)> {
+pub(crate) fn slices(batch: i64, count: usize) -> impl Iterator<Item = (i64, i64)> {
     let count = count as i64;
     (0..count).map(move |i| {
         let start = batch * i / count;

@@ -229,7 +229,7 @@ fn start<'a>(opts: &'a RunOptions, log: &'a Logger, comm: Rc<Comm>) -> Result<(R
     let parallel = model_parallel.then(|| Parallel::new(comm.clone(), VitSpec::from(c).num_tokens() as usize));
     let (vs, mut learner) = Learner::build(c, opts.device, parallel)?;
     if comm.env().world > 1 {
-        let sync = GradSync::new(comm.clone(), &vs, DdpKnobs::new(c));
+        let sync = GradSync::new(comm.clone(), &vs, DdpKnobs::new(c))?;
         sync.broadcast_parameters()?;
         learner.sync = Some(sync);
     }

@@ -13,7 +13,7 @@ use crate::ffi::{Range, ReduceOp};
 use crate::model::{Forward, VisionTransformer, VitSpec};
 use crate::parallel::{Parallel, ParallelVit};
 use crate::train::amp::{Autocast, GradScaler};
-use crate::train::lanes::Lanes;
+use crate::train::lanes::{Lanes, slices};
 use crate::train::loss::{l2_loss, training_loss, weighted_rmse};
 use crate::train::optim::Optimizer;
 use crate::train::sync::GradSync;
@@ -42,6 +42,8 @@ pub struct Learner {
     pub probe_memory: bool,
     /// The batch split over the CPU's cores, where that cannot change a result.
     pub lanes: Option<Lanes>,
+    /// Micro-batches per step (`gradient_accumulation_steps`).
+    pub micro_batches: usize,
 }
 
 impl Learner {
@@ -65,26 +67,45 @@ impl Learner {
         let fused = config.enable_jit || config.enable_fused;
         let optimizer = Optimizer::new(config.optimizer, vs.variables().into_iter().collect(), fused);
         let scaler = (config.amp_mode == AmpMode::Fp16).then(|| GradScaler::new(device));
-        Ok((vs, Learner { model, optimizer, scaler, amp: config.amp_mode, device, sync: None, probe_memory: false, lanes }))
+        let micro_batches = config.gradient_accumulation_steps.max(1);
+        Ok((vs, Learner { model, optimizer, scaler, amp: config.amp_mode, device, sync: None, probe_memory: false, lanes, micro_batches }))
     }
 
     /// zero_grad, forward and loss under autocast, backward (scaled for fp16) with gradients
     /// averaged over dp, optimizer step at `lr`. Returns the loss averaged over dp (as the tutorial
     /// logs it) and the phase times (the all-reduce counts as backward, where DDP overlaps it).
+    ///
+    /// With micro-batches, each slice of the batch runs forward and backward in turn, its loss
+    /// weighted by its share of the batch so the accumulated gradients are the whole batch's;
+    /// only the last backward pass issues all-reduces (DDP's `no_sync` on the others).
     pub fn train_step(&mut self, batch: &Batch, lr: f64) -> Result<(f64, StepTimes), Error> {
         let (input, target) = (batch.input.to_device(self.device), batch.target.to_device(self.device));
         self.optimizer.zero_grad();
-        let t0 = Instant::now();
         if let Some(sync) = &self.sync {
             sync.broadcast_buffers()?;
         }
-        let (loss, forward, backward, memory_after_forward) = match self.lanes {
-            Some(lanes) => {
-                let outcome = lanes.forward_backward(self.model.as_ref(), &input, &target, self.amp)?;
-                (outcome.loss, outcome.forward.as_secs_f64(), outcome.backward.as_secs_f64(), None)
+        let size = input.size()[0];
+        let micro = self.micro_batches.min(size.max(1) as usize);
+        let (mut loss, mut forward, mut backward, mut memory_after_forward) = (Tensor::from(0.0f32), 0.0, 0.0, None);
+        for (k, (start, len)) in slices(size, micro).enumerate() {
+            let (x, y) = (input.narrow(0, start, len), target.narrow(0, start, len));
+            let weight = len as f64 / size as f64;
+            if let Some(sync) = self.sync.as_ref().filter(|_| k + 1 == micro) {
+                sync.before_last_backward(self.lanes.map_or(1, |lanes| lanes.count_for(len)));
             }
-            None => self.forward_backward(&input, &target, t0)?,
-        };
+            let t0 = Instant::now();
+            let part = match self.lanes {
+                Some(lanes) => {
+                    let outcome = lanes.forward_backward(self.model.as_ref(), &x, &y, self.amp, weight)?;
+                    (outcome.loss, outcome.forward.as_secs_f64(), outcome.backward.as_secs_f64(), None)
+                }
+                None => self.forward_backward(&x, &y, weight, t0, k == 0)?,
+            };
+            loss += part.0;
+            forward += part.1;
+            backward += part.2;
+            memory_after_forward = memory_after_forward.or(part.3);
+        }
         let t1 = Instant::now();
         if let Some(sync) = &self.sync {
             let _range = Range::enter(ranges::GRAD_ALLREDUCE);
@@ -102,13 +123,20 @@ impl Learner {
         Ok((self.dp_mean(loss.detach())?, StepTimes { forward, backward, optimizer, memory_after_forward }))
     }
 
-    /// Forward, loss and backward on one lane: the loss, the forward and backward times, and
-    /// the GPU memory after the forward pass when probed.
-    fn forward_backward(&self, input: &Tensor, target: &Tensor, t0: Instant) -> Result<(Tensor, f64, f64, Option<u64>), Error> {
-        let loss = training_loss(self.model.as_ref(), self.device, self.amp, input, target)?;
+    /// Forward, loss (weighted by `weight`) and backward on one lane: the loss, the forward and
+    /// backward times, and the GPU memory after the forward pass when `probe` asks.
+    fn forward_backward(
+        &self,
+        input: &Tensor,
+        target: &Tensor,
+        weight: f64,
+        t0: Instant,
+        probe: bool,
+    ) -> Result<(Tensor, f64, f64, Option<u64>), Error> {
+        let loss = training_loss(self.model.as_ref(), self.device, self.amp, input, target)? * weight;
         let forward = self.synced_since(t0);
         let memory_after_forward = match self.device {
-            Device::Cuda(i) if self.probe_memory => crate::ffi::gpu_memory_used(i).ok(),
+            Device::Cuda(i) if self.probe_memory && probe => crate::ffi::gpu_memory_used(i).ok(),
             _ => None,
         };
         let t1 = Instant::now();
@@ -119,7 +147,7 @@ impl Learner {
         }
         let backward = self.synced_since(t1);
         drop(backward_range);
-        Ok((loss, forward, backward, memory_after_forward))
+        Ok((loss.detach(), forward, backward, memory_after_forward))
     }
 
     /// A scalar averaged over the data-parallel group.

@@ -2,8 +2,15 @@
 //! as the tutorial's DDP plus comm hook does it: with context parallelism, the gradients of the
 //! parameters each cp rank applied to its own tokens only are summed over cp; then every
 //! gradient is averaged over dp (in large buckets, like DDP). SC22's DDP knobs apply: the
-//! bucket size, the per-step broadcast of buffers, and no DDP at all (`noddp`).
+//! bucket size, the per-step broadcast of buffers, and no DDP at all (`noddp`); and, as DDP
+//! does by default, each bucket's all-reduce can be issued during backward, as soon as its
+//! gradients are ready (`overlap_grad_reduce`).
+//!
+//! The buckets are filled in the reverse of the forward order (head first, patch embedding
+//! last), the order backward produces the gradients in. The dp average and the cp sum are
+//! both linear, so doing the average first (during backward) gives the same gradients.
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use scalebook_shared::config::TrainConfig;
@@ -12,7 +19,7 @@ use tch::{Tensor, nn};
 
 use crate::Error;
 use crate::dist::{Comm, GradReducer};
-use crate::ffi::ReduceOp;
+use crate::ffi::{OverlappedReducer, ReduceOp};
 use crate::parallel::ParallelVit;
 
 /// SC22's DDP flags, from the config.
@@ -23,6 +30,8 @@ pub struct DdpKnobs {
     pub broadcast_buffers: bool,
     /// Average the gradients over dp; off with `noddp`, to measure what that costs.
     pub all_reduce: bool,
+    /// Issue each bucket's all-reduce during backward, as soon as it is full.
+    pub overlap: bool,
 }
 
 impl DdpKnobs {
@@ -31,13 +40,18 @@ impl DdpKnobs {
             bucket_bytes: (c.bucket_cap_mb * 1024.0 * 1024.0) as usize,
             broadcast_buffers: !c.disable_broadcast_buffers,
             all_reduce: !c.noddp,
+            overlap: c.overlap_grad_reduce,
         }
     }
 }
 
 pub struct GradSync {
+    /// Declared first, dropped first: its hooks stop before anything else goes.
+    overlapped: Option<OverlappedReducer>,
+    /// How many buckets the last backward pass issued before it ended.
+    issued_in_backward: Cell<usize>,
     pub comm: Rc<Comm>,
-    /// Every trainable parameter, sorted by name (the same order on every rank).
+    /// Every trainable parameter, in the reverse of the forward order (the same on every rank).
     params: Vec<Tensor>,
     /// The variables that are not trained (running statistics, as BatchNorm keeps; the ViT
     /// has none, which is why SC22 could switch their broadcast off).
@@ -50,21 +64,30 @@ pub struct GradSync {
 }
 
 impl GradSync {
-    pub fn new(comm: Rc<Comm>, vs: &nn::VarStore, knobs: DdpKnobs) -> GradSync {
+    pub fn new(comm: Rc<Comm>, vs: &nn::VarStore, knobs: DdpKnobs) -> Result<GradSync, Error> {
         let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
-        named.sort_by(|a, b| a.0.cmp(&b.0));
+        named.sort_by(|a, b| backward_order(&a.0).cmp(&backward_order(&b.0)));
         let (named, buffers): (Vec<_>, Vec<_>) = named.into_iter().partition(|(_, t)| t.requires_grad());
         let cp_params: Vec<Tensor> = named.iter().filter(|(n, _)| ParallelVit::is_cp_shared(n)).map(|(_, t)| t.shallow_clone()).collect();
         let params: Vec<Tensor> = named.into_iter().map(|(_, t)| t).collect();
-        GradSync {
-            reducer: GradReducer::new(&params, knobs.bucket_bytes),
+        let reducer = GradReducer::new(&params, knobs.bucket_bytes);
+        let dp = comm.shared_group(Token::DP);
+        let overlapped = if knobs.overlap && knobs.all_reduce && dp.size() > 1 {
+            Some(OverlappedReducer::new(dp, &params, reducer.buckets())?)
+        } else {
+            None
+        };
+        Ok(GradSync {
+            overlapped,
+            issued_in_backward: Cell::new(0),
+            reducer,
             cp_reducer: GradReducer::new(&cp_params, knobs.bucket_bytes),
             comm,
             params,
             buffers: buffers.into_iter().map(|(_, t)| t).collect(),
             knobs,
             cp_params,
-        }
+        })
     }
 
     /// How many all-reduces one step's dp gradient averaging makes (SC22 counted 8 NCCL calls
@@ -94,13 +117,58 @@ impl GradSync {
         tch::no_grad(|| self.buffers.iter().try_for_each(|b| group.broadcast(&mut b.shallow_clone(), 0)))
     }
 
-    /// The cp sum is part of the model's maths and always runs; the dp average is DDP's, and
-    /// `noddp` skips it (the replicas then train apart, which is the point of measuring it).
-    pub fn reduce_gradients(&self) -> Result<(), Error> {
-        self.cp_reducer.reduce(&self.cp_params, self.comm.group(Token::CP), ReduceOp::Sum)?;
-        if !self.knobs.all_reduce {
-            return Ok(());
+    /// Called before the backward pass that completes the step's gradients (the last
+    /// micro-batch's), in which each gradient is accumulated `firings` times (once per lane):
+    /// from then on, a full bucket's all-reduce is issued at once.
+    pub fn before_last_backward(&self, firings: usize) {
+        if let Some(overlapped) = &self.overlapped {
+            overlapped.arm(firings);
         }
-        self.reducer.reduce(&self.params, self.comm.group(Token::DP), ReduceOp::Avg)
+    }
+
+    /// After the last backward pass. The cp sum is part of the model's maths and always runs;
+    /// the dp average is DDP's, and `noddp` skips it (the replicas then train apart, which is
+    /// the point of measuring it). With overlap, this waits for what backward issued.
+    pub fn reduce_gradients(&self) -> Result<(), Error> {
+        if let Some(overlapped) = &self.overlapped {
+            self.issued_in_backward.set(overlapped.finish(true)?);
+        } else if self.knobs.all_reduce {
+            self.reducer.reduce(&self.params, self.comm.group(Token::DP), ReduceOp::Avg)?;
+        }
+        self.cp_reducer.reduce(&self.cp_params, self.comm.group(Token::CP), ReduceOp::Sum)
+    }
+
+    /// How many of the dp all-reduces the last step issued during backward (0 without overlap).
+    pub fn issued_in_backward(&self) -> usize {
+        self.issued_in_backward.get()
+    }
+}
+
+/// A parameter's place in the backward pass: the reverse of the forward order (patch
+/// embedding, position embedding, blocks 0 to depth-1, final norm, head), as a sort key.
+fn backward_order(name: &str) -> std::cmp::Reverse<(u8, usize, &str)> {
+    let key = match name.strip_prefix("blocks.").and_then(|rest| rest.split_once('.')) {
+        Some((block, rest)) => (2, block.parse().unwrap_or(usize::MAX), rest),
+        None => {
+            let stage = ["patch_embed", "pos_embed", "", "norm", "head"].iter().position(|s| name.starts_with(s) && !s.is_empty());
+            (stage.map_or(5, |s| s as u8), 0, name)
+        }
+    };
+    std::cmp::Reverse(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_go_in_the_order_backward_reaches_them() {
+        let mut names =
+            vec!["blocks.2.mlp.fc1.weight", "head.weight", "pos_embed", "blocks.10.norm1.bias", "norm.weight", "patch_embed.proj.weight"];
+        names.sort_by_key(|n| backward_order(n));
+        assert_eq!(
+            names,
+            ["head.weight", "norm.weight", "blocks.10.norm1.bias", "blocks.2.mlp.fc1.weight", "pos_embed", "patch_embed.proj.weight"]
+        );
     }
 }

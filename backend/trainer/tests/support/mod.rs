@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use scalebook_shared::config::TrainConfig;
 use scalebook_shared::layout::{Layout, Sizes};
+use scalebook_trainer::data::Batch;
 use scalebook_trainer::dist::launch::{self, Outcome};
 use scalebook_trainer::dist::{Comm, RankEnv};
-use tch::Tensor;
+use tch::{Device, Kind, Tensor};
 
 /// In a rank: `Some(comm)` for `sizes` in `order`. In the parent: launches the ranks of test
 /// function `test` (the function itself, so a wrong name does not compile), asserts they all
@@ -36,6 +37,21 @@ pub fn ranks<F: Fn()>(test: F, sizes: Sizes, order: &str) -> Option<Comm> {
 fn test_name<F>(_: &F) -> String {
     let path = std::any::type_name::<F>();
     path.split_once("::").map_or(path, |(_crate, rest)| rest).to_owned()
+}
+
+/// A batch of `config`'s shape with irregular values from a formula (not libtorch's shared
+/// generator).
+pub fn formula_batch(config: &TrainConfig, samples: i64) -> Batch {
+    let [h, w] = config.img_size.map(|v| v as i64);
+    let shape = [samples, config.n_in_channels as i64, h, w];
+    let values =
+        |offset: f64| (Tensor::arange(shape.iter().product::<i64>(), (Kind::Float, Device::Cpu)) * 0.37 + offset).sin().reshape(shape);
+    Batch { input: values(0.2), target: values(1.3), indices: (0..samples as usize).collect() }
+}
+
+/// The largest absolute difference between two tensors.
+pub fn max_difference(a: &Tensor, b: &Tensor) -> f64 {
+    f64::try_from((a - b).abs().max()).unwrap()
 }
 
 /// ‖a − b‖ / ‖b‖ over all elements (the tutorial's test metric).
