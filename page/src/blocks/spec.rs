@@ -456,7 +456,7 @@ b | dp=2",
 b | dp=2"
             )
             .unwrap_err()
-            .contains("throughput, efficiency, scaling, loss, step-loss, rmse or agreement")
+            .contains("throughput, efficiency, scaling, memory, loss, step-loss, rmse or agreement")
         );
         assert!(BlockSpec::parse("sweep", "a | dp=1").unwrap_err().contains("at least two"));
     }

@@ -446,7 +446,7 @@ mod tests {
         assert_eq!(Measure::parse("scaling"), Ok(Measure::Scaling));
         assert_eq!(Measure::parse("memory"), Ok(Measure::Memory));
         assert_eq!(Measure::Agreement.loss_tag().map(|t| t.0), Some(tags::LOSS_VALID));
-        assert!(Measure::parse("speed").unwrap_err().contains("throughput, efficiency, scaling, loss, step-loss, rmse or agreement"));
+        assert!(Measure::parse("speed").unwrap_err().contains("throughput, efficiency, scaling, memory, loss, step-loss, rmse or agreement"));
     }
 
     #[test]
