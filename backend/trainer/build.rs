@@ -4,8 +4,9 @@
 //!   the libraries are; record that directory as the rpath of every binary and test.
 //! - compile the C++ shims against the headers of that same libtorch: `csrc/shim.cpp` (the
 //!   few tensor calls tch does not expose), `csrc/profile.cpp` (the Kineto profiler and named
-//!   ranges) and `csrc/comm.cpp` (c10d process groups and the parallel-region autograd
-//!   functions).
+//!   ranges), `csrc/recompute.cpp` (activation recomputation), `csrc/comm.cpp` (c10d process
+//!   groups and the parallel-region autograd functions) and `csrc/reducer.cpp` (DDP's gradient
+//!   all-reduce overlapped with backward).
 //!
 //! With the `cuda` feature, the ranges are NVTX ranges too, comm.cpp is built with NCCL,
 //! `csrc/cuda_memory.cpp` (the caching allocator's peak) is built, and libtorch_cuda is linked even though
