@@ -229,12 +229,12 @@ pub struct Figures {
     pub mfu: Option<f64>,
 }
 
-pub const WIDTH: f64 = 640.0;
+pub const WIDTH: f64 = 720.0;
 pub const LABEL_WIDTH: f64 = 220.0;
 pub const BAR_HEIGHT: f64 = 26.0;
 const BAR_GAP: f64 = 10.0;
 /// Room right of the longest bar for its value, its prediction and its MFU.
-const VALUE_ROOM: f64 = 190.0;
+const VALUE_ROOM: f64 = 270.0;
 
 /// Bars for the finished variants (an unfinished one gets no bar but keeps its row, and its
 /// prediction's tick once launched).
@@ -446,7 +446,9 @@ mod tests {
         assert_eq!(Measure::parse("scaling"), Ok(Measure::Scaling));
         assert_eq!(Measure::parse("memory"), Ok(Measure::Memory));
         assert_eq!(Measure::Agreement.loss_tag().map(|t| t.0), Some(tags::LOSS_VALID));
-        assert!(Measure::parse("speed").unwrap_err().contains("throughput, efficiency, scaling, memory, loss, step-loss, rmse or agreement"));
+        assert!(
+            Measure::parse("speed").unwrap_err().contains("throughput, efficiency, scaling, memory, loss, step-loss, rmse or agreement")
+        );
     }
 
     #[test]

@@ -230,6 +230,9 @@ fn start<'a>(opts: &'a RunOptions, log: &'a Logger, comm: Rc<Comm>) -> Result<(R
     let (vs, mut learner) = Learner::build(c, opts.device, parallel)?;
     if comm.env().world > 1 {
         let sync = GradSync::new(comm.clone(), &vs, DdpKnobs::new(c))?;
+        if comm.size(Token::DP) > 1 {
+            log.info(&sync.describe());
+        }
         sync.broadcast_parameters()?;
         learner.sync = Some(sync);
     }

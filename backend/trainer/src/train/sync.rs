@@ -96,6 +96,20 @@ impl GradSync {
         if self.knobs.all_reduce { self.reducer.bucket_count() } else { 0 }
     }
 
+    /// The log's line about the gradient all-reduces (SC22 counted NCCL calls per step in its
+    /// profiles; here the trainer says how many it makes, and when).
+    pub fn describe(&self) -> String {
+        let calls = self.dp_all_reduces();
+        let mb = (self.knobs.bucket_bytes as f64 / (1024.0 * 1024.0) * 100.0).round() / 100.0;
+        match (calls, self.overlapped.is_some()) {
+            (0, _) => "DDP: no gradient all-reduce (noddp)".to_owned(),
+            (n, true) => {
+                format!("DDP: {n} gradient all-reduce(s) per step, buckets of up to {mb} MB, each issued during backward as it fills")
+            }
+            (n, false) => format!("DDP: {n} gradient all-reduce(s) per step, buckets of up to {mb} MB, issued after backward"),
+        }
+    }
+
     /// Makes every data-parallel replica start from dp-rank 0's parameters (DDP does this when
     /// it wraps the model).
     pub fn broadcast_parameters(&self) -> Result<(), Error> {
