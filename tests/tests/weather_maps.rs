@@ -1,6 +1,7 @@
 //! The weather blocks in a real browser behind a proxy prefix: the data chapter's block draws a
 //! channel of a real HDF5 sample (and says why when its config's crop does not fit the data),
-//! and the block of the first training chapter follows a live run's maps epoch by epoch.
+//! and the block of the first training chapter follows a live run's maps epoch by epoch and
+//! shows a finished run's forecast rolled out lead by lead.
 
 use std::time::Duration;
 
@@ -99,6 +100,38 @@ async fn the_maps_block_follows_a_live_run_epoch_by_epoch() -> anyhow::Result<()
     browser.click(&format!("{MAPS} button.maps-channel[data-channel=u10]")).await?;
     browser.wait_eval(&loaded(&image, "i.dataset.epoch === '1' && i.dataset.channel === 'u10'")).await?;
     browser.wait_text(&format!("{MAPS} .colour-legend .legend-units"), |t| t == "m/s").await?;
+    assert!(browser.console_errors().await?.is_empty());
+    browser.close().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_run_rolls_its_forecast_out_lead_by_lead() -> anyhow::Result<()> {
+    let workdir = with_tiny_data("scalebook-e2e-rollout")?;
+    let server = Server::start_in(workdir.path(), &[])?;
+    let proxy = PrefixProxy::start(server.addr).await?;
+    let browser = Browser::start().await?;
+    browser.client.goto(&proxy.url(&format!("/?token={}#/single-gpu", server.token))).await?;
+    browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
+
+    // Two epochs of four steps; the rollout follows the last one.
+    let run = launch_tiny_run(&browser, 8).await?;
+    browser.wait_attr(MAPS, "data-run", |r| r == run).await?;
+    let rollout = format!("{MAPS} .rollout");
+    let drawn = format!(
+        "(() => {{ const r = document.querySelector('{rollout}'); return !!r && !r.hidden \
+         && document.querySelectorAll('{rollout} svg.rollout-chart polyline').length === 2; }})()"
+    );
+    browser.wait_eval_for(&drawn, Duration::from_secs(240)).await?;
+    browser.wait_text(&format!("{rollout} h4"), |t| t.contains("8 times")).await?;
+    let image = format!("{MAPS} img.rollout-image");
+    browser.wait_eval(&loaded(&image, "i.dataset.file === 'lead006h-t2m.png'")).await?;
+    // A day ahead with the slider, then the other channel at that lead.
+    browser.paste_into(&format!("{MAPS} input.rollout-lead"), "3").await?;
+    browser.wait_text(&format!("{MAPS} output.rollout-lead-label"), |t| t == "+24 h").await?;
+    browser.wait_eval(&loaded(&image, "i.dataset.file === 'lead024h-t2m.png'")).await?;
+    browser.click(&format!("{MAPS} button.maps-channel[data-channel=u10]")).await?;
+    browser.wait_eval(&loaded(&image, "i.dataset.file === 'lead024h-u10.png'")).await?;
+    browser.wait_text(&format!("{rollout} figcaption"), |t| t.contains("u10 24 h ahead") && t.contains("persistence")).await?;
     assert!(browser.console_errors().await?.is_empty());
     browser.close().await
 }

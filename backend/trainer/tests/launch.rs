@@ -207,7 +207,7 @@ fn trace_ranges(run_dir: &Path, rank: usize) -> Vec<String> {
 }
 
 #[test]
-fn a_single_rank_cpu_short_run_profiles_its_steps_and_draws_maps_every_epoch() {
+fn a_single_rank_cpu_short_run_profiles_its_steps_draws_maps_every_epoch_and_rolls_out_a_forecast() {
     let scratch_dir = scratch("inside");
     let root = scratch_dir.path();
     generate_sized(&root.join("data"), 24, [90, 180]);
@@ -230,6 +230,26 @@ fn a_single_rank_cpu_short_run_profiles_its_steps_and_draws_maps_every_epoch() {
             assert!(entry.range[0] > 200.0 || channel != "t2m", "t2m in kelvin: {:?}", entry.range);
         }
     }
+    // After the last epoch, the model rolled out two days ahead from its final weights.
+    let rollout = index.rollout.expect("a rollout after the last epoch");
+    assert_eq!((rollout.epoch, rollout.step), (2, 4));
+    assert_eq!(rollout.leads.iter().map(|l| l.hours).collect::<Vec<_>>(), [6, 12, 18, 24, 30, 36, 42, 48]);
+    for lead in &rollout.leads {
+        assert_eq!(lead.errors.iter().map(|e| e.channel.as_str()).collect::<Vec<_>>(), MAPPED_CHANNELS);
+        assert!(lead.errors.iter().all(|e| e.model.is_finite() && e.model > 0.0 && e.persistence > 0.0), "{:?}", lead.errors);
+        for entry in &lead.maps {
+            let png = std::fs::read(run.join(rundir::MAPS_DIR).join(&entry.file)).unwrap();
+            assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{}", entry.file);
+        }
+        assert_eq!(lead.maps.len(), 2);
+    }
+    let first = &rollout.leads[0].errors;
+    let last = &rollout.leads[7].errors;
+    assert!(last[0].persistence > first[0].persistence, "the weather moves: persistence errs more two days ahead: {first:?} {last:?}");
+    let log = std::fs::read_to_string(run.join("out.log")).unwrap_or_default()
+        + &String::from_utf8_lossy(&out.stdout)
+        + &String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("Rollout +48h: RMSE t2m"), "the log lists the rollout");
     let script = r#"
 import sys
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

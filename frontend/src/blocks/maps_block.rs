@@ -3,6 +3,7 @@
 //! with a slider over the epochs, a switch between the mapped channels, and a legend for each
 //! colour scale. While the run trains the block asks for the list again every few seconds and
 //! follows the newest epoch, unless the learner has moved the slider back to an older one.
+//! Once the run has ended, the forecast its trainer rolled out shows below ([`RolloutView`]).
 
 use leptos::prelude::*;
 use scalebook_page::blocks::maps_model::{Message, describe, panel_title};
@@ -10,6 +11,7 @@ use scalebook_shared::protocol::RunId;
 use scalebook_shared::weather::{CHANNELS, Palette, channel_index};
 
 use super::maps_legend::ColourLegend;
+use super::maps_rollout::RolloutView;
 use super::maps_state::MapsState;
 use crate::ids::unique_id;
 use crate::net::object_url::Picture;
@@ -72,6 +74,7 @@ pub fn MapsBlock(run: Option<RunId>) -> impl IntoView {
                     <ColourLegend palette=Palette::Diverging range=e.error_range units=e.units label="error".to_owned() />
                 })}
             </figure>
+            <RolloutView state />
             {move || state.message().map(|message| match message {
                 Message::Error(text) => view! { <p class="error" role="alert">{text}</p> }.into_any(),
                 Message::Status(text) => view! { <p class="muted status">{text}</p> }.into_any(),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use leptos::prelude::*;
 use scalebook_page::blocks::maps_model::{self, Message, Shown};
 use scalebook_shared::protocol::{RunId, RunState};
-use scalebook_shared::weather::{MAPPED_CHANNELS, MapEntry, MapIndex};
+use scalebook_shared::weather::{Lead, MAPPED_CHANNELS, MapEntry, MapIndex, Rollout};
 
 use super::data_fetch::fetch_json;
 use crate::net::object_url::{Picture, api_picture};
@@ -47,6 +47,13 @@ pub struct MapsState {
     pub entry: Memo<Option<MapEntry>>,
     /// Its picture, fetched (the previous one stays up while the next loads).
     pub picture: ReadSignal<Option<Picture<MapEntry>>>,
+    /// The forecast rolled out at the run's end, once there is one.
+    pub rollout: Memo<Option<Rollout>>,
+    /// The lead shown (its place in the rollout).
+    pub lead: RwSignal<usize>,
+    /// That lead and its map of the channel.
+    pub lead_entry: Memo<Option<(Lead, MapEntry)>>,
+    pub lead_picture: ReadSignal<Option<Picture<MapEntry>>>,
 }
 
 impl MapsState {
@@ -87,7 +94,42 @@ impl MapsState {
             let url = urls::api(&format!("runs/{id}/maps/{}", entry.file));
             Some((entry, url))
         });
-        MapsState { runs, picked, run, run_state, answer, maps, channel, chosen, channels, epochs, epoch, entry, picture }
+        let rollout = Memo::new(move |_| {
+            shown.with(|s| s.as_ref().filter(|(id, _)| Some(id) == run.get().as_ref()).and_then(|(_, index)| index.rollout.clone()))
+        });
+        let lead = RwSignal::new(0usize);
+        let lead_entry = Memo::new(move |_| {
+            let channel = channel.get();
+            rollout.with(|r| {
+                let lead = r.as_ref()?.leads.get(lead.get())?.clone();
+                let entry = lead.maps.iter().find(|m| m.channel == channel)?.clone();
+                Some((lead, entry))
+            })
+        });
+        let lead_picture = api_picture(move || {
+            let ((_, entry), id) = lead_entry.get().zip(run.get())?;
+            let url = urls::api(&format!("runs/{id}/maps/{}", entry.file));
+            Some((entry, url))
+        });
+        MapsState {
+            runs,
+            picked,
+            run,
+            run_state,
+            answer,
+            maps,
+            channel,
+            chosen,
+            channels,
+            epochs,
+            epoch,
+            entry,
+            picture,
+            rollout,
+            lead,
+            lead_entry,
+            lead_picture,
+        }
     }
 
     /// Where the epoch slider stands.

@@ -16,6 +16,7 @@ mod layout_launch;
 mod layout_state;
 mod maps_block;
 mod maps_legend;
+mod maps_rollout;
 mod maps_state;
 mod picture_view;
 mod pipeline;

@@ -12,6 +12,7 @@ pub mod maps_model;
 pub mod picture;
 pub mod pipeline_model;
 pub mod published_chart;
+pub mod rollout_model;
 pub mod run_model;
 pub mod spec;
 pub mod sweep_agreement;

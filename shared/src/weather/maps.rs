@@ -33,10 +33,63 @@ pub fn map_file_parts(name: &str) -> Option<(u64, &str)> {
     (super::channel_index(channel).is_some() && map_file(epoch, channel) == name).then_some((epoch, channel))
 }
 
-/// The maps a run has drawn so far (`index.json` in the maps directory), oldest first.
+/// The file of `channel`'s map of the forecast `hours` ahead, rolled out at the end of a run.
+pub fn rollout_file(hours: u64, channel: &str) -> String {
+    format!("lead{hours:03}h-{channel}.png")
+}
+
+/// Whether `name` is exactly what [`map_file`] or [`rollout_file`] makes for some epoch or lead
+/// and one of the 20 channels, so a name that passes names nothing else.
+pub fn is_map_file(name: &str) -> bool {
+    map_file_parts(name).is_some() || rollout_file_parts(name).is_some()
+}
+
+fn rollout_file_parts(name: &str) -> Option<(u64, &str)> {
+    let (hours, channel) = name.strip_prefix("lead")?.strip_suffix(".png")?.split_once("h-")?;
+    let hours = hours.bytes().all(|b| b.is_ascii_digit()).then(|| hours.parse::<u64>().ok())??;
+    (super::channel_index(channel).is_some() && rollout_file(hours, channel) == name).then_some((hours, channel))
+}
+
+/// The maps a run has drawn so far (`index.json` in the maps directory), oldest first, and the
+/// forecast rolled out at its end.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct MapIndex {
     pub maps: Vec<MapEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
+}
+
+/// A forecast rolled out from the trained model: its prediction fed back as its next input,
+/// lead after lead, against the truth at each lead time, and against persistence (the forecast
+/// that the weather stays as it was), the baseline every forecast must beat.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rollout {
+    /// The epoch and step whose weights rolled out (the last checkpoint's).
+    pub epoch: u64,
+    pub step: u64,
+    /// The validation samples the forecasts start from (the errors are their average).
+    pub starts: Vec<usize>,
+    pub leads: Vec<Lead>,
+}
+
+/// One lead time of a rollout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lead {
+    /// Hours ahead of the start (6 per step of the data at `dt` 1).
+    pub hours: u64,
+    /// The latitude-weighted RMSE per mapped channel, in its units.
+    pub errors: Vec<LeadError>,
+    /// The first start's maps at this lead: input (the start), target (the truth at this lead),
+    /// prediction and error.
+    pub maps: Vec<MapEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeadError {
+    pub channel: String,
+    pub units: String,
+    pub model: f64,
+    pub persistence: f64,
 }
 
 /// One map: which sample, channel and epoch, and what the colours mean.
@@ -134,5 +187,14 @@ mod tests {
         assert_eq!(entry.tensorboard_tag(), "Visualization, t2m");
         assert_eq!(raster.height, entry.scale);
         assert_eq!(raster.width, 4 * 2 * entry.scale + 3 * GAP);
+    }
+
+    #[test]
+    fn rollout_maps_have_names_of_their_own() {
+        assert_eq!(rollout_file(6, "u10"), "lead006h-u10.png");
+        assert!(is_map_file("lead006h-u10.png") && is_map_file("lead120h-t2m.png") && is_map_file("epoch0001-t2m.png"));
+        for bad in ["lead6h-u10.png", "lead006h-x.png", "lead006h-u10.PNG", "lead006-u10.png", "lead006h-../u10.png", "lead+06h-u10.png"] {
+            assert!(!is_map_file(bad), "{bad}");
+        }
     }
 }

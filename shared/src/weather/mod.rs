@@ -16,5 +16,7 @@ pub use channels::{CHANNELS, Channel, channel_index};
 pub use colour::Palette;
 pub use grid::{latitude, latitude_weights};
 pub use image::{Raster, encode_png};
-pub use maps::{ERROR_PANEL, MAPPED_CHANNELS, MapEntry, MapIndex, PANELS, map_file, map_file_parts};
+pub use maps::{
+    ERROR_PANEL, Lead, LeadError, MAPPED_CHANNELS, MapEntry, MapIndex, PANELS, Rollout, is_map_file, map_file, map_file_parts, rollout_file,
+};
 pub use samples::sample_position;

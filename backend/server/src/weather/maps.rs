@@ -6,7 +6,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use scalebook_shared::rundir::{MAPS_DIR, MAPS_INDEX};
-use scalebook_shared::weather::{MapIndex, map_file_parts};
+use scalebook_shared::weather::{MapIndex, is_map_file};
 
 /// The maps of the run in `run_dir` so far: none before its first epoch has ended.
 pub async fn index(run_dir: &Path) -> io::Result<MapIndex> {
@@ -17,14 +17,14 @@ pub async fn index(run_dir: &Path) -> io::Result<MapIndex> {
     }
 }
 
-/// The path of map `name` in `run_dir`, or `None` unless `name` is a map's
-/// ([`map_file_parts`]).
+/// The path of map `name` in `run_dir`, or `None` unless `name` is a map's ([`is_map_file`]).
 pub fn file(run_dir: &Path, name: &str) -> Option<PathBuf> {
-    map_file_parts(name).is_some().then(|| run_dir.join(MAPS_DIR).join(name))
+    is_map_file(name).then(|| run_dir.join(MAPS_DIR).join(name))
 }
 
 /// The rule for [`file`]'s names, for an error message.
-pub const NAME_RULE: &str = "a map is named epochNNNN-CHANNEL.png (e.g. epoch0001-t2m.png)";
+pub const NAME_RULE: &str =
+    "a map is named epochNNNN-CHANNEL.png (e.g. epoch0001-t2m.png), or leadNNNh-CHANNEL.png for a rollout (e.g. lead024h-u10.png)";
 
 #[cfg(test)]
 mod tests {
@@ -33,7 +33,7 @@ mod tests {
     #[test]
     fn only_the_trainers_names_are_map_files() {
         for good in ["epoch0001-t2m.png", "epoch0120-u10.png", "epoch12345-tcwv.png"] {
-            assert!(map_file_parts(good).is_some(), "{good}");
+            assert!(is_map_file(good), "{good}");
         }
         let bad = [
             "epoch1-t2m.png",
@@ -47,7 +47,7 @@ mod tests {
             "",
         ];
         for bad in bad {
-            assert!(map_file_parts(bad).is_none(), "{bad}");
+            assert!(file(Path::new("/runs/r1"), bad).is_none(), "{bad}");
         }
         assert_eq!(file(Path::new("/runs/r1"), "epoch0002-u10.png"), Some(PathBuf::from("/runs/r1/maps/epoch0002-u10.png")));
     }

@@ -146,6 +146,23 @@ impl Era5Dataset {
         self.read_step(file, local + self.dt, target)
     }
 
+    /// How many time steps of sample `index`'s year file follow its input: how far ahead a
+    /// forecast starting there can be checked against the truth.
+    pub fn steps_after(&self, index: usize) -> Result<usize, Error> {
+        let (_, local) = self.locate(index)?;
+        Ok(self.n_per_year.saturating_sub(local + 1))
+    }
+
+    /// Reads the field `ahead` time steps after sample `index`'s input (0: its input; `dt`: its
+    /// target), for a forecast rolled out past one step; at most [`steps_after`](Self::steps_after).
+    pub fn read_ahead(&self, index: usize, ahead: usize, out: &mut [f32]) -> Result<(), Error> {
+        if ahead > self.steps_after(index)? {
+            return Err(Error::DataSetting(format!("sample {index} has no time step {ahead} ahead in its year file")));
+        }
+        let (year, local) = self.locate(index)?;
+        self.read_step(&self.years[year], local + ahead, out)
+    }
+
     pub fn get(&self, index: usize) -> Result<Sample, Error> {
         let mut sample = Sample { input: vec![0.0; self.sample_len()], target: vec![0.0; self.sample_len()] };
         self.read_into(index, &mut sample.input, &mut sample.target)?;

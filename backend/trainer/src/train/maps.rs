@@ -18,12 +18,12 @@ use crate::train::report::Reporter;
 const SAMPLE: usize = 0;
 
 pub struct WeatherMaps {
-    dir: PathBuf,
-    sample: Sample,
-    means: Vec<f32>,
-    stds: Vec<f32>,
-    shape: [usize; 3],
-    index: MapIndex,
+    pub(super) dir: PathBuf,
+    pub(super) sample: Sample,
+    pub(super) means: Vec<f32>,
+    pub(super) stds: Vec<f32>,
+    pub(super) shape: [usize; 3],
+    pub(super) index: MapIndex,
 }
 
 impl WeatherMaps {
@@ -77,7 +77,7 @@ impl WeatherMaps {
     }
 
     /// The index, replaced whole (written beside it, then renamed) so a reader never sees half.
-    fn write_index(&self) -> Result<(), Error> {
+    pub(super) fn write_index(&self) -> Result<(), Error> {
         let path = self.dir.join(rundir::MAPS_INDEX);
         let partial = self.dir.join(format!("{}.partial", rundir::MAPS_INDEX));
         let json = serde_json::to_vec_pretty(&self.index)

@@ -11,6 +11,7 @@ mod maps;
 pub mod optim;
 mod profile;
 mod report;
+mod rollout;
 mod run;
 mod split;
 mod step;

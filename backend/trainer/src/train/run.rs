@@ -186,6 +186,9 @@ impl Run<'_> {
         self.report.valid(self.steps, e, &ValidReport { loss, rmse_u10 })?;
         if let Some(maps) = &mut self.maps {
             maps.draw(&self.learner, e, self.steps, &mut self.report)?;
+            if e == self.num_epochs {
+                maps.roll_out(&self.learner, self.loaders.valid.dataset(), e, self.steps, self.report.writes(), self.log)?;
+            }
         }
         self.peak_memory(e)?;
         self.report.flush()?;
