@@ -113,8 +113,8 @@ async fn a_finished_run_rolls_its_forecast_out_lead_by_lead() -> anyhow::Result<
     browser.client.goto(&proxy.url(&format!("/?token={}#/single-gpu", server.token))).await?;
     browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
 
-    // Two epochs of four steps; the rollout follows the last one.
-    let run = launch_tiny_run(&browser, 8).await?;
+    // Three epochs of four steps; the rollout follows the last one.
+    let run = launch_tiny_run(&browser, 12).await?;
     browser.wait_attr(MAPS, "data-run", |r| r == run).await?;
     let rollout = format!("{MAPS} .rollout");
     let drawn = format!(

@@ -32,16 +32,20 @@ pub fn RolloutView(state: MapsState) -> impl IntoView {
                     <polyline class="persistence" points=polyline(&c.persistence) />
                     <polyline class="forecast" points=polyline(&c.model) />
                 </svg>
-                <p class="legend muted">
+                <p class="rollout-legend muted">
                     <span class="key forecast">"forecast"</span>" and "<span class="key persistence">"persistence"</span>
-                    {format!(" (tomorrow's weather is today's): latitude-weighted RMSE of {} in {}, averaged over the first validation samples", channel.get(), c.units)}
+                    {format!(" (the weather stays as it is): latitude-weighted RMSE of {} in {}, averaged over the first validation samples", channel.get(), c.units)}
                 </p>
             })}
             <label for=lead_id.clone()>"lead"</label>
             <input id=lead_id class="rollout-lead" type="range" min="0" step="1"
                 max=move || rollout.with(|r| r.as_ref().map_or(0, |r| r.leads.len().saturating_sub(1)))
                 prop:value=move || lead.get().to_string()
-                on:input=move |ev| if let Ok(at) = event_target_value(&ev).parse::<usize>() { lead.set(at) } />
+                on:input=move |ev| {
+                    if let Ok(at) = event_target_value(&ev).parse::<usize>() {
+                        lead.set(at);
+                    }
+                } />
             <output class="rollout-lead-label">{move || lead_entry.with(|e| e.as_ref().map(|(l, _)| format!("+{} h", l.hours)))}</output>
             <figure class="maps-figure">
                 <div class="maps-panels"><span>"start"</span><span>"truth at this lead"</span><span>"forecast"</span><span>"error"</span></div>

@@ -56,13 +56,14 @@ pub fn describe_lead(rollout: &Rollout, lead: &Lead, entry: &MapEntry) -> String
     let error = lead.errors.iter().find(|e| e.channel == entry.channel);
     let numbers =
         error.map_or_else(String::new, |e| format!(": RMSE {:.3} {} (persistence {:.3} {})", e.model, e.units, e.persistence, e.units));
+    let step = rollout.leads.iter().position(|l| l.hours == lead.hours).map_or(0, |i| i + 1);
     format!(
-        "{} {} h ahead, forecast from validation sample {} by the model of epoch {} fed its own output {} times{numbers}",
+        "{} {} h ahead (step {step} of {}), forecast from validation sample {} by the model of epoch {}{numbers}",
         entry.channel,
         lead.hours,
+        rollout.leads.len(),
         entry.sample,
-        rollout.epoch,
-        rollout.leads.iter().position(|l| l.hours == lead.hours).map_or(0, |i| i + 1)
+        rollout.epoch
     )
 }
 
@@ -95,5 +96,16 @@ mod tests {
         assert!(chart.x_ticks.iter().all(|(x, _)| *x <= WIDTH - 12.0) && chart.y_ticks.iter().any(|(_, t)| t == "0"));
         assert!(RolloutChart::of(&rollout(), "t2m").is_none());
         assert_eq!(polyline(&[(1.0, 2.0), (3.25, 4.0)]), "1.0,2.0 3.2,4.0");
+        let r = rollout();
+        let entry = MapEntry::draw(4, 64, 0, 5, [&[1.0], &[2.0], &[3.0]], 1, 1).0;
+        let mut lead = r.leads[1].clone();
+        lead.errors[0].channel = entry.channel.clone();
+        assert_eq!(
+            describe_lead(&r, &lead, &entry),
+            format!(
+                "{} 12 h ahead (step 2 of 3), forecast from validation sample 0 by the model of epoch 4: RMSE 1.500 m/s (persistence 2.500 m/s)",
+                entry.channel
+            )
+        );
     }
 }
