@@ -59,12 +59,9 @@ impl WeatherMaps {
         }
         let prediction = Vec::<f32>::try_from(prediction.to_kind(tch::Kind::Float).flatten(0, -1))?;
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
-        let plane = h * w;
         for name in MAPPED_CHANNELS {
             let Some(ch) = channel_index(name).filter(|&ch| ch < c) else { continue };
-            let physical =
-                |values: &[f32]| -> Vec<f32> { values[ch * plane..][..plane].iter().map(|v| v * self.stds[ch] + self.means[ch]).collect() };
-            let grids = [physical(&self.sample.input), physical(&self.sample.target), physical(&prediction)];
+            let grids = [&self.sample.input, &self.sample.target, &prediction].map(|values| self.physical(values, ch));
             let (entry, raster) = MapEntry::draw(epoch, step, SAMPLE, ch, [&grids[0], &grids[1], &grids[2]], h, w);
             let png = encode_png(&raster)?;
             let path = self.dir.join(&entry.file);
@@ -74,6 +71,12 @@ impl WeatherMaps {
             self.index.maps.push(entry);
         }
         self.write_index()
+    }
+
+    /// Channel `ch`'s grid of normalised `values` (a whole C·H·W sample), in the channel's units.
+    pub(super) fn physical(&self, values: &[f32], ch: usize) -> Vec<f32> {
+        let plane = self.shape[1] * self.shape[2];
+        values[ch * plane..][..plane].iter().map(|v| v * self.stds[ch] + self.means[ch]).collect()
     }
 
     /// The index, replaced whole (written beside it, then renamed) so a reader never sees half.

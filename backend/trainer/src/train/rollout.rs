@@ -45,6 +45,9 @@ impl WeatherMaps {
         if leads < 2 {
             return Ok(());
         }
+        if writes {
+            std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        }
         let [c, h, w] = self.shape;
         let dims = [1, c as i64, h as i64, w as i64];
         let read = |s: usize, ahead: usize| -> Result<Vec<f32>, Error> {
@@ -72,7 +75,7 @@ impl WeatherMaps {
                     sum.1 += f64::from(persistence[ch]) * std;
                 }
                 if n == 0 && writes {
-                    let hours = self.hours(k + 1, dt);
+                    let hours = lead_hours(k + 1, dt);
                     let prediction = Vec::<f32>::try_from(state.flatten(0, -1))?;
                     maps[k] = self.draw_lead(epoch, step, s, hours, [&start_values, &truth_values, &prediction], &channels)?;
                 }
@@ -87,7 +90,7 @@ impl WeatherMaps {
             .zip(maps)
             .enumerate()
             .map(|(k, (lead_sums, maps))| Lead {
-                hours: self.hours(k + 1, dt),
+                hours: lead_hours(k + 1, dt),
                 errors: lead_sums
                     .into_iter()
                     .zip(&channels)
@@ -113,10 +116,6 @@ impl WeatherMaps {
         self.write_index()
     }
 
-    fn hours(&self, steps: usize, dt: usize) -> u64 {
-        (steps * dt) as u64 * HOURS_PER_STEP
-    }
-
     /// The maps of one lead: the start, the truth at the lead, the forecast and its error.
     fn draw_lead(
         &self,
@@ -128,13 +127,9 @@ impl WeatherMaps {
         channels: &[usize],
     ) -> Result<Vec<MapEntry>, Error> {
         let [_, h, w] = self.shape;
-        let plane = h * w;
-        std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
         let mut entries = Vec::with_capacity(channels.len());
         for &ch in channels {
-            let physical =
-                |values: &[f32]| -> Vec<f32> { values[ch * plane..][..plane].iter().map(|v| v * self.stds[ch] + self.means[ch]).collect() };
-            let [start, truth, forecast] = grids.map(physical);
+            let [start, truth, forecast] = grids.map(|values| self.physical(values, ch));
             let (mut entry, raster) = MapEntry::draw(epoch, step, sample, ch, [&start, &truth, &forecast], h, w);
             entry.file = rollout_file(hours, CHANNELS[ch].name);
             let path = self.dir.join(&entry.file);
@@ -143,4 +138,9 @@ impl WeatherMaps {
         }
         Ok(entries)
     }
+}
+
+/// Hours ahead after `steps` steps of `dt` time steps each.
+fn lead_hours(steps: usize, dt: usize) -> u64 {
+    (steps * dt) as u64 * HOURS_PER_STEP
 }
