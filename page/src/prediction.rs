@@ -174,6 +174,7 @@ mod tests {
             max: value,
             last: value,
             count: 1,
+            non_finite: 0,
         };
         Series { tag: tag.into(), buckets: by_epoch.iter().map(bucket).collect() }
     }

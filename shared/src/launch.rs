@@ -7,7 +7,8 @@
 //! [`TrainConfig::layout_for_dp`].
 
 use crate::Problems;
-use crate::config::{ConfigFile, ParamCount, TrainConfig, tokens_per_sample};
+use crate::config::{ConfigFile, ERA5_TRAIN_SAMPLES, ParamCount, TrainConfig, tokens_per_sample};
+use crate::profile::StepWindow;
 use crate::protocol::{ExecutorSpec, LaunchRequest, LearnerRuns};
 
 /// Every rule a learner's `request` breaks, each naming its field: a learner config, trained
@@ -34,16 +35,25 @@ struct Size {
     tokens_per_step: u64,
     /// Samples trained on: steps times the global batch (how long the run takes).
     samples: u64,
+    /// Epochs: each ends with a validation pass, maps and a checkpoint, however few its steps.
+    epochs: u64,
+    /// Validation samples over the whole run (unbounded without `limit_nsamples_val`).
+    validation_samples: u64,
 }
 
 impl Size {
     fn of(config: &TrainConfig) -> Size {
         let tokens = tokens_per_sample(config.img_size, config.patch_size) as u64;
         let batch = config.global_batch_size as u64;
+        let samples = (config.num_iters as u64).saturating_mul(batch);
+        let epoch = config.limit_nsamples.unwrap_or(ERA5_TRAIN_SAMPLES).max(1) as u64;
+        let epochs = samples.div_ceil(epoch);
         Size {
             params: ParamCount::of(config).total,
             tokens_per_step: tokens.saturating_mul(batch),
-            samples: (config.num_iters as u64).saturating_mul(batch),
+            samples,
+            epochs,
+            validation_samples: config.limit_nsamples_val.map_or(u64::MAX, |n| epochs.saturating_mul(n as u64)),
         }
     }
 
@@ -53,6 +63,8 @@ impl Size {
             params: max.params.max(s.params),
             tokens_per_step: max.tokens_per_step.max(s.tokens_per_step),
             samples: max.samples.max(s.samples),
+            epochs: max.epochs.max(s.epochs),
+            validation_samples: max.validation_samples.max(s.validation_samples),
         })
     }
 }
@@ -81,17 +93,48 @@ pub fn learner_size_problems(
         ("embed_dim", size.params, most.params, "parameters", "reduce embed_dim or depth"),
         ("global_batch_size", size.tokens_per_step, most.tokens_per_step, "tokens a step", "reduce global_batch_size or img_size"),
         ("num_iters", size.samples, most.samples, "training samples", "reduce num_iters or global_batch_size"),
+        (
+            "limit_nsamples",
+            size.epochs,
+            most.epochs.max(LEARNER_EPOCHS),
+            "epochs (each validates, draws maps and saves a checkpoint)",
+            "raise limit_nsamples or reduce num_iters",
+        ),
+        (
+            "limit_nsamples_val",
+            size.validation_samples,
+            // Validating a sample costs less than training on it: as many as training may have.
+            most.validation_samples.max(most.samples),
+            "validation samples over the run",
+            "set limit_nsamples_val lower",
+        ),
     ];
     for (field, value, bound, what, fix) in bounds {
         if value > bound {
-            problems.push(
-                field,
-                format!("a learner's run has at most {bound} {what} (the largest learner config); this one has {value}: {fix}"),
-            );
+            problems.push(field, format!("a learner's run has at most {bound} {what}; this one has {value}: {fix}"));
         }
+    }
+    if let Ok(Some(window)) = StepWindow::parse(&effective.profile)
+        && window.steps().len() > MAX_LEARNER_PROFILE_STEPS
+    {
+        let steps = window.steps().len();
+        problems.push(
+            "profile",
+            format!(
+                "a learner's run profiles at most {MAX_LEARNER_PROFILE_STEPS} steps (every op of every step is recorded: \
+                 a trace grows by megabytes a step); this one asks for {steps}, e.g. profile: 5:8"
+            ),
+        );
     }
     problems
 }
+
+/// Epochs a learner's run may have even when no learner config has as many: a small model
+/// trained longer, as the chapters invite, is many short epochs.
+pub const LEARNER_EPOCHS: u64 = 64;
+
+/// Steps a learner's run may profile: the tutorial's few steps past the warm-up, not hundreds.
+pub const MAX_LEARNER_PROFILE_STEPS: usize = 8;
 
 #[cfg(test)]
 mod tests {
@@ -104,7 +147,7 @@ mod tests {
 
     #[test]
     fn a_learner_launches_learner_configs_on_this_machine_only() {
-        let rules = LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into()] };
+        let rules = LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30 };
         let mut request = LaunchRequest { config: "cpu_tiny".into(), overrides: vec![], dp: 1, executor: ExecutorSpec::Local, seed: None };
         assert!(learner_problems(&rules, &request).is_empty());
         request.config = "short".into();
@@ -116,7 +159,7 @@ mod tests {
     #[test]
     fn a_learners_run_is_no_larger_than_the_largest_learner_config() {
         let file = served();
-        let rules = LearnerRuns { per_learner: 1, configs: vec!["cpu_tiny".into(), "cpu_short".into()] };
+        let rules = LearnerRuns { per_learner: 1, configs: vec!["cpu_tiny".into(), "cpu_short".into()], time_limit_minutes: 30 };
         let fields = |config: &TrainConfig, world| -> Vec<String> {
             learner_size_problems(config, world, 1, &rules, &file).0.into_iter().map(|p| p.field).collect()
         };
@@ -132,5 +175,17 @@ mod tests {
         assert_eq!(fields(&large, 1), ["embed_dim", "global_batch_size", "num_iters"]);
         let message = learner_size_problems(&large, 1, 1, &rules, &file).0[0].message.clone();
         assert!(message.starts_with("a learner's run has at most"), "{message}");
+        // As few samples as cpu_short, spread over 1024 epochs of one sample, each validating
+        // the whole validation set: hours of validation, maps and checkpoints.
+        let mut endless = short.clone();
+        endless.apply_overrides(&["global_batch_size=1", "limit_nsamples=1", "num_iters=1024", "limit_nsamples_val=None"]).unwrap();
+        assert_eq!(fields(&endless, 1), ["limit_nsamples", "limit_nsamples_val"]);
+        let message = learner_size_problems(&endless, 1, 1, &rules, &file).0[0].message.clone();
+        assert!(message.contains("at most 64 epochs") && message.contains("this one has 1024"), "{message}");
+        let mut profiled = short.clone();
+        profiled.apply_overrides(&["profile=5:8"]).unwrap();
+        assert!(fields(&profiled, 1).is_empty());
+        profiled.apply_overrides(&["profile=1:129"]).unwrap();
+        assert_eq!(fields(&profiled, 1), ["profile"]);
     }
 }

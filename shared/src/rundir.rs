@@ -121,6 +121,9 @@ pub struct ExitRecord {
     /// Why the trainer could not be started at all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The run was stopped at this time limit, in seconds (a learner's run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_s: Option<u64>,
 }
 
 impl ExitRecord {

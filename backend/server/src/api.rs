@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use axum::Json;
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -15,6 +16,7 @@ use scalebook_shared::protocol::{ErrorCode, ErrorReport, RunId, RunRecord};
 use scalebook_shared::rundir::{self, RankPlacement};
 use scalebook_shared::weather::MapIndex;
 use serde_json::json;
+use tokio::io::AsyncReadExt as _;
 
 use crate::Error;
 use crate::code::{self, Snippet};
@@ -22,6 +24,7 @@ use crate::profiles;
 use crate::refusal::ApiError;
 use crate::runs::for_clients;
 use crate::state::AppState;
+use crate::store;
 use crate::weather::maps;
 use crate::weather::sample::{self, SampleQuery, SampleView};
 
@@ -86,14 +89,14 @@ pub async fn run_file(State(state): State<Arc<AppState>>, Path((id, name)): Path
         let names = rundir::SERVED.join(", ");
         ApiError::not_found(format!("a run has no file `{}` to serve; these are: {names}", name.escape_debug())).on("file")
     })?;
-    let bytes = read_run_file(&id, &name, &path).await?;
+    let (body, len) = read_run_file(state.runs.store().run_dir(&id), &id, &name, &path).await?;
     let content_type = match name.rsplit('.').next() {
         Some("json") => "application/json",
         Some("jsonl") => "application/jsonl",
         Some("yaml") => "text/yaml; charset=utf-8",
         _ => "text/plain; charset=utf-8",
     };
-    Ok((StatusCode::OK, [("content-type", content_type)], bytes).into_response())
+    Ok((StatusCode::OK, [("content-type", content_type.to_owned()), ("content-length", len.to_string())], body).into_response())
 }
 
 /// Which item of which file a code block shows.
@@ -127,11 +130,17 @@ pub async fn run_maps(State(state): State<Arc<AppState>>, Path(id): Path<String>
 /// One of run `id`'s maps, by the name its index gives.
 pub async fn run_map(State(state): State<Arc<AppState>>, Path((id, name)): Path<(String, String)>) -> Result<Response, ApiError> {
     let id = known_run(&state, &id).await?;
-    let path = maps::file(&state.runs.store().run_dir(&id), &name)
+    let run_dir = state.runs.store().run_dir(&id);
+    let path = maps::file(&run_dir, &name)
         .ok_or_else(|| ApiError::not_found(format!("`{}` is not a map: {}", name.escape_debug(), maps::NAME_RULE)).on("map"))?;
-    let bytes = read_run_file(&id, &name, &path).await?;
+    let (body, len) = read_run_file(run_dir, &id, &name, &path).await?;
     // A map never changes once drawn; the index says when there are new ones.
-    Ok((StatusCode::OK, [("content-type", "image/png"), ("cache-control", "private, max-age=3600")], bytes).into_response())
+    let headers = [
+        ("content-type", "image/png".to_owned()),
+        ("cache-control", "private, max-age=3600".to_owned()),
+        ("content-length", len.to_string()),
+    ];
+    Ok((StatusCode::OK, headers, body).into_response())
 }
 
 /// One channel of one sample of a config's dataset, drawn, with its legend and latitude
@@ -154,10 +163,11 @@ pub async fn run_profile(State(state): State<Arc<AppState>>, Path(id): Path<Stri
 /// Rank `rank`'s trace of run `id`, the Chrome-trace JSON as the profiler wrote it.
 pub async fn run_profile_trace(State(state): State<Arc<AppState>>, Path((id, rank)): Path<(String, String)>) -> Result<Response, ApiError> {
     let id = known_run(&state, &id).await?;
-    let path = profiles::file(&state.runs.store().run_dir(&id), &rank)
+    let run_dir = state.runs.store().run_dir(&id);
+    let path = profiles::file(&run_dir, &rank)
         .ok_or_else(|| ApiError::not_found(format!("`{}` is not a rank: {}", rank.escape_debug(), profiles::RANK_RULE)).on("rank"))?;
-    let bytes = read_run_file(&id, &format!("profile of rank {rank}"), &path).await?;
-    Ok((StatusCode::OK, [("content-type", "application/json")], bytes).into_response())
+    let (body, len) = read_run_file(run_dir, &id, &format!("profile of rank {rank}"), &path).await?;
+    Ok((StatusCode::OK, [("content-type", "application/json".to_owned()), ("content-length", len.to_string())], body).into_response())
 }
 
 /// Where run `id`'s ranks ran (`placement/rank<R>.json`, written by each rank as it starts), by
@@ -185,13 +195,45 @@ async fn known_run(state: &AppState, text: &str) -> Result<RunId, ApiError> {
     }
 }
 
-/// The bytes of a run's file `name` at `path`; one not written yet is a 404 that says so.
-async fn read_run_file(id: &RunId, name: &str, path: &std::path::Path) -> Result<Vec<u8>, ApiError> {
-    match tokio::fs::read(path).await {
-        Ok(bytes) => Ok(bytes),
+/// Run `id`'s file `name` at `path` (inside the run's directory `run_dir`) as a streamed
+/// body: memory per request stays a buffer, whatever the file's size (a profile of hundreds of
+/// MB). It is opened without following a link ([`store::open_beneath`]); one not written yet is
+/// a 404 that says so, a link or anything but a plain file a 403.
+async fn read_run_file(run_dir: std::path::PathBuf, id: &RunId, name: &str, path: &std::path::Path) -> Result<(Body, u64), ApiError> {
+    let relative = path
+        .strip_prefix(&run_dir)
+        .map(std::path::Path::to_owned)
+        .map_err(|_| ApiError::internal(format!("{name} of run {id} is outside its directory")))?;
+    let opened = tokio::task::spawn_blocking(move || store::open_beneath(&run_dir, &relative));
+    match opened.await.map_err(|e| ApiError::internal(e.to_string()))? {
+        // As long as it is now: a log still being written is sent up to here.
+        Ok(file) => {
+            let len = file.metadata().map_err(|e| ApiError::internal(format!("cannot read {name} of run {id}: {e}")))?.len();
+            Ok((Body::from_stream(chunks(tokio::fs::File::from_std(file).take(len))), len))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Err(ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotYet, format!("run {id} has no {name} (yet)")))
         }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Err(ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, format!("{name} of run {id} is not served: {e}")))
+        }
         Err(e) => Err(ApiError::internal(format!("cannot read {name} of run {id}: {e}"))),
     }
+}
+
+/// A file's bytes in chunks of 64 KiB, ending at its end or at the first error.
+fn chunks(file: tokio::io::Take<tokio::fs::File>) -> impl futures_util::Stream<Item = std::io::Result<Vec<u8>>> {
+    const CHUNK: usize = 64 << 10;
+    futures_util::stream::unfold(Some(file), |file| async move {
+        let mut file = file?;
+        let mut buf = vec![0; CHUNK];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(buf), Some(file)))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    })
 }

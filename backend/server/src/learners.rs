@@ -7,11 +7,16 @@
 //! fresh quota, which is why the whole room's learner runs are bounded too
 //! ([`MAX_ACTIVE_LEARNER_RUNS`]).
 
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
 use scalebook_shared::config::ConfigFile;
 use scalebook_shared::protocol::{Learner, LearnerIdentity, LearnerKey, LearnerRuns, RunRecord};
 use sha2::{Digest, Sha256};
 
 use crate::token::hex;
+use crate::ws::limits::RateLimiter;
 
 /// What a learner's public name is hashed from, before the key: keeps this hash from equalling
 /// any other use of SHA-256 over the same text.
@@ -29,9 +34,10 @@ pub const DEFAULT_LEARNER_CONFIGS: [&str; 2] = ["cpu_tiny", "cpu_short"];
 pub const MAX_ACTIVE_LEARNER_RUNS: usize = 256;
 
 /// The learner settings of `scalebook serve`: `per_learner` runs at once each, of the
-/// configs `named` (or the defaults the served file has). An unknown name is an error naming
-/// the flag, so a typo stops the server at start instead of refusing every learner's launch.
-pub fn settings(per_learner: u32, named: &[String], served: &ConfigFile) -> Result<LearnerRuns, String> {
+/// configs `named` (or the defaults the served file has), each stopped after
+/// `time_limit_minutes`. An unknown name is an error naming the flag, so a typo stops the
+/// server at start instead of refusing every learner's launch.
+pub fn settings(per_learner: u32, named: &[String], served: &ConfigFile, time_limit_minutes: u32) -> Result<LearnerRuns, String> {
     let known = |name: &str| served.names().any(|n| n == name);
     if let Some(unknown) = named.iter().find(|name| !known(name)) {
         let names: Vec<&str> = served.names().collect();
@@ -48,7 +54,57 @@ pub fn settings(per_learner: u32, named: &[String], served: &ConfigFile) -> Resu
         let defaults = DEFAULT_LEARNER_CONFIGS.join(" and ");
         return Err(format!("--viewer-runs {per_learner}: the config file has neither {defaults}: name the configs with --learner-config"));
     }
-    Ok(LearnerRuns { per_learner, configs })
+    if time_limit_minutes == 0 {
+        return Err("--learner-time-limit 0: a learner's run needs at least a minute".into());
+    }
+    Ok(LearnerRuns { per_learner, configs, time_limit_minutes })
+}
+
+/// New learner identities handed out at once, and then one per [`NEW_IDENTITY_EVERY`]: a room
+/// arriving together gets its identities, a client churning through fresh ones (to escape the
+/// per-learner quota) soon gets none.
+pub const NEW_IDENTITY_BURST: f64 = 150.0;
+pub const NEW_IDENTITY_EVERY: Duration = Duration::from_secs(5);
+/// Learners remembered as handed out; past this the oldest half is forgotten (they come back
+/// through their runs, or cost a token again).
+const KNOWN_LEARNERS: usize = 100_000;
+
+/// Who may launch as which learner: an identity this server handed out, or one with runs here,
+/// costs nothing; any other (a fresh one, or a key never seen) costs a token from one bucket for
+/// the whole server.
+pub struct Identities {
+    state: Mutex<IdentityState>,
+}
+
+struct IdentityState {
+    tokens: RateLimiter,
+    known: VecDeque<Learner>,
+}
+
+impl Default for Identities {
+    fn default() -> Identities {
+        let tokens = RateLimiter::new(1.0 / NEW_IDENTITY_EVERY.as_secs_f64(), NEW_IDENTITY_BURST, Instant::now());
+        Identities { state: Mutex::new(IdentityState { tokens, known: VecDeque::new() }) }
+    }
+}
+
+impl Identities {
+    /// `identity` when this server knows its learner (`has_runs`, or handed out before), or a
+    /// token is left; `None` otherwise.
+    pub fn admit(&self, identity: LearnerIdentity, has_runs: bool) -> Option<LearnerIdentity> {
+        let mut st = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if has_runs || st.known.contains(&identity.learner) {
+            return Some(identity);
+        }
+        if !st.tokens.allow(Instant::now()) {
+            return None;
+        }
+        if st.known.len() >= KNOWN_LEARNERS {
+            st.known.drain(..KNOWN_LEARNERS / 2);
+        }
+        st.known.push_back(identity.learner.clone());
+        Some(identity)
+    }
 }
 
 /// The learner a key stands for: the first 48 bits of SHA-256 over a fixed prefix and the key,
@@ -137,14 +193,32 @@ mod tests {
     #[test]
     fn settings_default_to_the_cpu_configs_and_name_an_unknown_one_by_its_flag() {
         let file = served();
-        assert_eq!(settings(0, &["cpu_tiny".into()], &file).unwrap(), LearnerRuns::default());
-        assert!(settings(0, &["nope".into()], &file).is_err(), "a typo must stop the server even before learners may launch");
-        assert_eq!(settings(2, &[], &file).unwrap().configs, ["cpu_tiny", "cpu_short"]);
-        assert_eq!(settings(1, &["cpu_mp".into()], &file).unwrap(), LearnerRuns { per_learner: 1, configs: vec!["cpu_mp".into()] });
-        let err = settings(2, &["cpu_tiny".into(), "cpu_huge".into()], &file).unwrap_err();
+        assert_eq!(settings(0, &["cpu_tiny".into()], &file, 30).unwrap(), LearnerRuns::default());
+        assert!(settings(0, &["nope".into()], &file, 30).is_err(), "a typo must stop the server even before learners may launch");
+        assert_eq!(settings(2, &[], &file, 30).unwrap().configs, ["cpu_tiny", "cpu_short"]);
+        assert_eq!(
+            settings(1, &["cpu_mp".into()], &file, 5).unwrap(),
+            LearnerRuns { per_learner: 1, configs: vec!["cpu_mp".into()], time_limit_minutes: 5 }
+        );
+        let err = settings(2, &["cpu_tiny".into(), "cpu_huge".into()], &file, 30).unwrap_err();
         assert!(err.starts_with("--learner-config cpu_huge: the config file has no such config"), "{err}");
         let bare = ConfigFile::parse("only:\n  lr: 1.0e-3\n").unwrap();
-        assert!(settings(1, &[], &bare).unwrap_err().contains("--learner-config"));
+        assert!(settings(1, &[], &bare, 30).unwrap_err().contains("--learner-config"));
+        assert!(settings(1, &[], &file, 0).unwrap_err().starts_with("--learner-time-limit 0"));
+    }
+
+    #[test]
+    fn new_identities_cost_tokens_and_known_ones_do_not() {
+        let identities = Identities::default();
+        let burst = NEW_IDENTITY_BURST as usize;
+        let fresh: Vec<LearnerIdentity> = (0..burst).map(|_| new_identity().unwrap()).collect();
+        for identity in &fresh {
+            assert!(identities.admit(identity.clone(), false).is_some());
+        }
+        // The bucket is empty: a key never seen is refused, a known or busy learner is not.
+        assert!(identities.admit(new_identity().unwrap(), false).is_none());
+        assert!(identities.admit(fresh[7].clone(), false).is_some());
+        assert!(identities.admit(new_identity().unwrap(), true).is_some());
     }
 
     fn record(n: u32, learner: Option<&Learner>, state: RunState) -> RunRecord {

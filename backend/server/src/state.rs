@@ -13,6 +13,7 @@ use crate::class::ClassKey;
 use crate::class::follow::Following;
 use crate::class::shared::SharedRuns;
 use crate::classroom::Classroom;
+use crate::learners::Identities;
 use crate::limits::LaunchLimits;
 use crate::runs::RunManager;
 
@@ -114,4 +115,6 @@ pub struct AppState {
     pub shared: Arc<SharedRuns>,
     /// The class this server follows, if any (`--follow`, or the page's "Join a class").
     pub following: Arc<Following>,
+    /// The learner identities viewers launch under.
+    pub identities: Identities,
 }

@@ -87,6 +87,41 @@ fn read_record(path: &Path) -> io::Result<RunRecord> {
     serde_json::from_str(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))
 }
 
+/// Opens `relative` inside `dir` for reading without following any symbolic link on the way:
+/// not the file's, not a directory's between. A link a job left in its run directory
+/// (`out.log` -> `/etc/passwd`, `profile` -> elsewhere) is refused, never served, and so is
+/// anything but a plain file (a FIFO would hold the reader forever).
+pub fn open_beneath(dir: &Path, relative: &Path) -> io::Result<std::fs::File> {
+    use nix::fcntl::{OFlag, open, openat};
+    use nix::sys::stat::Mode;
+    use std::path::Component;
+
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let names: Vec<_> = relative
+        .components()
+        .map(|part| match part {
+            Component::Normal(name) => Ok(name),
+            _ => Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not a plain relative path", relative.display()))),
+        })
+        .collect::<Result<_, _>>()?;
+    let mut fd = open(dir, flags | OFlag::O_DIRECTORY, Mode::empty())?;
+    for (at, name) in names.iter().enumerate() {
+        let kind = if at + 1 == names.len() { OFlag::O_NONBLOCK } else { OFlag::O_DIRECTORY };
+        fd = openat(&fd, *name, flags | kind, Mode::empty()).map_err(|errno| match errno {
+            // What O_NOFOLLOW answers for a link, said as what it means.
+            nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR => {
+                io::Error::new(io::ErrorKind::PermissionDenied, "it is a symbolic link, which is never followed")
+            }
+            errno => errno.into(),
+        })?;
+    }
+    let file = std::fs::File::from(fd);
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::PermissionDenied, "it is not a plain file"));
+    }
+    Ok(file)
+}
+
 /// Writes `value` as JSON to `path` through a temporary file and a rename, so a reader (or a
 /// server killed mid-write) never sees half a file.
 pub fn write_json_atomic(path: &Path, value: &impl Serialize) -> io::Result<()> {
@@ -121,6 +156,34 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = RunStore::open(dir.path()).unwrap();
         (dir, store)
+    }
+
+    #[test]
+    fn open_beneath_opens_plain_files_and_refuses_every_link_and_escape() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir_all(run.join("profile")).unwrap();
+        std::fs::write(run.join("out.log"), "log").unwrap();
+        std::fs::write(run.join("profile/rank0.trace.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("secret"), "secret").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret"), run.join("job.log")).unwrap();
+        std::os::unix::fs::symlink("rank0.trace.json", run.join("profile/rank3.trace.json")).unwrap();
+        std::os::unix::fs::symlink(run.join("profile"), run.join("maps")).unwrap();
+        nix::unistd::mkfifo(&run.join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+
+        let read = |relative: &str| {
+            open_beneath(&run, Path::new(relative)).and_then(|mut f| {
+                let mut text = String::new();
+                f.read_to_string(&mut text).map(|_| text)
+            })
+        };
+        assert_eq!(read("out.log").unwrap(), "log");
+        assert_eq!(read("profile/rank0.trace.json").unwrap(), "{}");
+        for refused in ["job.log", "profile/rank3.trace.json", "maps/rank0.trace.json", "fifo", "profile", "../secret", "/etc/passwd"] {
+            let e = read(refused).unwrap_err();
+            assert!(matches!(e.kind(), io::ErrorKind::PermissionDenied | io::ErrorKind::InvalidInput), "{refused}: {e}");
+        }
+        assert_eq!(read("missing").unwrap_err().kind(), io::ErrorKind::NotFound);
     }
 
     #[test]

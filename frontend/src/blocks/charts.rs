@@ -164,6 +164,9 @@ fn LineChart(tag: String, sources: Memo<Vec<Source>>, settings: Memo<Settings>, 
                         <path d=line.raw stroke=line.colour stroke-opacity="0.3" fill="none" stroke-width="1" />
                         <path class="smoothed" d=line.smoothed stroke=line.colour fill="none" stroke-width="2"
                             stroke-dasharray=if line.dashed { "6 3" } else { "none" } />
+                        <path class="non-finite" d=line.non_finite fill=line.colour>
+                            <title>"NaN or infinite values here"</title>
+                        </path>
                     </g>
                 }).collect_view()}
                 {move || pointer.get().filter(|px| (LEFT..=WIDTH - RIGHT).contains(px)).map(|px| view! {

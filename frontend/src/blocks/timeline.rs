@@ -1,5 +1,6 @@
 //! The timeline block: the step profile of a run (the one its `run=` names, else the latest
-//! run whose config sets `profile`), every rank's trace loaded from the server, drawn as
+//! run whose config sets `profile` of this page's own or the instructor's: never another
+//! learner's, which nobody here asked to download), every rank's trace loaded from the server, drawn as
 //! lanes with the ranges on top, and its ops tabulated. A run still training is loaded again
 //! when its state changes, and the reload button asks at any time.
 
@@ -13,7 +14,7 @@ use super::timeline_drawn::Drawn;
 use crate::ids::unique_id;
 use crate::net::ws::ConnectionState;
 use crate::net::{fetch, urls};
-use crate::runs::Runs;
+use crate::runs::{Runs, Whose};
 
 /// What to do when there is nothing to draw.
 fn how_to_profile() -> impl IntoView {
@@ -43,7 +44,9 @@ pub fn TimelineBlock(run: Option<RunId>) -> impl IntoView {
     let profiled = Memo::new(move |_| {
         runs.records.with(|records| records.iter().rev().filter_map(|r| Some((r.clone(), profile_of(r)?))).collect::<Vec<_>>())
     });
-    let chosen = Memo::new(move |_| picked.get().or_else(|| profiled.with(|p| p.first().map(|(r, _)| r.id.clone()))));
+    let followed = move |r: &RunRecord| runs.whose(r) != Whose::Learner;
+    let chosen =
+        Memo::new(move |_| picked.get().or_else(|| profiled.with(|p| p.iter().find(|(r, _)| followed(r)).map(|(r, _)| r.id.clone()))));
     let record = Memo::new(move |_| chosen.get().and_then(|id| runs.record(&id)));
     // Loaded again when the run, its state or the reload count changes.
     let target = Memo::new(move |_| chosen.get().map(|id| (id, record.with(|r| r.as_ref().map(|r| r.state())), reloads.get())));
@@ -74,7 +77,7 @@ pub fn TimelineBlock(run: Option<RunId>) -> impl IntoView {
                     let value = event_target_value(&ev);
                     picked.set(RunId::parse(&value).ok());
                 }>
-                    <option value="" selected=move || picked.get().is_none()>"the latest run with a profile"</option>
+                    <option value="" selected=move || picked.get().is_none()>"the latest run with a profile (yours or the instructor's)"</option>
                     {move || profiled.get().into_iter().map(|(r, steps)| {
                         let id = r.id.to_string();
                         let selected = picked.get().as_ref() == Some(&r.id);

@@ -100,6 +100,9 @@ pub struct Line {
     pub raw: String,
     /// Vertical strokes where a column's values spread (spikes folded into it).
     pub spread: String,
+    /// A small triangle on the plot's top edge over each column that holds a NaN or an
+    /// infinite value, as TensorBoard marks them (the line itself breaks there).
+    pub non_finite: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -148,6 +151,7 @@ impl Drawing {
                     smoothed: polyline(&drawn, &x, &y, |s| s.smoothed),
                     raw: polyline(&drawn, &x, &y, |s| s.value),
                     spread: spread(&drawn, &x, &y),
+                    non_finite: non_finite_marks(&drawn, &x),
                     drawn,
                 }
             })
@@ -199,6 +203,14 @@ fn spread(drawn: &[Sample], x: &Scale, y: &Scale) -> String {
         if let (Some(px), Some(low), Some(high)) = (x_position(x, s.x), y_position(y, s.min), y_position(y, s.max)) {
             let _ = write!(d, "M{px:.1} {low:.1}V{high:.1}");
         }
+    }
+    d
+}
+
+fn non_finite_marks(drawn: &[Sample], x: &Scale) -> String {
+    let mut d = String::new();
+    for px in drawn.iter().filter(|s| s.non_finite).filter_map(|s| x_position(x, s.x)) {
+        let _ = write!(d, "M{px:.1} {:.1}l-4 -7h8z", TOP + 8.0);
     }
     d
 }
@@ -256,6 +268,7 @@ mod tests {
                     max: v,
                     last: v,
                     count: 1,
+                    non_finite: u32::from(!v.is_finite()),
                 }
             })
             .collect();
@@ -327,9 +340,13 @@ mod tests {
     }
 
     #[test]
-    fn a_non_finite_value_breaks_the_line() {
-        let drawing = Drawing::build("Loss/train", &[run("a", &[1.0, f64::NAN, 0.5, 0.4])], settings(XAxis::Step));
-        assert_eq!(drawing.lines[0].raw.matches('M').count(), 2, "{}", drawing.lines[0].raw);
+    fn a_non_finite_value_breaks_the_line_and_is_marked() {
+        let drawing = Drawing::build("Loss/train", &[run("a", &[1.0, f64::NAN, 0.5, f64::INFINITY, 0.4])], settings(XAxis::Step));
+        let line = &drawing.lines[0];
+        assert_eq!(line.raw.matches('M').count(), 3, "{}", line.raw);
+        assert_eq!(line.non_finite.matches('M').count(), 2, "{}", line.non_finite);
+        let finite = Drawing::build("Loss/train", &[run("a", &[1.0, 0.5])], settings(XAxis::Step));
+        assert!(finite.lines[0].non_finite.is_empty());
     }
 
     #[test]

@@ -139,7 +139,7 @@ mod tests {
     }
 
     fn learner(per_learner: u32) -> LearnerRuns {
-        LearnerRuns { per_learner, configs: vec!["cpu_tiny".into()] }
+        LearnerRuns { per_learner, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30 }
     }
 
     fn open_gate() -> Gate {

@@ -384,6 +384,7 @@ mod tests {
             max: v,
             last: v,
             count: 1,
+            non_finite: 0,
         };
         Series { tag: tag.into(), buckets: values.iter().enumerate().map(bucket).collect() }
     }

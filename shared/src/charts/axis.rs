@@ -91,7 +91,18 @@ mod tests {
     use super::*;
 
     fn bucket(step: u64, wall: f64) -> Bucket {
-        Bucket { first_step: step, last_step: step, first_wall: wall, last_wall: wall, epoch: 1, min: 0.5, max: 0.5, last: 0.5, count: 1 }
+        Bucket {
+            first_step: step,
+            last_step: step,
+            first_wall: wall,
+            last_wall: wall,
+            epoch: 1,
+            min: 0.5,
+            max: 0.5,
+            last: 0.5,
+            count: 1,
+            non_finite: 0,
+        }
     }
 
     #[test]

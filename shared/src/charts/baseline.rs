@@ -103,7 +103,18 @@ pub fn parse_baseline_events(bytes: &[u8]) -> Result<Vec<Series>, Error> {
 }
 
 fn point(step: u64, wall: f64, value: f64) -> Bucket {
-    Bucket { first_step: step, last_step: step, first_wall: wall, last_wall: wall, epoch: 0, min: value, max: value, last: value, count: 1 }
+    Bucket {
+        first_step: step,
+        last_step: step,
+        first_wall: wall,
+        last_wall: wall,
+        epoch: 0,
+        min: value,
+        max: value,
+        last: value,
+        count: 1,
+        non_finite: 0,
+    }
 }
 
 #[cfg(test)]

@@ -52,8 +52,30 @@ mod tests {
     #[test]
     fn one_row_per_bucket_with_both_time_columns() {
         let buckets = [
-            Bucket { first_step: 0, last_step: 0, first_wall: 100.0, last_wall: 100.0, epoch: 0, min: 1.5, max: 1.5, last: 1.5, count: 1 },
-            Bucket { first_step: 1, last_step: 4, first_wall: 101.0, last_wall: 104.5, epoch: 1, min: 0.5, max: 2.0, last: 0.75, count: 4 },
+            Bucket {
+                first_step: 0,
+                last_step: 0,
+                first_wall: 100.0,
+                last_wall: 100.0,
+                epoch: 0,
+                min: 1.5,
+                max: 1.5,
+                last: 1.5,
+                count: 1,
+                non_finite: 0,
+            },
+            Bucket {
+                first_step: 1,
+                last_step: 4,
+                first_wall: 101.0,
+                last_wall: 104.5,
+                epoch: 1,
+                min: 0.5,
+                max: 2.0,
+                last: 0.75,
+                count: 4,
+                non_finite: 0,
+            },
         ];
         let csv = to_csv(&[CsvSeries { run: "r1", tag: "Loss/train", buckets: &buckets, start_wall: 100.0 }]);
         let lines: Vec<&str> = csv.lines().collect();

@@ -22,6 +22,8 @@ pub struct Sample {
     pub value: f64,
     /// The smoothed value at its last point.
     pub smoothed: f64,
+    /// Some value it stands for is NaN or infinite (a chart marks it).
+    pub non_finite: bool,
 }
 
 /// A series' buckets as samples on `axis` (for a run whose first point was at `start_wall`),
@@ -32,7 +34,15 @@ pub fn samples(buckets: &[Bucket], axis: XAxis, start_wall: f64, weight: f64) ->
     buckets
         .iter()
         .zip(smoothed)
-        .map(|(b, smoothed)| Sample { x: axis.x_of(b, start_wall), step: b.last_step, min: b.min, max: b.max, value: b.last, smoothed })
+        .map(|(b, smoothed)| Sample {
+            x: axis.x_of(b, start_wall),
+            step: b.last_step,
+            min: b.min,
+            max: b.max,
+            value: b.last,
+            smoothed,
+            non_finite: b.non_finite > 0,
+        })
         .collect()
 }
 
@@ -48,7 +58,12 @@ pub fn per_pixel(samples: &[Sample], x_scale: &Scale, pixels: u32) -> Vec<Sample
         let column = (unit * columns).floor().clamp(-1.0, columns) as i64;
         match out.last_mut() {
             Some((last_column, merged)) if *last_column == column => {
-                *merged = Sample { min: merged.min.min(sample.min), max: merged.max.max(sample.max), ..*sample };
+                *merged = Sample {
+                    min: merged.min.min(sample.min),
+                    max: merged.max.max(sample.max),
+                    non_finite: merged.non_finite || sample.non_finite,
+                    ..*sample
+                };
             }
             _ => out.push((column, *sample)),
         }
@@ -71,6 +86,7 @@ mod tests {
             max: value,
             last: value,
             count: 1,
+            non_finite: 0,
         }
     }
 

@@ -7,22 +7,37 @@ use std::borrow::Borrow;
 
 use serde::{Deserialize, Serialize};
 
-use super::MetricPoint;
+use super::{MetricPoint, nonfinite};
 
-/// Consecutive points of one tag. A bucket of one point has `min == max == last`.
+/// Consecutive points of one tag. A bucket of one finite point has `min == max == last`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bucket {
     pub first_step: u64,
     pub last_step: u64,
     /// Seconds since the Unix epoch of the first and the last point (for the time axes).
+    #[serde(with = "nonfinite")]
     pub first_wall: f64,
+    #[serde(with = "nonfinite")]
     pub last_wall: f64,
     /// The epoch of the last point.
     pub epoch: u64,
+    /// The lowest and highest finite values (NaN when there are none).
+    #[serde(with = "nonfinite")]
     pub min: f64,
+    #[serde(with = "nonfinite")]
     pub max: f64,
+    /// The last value, whatever it is.
+    #[serde(with = "nonfinite")]
     pub last: f64,
     pub count: u32,
+    /// How many of the values are NaN or infinite: a chart marks where they are, as
+    /// TensorBoard does, at any zoom.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub non_finite: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One tag's history.
@@ -35,20 +50,102 @@ pub struct Series {
 impl Bucket {
     /// The bucket of `points` (in order), or `None` when there are none.
     pub fn of<P: Borrow<MetricPoint>>(points: &[P]) -> Option<Bucket> {
-        let (first, last) = (points.first()?.borrow(), points.last()?.borrow());
-        let (min, max) =
-            points.iter().map(|p| p.borrow().value).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
-        Some(Bucket {
-            first_step: first.step,
-            last_step: last.step,
-            first_wall: first.wall,
-            last_wall: last.wall,
-            epoch: last.epoch,
-            min,
-            max,
-            last: last.value,
-            count: u32::try_from(points.len()).unwrap_or(u32::MAX),
-        })
+        let (first, rest) = points.split_first()?;
+        let mut bucket = Bucket::single(first.borrow());
+        for point in rest {
+            bucket.absorb(&Bucket::single(point.borrow()));
+        }
+        Some(bucket)
+    }
+
+    /// The bucket of one point.
+    pub fn single(point: &MetricPoint) -> Bucket {
+        let finite = point.value.is_finite();
+        let kept = if finite { point.value } else { f64::NAN };
+        Bucket {
+            first_step: point.step,
+            last_step: point.step,
+            first_wall: point.wall,
+            last_wall: point.wall,
+            epoch: point.epoch,
+            min: kept,
+            max: kept,
+            last: point.value,
+            count: 1,
+            non_finite: u32::from(!finite),
+        }
+    }
+
+    /// Takes in `later`, the points that follow this bucket's.
+    pub fn absorb(&mut self, later: &Bucket) {
+        self.last_step = later.last_step;
+        self.last_wall = later.last_wall;
+        self.epoch = later.epoch;
+        // `f64::min` and `max` take the number over a NaN: NaN only when neither has one.
+        self.min = self.min.min(later.min);
+        self.max = self.max.max(later.max);
+        self.last = later.last;
+        self.count = self.count.saturating_add(later.count);
+        self.non_finite = self.non_finite.saturating_add(later.non_finite);
+    }
+}
+
+/// A run's series folded as they grow, for a server that follows a run of any length: each
+/// tag keeps at most `max_buckets` buckets of one width (a power of two points), the last one
+/// filling. When they are all full, neighbours merge in pairs and the width doubles. Memory
+/// stays the same however long the run, and a new viewer's history is ready at once, without
+/// reading the run's file again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Thinned {
+    max_buckets: usize,
+    tags: Vec<Thinning>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Thinning {
+    /// Points per full bucket.
+    width: u32,
+    series: Series,
+}
+
+impl Thinned {
+    pub fn new(max_buckets: usize) -> Thinned {
+        Thinned { max_buckets: max_buckets.max(2), tags: Vec::new() }
+    }
+
+    /// Adds the next point of the run.
+    pub fn push(&mut self, point: &MetricPoint) {
+        let at = match self.tags.iter().position(|t| t.series.tag == point.tag) {
+            Some(at) => at,
+            None => {
+                self.tags.push(Thinning { width: 1, series: Series { tag: point.tag.clone(), buckets: Vec::new() } });
+                self.tags.len() - 1
+            }
+        };
+        let thinning = &mut self.tags[at];
+        let buckets = &mut thinning.series.buckets;
+        if buckets.len() == self.max_buckets && buckets.last().is_some_and(|b| b.count >= thinning.width) {
+            *buckets = buckets
+                .chunks(2)
+                .map(|pair| {
+                    let mut merged = pair[0].clone();
+                    if let Some(second) = pair.get(1) {
+                        merged.absorb(second);
+                    }
+                    merged
+                })
+                .collect();
+            thinning.width = thinning.width.saturating_mul(2);
+        }
+        match buckets.last_mut() {
+            Some(last) if last.count < thinning.width => last.absorb(&Bucket::single(point)),
+            _ => buckets.push(Bucket::single(point)),
+        }
+    }
+
+    /// Every tag's buckets, in order of each tag's first point.
+    pub fn series(&self) -> Vec<Series> {
+        self.tags.iter().map(|t| t.series.clone()).collect()
     }
 }
 
@@ -128,6 +225,55 @@ mod tests {
         let train = &series[1].buckets;
         assert_eq!(train.len(), 1);
         assert_eq!((train[0].first_step, train[0].last_step, train[0].min, train[0].max, train[0].count), (1, 2, 0.5, 1.0, 2));
+    }
+
+    #[test]
+    fn a_thinned_run_keeps_every_point_counted_every_spike_and_its_bounds() {
+        let mut thinned = Thinned::new(10);
+        for step in 0..1000 {
+            let value = match step {
+                333 => 50.0,
+                777 => -3.0,
+                _ => 1.0,
+            };
+            thinned.push(&point(step, "Loss/train", value));
+            if step % 2 == 0 {
+                thinned.push(&point(step, "Loss/valid", 2.0));
+            }
+        }
+        let series = thinned.series();
+        assert_eq!(series.iter().map(|s| s.tag.as_str()).collect::<Vec<_>>(), ["Loss/train", "Loss/valid"]);
+        for (series, count) in series.iter().zip([1000, 500]) {
+            let buckets = &series.buckets;
+            assert!((5..=10).contains(&buckets.len()), "{} buckets", buckets.len());
+            assert_eq!(buckets.iter().map(|b| b.count).sum::<u32>(), count);
+            assert_eq!(buckets[0].first_step, 0);
+            for pair in buckets.windows(2) {
+                assert!(pair[1].first_step > pair[0].last_step);
+            }
+        }
+        let train = &series[0].buckets;
+        assert_eq!(train.last().unwrap().last_step, 999);
+        let spike = train.iter().find(|b| (b.first_step..=b.last_step).contains(&333)).unwrap();
+        assert_eq!(spike.max, 50.0);
+        assert_eq!(train.iter().map(|b| b.min).fold(f64::MAX, f64::min), -3.0);
+        // A short series is every point.
+        let mut short = Thinned::new(10);
+        (0..4).for_each(|s| short.push(&point(s, "t", s as f64)));
+        assert_eq!(short.series()[0].buckets, bucketize(&(0..4).map(|s| point(s, "t", s as f64)).collect::<Vec<_>>(), 10));
+    }
+
+    #[test]
+    fn non_finite_values_are_counted_not_folded_into_the_range() {
+        let values = [1.0, f64::NAN, 3.0, f64::INFINITY];
+        let points: Vec<_> = values.iter().enumerate().map(|(s, &v)| point(s as u64, "Loss/train", v)).collect();
+        let bucket = Bucket::of(&points).unwrap();
+        assert_eq!((bucket.min, bucket.max, bucket.count, bucket.non_finite), (1.0, 3.0, 4, 2));
+        assert_eq!(bucket.last, f64::INFINITY);
+        let only_nan = Bucket::of(&points[1..2]).unwrap();
+        assert!(only_nan.min.is_nan() && only_nan.max.is_nan() && only_nan.non_finite == 1);
+        let text = serde_json::to_string(&only_nan).unwrap();
+        assert_eq!(serde_json::from_str::<Bucket>(&text).unwrap().non_finite, 1, "{text}");
     }
 
     #[test]

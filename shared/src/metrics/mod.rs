@@ -2,8 +2,9 @@
 //! the server and the browser read them, with the tutorial's TensorBoard tag names.
 
 mod history;
+pub mod nonfinite;
 
-pub use history::{Bucket, Series, bucketize, series};
+pub use history::{Bucket, Series, Thinned, bucketize, series};
 
 use serde::{Deserialize, Serialize};
 
@@ -15,8 +16,11 @@ pub struct MetricPoint {
     /// 1-based epoch the point belongs to (0 for the step-0 evaluation).
     pub epoch: u64,
     /// Seconds since the Unix epoch when the point was measured.
+    #[serde(with = "nonfinite")]
     pub wall: f64,
     pub tag: String,
+    /// NaN and the infinities included (a diverged loss), see [`nonfinite`].
+    #[serde(with = "nonfinite")]
     pub value: f64,
 }
 

@@ -161,6 +161,17 @@ pub struct LearnerRuns {
     pub per_learner: u32,
     /// The configs a learner may launch (the instructor's learner configs), CPU only.
     pub configs: Vec<String>,
+    /// Minutes a learner's run may train before it is stopped (`--learner-time-limit`).
+    #[serde(default)]
+    pub time_limit_minutes: u32,
+}
+
+impl LearnerRuns {
+    /// How long a learner's run may train (`None`: learners launch nothing).
+    pub fn time_limit(&self) -> Option<std::time::Duration> {
+        (self.per_learner > 0 && self.time_limit_minutes > 0)
+            .then(|| std::time::Duration::from_secs(u64::from(self.time_limit_minutes) * 60))
+    }
 }
 
 /// The identity a viewer connection launches under (sent in `welcome` to a viewer page).

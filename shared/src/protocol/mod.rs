@@ -47,7 +47,10 @@ use crate::metrics::MetricPoint;
 /// Version 6: Slurm's word on a job in the run record (`slurm`: place in the queue, expected
 /// start, nodes, time and resources held), `slurm_at` in the heartbeat, `resume` from a
 /// client, error code `not_resumable`.
-pub const PROTOCOL_VERSION: u32 = 6;
+/// Version 7: NaN and infinite values as the strings `"NaN"`, `"Infinity"`, `"-Infinity"`
+/// (never `null`), a bucket's `non_finite` count; a learner's run's time limit in
+/// `learner_runs`; a connection's learner identity fixed by its first `hello`.
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// The longest request id accepted.
 pub const MAX_REQUEST_ID_LEN: usize = 64;
@@ -501,7 +504,7 @@ mod tests {
             heartbeat_secs: 20,
             max_local_ranks: 1,
             role: Role::Viewer,
-            learner_runs: LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into()] },
+            learner_runs: LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30 },
             learner: Some(LearnerIdentity {
                 key: LearnerKey::parse(&"ab".repeat(16)).unwrap(),
                 learner: Learner::parse("0123456789ab").unwrap(),

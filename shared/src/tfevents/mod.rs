@@ -12,8 +12,10 @@ mod event;
 mod record;
 mod wire;
 
+pub use crc::masked_crc32c;
 pub use encode::{FILE_VERSION, file_version_record, image_record, scalar_record};
 pub use event::{Data, Event, Image, Value};
+pub use record::{HEADER, MAX_PAYLOAD, record_size};
 
 use crate::Error;
 use crate::metrics::MetricPoint;

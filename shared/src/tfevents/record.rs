@@ -10,7 +10,11 @@ use super::crc::masked_crc32c;
 use crate::Error;
 
 /// Length and its checksum.
-const HEADER: usize = 12;
+pub const HEADER: usize = 12;
+/// The longest payload read. TensorBoard's own writers stay far below it (an image or a graph
+/// is a few MB); a length past it, even with a good checksum, is damage or a hostile file, and
+/// is refused before anything is read for it.
+pub const MAX_PAYLOAD: u64 = 256 << 20;
 /// The payload's checksum.
 const FOOTER: usize = 4;
 
@@ -48,14 +52,7 @@ pub fn split(bytes: &[u8], start: u64) -> Result<Records<'_>, Error> {
     let mut at = 0usize;
     let offset_of = |at: usize| start + at as u64;
     while let Some(header) = bytes.get(at..at + HEADER) {
-        let (len, crc) = header.split_at(8);
-        if masked_crc32c(len) != u32_le(crc) {
-            return Err(damaged(
-                offset_of(at),
-                "the record's length fails its checksum (masked CRC-32C): not a TensorBoard event file, or a damaged one",
-            ));
-        }
-        let len = u64::from_le_bytes(len.try_into().unwrap_or_default());
+        let len = payload_len(header, offset_of(at))?;
         let end = usize::try_from(len).ok().and_then(|len| (at + HEADER).checked_add(len)?.checked_add(FOOTER));
         let Some(end) = end else {
             return Err(damaged(offset_of(at), format!("the record claims {len} bytes, more than can be read")));
@@ -69,6 +66,28 @@ pub fn split(bytes: &[u8], start: u64) -> Result<Records<'_>, Error> {
         at = end;
     }
     Ok(Records { payloads, resume_at: offset_of(at) })
+}
+
+/// The whole size of the record whose 12-byte header is `header` (read at byte `offset`):
+/// what a reader must hold to read it. A length that fails its checksum or passes
+/// [`MAX_PAYLOAD`] is an error.
+pub fn record_size(header: &[u8], offset: u64) -> Result<u64, Error> {
+    Ok(HEADER as u64 + payload_len(header, offset)? + FOOTER as u64)
+}
+
+fn payload_len(header: &[u8], offset: u64) -> Result<u64, Error> {
+    let (len, crc) = header.get(..HEADER).ok_or_else(|| damaged(offset, "a record header is 12 bytes"))?.split_at(8);
+    if masked_crc32c(len) != u32_le(crc) {
+        return Err(damaged(
+            offset,
+            "the record's length fails its checksum (masked CRC-32C): not a TensorBoard event file, or a damaged one",
+        ));
+    }
+    let len = u64::from_le_bytes(len.try_into().unwrap_or_default());
+    if len > MAX_PAYLOAD {
+        return Err(damaged(offset, format!("the record claims {len} bytes, more than the {MAX_PAYLOAD} an event record may hold")));
+    }
+    Ok(len)
 }
 
 pub(super) fn damaged(offset: u64, message: impl Into<String>) -> Error {
@@ -127,5 +146,19 @@ mod tests {
         assert!(err.starts_with("byte 19: the record's length fails its checksum"), "{err}");
         let err = split(b"name,value\n1,2\n", 0).unwrap_err().to_string();
         assert!(err.contains("not a TensorBoard event file"), "{err}");
+    }
+
+    #[test]
+    fn a_length_past_the_limit_is_refused_even_with_a_good_checksum() {
+        let huge = (4u64 << 30).to_le_bytes();
+        let mut header = huge.to_vec();
+        header.extend_from_slice(&masked_crc32c(&huge).to_le_bytes());
+        let err = record_size(&header, 40).unwrap_err().to_string();
+        assert!(err.starts_with("byte 40: the record claims 4294967296 bytes, more than the"), "{err}");
+        let mut bytes = file(&[b"one"]);
+        bytes.extend_from_slice(&header);
+        bytes.extend_from_slice(&[0; 100]);
+        assert!(split(&bytes, 0).unwrap_err().to_string().starts_with("byte 19: the record claims"));
+        assert_eq!(record_size(&file(&[b"four"]), 0).unwrap(), 20);
     }
 }

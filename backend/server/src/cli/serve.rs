@@ -22,7 +22,7 @@ use scalebook_server::executor::TrainerCommand;
 use scalebook_server::executor::local::LocalExecutor;
 use scalebook_server::executor::slurm::{SlurmCommands, SlurmExecutor};
 use scalebook_server::gate::{Connection, GateLimits, GatedListener};
-use scalebook_server::learners;
+use scalebook_server::learners::{self, Identities};
 use scalebook_server::limits::LaunchLimits;
 use scalebook_server::predict::{Predictor, default_machine_cache};
 use scalebook_server::routes;
@@ -91,6 +91,10 @@ pub struct ServeArgs {
     /// cpu_short, those of them the config file has).
     #[arg(long = "learner-config", value_name = "NAME")]
     learner_configs: Vec<String>,
+    /// Minutes a learner's run may train; then it is stopped (state `timeout`), so no launch
+    /// holds the room's slots for hours.
+    #[arg(long, value_name = "MINUTES", default_value_t = 30)]
+    learner_time_limit: u32,
     /// A directory runs may read data from, besides the project's `data/` (repeatable). A
     /// launch naming data anywhere else is refused.
     #[arg(long = "data-root", value_name = "DIR")]
@@ -176,7 +180,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let command = trainer_command(&args, &supervisor)?;
     let trainer = command.trainer.clone();
     let mut limits = LaunchLimits::of_this_machine(&command.workdir, &args.data_roots)?;
-    limits.learners = learners::settings(args.viewer_runs, &args.learner_configs, &configs.file).map_err(anyhow::Error::msg)?;
+    limits.learners =
+        learners::settings(args.viewer_runs, &args.learner_configs, &configs.file, args.learner_time_limit).map_err(anyhow::Error::msg)?;
     let store = RunStore::open(&args.runs_dir).with_context(|| format!("cannot open the runs directory {}", args.runs_dir.display()))?;
     let ws = WsSettings {
         heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)),
@@ -184,11 +189,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ..WsSettings::default()
     };
     let ws_heartbeat = ws.heartbeat;
+    let learner_time_limit = limits.learners.time_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let listener = Listener::bind(&args).await?;
         let executors = Executors {
-            local: LocalExecutor { supervisor, command: command.clone() },
+            local: LocalExecutor { supervisor, command: command.clone(), learner_time_limit },
             max_local_ranks: args.max_local_ranks,
             slurm: SlurmExecutor::new(
                 command,
@@ -223,6 +229,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             class: class.as_ref().map(|c| c.key.clone()),
             shared: SharedRuns::new(runs.clone()),
             following: following.clone(),
+            identities: Identities::default(),
         });
         // A link given now wins over the one a page joined with before.
         if let Some(link) = follow.or_else(|| following.kept_link()) {

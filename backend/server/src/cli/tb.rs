@@ -30,13 +30,17 @@ pub struct ImportArgs {
     /// Where runs are kept (the server's --runs-dir).
     #[arg(long = "runs-dir", visible_alias = "runs", value_name = "DIR", default_value = "runs")]
     runs_dir: PathBuf,
+    /// Import what can be read of damaged event files (a bad checksum, an impossible length, a
+    /// last record cut short) and say what was skipped, rather than stop with nothing imported.
+    #[arg(long)]
+    allow_damaged: bool,
 }
 
 pub fn run(cmd: TbCommand) -> anyhow::Result<ExitCode> {
     super::serve::init_logging();
     let TbCommand::Import(args) = cmd;
     let store = RunStore::open(&args.runs_dir).with_context(|| format!("cannot open the runs directory {}", args.runs_dir.display()))?;
-    match import_logdir(&args.logdir, &store) {
+    match import_logdir(&args.logdir, &store, args.allow_damaged) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         // Input the user must fix: the path and the rule it breaks.
         Err(e @ Error::Logdir { .. }) => {
@@ -47,21 +51,24 @@ pub fn run(cmd: TbCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn import_logdir(logdir: &Path, store: &RunStore) -> Result<(), Error> {
+fn import_logdir(logdir: &Path, store: &RunStore, allow_damaged: bool) -> Result<(), Error> {
     let found = import::find(logdir, store)?;
     let total: u64 = found.iter().map(import::Found::bytes_to_read).sum();
     let bar = if total >= PROGRESS_BAR_BYTES { ProgressBar::new(total) } else { ProgressBar::hidden() };
     if let Ok(style) = ProgressStyle::with_template("reading event files [{bar:40}] {bytes}/{total_bytes}, {eta} left") {
         bar.set_style(style);
     }
-    let outcomes = import::import(store, found, &mut |n| bar.inc(n));
+    let outcomes = import::import(store, found, allow_damaged, &mut |n| bar.inc(n));
     bar.finish_and_clear();
     for (source, outcome) in outcomes? {
         let name = source.dir();
         match outcome {
-            Outcome::Imported { record, points, tags, images } => {
+            Outcome::Imported { record, points, tags, images, skipped } => {
                 let images = if images > 0 { format!(", {images} images (listed, not charted)") } else { String::new() };
                 println!("{}: run {} ({points} scalars in {tags} tags{images})", name.display(), record.id);
+                for why in skipped {
+                    eprintln!("warning: {}: skipped what could not be read of {why}", name.display());
+                }
             }
             Outcome::AlreadyThere { id } => println!("{}: already run {id}, unchanged", name.display()),
         }

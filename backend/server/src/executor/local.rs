@@ -29,6 +29,8 @@ pub struct LocalExecutor {
     /// The `scalebook` binary, run as the supervisor.
     pub supervisor: PathBuf,
     pub command: TrainerCommand,
+    /// How long a learner's run may train before its supervisor stops it.
+    pub learner_time_limit: Option<Duration>,
 }
 
 /// A started run: the supervisor's child handle (to wait on) and what identifies its group.
@@ -70,10 +72,13 @@ impl LocalExecutor {
             ));
         }
         let log = std::fs::OpenOptions::new().create(true).append(true).open(run_dir.join(rundir::JOB_LOG))?;
+        // The supervisor keeps a learner's time limit, so it holds across server restarts.
+        let time_limit = self.learner_time_limit.filter(|_| record.learner.is_some());
         let child = tokio::process::Command::new(&self.supervisor)
             .arg("supervise")
             .arg("--exit-file")
             .arg(run_dir.join(rundir::EXIT))
+            .args(time_limit.map(|limit| format!("--time-limit-secs={}", limit.as_secs())))
             .arg("--")
             .arg(trainer)
             .args(self.trainer_args(record, run_dir))
@@ -135,7 +140,7 @@ mod tests {
 
     fn executor() -> LocalExecutor {
         let command = TrainerCommand { trainer: "/bin/scalebook-train".into(), workdir: "/srv".into() };
-        LocalExecutor { supervisor: "/bin/scalebook".into(), command }
+        LocalExecutor { supervisor: "/bin/scalebook".into(), command, learner_time_limit: None }
     }
 
     fn record(dp: u32) -> RunRecord {

@@ -18,7 +18,7 @@ use scalebook_shared::rundir::{self, ExitRecord};
 /// The exit record of a trainer (or supervisor) process that ended with `status`.
 pub fn exit_record(status: ExitStatus) -> ExitRecord {
     use std::os::unix::process::ExitStatusExt;
-    ExitRecord { code: status.code(), signal: status.signal(), error: None }
+    ExitRecord { code: status.code(), signal: status.signal(), error: None, time_limit_s: None }
 }
 
 /// The trainer as every executor runs it: the same binary and working directory (relative

@@ -30,6 +30,10 @@ pub fn decide(exit: Option<&ExitRecord>, cancel_requested: bool, log_tail: &str)
     if cancel_requested {
         return (RunState::Cancelled, Some("cancelled".into()));
     }
+    if let Some(limit) = exit.time_limit_s {
+        let message = format!("stopped at the time limit of a learner's run ({} min, the server's --learner-time-limit)", limit / 60);
+        return (RunState::Timeout, Some(message));
+    }
     if let Some(error) = &exit.error {
         return (RunState::Failed, Some(shorten(error)));
     }
@@ -132,11 +136,11 @@ mod tests {
     use super::*;
 
     fn exited(code: i32) -> ExitRecord {
-        ExitRecord { code: Some(code), signal: None, error: None }
+        ExitRecord { code: Some(code), signal: None, error: None, time_limit_s: None }
     }
 
     fn killed(signal: i32) -> ExitRecord {
-        ExitRecord { code: None, signal: Some(signal), error: None }
+        ExitRecord { code: None, signal: Some(signal), error: None, time_limit_s: None }
     }
 
     const TRAINING_LOG: &str = "2025-06-19 17:48:55,185 - root - INFO - Starting training loop...\n";
@@ -206,7 +210,7 @@ mod tests {
 
     #[test]
     fn a_trainer_that_could_not_start_says_why() {
-        let exit = ExitRecord { code: None, signal: None, error: Some("cannot start /x/scalebook-train: No such file".into()) };
+        let exit = ExitRecord { error: Some("cannot start /x/scalebook-train: No such file".into()), ..ExitRecord::default() };
         assert_eq!(decide(Some(&exit), false, "").1.unwrap(), "cannot start /x/scalebook-train: No such file");
     }
 

@@ -29,6 +29,9 @@ pub struct Progress {
     pub files: BTreeMap<String, u64>,
     /// The length of `metrics.jsonl` once their points were appended.
     pub metrics_bytes: u64,
+    /// Files no longer read, by name, with why: a damaged record stops its file, once.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stopped: BTreeMap<String, String>,
 }
 
 /// What a run's event files gained since a [`Progress`].
@@ -40,48 +43,102 @@ pub struct NewRecords {
     /// The earliest and latest wall times of the events read.
     pub first_wall: Option<f64>,
     pub last_wall: Option<f64>,
+    /// Files found damaged by this read, by name, with the error (the byte and the rule).
+    pub damaged: BTreeMap<String, String>,
+    /// Bytes left unread at the end of each file that has some: a record still being written,
+    /// or one cut short for good (damage, to an import).
+    pub unread: BTreeMap<String, u64>,
+    /// The read stopped at its budget: more is waiting.
+    pub more: bool,
     /// Bytes read of each file after this read.
     files: BTreeMap<String, u64>,
 }
 
 impl NewRecords {
     /// Whether any file was read further than `since` (points or not: images, a new empty
-    /// file).
+    /// file), or was found damaged.
     fn advances(&self, since: &Progress) -> bool {
-        self.files != since.files
+        self.files != since.files || !self.damaged.is_empty()
     }
 }
 
-/// Reads what `source`'s event files gained since `progress`, calling `read_bytes` with the
-/// bytes read from each file. A damaged record is an error naming its file and byte.
-pub fn read_new(source: &SourceRun, progress: &Progress, read_bytes: &mut dyn FnMut(u64)) -> Result<NewRecords, Error> {
+/// Bytes of an event file read at once (more for a record that is longer, up to
+/// [`tfevents::MAX_PAYLOAD`]): memory stays bounded whatever the file's size.
+const CHUNK_BYTES: u64 = 8 << 20;
+
+/// Reads what `source`'s event files gained since `progress`, at most about `budget` bytes,
+/// calling `read_bytes` with the bytes read. A record still being written waits for the next
+/// read; a damaged one (bad checksum, impossible length) stops its file, named in `damaged`.
+pub fn read_new(source: &SourceRun, progress: &Progress, budget: u64, read_bytes: &mut dyn FnMut(u64)) -> Result<NewRecords, Error> {
     let dir = source.dir();
     let mut new = NewRecords { files: progress.files.clone(), ..NewRecords::default() };
-    for name in &source.files {
+    let mut left = budget;
+    for name in source.files.iter().filter(|name| !progress.stopped.contains_key(*name)) {
         let path = dir.join(name);
-        let offset = progress.files.get(name).copied().unwrap_or(0);
         let io_error = |e: io::Error| Error::Logdir { path: path.clone(), message: format!("cannot read it: {e}") };
         let mut file = File::open(&path).map_err(io_error)?;
         let len = file.metadata().map_err(io_error)?.len();
-        if len < offset {
+        let mut at = progress.files.get(name).copied().unwrap_or(0);
+        if len < at {
             tracing::warn!(
-                "{}: shrank from {offset} to {len} bytes since it was read; only what is appended after byte {offset} is read",
+                "{}: shrank from {at} to {len} bytes since it was read; only what is appended after byte {at} is read",
                 path.display()
             );
             continue;
         }
-        file.seek(SeekFrom::Start(offset)).map_err(io_error)?;
-        let mut bytes = Vec::new();
-        file.take(len - offset).read_to_end(&mut bytes).map_err(io_error)?;
-        read_bytes(bytes.len() as u64);
-        let contents = tfevents::read(&bytes, offset).map_err(|e| Error::Logdir { path: path.clone(), message: e.to_string() })?;
-        for wall in contents.events.iter().map(|e| e.wall_time) {
-            new.first_wall = Some(new.first_wall.map_or(wall, |w| w.min(wall)));
-            new.last_wall = Some(new.last_wall.map_or(wall, |w| w.max(wall)));
+        while len - at >= tfevents::HEADER as u64 {
+            if left == 0 {
+                new.more = true;
+                break;
+            }
+            let read = |file: &mut File, from: u64, n: u64| -> io::Result<Vec<u8>> {
+                file.seek(SeekFrom::Start(from))?;
+                let mut bytes = Vec::new();
+                file.take(n).read_to_end(&mut bytes)?;
+                Ok(bytes)
+            };
+            let header = read(&mut file, at, tfevents::HEADER as u64).map_err(io_error)?;
+            let first = match tfevents::record_size(&header, at) {
+                Ok(size) => size,
+                Err(e) => {
+                    new.damaged.insert(name.clone(), e.to_string());
+                    break;
+                }
+            };
+            if first > len - at {
+                break;
+            }
+            let bytes = read(&mut file, at, (len - at).min(CHUNK_BYTES.min(left).max(first))).map_err(io_error)?;
+            read_bytes(bytes.len() as u64);
+            left = left.saturating_sub(bytes.len() as u64);
+            // Damage stops the file where it starts: the records before it still count.
+            let (contents, damage) = match tfevents::read(&bytes, at) {
+                Ok(contents) => (contents, None),
+                Err(e) => {
+                    let good = match &e {
+                        scalebook_shared::Error::EventFile { offset, .. } => usize::try_from(offset - at).unwrap_or(0),
+                        _ => 0,
+                    };
+                    (tfevents::read(&bytes[..good.min(bytes.len())], at).unwrap_or_default(), Some(e))
+                }
+            };
+            // A NaN or infinite time (a broken writer) says nothing of when the run was: skipped.
+            for wall in contents.events.iter().map(|e| e.wall_time).filter(|w| w.is_finite()) {
+                new.first_wall = Some(new.first_wall.map_or(wall, |w| w.min(wall)));
+                new.last_wall = Some(new.last_wall.map_or(wall, |w| w.max(wall)));
+            }
+            new.points.extend(contents.points());
+            new.images += contents.images().len();
+            at = contents.resume_at.max(at);
+            if let Some(e) = damage {
+                new.damaged.insert(name.clone(), e.to_string());
+                break;
+            }
         }
-        new.points.extend(contents.points());
-        new.images += contents.images().len();
-        new.files.insert(name.clone(), contents.resume_at);
+        if at < len {
+            new.unread.insert(name.clone(), len - at);
+        }
+        new.files.insert(name.clone(), at);
     }
     Ok(new)
 }
@@ -140,16 +197,39 @@ impl EventCopy {
             let mut metrics = File::options().create(true).append(true).open(self.run_dir.join(rundir::METRICS))?;
             metrics.write_all(&lines)?;
         }
-        self.progress = Progress { files: new.files, metrics_bytes: self.progress.metrics_bytes + lines.len() as u64 };
+        if !new.damaged.is_empty() {
+            // Said where the page shows it: the run's log.
+            let mut log = File::options().create(true).append(true).open(self.run_dir.join(rundir::JOB_LOG))?;
+            for (name, why) in &new.damaged {
+                tracing::warn!("{}: {name}: {why}: the file is not read further", self.run_dir.display());
+                writeln!(log, "scalebook: {name}: {why}: the file is not read further")?;
+            }
+        }
+        let mut stopped = std::mem::take(&mut self.progress.stopped);
+        stopped.extend(new.damaged);
+        self.progress = Progress { files: new.files, metrics_bytes: self.progress.metrics_bytes + lines.len() as u64, stopped };
         write_json_atomic(&self.run_dir.join(rundir::LOGDIR_PROGRESS), &self.progress)?;
         Ok(new.points.len())
     }
 
-    /// Reads what `source` gained and appends it.
-    pub fn copy(&mut self, source: &SourceRun) -> Result<usize, Error> {
-        let new = read_new(source, &self.progress, &mut |_| {})?;
-        Ok(self.append(new)?)
+    /// Reads what `source` gained (at most [`COPY_BUDGET`] bytes) and appends it; `more` says
+    /// whether more is waiting.
+    pub fn copy(&mut self, source: &SourceRun) -> Result<Copied, Error> {
+        let new = read_new(source, &self.progress, COPY_BUDGET, &mut |_| {})?;
+        let more = new.more;
+        Ok(Copied { points: self.append(new)?, more })
     }
+}
+
+/// Bytes of event files one copy reads, so a large file is copied over several passes with
+/// its points written as they come, never all held at once.
+pub const COPY_BUDGET: u64 = 32 << 20;
+
+/// What one [`EventCopy::copy`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Copied {
+    pub points: usize,
+    pub more: bool,
 }
 
 #[cfg(test)]
@@ -191,14 +271,15 @@ mod tests {
     fn each_point_is_copied_once_and_a_partial_record_waits() {
         let f = Fixture::new();
         let mut copy = EventCopy::start(&f.run_dir);
-        assert_eq!(copy.copy(&f.source).unwrap(), 0);
+        let points = |copy: &mut EventCopy| copy.copy(&f.source).unwrap().points;
+        assert_eq!(points(&mut copy), 0);
         f.append(&scalar_record(101.0, 1, "loss", 1.0));
         let second = scalar_record(102.0, 2, "loss", 0.5);
         f.append(&second[..10]);
-        assert_eq!(copy.copy(&f.source).unwrap(), 1);
-        assert_eq!(copy.copy(&f.source).unwrap(), 0);
+        assert_eq!(points(&mut copy), 1);
+        assert_eq!(points(&mut copy), 0);
         f.append(&second[10..]);
-        assert_eq!(copy.copy(&f.source).unwrap(), 1);
+        assert_eq!(points(&mut copy), 1);
         assert_eq!(f.steps(), [1, 2]);
         let file_len = std::fs::metadata(f.source.dir().join(&f.source.files[0])).unwrap().len();
         assert_eq!(copy.progress().files[&f.source.files[0]], file_len);
@@ -218,17 +299,70 @@ mod tests {
         assert_eq!(f.steps(), [1, 2]);
         let mut resumed = EventCopy::resume(&f.run_dir).unwrap();
         assert_eq!(f.steps(), [1]);
-        assert_eq!(resumed.copy(&f.source).unwrap(), 1);
+        assert_eq!(resumed.copy(&f.source).unwrap().points, 1);
         assert_eq!(f.steps(), [1, 2]);
     }
 
     #[test]
-    fn a_damaged_file_is_an_error_naming_it_and_the_byte() {
+    fn a_damaged_file_is_named_with_the_byte_and_the_rule() {
         let f = Fixture::new();
         f.append(b"this is not a record at all");
-        let err = read_new(&f.source, &Progress::default(), &mut |_| {}).unwrap_err().to_string();
+        let new = read_new(&f.source, &Progress::default(), u64::MAX, &mut |_| {}).unwrap();
+        let why = &new.damaged[&f.source.files[0]];
+        let expected = format!("byte {}: the record's length fails its checksum", file_version_record(100.0).len());
+        assert!(why.starts_with(&expected), "{why}");
+    }
+
+    #[test]
+    fn an_impossible_length_stops_its_file_once_with_a_line_in_the_log_and_one_chunk_read() {
+        let f = Fixture::new();
+        f.append(&scalar_record(101.0, 1, "loss", 1.0));
+        // A record that claims 4 GB with a good length checksum, then a sparse 1 GiB tail.
+        let huge = (4u64 << 30).to_le_bytes();
+        let mut header = huge.to_vec();
+        header.extend_from_slice(&scalebook_shared::tfevents::masked_crc32c(&huge).to_le_bytes());
+        f.append(&header);
         let path = f.source.dir().join(&f.source.files[0]);
-        let expected = format!("{}: byte {}: the record's length fails its checksum", path.display(), file_version_record(100.0).len());
-        assert!(err.starts_with(&expected), "{err}");
+        let len = std::fs::metadata(&path).unwrap().len();
+        File::options().write(true).open(&path).unwrap().set_len(len + (1 << 30)).unwrap();
+        let mut copy = EventCopy::start(&f.run_dir);
+        let mut read = 0;
+        let new = read_new(&f.source, copy.progress(), COPY_BUDGET, &mut |n| read += n).unwrap();
+        assert!(read <= CHUNK_BYTES, "{read} bytes read");
+        assert_eq!(copy.append(new).unwrap(), 1);
+        let name = &f.source.files[0];
+        assert!(copy.progress().stopped[name].contains("more than the"), "{:?}", copy.progress().stopped);
+        let log = std::fs::read_to_string(f.run_dir.join(rundir::JOB_LOG)).unwrap();
+        assert!(log.starts_with(&format!("scalebook: {name}: byte ")) && log.contains("not read further"), "{log}");
+        // Stopped: the next copies read nothing of it and say nothing again.
+        let mut read = 0;
+        let again = read_new(&f.source, copy.progress(), COPY_BUDGET, &mut |n| read += n).unwrap();
+        assert_eq!((read, again.points.len(), again.damaged.len()), (0, 0, 0));
+        assert_eq!(copy.copy(&f.source).unwrap().points, 0);
+        assert_eq!(std::fs::read_to_string(f.run_dir.join(rundir::JOB_LOG)).unwrap(), log);
+    }
+
+    #[test]
+    fn a_large_file_is_read_a_budget_at_a_time() {
+        let f = Fixture::new();
+        let one = scalar_record(101.0, 1, "loss", 1.0);
+        let records: Vec<u8> = (0..3000).flat_map(|_| one.clone()).collect();
+        f.append(&records);
+        let mut copy = EventCopy::start(&f.run_dir);
+        let mut total = 0;
+        let mut passes = 0;
+        while let Ok(Copied { points, more }) = read_new(&f.source, copy.progress(), 50_000, &mut |_| {}).map(|new| {
+            let more = new.more;
+            Copied { points: copy.append(new).unwrap(), more }
+        }) {
+            total += points;
+            passes += 1;
+            if !more {
+                break;
+            }
+        }
+        assert_eq!(total, 3000);
+        assert!(passes > 1, "{passes}");
+        assert_eq!(f.steps().len(), 3000);
     }
 }

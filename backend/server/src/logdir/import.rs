@@ -8,7 +8,7 @@ use std::path::Path;
 
 use scalebook_shared::protocol::{RunId, RunRecord};
 
-use super::copy::{Progress, read_new};
+use super::copy::{NewRecords, Progress, read_new};
 use super::scan::{self, SourceRun};
 use super::{create_run, is_in_runs_dir, source_dir};
 use crate::Error;
@@ -34,8 +34,17 @@ impl Found {
 /// What became of one run.
 #[derive(Debug, Clone)]
 pub enum Outcome {
-    Imported { record: Box<RunRecord>, points: usize, tags: usize, images: usize },
-    AlreadyThere { id: RunId },
+    /// `skipped`: what was left unread of damaged files (each `file: why`), when allowed.
+    Imported {
+        record: Box<RunRecord>,
+        points: usize,
+        tags: usize,
+        images: usize,
+        skipped: Vec<String>,
+    },
+    AlreadyThere {
+        id: RunId,
+    },
 }
 
 /// The runs of `logdir` (which must hold some), each with its earlier import.
@@ -53,14 +62,29 @@ pub fn find(logdir: &Path, store: &RunStore) -> Result<Vec<Found>, Error> {
         .collect())
 }
 
-/// Imports the runs `find` found, calling `read_bytes` as their files are read.
-pub fn import(store: &RunStore, found: Vec<Found>, read_bytes: &mut dyn FnMut(u64)) -> Result<Vec<(SourceRun, Outcome)>, Error> {
+/// Imports the runs `find` found, calling `read_bytes` as their files are read. A damaged
+/// file (a bad checksum, an impossible length, a last record cut short) stops the import
+/// with nothing written, unless `allow_damaged`: then what could be read is imported and
+/// what was skipped is said.
+pub fn import(
+    store: &RunStore,
+    found: Vec<Found>,
+    allow_damaged: bool,
+    read_bytes: &mut dyn FnMut(u64),
+) -> Result<Vec<(SourceRun, Outcome)>, Error> {
     let mut read = Vec::new();
     for Found { source, existing } in found {
         let new = match existing {
             Some(id) => Err(id),
-            None => Ok(read_new(&source, &Progress::default(), read_bytes)?),
+            None => Ok(read_new(&source, &Progress::default(), u64::MAX, read_bytes)?),
         };
+        if let Ok(new) = &new
+            && let Some((name, why)) = skipped(new).into_iter().next()
+            && !allow_damaged
+        {
+            let message = format!("{why}; nothing was imported (--allow-damaged imports what can be read)");
+            return Err(Error::Logdir { path: source.dir().join(name), message });
+        }
         read.push((source, new));
     }
     let mut outcomes = Vec::new();
@@ -68,14 +92,27 @@ pub fn import(store: &RunStore, found: Vec<Found>, read_bytes: &mut dyn FnMut(u6
         let outcome = match new {
             Err(id) => Outcome::AlreadyThere { id },
             Ok(new) => {
+                let skipped = skipped(&new).into_iter().map(|(name, why)| format!("{name}: {why}")).collect();
                 let (points, images) = (new.points.len(), new.images);
                 let tags = new.points.iter().map(|p| p.tag.as_str()).collect::<BTreeSet<_>>().len();
                 let (record, _) = create_run(store, &source, new, false)?;
                 tracing::debug!("{}: imported as run {}", source.dir().display(), record.id);
-                Outcome::Imported { record: Box::new(record), points, tags, images }
+                Outcome::Imported { record: Box::new(record), points, tags, images, skipped }
             }
         };
         outcomes.push((source, outcome));
     }
     Ok(outcomes)
+}
+
+/// What a whole read of a run's files left unread, by file: damage, and bytes after the last
+/// complete record (the file ends inside one, for good: nothing is writing it).
+fn skipped(new: &NewRecords) -> Vec<(String, String)> {
+    let damaged = new.damaged.iter().map(|(name, why)| (name.clone(), why.clone()));
+    let cut = new
+        .unread
+        .iter()
+        .filter(|(name, _)| !new.damaged.contains_key(*name))
+        .map(|(name, bytes)| (name.clone(), format!("its last {bytes} bytes are a record cut short")));
+    damaged.chain(cut).collect()
 }

@@ -322,12 +322,29 @@ impl RunManager {
             // one, is cancelled as soon as its id is known.
             None if record.state() == RunState::Cancelled => {
                 self.hub.finish(id).await;
+                // A learner's launch-and-cancel leaves nothing: no directory, no entry in
+                // every page's run list.
+                if record.learner.is_some() {
+                    self.forget(id).await;
+                }
                 self.schedule();
             }
             // Started but not yet running a process: it is stopped as soon as it has one.
             None => {}
         }
         Ok(())
+    }
+
+    /// Removes run `id` (ended) and its directory, once its last change is written and sent.
+    async fn forget(&self, id: &RunId) {
+        self.writer.flush().await;
+        self.lock().remove(id);
+        let dir = self.store.run_dir(id);
+        match tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await {
+            Ok(Ok(())) => tracing::info!("run {id}: removed (cancelled before it started)"),
+            Ok(Err(e)) => tracing::warn!("run {id}: cannot remove its directory: {e}"),
+            Err(e) => tracing::warn!("run {id}: cannot remove its directory: {e}"),
+        }
     }
 
     /// Goes on with a run that ended before its last step, from its last checkpoint: the same

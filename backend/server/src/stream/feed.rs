@@ -1,8 +1,11 @@
 //! One run's live stream: its points and log lines as read from the run directory, the recent
-//! ones kept in memory for replay, and a broadcast channel every viewer listens on.
+//! ones kept in memory for replay, a thinned history for new viewers, and a broadcast channel
+//! every viewer listens on.
 //!
-//! Messages are serialised once and shared by every viewer: a classroom watching one run costs
-//! one JSON encoding per batch, not one per browser.
+//! Memory is bounded by what is in flight, never by the run's length: the history is folded
+//! as points arrive ([`Thinned`]), only the last [`POINTS_IN_MEMORY`] points are kept, and a
+//! viewer further behind reads its backlog from the file a page at a time ([`Backlog`]), at the
+//! pace its connection takes them. Messages are serialised once and shared by every viewer.
 
 use std::collections::VecDeque;
 use std::io;
@@ -10,17 +13,16 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 use axum::extract::ws::Utf8Bytes;
-use scalebook_shared::metrics::MetricPoint;
-use scalebook_shared::protocol::{LogLine, RunId, SeqPoint, ServerMessage, series};
+use scalebook_shared::metrics::{MetricPoint, Thinned};
+use scalebook_shared::protocol::{LogLine, RunId, SeqPoint, ServerMessage};
+use scalebook_shared::rundir;
 use tokio::sync::broadcast;
 
-use super::tail::{Follow, LineFollower};
+use super::tail::{LineFollower, Pages};
 use crate::wire::encode;
-use scalebook_shared::rundir;
 
-/// Points kept in memory per run; older ones are read again from `metrics.jsonl` when a
-/// viewer needs them.
-const POINTS_IN_MEMORY: usize = 50_000;
+/// Points kept in memory per run; a viewer further behind reads them from `metrics.jsonl`.
+const POINTS_IN_MEMORY: usize = 4_096;
 /// Log lines kept in memory per run; a viewer that resumes from further back gets these (the
 /// whole log is a file the API serves).
 const LOG_LINES_IN_MEMORY: usize = 2_000;
@@ -28,7 +30,7 @@ const LOG_LINES_IN_MEMORY: usize = 2_000;
 const LOG_LINES_FOR_NEW_VIEWERS: usize = 200;
 /// Buckets per tag in a history (about one per pixel of a wide chart).
 const HISTORY_BUCKETS: usize = 500;
-/// Points per `points` message when replaying a backlog.
+/// Points per `points` message, live or from a backlog.
 const POINTS_PER_MESSAGE: usize = 2_000;
 /// Broadcast messages a slow viewer may fall behind before it is resynchronised.
 const CHANNEL_CAPACITY: usize = 256;
@@ -48,11 +50,42 @@ pub struct Cursor {
     pub log: u64,
 }
 
-/// What a viewer gets on subscribing: what it missed, then the live channel.
+/// What a viewer gets on subscribing: the points it missed that are no longer in memory (read
+/// from the file a page at a time), then the rest of what it missed, then the live channel.
 pub struct Subscription {
+    pub backlog: Option<Backlog>,
     pub replay: Vec<Utf8Bytes>,
     pub cursor: Cursor,
     pub live: broadcast::Receiver<Frame>,
+}
+
+/// Points a viewer missed, read from the run's metrics file by the viewer's own task, outside
+/// the stream's lock.
+pub struct Backlog {
+    run: RunId,
+    pages: Pages,
+}
+
+impl Backlog {
+    /// The next `points` message and the rest of the backlog, read on a blocking thread (the
+    /// file may be on a slow shared filesystem); `None` once the backlog is all sent.
+    pub async fn read_next(mut self) -> io::Result<Option<(Utf8Bytes, Backlog)>> {
+        tokio::task::spawn_blocking(move || Ok(self.next_message()?.map(|text| (text, self)))).await.map_err(io::Error::other)?
+    }
+
+    /// The next `points` message, `None` once the backlog is sent.
+    fn next_message(&mut self) -> io::Result<Option<Utf8Bytes>> {
+        loop {
+            let page = self.pages.next_page(POINTS_PER_MESSAGE)?;
+            if page.is_empty() {
+                return Ok(None);
+            }
+            let points = parse_points(page);
+            if !points.is_empty() {
+                return Ok(Some(encode(&ServerMessage::Points { run: self.run.clone(), points })));
+            }
+        }
+    }
 }
 
 /// One run's live feed: it follows the run's metrics and log files, keeps what a late viewer
@@ -66,9 +99,11 @@ pub struct RunFeed {
 struct StreamState {
     metrics: LineFollower,
     log: LineFollower,
-    points: VecDeque<SeqPoint>,
-    /// `points` holds every point since the file's first line.
+    /// The last points read.
+    recent: VecDeque<SeqPoint>,
+    /// `recent` holds every point since the file's first line.
     complete: bool,
+    history: Thinned,
     lines: VecDeque<LogLine>,
 }
 
@@ -77,8 +112,9 @@ impl RunFeed {
         let state = StreamState {
             metrics: LineFollower::new(&run_dir.join(rundir::METRICS)),
             log: LineFollower::new(&run_dir.join(rundir::JOB_LOG)),
-            points: VecDeque::new(),
+            recent: VecDeque::new(),
             complete: true,
+            history: Thinned::new(HISTORY_BUCKETS),
             lines: VecDeque::new(),
         };
         RunFeed { id, state: Mutex::new(state), tx: broadcast::channel(CHANNEL_CAPACITY).0 }
@@ -93,9 +129,16 @@ impl RunFeed {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Reads what the trainer appended and broadcasts it. Runs under the lock, so a viewer
-    /// subscribing at the same time gets each line exactly once: in its replay or live.
+    /// Reads everything the trainer appended, a bounded read at a time, and broadcasts it.
+    /// The lock is taken per read, so a large file never holds a subscriber up for long.
     pub fn poll(&self) -> io::Result<()> {
+        while self.poll_once()? {}
+        Ok(())
+    }
+
+    /// One bounded read; `true` when more is waiting. Under the lock, so a viewer subscribing
+    /// at the same time gets each line exactly once: in its replay or live.
+    fn poll_once(&self) -> io::Result<bool> {
         let mut st = self.lock();
         let before = st.cursor();
         let metrics = st.metrics.poll()?;
@@ -108,36 +151,46 @@ impl RunFeed {
         let excess = st.lines.len().saturating_sub(LOG_LINES_IN_MEMORY);
         st.lines.drain(..excess);
 
-        let reset = metrics.reset;
-        let new_points = parse_points(metrics);
+        let (reset, more) = (metrics.reset, metrics.more || log.more);
+        let new_points = parse_points(metrics.lines);
         if reset {
-            st.points.clear();
+            st.recent.clear();
             st.complete = true;
+            st.history = Thinned::new(HISTORY_BUCKETS);
         }
-        st.points.extend(new_points.iter().cloned());
-        let excess = st.points.len().saturating_sub(POINTS_IN_MEMORY);
+        for point in &new_points {
+            st.history.push(&point.point);
+        }
+        st.recent.extend(new_points.iter().cloned());
+        let excess = st.recent.len().saturating_sub(POINTS_IN_MEMORY);
         if excess > 0 {
-            st.points.drain(..excess);
+            st.recent.drain(..excess);
             st.complete = false;
         }
 
+        if self.viewers() == 0 {
+            // Nobody to encode for: a finished run read for its first viewer costs no JSON.
+            return Ok(more);
+        }
         // Each frame's cursor covers what was sent up to it: points first, then log lines.
         let after = st.cursor();
         let send = |cursor: Cursor, message: &ServerMessage| {
-            // No receiver is not an error: the run is followed whether watched or not.
+            // A viewer leaving meanwhile is not an error.
             let _ = self.tx.send(Frame { cursor, text: encode(message) });
         };
-        let points_sent = Cursor { points: after.points, log: before.log };
         if reset {
             // The trainer rewrote its metrics (a resume): every viewer starts the series over.
-            send(points_sent, &st.history(&self.id)?);
-        } else if !new_points.is_empty() {
-            send(points_sent, &ServerMessage::Points { run: self.id.clone(), points: new_points });
+            send(Cursor { points: after.points, log: before.log }, &st.history(&self.id));
+        } else {
+            for chunk in new_points.chunks(POINTS_PER_MESSAGE) {
+                let cursor = Cursor { points: chunk.last().map_or(after.points, |p| p.seq), log: before.log };
+                send(cursor, &ServerMessage::Points { run: self.id.clone(), points: chunk.to_vec() });
+            }
         }
         if !new_lines.is_empty() {
             send(after, &ServerMessage::LogLines { run: self.id.clone(), lines: new_lines });
         }
-        Ok(())
+        Ok(more)
     }
 
     /// Subscribes a viewer. `after` is the viewer's last point and log line numbers, when it
@@ -146,22 +199,31 @@ impl RunFeed {
         let st = self.lock();
         let live = self.tx.subscribe();
         let cursor = st.cursor();
-        let mut replay = Vec::new();
+        let (mut backlog, mut replay) = (None, Vec::new());
         match after_points {
             // A viewer ahead of the file saw points the trainer has since rewritten.
             Some(after) if after <= cursor.points => {
-                for chunk in st.points_after(after)?.chunks(POINTS_PER_MESSAGE) {
-                    replay.push(encode(&ServerMessage::Points { run: self.id.clone(), points: chunk.to_vec() }));
+                if st.in_memory(after) {
+                    let missed: Vec<SeqPoint> = st.recent.iter().filter(|p| p.seq > after).cloned().collect();
+                    for chunk in missed.chunks(POINTS_PER_MESSAGE) {
+                        replay.push(encode(&ServerMessage::Points { run: self.id.clone(), points: chunk.to_vec() }));
+                    }
+                } else {
+                    match st.metrics.pages_after(after)? {
+                        Some(pages) => backlog = Some(Backlog { run: self.id.clone(), pages }),
+                        // Replaced since the last read: the next poll restarts every viewer.
+                        None => replay.push(encode(&st.history(&self.id))),
+                    }
                 }
             }
-            _ => replay.push(encode(&st.history(&self.id)?)),
+            _ => replay.push(encode(&st.history(&self.id))),
         }
         let skip_to = after_log.unwrap_or(cursor.log.saturating_sub(LOG_LINES_FOR_NEW_VIEWERS as u64));
         let lines: Vec<LogLine> = st.lines.iter().filter(|l| l.seq > skip_to).cloned().collect();
         if !lines.is_empty() {
             replay.push(encode(&ServerMessage::LogLines { run: self.id.clone(), lines }));
         }
-        Ok(Subscription { replay, cursor, live })
+        Ok(Subscription { backlog, replay, cursor, live })
     }
 }
 
@@ -170,30 +232,20 @@ impl StreamState {
         Cursor { points: self.metrics.line_count(), log: self.log.line_count() }
     }
 
-    /// Every point after line `after`, from memory when it reaches back far enough.
-    fn points_after(&self, after: u64) -> io::Result<Vec<SeqPoint>> {
-        let in_memory = self.complete || self.points.front().is_some_and(|p| p.seq <= after + 1);
-        if in_memory {
-            return Ok(self.points.iter().filter(|p| p.seq > after).cloned().collect());
-        }
-        let mut reader = LineFollower::new(self.metrics.path());
-        let mut points = parse_points(reader.poll_to_end()?);
-        points.retain(|p| p.seq > after && p.seq <= self.metrics.line_count());
-        Ok(points)
+    /// Whether every point after line `after` is in memory.
+    fn in_memory(&self, after: u64) -> bool {
+        self.complete || self.recent.front().is_some_and(|p| p.seq <= after + 1)
     }
 
-    fn history(&self, id: &RunId) -> io::Result<ServerMessage> {
-        let points = self.points_after(0)?;
-        let series = series(points.iter().map(|p| &p.point), HISTORY_BUCKETS);
-        Ok(ServerMessage::History { run: id.clone(), upto_seq: self.metrics.line_count(), series })
+    fn history(&self, id: &RunId) -> ServerMessage {
+        ServerMessage::History { run: id.clone(), upto_seq: self.metrics.line_count(), series: self.history.series() }
     }
 }
 
 /// The metric points among followed lines; a line that is not a point (damaged by a crash
 /// mid-write) keeps its number but carries nothing.
-fn parse_points(follow: Follow) -> Vec<SeqPoint> {
-    follow
-        .lines
+fn parse_points(lines: Vec<(u64, String)>) -> Vec<SeqPoint> {
+    lines
         .into_iter()
         .filter_map(|(seq, line)| serde_json::from_str::<MetricPoint>(&line).ok().map(|point| SeqPoint { seq, point }))
         .collect()
@@ -288,6 +340,39 @@ mod tests {
         // A viewer ahead of the file (it was rewritten meanwhile) starts over from a history.
         let ahead = stream.subscribe(Some(99), Some(0)).unwrap();
         assert_eq!(history(&decode(&ahead.replay[0])).0, 13);
+    }
+
+    #[test]
+    fn a_long_finished_run_gives_a_whole_thinned_history_and_pages_a_far_backlog() {
+        let run = TempRun::new();
+        // More lines than one bounded read and than the points kept in memory.
+        let total = 30_000;
+        run.points(0..total);
+        let stream = RunFeed::new(RunId::parse("r1").unwrap(), &run.0);
+        stream.poll().unwrap();
+        let sub = stream.subscribe(None, None).unwrap();
+        let first = decode(&sub.replay[0]);
+        let (upto, series) = history(&first);
+        assert_eq!(upto, total);
+        let buckets = &series[0].buckets;
+        assert!(buckets.len() <= HISTORY_BUCKETS);
+        assert_eq!(buckets.iter().map(|b| u64::from(b.count)).sum::<u64>(), total);
+        assert_eq!(buckets.last().unwrap().last_step, total - 1);
+
+        let mut behind = stream.subscribe(Some(10), Some(0)).unwrap();
+        assert!(behind.replay.is_empty());
+        let mut backlog = behind.backlog.take().expect("a backlog from the file");
+        let mut seqs_read = Vec::new();
+        while let Some(text) = backlog.next_message().unwrap() {
+            let message = decode(&text);
+            assert!(seqs(&message).len() <= POINTS_PER_MESSAGE);
+            seqs_read.extend(seqs(&message));
+        }
+        assert_eq!(seqs_read, (11..=total).collect::<Vec<_>>());
+        // Near the end, the memory answers.
+        let near = stream.subscribe(Some(total - 5), Some(0)).unwrap();
+        assert!(near.backlog.is_none());
+        assert_eq!(seqs(&decode(&near.replay[0])), (total - 4..=total).collect::<Vec<_>>());
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use scalebook_shared::protocol::RunId;
 
-pub use feed::{Cursor, Frame, RunFeed, Subscription};
+pub use feed::{Backlog, Cursor, Frame, RunFeed, Subscription};
 
 /// How often an active run's files are read.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(200);

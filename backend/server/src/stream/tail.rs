@@ -5,16 +5,21 @@
 //! being written waits for its newline. A file that was replaced (the trainer rewrites
 //! `metrics.jsonl` through a rename when it resumes) or that shrank is read again from the
 //! start, and the caller is told so.
+//!
+//! The follower keeps a sparse index of where lines start, so a reader far behind can read
+//! pages from any line on ([`Pages`]) without reading the file from its start.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// The most bytes one poll reads; a large backlog is read over several polls.
-const MAX_READ_PER_POLL: u64 = 8 << 20;
+const MAX_READ_PER_POLL: u64 = 1 << 20;
 /// Bytes kept of one line; the rest of an absurdly long line is dropped.
 pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// Lines between two entries of the index.
+pub const INDEX_EVERY: u64 = 1024;
 
 #[derive(Debug)]
 pub struct LineFollower {
@@ -28,6 +33,8 @@ pub struct LineFollower {
     partial: Vec<u8>,
     /// The partial line outgrew [`MAX_LINE_BYTES`]; skip until its newline.
     truncating: bool,
+    /// `(n, offset)`: line `n + 1` starts at byte `offset`, every [`INDEX_EVERY`] lines.
+    index: Vec<(u64, u64)>,
 }
 
 /// What one poll found.
@@ -43,7 +50,7 @@ pub struct Follow {
 
 impl LineFollower {
     pub fn new(path: &Path) -> LineFollower {
-        LineFollower { path: path.to_owned(), inode: None, offset: 0, lines: 0, partial: Vec::new(), truncating: false }
+        LineFollower { path: path.to_owned(), inode: None, offset: 0, lines: 0, partial: Vec::new(), truncating: false, index: Vec::new() }
     }
 
     /// The number of the last complete line read.
@@ -51,8 +58,17 @@ impl LineFollower {
         self.lines
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The lines after line `after` (at most up to the last complete one read), to be read a
+    /// page at a time; `None` when the file is no longer the one this follower read.
+    pub fn pages_after(&self, after: u64) -> io::Result<Option<Pages>> {
+        let file = File::open(&self.path)?;
+        if Some(file.metadata()?.ino()) != self.inode {
+            return Ok(None);
+        }
+        let (line, offset) = self.index.iter().rev().find(|(n, _)| *n <= after).copied().unwrap_or((0, 0));
+        let mut reader = BufReader::new(file);
+        reader.seek(SeekFrom::Start(offset))?;
+        Ok(Some(Pages { reader, line, after, upto: self.lines }))
     }
 
     /// Reads what was appended since the last poll. A file that does not exist (yet) has no
@@ -76,9 +92,11 @@ impl LineFollower {
         file.seek(SeekFrom::Start(self.offset))?;
         let mut bytes = Vec::new();
         file.take(MAX_READ_PER_POLL).read_to_end(&mut bytes)?;
+        let mut end = self.offset;
         self.offset += bytes.len() as u64;
         follow.more = self.offset < meta.len();
         for chunk in bytes.split_inclusive(|&b| b == b'\n') {
+            end += chunk.len() as u64;
             let (body, complete) = match chunk.strip_suffix(b"\n") {
                 Some(body) => (body, true),
                 None => (chunk, false),
@@ -93,6 +111,9 @@ impl LineFollower {
                 follow.lines.push((self.lines, String::from_utf8_lossy(&self.partial).into_owned()));
                 self.partial.clear();
                 self.truncating = false;
+                if self.lines.is_multiple_of(INDEX_EVERY) {
+                    self.index.push((self.lines, end));
+                }
             }
         }
         Ok(follow)
@@ -111,6 +132,66 @@ impl LineFollower {
             }
         }
         Ok(all)
+    }
+}
+
+/// A file's lines from some line on, read a page at a time by whoever is behind, without the
+/// follower's lock: at most [`MAX_LINE_BYTES`] of a line are kept, as the follower keeps.
+pub struct Pages {
+    reader: BufReader<File>,
+    /// The number of the last line read.
+    line: u64,
+    /// Lines up to this one are skipped.
+    after: u64,
+    /// The last line to read.
+    upto: u64,
+}
+
+impl Pages {
+    /// The next at most `max` lines, empty once every line up to the end was read.
+    pub fn next_page(&mut self, max: usize) -> io::Result<Vec<(u64, String)>> {
+        let mut page = Vec::new();
+        let mut line = Vec::new();
+        while self.line < self.upto && page.len() < max {
+            line.clear();
+            if !read_line(&mut self.reader, &mut line)? {
+                // The file ended early (it was cut meanwhile): there is no more.
+                self.upto = self.line;
+                break;
+            }
+            self.line += 1;
+            if self.line > self.after {
+                page.push((self.line, String::from_utf8_lossy(&line).into_owned()));
+            }
+        }
+        Ok(page)
+    }
+
+    /// The number of the last line this reader will read.
+    pub fn upto(&self) -> u64 {
+        self.upto
+    }
+}
+
+/// Reads one line without its newline, keeping its first [`MAX_LINE_BYTES`]; `false` at the
+/// end of the file before a newline.
+fn read_line(reader: &mut BufReader<File>, line: &mut Vec<u8>) -> io::Result<bool> {
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(false);
+        }
+        let (used, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(at) => (at + 1, Some(at)),
+            None => (buf.len(), None),
+        };
+        let body = &buf[..done.unwrap_or(used)];
+        let room = MAX_LINE_BYTES.saturating_sub(line.len());
+        line.extend_from_slice(&body[..body.len().min(room)]);
+        reader.consume(used);
+        if done.is_some() {
+            return Ok(true);
+        }
     }
 }
 
@@ -169,6 +250,36 @@ mod tests {
         assert!(follow.reset);
         assert_eq!(lines(&follow), [(1, "1")]);
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn pages_from_any_line_match_what_the_follower_read() {
+        let (_dir, path) = temp_path();
+        let mut tail = LineFollower::new(&path);
+        let text: String = (1..=3000).map(|n| format!("line {n}\n")).collect();
+        append(&path, &text);
+        append(&path, "partial");
+        tail.poll_to_end().unwrap();
+        assert_eq!(tail.index.len(), 2);
+        for after in [0, 1, 1023, 1024, 1025, 2999, 3000] {
+            let mut pages = tail.pages_after(after).unwrap().unwrap();
+            let mut read = Vec::new();
+            loop {
+                let page = pages.next_page(700).unwrap();
+                if page.is_empty() {
+                    break;
+                }
+                assert!(page.len() <= 700);
+                read.extend(page);
+            }
+            let want: Vec<(u64, String)> = (after + 1..=3000).map(|n| (n, format!("line {n}"))).collect();
+            assert_eq!(read, want, "after {after}");
+        }
+        // A replaced file is not the one the follower indexed.
+        let other = path.with_extension("new");
+        std::fs::write(&other, "other\n").unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        assert!(tail.pages_after(0).unwrap().is_none());
     }
 
     #[test]

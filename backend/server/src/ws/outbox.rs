@@ -1,7 +1,8 @@
 //! A connection's outgoing queue, bounded in bytes as well as in messages. A reader too slow
 //! for what it subscribed to is disconnected once its backlog passes the byte bound, before the
 //! backlog grows the server's memory; its page reconnects and resumes from its cursors, so it
-//! loses nothing.
+//! loses nothing. A run's stream instead waits for room ([`Outbox::send_paced`]): it can always
+//! read again what it has not sent, so it goes at the reader's pace.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,6 +27,8 @@ struct Shared {
     queued_bytes: AtomicUsize,
     max_bytes: usize,
     overflow: Notify,
+    /// The connection took a message off the queue.
+    drained: Notify,
 }
 
 /// The queue was closed, or is over its byte bound (the connection is being dropped).
@@ -35,7 +38,7 @@ pub struct Closed;
 /// A queue of at most `messages` messages and `max_bytes` bytes.
 pub fn outbox(messages: usize, max_bytes: usize) -> (Outbox, Inbox) {
     let (tx, rx) = mpsc::channel(messages);
-    let shared = Arc::new(Shared { queued_bytes: AtomicUsize::new(0), max_bytes, overflow: Notify::new() });
+    let shared = Arc::new(Shared { queued_bytes: AtomicUsize::new(0), max_bytes, overflow: Notify::new(), drained: Notify::new() });
     (Outbox { tx, shared: shared.clone() }, Inbox { rx, shared })
 }
 
@@ -53,6 +56,28 @@ impl Outbox {
         self.tx.send(text).await.map_err(|_| Closed)
     }
 
+    /// Queues `text` once the queue has room for it, however long that takes: for a sender
+    /// that holds nothing meanwhile (a backlog read from a file a page at a time), so a slow
+    /// reader gets everything at its own pace and is never dropped for being behind.
+    pub async fn send_paced(&self, text: Utf8Bytes) -> Result<(), Closed> {
+        let len = text.len();
+        loop {
+            let drained = self.shared.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            let queued = self.shared.queued_bytes.load(Ordering::SeqCst);
+            // An empty queue takes any message, so one larger than the bound still goes.
+            if queued == 0 || queued + len <= self.shared.max_bytes / 2 {
+                self.shared.queued_bytes.fetch_add(len, Ordering::SeqCst);
+                return self.tx.send(text).await.map_err(|_| Closed);
+            }
+            if self.tx.is_closed() {
+                return Err(Closed);
+            }
+            drained.await;
+        }
+    }
+
     /// Resolves once a sender found the queue over its byte bound.
     pub async fn overflowed(&self) {
         self.shared.overflow.notified().await;
@@ -63,6 +88,7 @@ impl Inbox {
     pub async fn recv(&mut self) -> Option<Utf8Bytes> {
         let text = self.rx.recv().await?;
         self.shared.queued_bytes.fetch_sub(text.len(), Ordering::SeqCst);
+        self.shared.drained.notify_waiters();
         Some(text)
     }
 }
@@ -83,5 +109,27 @@ mod tests {
         out.send("ab".into()).await.unwrap();
         assert_eq!(inbox.recv().await.unwrap().as_str(), "6789");
         assert_eq!(inbox.recv().await.unwrap().as_str(), "ab");
+    }
+
+    #[tokio::test]
+    async fn a_paced_sender_waits_for_room_and_never_overflows() {
+        let (out, mut inbox) = outbox(100, 10);
+        let sender = {
+            let out = out.clone();
+            tokio::spawn(async move {
+                for text in ["1234", "5678", "abcd", "efgh"] {
+                    out.send_paced(text.into()).await.unwrap();
+                }
+            })
+        };
+        let mut got = Vec::new();
+        while got.len() < 4 {
+            let text = inbox.recv().await.unwrap();
+            // Half the bound at most is queued behind what was taken.
+            assert!(out.shared.queued_bytes.load(Ordering::SeqCst) <= 5);
+            got.push(text.as_str().to_owned());
+        }
+        sender.await.unwrap();
+        assert_eq!(got, ["1234", "5678", "abcd", "efgh"]);
     }
 }

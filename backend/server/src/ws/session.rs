@@ -16,7 +16,7 @@ use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
 
 use super::limits::RateLimiter;
-use super::outbox::Outbox;
+use super::outbox::{Closed, Outbox};
 use crate::Error;
 use crate::auth::Token;
 use crate::class::shared::SharedRuns;
@@ -26,7 +26,7 @@ use crate::learners::{self, LearnerLaunch};
 use crate::plan::{self, LaunchPlan, Launcher, Policy};
 use crate::runs::RunManager;
 use crate::state::AppState;
-use crate::stream::Subscription;
+use crate::stream::{Backlog, Subscription};
 use crate::wire::encode;
 
 pub struct Session {
@@ -41,9 +41,12 @@ pub struct Session {
     limited: bool,
     /// This connection in the classroom's head count.
     seat: Seat,
-    /// The learner a viewer connection launches as (a fresh one until its `hello` presents a
-    /// key from an earlier visit); `None` on the instructor's link.
+    /// The learner a viewer connection launches as, fixed by its first `hello`: the key it
+    /// presents from an earlier visit, or a fresh one; `None` on the instructor's link, before
+    /// the `hello`, or when the server hands out no more new identities for now.
     learner: Option<LearnerIdentity>,
+    /// The first `hello` was answered: the learner identity is fixed for this connection.
+    greeted: bool,
     /// A follower's class link (on the class listener): when it is replaced, the follower goes.
     key_changes: Option<watch::Receiver<Token>>,
     /// The name a follower introduced itself by (`None` before it did).
@@ -54,14 +57,21 @@ impl Session {
     pub fn new(state: Arc<AppState>, role: Role, out: Outbox) -> Session {
         let limiter = RateLimiter::new(state.ws.messages_per_sec, state.ws.burst, Instant::now());
         let seat = state.classroom.join(role);
-        let learner = (role == Role::Viewer)
-            .then(|| {
-                learners::new_identity().map_err(|e| tracing::warn!("no learner identity for a viewer (it launches nothing): {e}")).ok()
-            })
-            .flatten();
         let key_changes = state.class.as_ref().filter(|_| role == Role::Follower).map(|key| key.changes());
         let name = watch::Sender::new(None);
-        Session { state, role, out, subscriptions: HashMap::new(), limiter, limited: false, seat, learner, key_changes, name }
+        Session {
+            state,
+            role,
+            out,
+            subscriptions: HashMap::new(),
+            limiter,
+            limited: false,
+            seat,
+            learner: None,
+            greeted: false,
+            key_changes,
+            name,
+        }
     }
 
     /// The name a follower introduced itself by, now and at every change.
@@ -145,11 +155,13 @@ impl Session {
         let runs = &self.state.runs;
         match message {
             ClientMessage::Hello { version, learner_key, .. } if version == PROTOCOL_VERSION => {
-                // A viewer's key from an earlier visit: its runs stay its own.
-                if let Some(key) = learner_key
-                    && self.learner.is_some()
+                if !std::mem::replace(&mut self.greeted, true) && self.role == Role::Viewer {
+                    self.learner = self.learner_for(learner_key).await;
+                } else if let (Some(key), Some(mine)) = (learner_key, &self.learner)
+                    && key != mine.key
                 {
-                    self.learner = Some(learners::identity(key));
+                    let message = format!("this connection launches as learner {}: a connection keeps its first identity", mine.learner);
+                    return Err(ErrorReport::new(ErrorCode::Forbidden, message));
                 }
                 Ok(Some(ServerMessage::Welcome { version: PROTOCOL_VERSION, server: self.info() }))
             }
@@ -318,8 +330,9 @@ impl Session {
                 ("share a run's points: only a follower server on the class listener does", Some(run))
             }
             (Role::Instructor, _) => return None,
+            // When learners may launch, `launcher` and `not_theirs` say why one cannot.
             (Role::Viewer, ClientMessage::Launch(_) | ClientMessage::Cancel { .. } | ClientMessage::Resume { .. })
-                if self.launching_learner().is_some() =>
+                if self.state.limits.learners.per_learner > 0 =>
             {
                 return None;
             }
@@ -342,6 +355,24 @@ impl Session {
         })
     }
 
+    /// The identity a viewer's first `hello` gives it: the learner of the key from an earlier
+    /// visit (its runs stay its own), or a fresh one; a learner this server does not know costs
+    /// one of the server's new-identity tokens ([`learners::Identities`]).
+    async fn learner_for(&self, key: Option<scalebook_shared::protocol::LearnerKey>) -> Option<LearnerIdentity> {
+        let identity = match key {
+            Some(key) => learners::identity(key),
+            None => {
+                learners::new_identity().map_err(|e| tracing::warn!("no learner identity for a viewer (it launches nothing): {e}")).ok()?
+            }
+        };
+        let has_runs = self.state.runs.shown().await.iter().any(|r| r.learner.as_ref() == Some(&identity.learner));
+        let admitted = self.state.identities.admit(identity, has_runs);
+        if admitted.is_none() {
+            tracing::warn!("a viewer gets no learner identity: the server handed out its new identities for now");
+        }
+        admitted
+    }
+
     /// The learner this connection launches as, when the instructor lets learners launch.
     fn launching_learner(&self) -> Option<&LearnerIdentity> {
         self.learner.as_ref().filter(|_| self.state.limits.learners.per_learner > 0)
@@ -353,8 +384,12 @@ impl Session {
         if self.role.may_launch() {
             return Ok(Launcher::Instructor);
         }
-        let identity =
-            self.launching_learner().ok_or_else(|| ErrorReport::new(ErrorCode::Forbidden, "this viewer has no learner identity"))?;
+        let identity = self.launching_learner().ok_or_else(|| {
+            ErrorReport::new(
+                ErrorCode::Forbidden,
+                "this page has no learner identity: many new learners joined just now; reload the page in a minute",
+            )
+        })?;
         let per_learner = self.state.limits.learners.per_learner;
         Ok(Launcher::Learner(LearnerLaunch { learner: identity.learner.clone(), per_learner }))
     }
@@ -458,36 +493,56 @@ fn report(error: &Error, run: Option<&RunId>) -> ErrorReport {
     }
 }
 
-/// Sends a subscriber what it missed, then every live message. A viewer too slow for the
-/// broadcast (it fell more than the channel's capacity behind) is resubscribed from where it
-/// got to, so it skips nothing and repeats nothing.
-async fn forward(runs: Arc<RunManager>, id: RunId, subscription: Subscription, out: Outbox) {
-    let Subscription { replay, mut cursor, mut live } = subscription;
-    for text in replay {
-        if out.send(text).await.is_err() {
+/// Sends a subscriber what it missed, then every live message, at the pace the connection
+/// takes them. A viewer too slow for the broadcast (it fell more than the channel's capacity
+/// behind) is resubscribed from where it got to, so it skips nothing and repeats nothing, and
+/// reads what it missed from the file.
+async fn forward(runs: Arc<RunManager>, id: RunId, mut subscription: Subscription, out: Outbox) {
+    loop {
+        let Subscription { backlog, replay, mut cursor, mut live } = subscription;
+        if let Some(backlog) = backlog
+            && send_backlog(backlog, &id, &out).await.is_err()
+        {
             return;
         }
-    }
-    loop {
-        match live.recv().await {
-            Ok(frame) => {
-                cursor = frame.cursor;
-                if out.send(frame.text).await.is_err() {
-                    return;
-                }
+        for text in replay {
+            if out.send_paced(text).await.is_err() {
+                return;
             }
-            Err(broadcast::error::RecvError::Lagged(_)) => {
-                let Ok(again) = runs.subscribe(&id, Some(cursor.points), Some(cursor.log)).await else { return };
-                for text in again.replay {
-                    if out.send(text).await.is_err() {
+        }
+        subscription = loop {
+            match live.recv().await {
+                Ok(frame) => {
+                    cursor = frame.cursor;
+                    if out.send_paced(frame.text).await.is_err() {
                         return;
                     }
                 }
-                (cursor, live) = (again.cursor, again.live);
+                Err(broadcast::error::RecvError::Lagged(_)) => match runs.subscribe(&id, Some(cursor.points), Some(cursor.log)).await {
+                    Ok(again) => break again,
+                    Err(_) => return,
+                },
+                Err(broadcast::error::RecvError::Closed) => return,
             }
-            Err(broadcast::error::RecvError::Closed) => return,
+        };
+    }
+}
+
+/// Sends the points a subscriber missed from the run's file, one page read per message sent,
+/// so only one page is ever in flight.
+async fn send_backlog(backlog: Backlog, id: &RunId, out: &Outbox) -> Result<(), Closed> {
+    let mut backlog = Some(backlog);
+    while let Some(rest) = backlog.take() {
+        match rest.read_next().await {
+            Ok(Some((text, rest))) => {
+                out.send_paced(text).await?;
+                backlog = Some(rest);
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!("run {id}: cannot read its metrics for a viewer behind: {e}"),
         }
     }
+    Ok(())
 }
 
 /// Sends one connection the presentation as it stands, then each new one. A connection that

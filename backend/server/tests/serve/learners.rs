@@ -59,20 +59,39 @@ fn fields(e: &ErrorReport) -> Vec<&str> {
     e.problems.0.iter().map(|p| p.field.as_str()).collect()
 }
 
+/// Waits until run `id` is gone: a learner's run cancelled before it started leaves no record
+/// and no directory.
+async fn gone(server: &Server, id: &RunId) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while server.get(&format!("/api/runs/{id}")).status != 404 || server.run_dir(id).exists() {
+        assert!(tokio::time::Instant::now() < deadline, "run {id} is still there");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn record(server: &Server, id: &RunId) -> RunRecord {
     server.wait_for(id, |r| Some(r.clone())).await
 }
 
 /// Cancels every run still queued or running, from the instructor's link, and waits for each
-/// to end: nothing trains on after the test.
+/// to end (a learner's run that never started is then gone altogether): nothing trains on
+/// after the test.
 async fn cancel_all(server: &Server, instructor: &mut Client, ids: &[RunId]) {
     for id in ids {
         if !record(server, id).await.state().is_final() {
             instructor.send(&ClientMessage::Cancel { run: id.clone() }).await;
         }
     }
+    let deadline = tokio::time::Instant::now() + WAIT;
     for id in ids {
-        server.wait_for(id, |r| r.state().is_final().then_some(())).await;
+        loop {
+            let answer = server.get(&format!("/api/runs/{id}"));
+            if answer.status == 404 || serde_json::from_str::<RunRecord>(&answer.body).is_ok_and(|r| r.state().is_final()) {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "run {id} never ended");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 
@@ -110,7 +129,8 @@ async fn a_learner_launches_within_the_rules_and_cancels_only_their_own_runs() {
     let blocker = launched(&mut instructor, launch("i1", &["num_iters=100000"])).await.unwrap();
     let (mut a, mut b) = (server.connect_viewer().await, server.connect_viewer().await);
     let info = welcome(&mut a, None).await;
-    assert_eq!(info.learner_runs, LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into(), "cpu_short".into()] });
+    let configs = vec!["cpu_tiny".into(), "cpu_short".into()];
+    assert_eq!(info.learner_runs, LearnerRuns { per_learner: 2, configs, time_limit_minutes: 30 });
     let me = info.learner.unwrap();
     let other = learner(&mut b).await;
     assert_ne!(me.learner, other.learner);
@@ -131,7 +151,9 @@ async fn a_learner_launches_within_the_rules_and_cancels_only_their_own_runs() {
     // No larger than the largest learner config (cpu_short), in each measure.
     let large = launch("too-large", &["embed_dim=512", "num_iters=1024"]);
     let refused = launched(&mut a, large).await.unwrap_err();
-    assert_eq!((refused.code, fields(&refused)), (ErrorCode::InvalidLaunch, vec!["embed_dim", "num_iters"]));
+    // (1024 steps of cpu_tiny's 16 samples are also 256 epochs, each validating.)
+    let expected = vec!["embed_dim", "num_iters", "limit_nsamples", "limit_nsamples_val"];
+    assert_eq!((refused.code, fields(&refused)), (ErrorCode::InvalidLaunch, expected));
 
     // Two at once, not three.
     let first = launched(&mut a, launch("a1", &["num_iters=4"])).await.unwrap();
@@ -152,7 +174,7 @@ async fn a_learner_launches_within_the_rules_and_cancels_only_their_own_runs() {
         assert!(refused.message.contains(whose), "{}", refused.message);
     }
     assert_eq!(refusal(&mut a, &serde_json::json!({ "type": "cancel", "run": first }).to_string()).await, None);
-    server.wait_for(&first, |r| (r.state() == RunState::Cancelled).then_some(())).await;
+    gone(&server, &first).await;
     // A place is free again.
     let third = launched(&mut a, launch("a4", &["num_iters=4"])).await.unwrap();
 
@@ -161,7 +183,7 @@ async fn a_learner_launches_within_the_rules_and_cancels_only_their_own_runs() {
     let info = welcome(&mut again, Some(me.key.clone())).await;
     assert_eq!(info.learner.as_ref().map(|l| &l.learner), Some(&me.learner));
     assert_eq!(refusal(&mut again, &serde_json::json!({ "type": "cancel", "run": second }).to_string()).await, None);
-    server.wait_for(&second, |r| (r.state() == RunState::Cancelled).then_some(())).await;
+    gone(&server, &second).await;
     cancel_all(&server, &mut instructor, &[blocker, theirs, third]).await;
 }
 
@@ -210,5 +232,50 @@ async fn learners_launching_at_once_take_turns_in_the_queue() {
     };
     assert!(round(&order[..3]) && round(&order[3..]), "the runs started in the learners' order {order:?}, not round by round");
     assert_eq!(order[0], 0, "the oldest run of the first round goes first");
+    cancel_all(&server, &mut instructor, &[blocker]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_is_bounded_in_time_and_identity_and_a_cancelled_launch_leaves_nothing() {
+    let server = Server::start("learners-bounds", &["--viewer-runs", "2", "--max-local-ranks", "1"]);
+    let mut instructor = server.connect().await;
+    let blocker = launched(&mut instructor, launch("i1", &["num_iters=100000"])).await.unwrap();
+    let mut viewer = server.connect_viewer().await;
+    let me = learner(&mut viewer).await;
+
+    // Time: as few samples as allowed, spread over 1024 one-sample epochs that each validate
+    // every sample, or a profile of 128 steps: refused, each by its field.
+    let endless = launch("endless", &["global_batch_size=1", "limit_nsamples=1", "num_iters=1024", "limit_nsamples_val=None"]);
+    let refused = launched(&mut viewer, endless).await.unwrap_err();
+    assert_eq!((refused.code, fields(&refused)), (ErrorCode::InvalidLaunch, vec!["limit_nsamples", "limit_nsamples_val"]));
+    let refused = launched(&mut viewer, launch("profiled", &["profile=1:129"])).await.unwrap_err();
+    assert_eq!(fields(&refused), ["profile"]);
+
+    // Identity: a connection keeps its first; a new key later is refused, not taken.
+    let other = LearnerKey::parse(&"0c".repeat(16)).unwrap();
+    viewer.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, token: None, learner_key: Some(other) }).await;
+    let refused = viewer
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::Error(e) => Some(e.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!(refused.code, ErrorCode::Forbidden);
+    assert!(refused.message.contains("keeps its first identity"), "{}", refused.message);
+
+    // A launch cancelled before it started leaves nothing behind.
+    let run = launched(&mut viewer, launch("a1", &["num_iters=4"])).await.unwrap();
+    assert_eq!(record(&server, &run).await.learner, Some(me.learner.clone()));
+    assert!(server.run_dir(&run).is_dir());
+    viewer.send(&ClientMessage::Cancel { run: run.clone() }).await;
+    gone(&server, &run).await;
+    viewer.send(&ClientMessage::ListRuns).await;
+    let listed = viewer
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::Runs { runs } => Some(runs.iter().map(|r| r.id.clone()).collect::<Vec<_>>()),
+            _ => None,
+        })
+        .await;
+    assert!(!listed.contains(&run) && listed.contains(&blocker), "{listed:?}");
     cancel_all(&server, &mut instructor, &[blocker]).await;
 }

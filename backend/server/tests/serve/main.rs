@@ -7,6 +7,7 @@ mod classroom;
 mod delivery;
 mod harness;
 mod learners;
+mod long;
 mod profile;
 mod roles;
 mod routes;

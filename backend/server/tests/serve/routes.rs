@@ -43,7 +43,7 @@ fn app() -> App {
     let clusters = ClustersFile::load(&workspace().join("config/clusters.yaml")).unwrap();
     let command = TrainerCommand { trainer: "/nonexistent/scalebook-train".into(), workdir: workspace() };
     let executors = Executors {
-        local: LocalExecutor { supervisor: "/nonexistent/scalebook".into(), command: command.clone() },
+        local: LocalExecutor { supervisor: "/nonexistent/scalebook".into(), command: command.clone(), learner_time_limit: None },
         max_local_ranks: 1,
         slurm: SlurmExecutor::new(command, SlurmCommands::new(None), Duration::from_secs(30)),
         predictor: Predictor::new(clusters.clusters.clone(), dir.path().join("machine.json"), "/nonexistent/scalebook-train".into()),
@@ -61,6 +61,7 @@ fn app() -> App {
         following: Following::new(runs.clone(), classroom.clone(), Me::new(Some("tester"), false)),
         classroom,
         runs,
+        identities: Default::default(),
     });
     let tokens = Arc::new(Tokens::new(Token::generate().unwrap(), None).unwrap());
     let router = routes::router(state, static_dir, Keyring::Links(tokens.clone())).unwrap();

@@ -4,7 +4,7 @@
 //! (`shared_points`), at most [`MESSAGES_PER_SEC`] messages a second so the class listener's
 //! rate limit never drops one. Nothing else of the run (its log, its files) leaves this server.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -85,37 +85,52 @@ async fn send_points(runs: Arc<RunManager>, run: RunId, mut after: u64, tx: mpsc
     'subscribe: loop {
         // The log stays here: ask for none of it.
         let Ok(subscription) = runs.subscribe(&run, Some(after), Some(u64::MAX)).await else { return };
-        let mut live = subscription.live;
-        let mut texts = subscription.replay;
+        let (mut backlog, mut live) = (subscription.backlog, subscription.live);
+        let mut texts = VecDeque::from(subscription.replay);
         loop {
-            for text in texts.drain(..) {
-                match serde_json::from_str::<ServerMessage>(text.as_str()) {
-                    Ok(ServerMessage::Points { points, .. }) => {
-                        let points: Vec<SeqPoint> = points.into_iter().filter(|p| p.seq > after).collect();
-                        for chunk in points.chunks(MAX_SHARED_POINTS) {
-                            let last = chunk.last().map_or(after, |p| p.seq);
-                            if send(after, chunk.to_vec()).await.is_err() {
-                                return;
-                            }
-                            after = last;
-                        }
+            // What the copy missed from the file first, then from memory, then live.
+            let text = if let Some(rest) = backlog.take() {
+                match rest.read_next().await {
+                    Ok(Some((text, rest))) => {
+                        backlog = Some(rest);
+                        text
                     }
-                    Ok(ServerMessage::History { .. }) => {
-                        // The run rewrote its metrics (or holds fewer lines than the copy):
-                        // the copy starts over, from the first line.
-                        if send(0, vec![]).await.is_err() {
+                    Ok(None) => continue,
+                    Err(e) => {
+                        tracing::warn!("run {run}: cannot read its metrics to share them: {e}");
+                        return;
+                    }
+                }
+            } else if let Some(text) = texts.pop_front() {
+                text
+            } else {
+                match live.recv().await {
+                    Ok(frame) => frame.text,
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue 'subscribe,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            };
+            match serde_json::from_str::<ServerMessage>(text.as_str()) {
+                Ok(ServerMessage::Points { points, .. }) => {
+                    let points: Vec<SeqPoint> = points.into_iter().filter(|p| p.seq > after).collect();
+                    for chunk in points.chunks(MAX_SHARED_POINTS) {
+                        let last = chunk.last().map_or(after, |p| p.seq);
+                        if send(after, chunk.to_vec()).await.is_err() {
                             return;
                         }
-                        after = 0;
-                        continue 'subscribe;
+                        after = last;
                     }
-                    _ => {}
                 }
-            }
-            match live.recv().await {
-                Ok(frame) => texts.push(frame.text),
-                Err(broadcast::error::RecvError::Lagged(_)) => continue 'subscribe,
-                Err(broadcast::error::RecvError::Closed) => return,
+                Ok(ServerMessage::History { .. }) => {
+                    // The run rewrote its metrics (or holds fewer lines than the copy):
+                    // the copy starts over, from the first line.
+                    if send(0, vec![]).await.is_err() {
+                        return;
+                    }
+                    after = 0;
+                    continue 'subscribe;
+                }
+                _ => {}
             }
         }
     }

@@ -203,9 +203,9 @@ fn parse_exit_code(text: &str) -> Option<ExitRecord> {
     let (code, signal) = text.trim().split_once(':')?;
     let (code, signal): (i32, i32) = (code.parse().ok()?, signal.parse().ok()?);
     Some(if signal == 0 {
-        ExitRecord { code: Some(code), signal: None, error: None }
+        ExitRecord { code: Some(code), signal: None, error: None, time_limit_s: None }
     } else {
-        ExitRecord { code: None, signal: Some(signal), error: None }
+        ExitRecord { code: None, signal: Some(signal), error: None, time_limit_s: None }
     })
 }
 
@@ -226,7 +226,7 @@ pub fn judge(info: &JobInfo, cancel_requested: bool, log_tail: &str) -> Verdict 
         "DEADLINE" => ended(RunState::Timeout, "the job reached its deadline (DEADLINE)"),
         "NODE_FAIL" => ended(RunState::NodeFailure, "a node of the job failed (NODE_FAIL)"),
         "FAILED" => {
-            let exit = info.exit.clone().unwrap_or(ExitRecord { code: Some(1), signal: None, error: None });
+            let exit = info.exit.clone().unwrap_or(ExitRecord { code: Some(1), signal: None, error: None, time_limit_s: None });
             match outcome::decide(Some(&exit), cancel_requested, log_tail) {
                 (RunState::Completed, _) => ended(RunState::Failed, "Slurm reports FAILED"),
                 (state, reason) => Verdict::Ended(state, reason),
@@ -295,8 +295,8 @@ mod tests {
         assert_eq!(ended.hours_held().map(|(cpu, gpu)| (cpu * 9.0, gpu * 9.0)), Some((2.0, 1.0)));
         let states: Vec<(u64, &str)> = jobs.iter().map(|j| (j.job_id, j.state.as_str())).collect();
         assert_eq!(states, [(41, "COMPLETED"), (42, "CANCELLED"), (43, "FAILED"), (44, "OUT_OF_MEMORY")]);
-        assert_eq!(jobs[1].exit, Some(ExitRecord { code: None, signal: Some(15), error: None }));
-        assert_eq!(jobs[2].exit, Some(ExitRecord { code: Some(2), signal: None, error: None }));
+        assert_eq!(jobs[1].exit, Some(ExitRecord { code: None, signal: Some(15), error: None, time_limit_s: None }));
+        assert_eq!(jobs[2].exit, Some(ExitRecord { code: Some(2), signal: None, error: None, time_limit_s: None }));
     }
 
     #[test]
@@ -309,7 +309,7 @@ mod tests {
         assert_eq!(job.job_id, 2);
         assert_eq!((job.state.as_str(), job.reason.as_str()), ("TIMEOUT", "TimeLimit"));
         assert_eq!(job.command.as_deref(), Some("/runs/r1/job.sbatch"));
-        assert_eq!(job.exit, Some(ExitRecord { code: None, signal: Some(15), error: None }));
+        assert_eq!(job.exit, Some(ExitRecord { code: None, signal: Some(15), error: None, time_limit_s: None }));
         assert_eq!(parse_scontrol("slurm_load_jobs error: Invalid job id specified"), None);
     }
 
@@ -354,7 +354,10 @@ mod tests {
 
     #[test]
     fn a_failed_job_is_explained_by_its_log() {
-        let failed = JobInfo { exit: Some(ExitRecord { code: Some(1), signal: None, error: None }), ..info("FAILED", "NonZeroExitCode") };
+        let failed = JobInfo {
+            exit: Some(ExitRecord { code: Some(1), signal: None, error: None, time_limit_s: None }),
+            ..info("FAILED", "NonZeroExitCode")
+        };
         let log = "0: error: cannot open /data/train/2016.h5: No such file\nsrun: error: nid001: task 0: Exited with exit code 1\n";
         assert_eq!(
             judge(&failed, false, log),

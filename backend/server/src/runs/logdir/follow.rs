@@ -14,7 +14,7 @@ use std::time::Duration;
 use scalebook_shared::protocol::RunId;
 
 use crate::Error;
-use crate::logdir::copy::{EventCopy, Progress, read_new};
+use crate::logdir::copy::{COPY_BUDGET, EventCopy, Progress, read_new};
 use crate::logdir::scan::{self, SourceRun};
 use crate::logdir::{create_run, is_in_runs_dir};
 use crate::runs::RunManager;
@@ -122,9 +122,15 @@ impl LogdirFollower {
             Entry::Occupied(entry) => entry.into_mut(),
             Entry::Vacant(entry) => entry.insert(adopt(&self.manager, source)?),
         };
-        let copied = followed.copy.copy(source)?;
-        if copied > 0 {
-            tracing::debug!("run {}: {copied} new points from {}", followed.id, dir.display());
+        // A budget at a time, each one's points written before the next is read.
+        loop {
+            let copied = followed.copy.copy(source)?;
+            if copied.points > 0 {
+                tracing::debug!("run {}: {} new points from {}", followed.id, copied.points, dir.display());
+            }
+            if !copied.more {
+                break;
+            }
         }
         Ok(())
     }
@@ -148,7 +154,7 @@ fn adopt(manager: &RunManager, source: &SourceRun) -> Result<Followed, Error> {
         tracing::info!("following {} again as run {}", dir.display(), record.id);
         return Ok(Followed { id: record.id, copy });
     }
-    let new = read_new(source, &Progress::default(), &mut |_| {})?;
+    let new = read_new(source, &Progress::default(), COPY_BUDGET, &mut |_| {})?;
     let (record, copy) = create_run(manager.store(), source, new, true)?;
     let id = record.id.clone();
     tracing::info!("following {} as run {id}", dir.display());
