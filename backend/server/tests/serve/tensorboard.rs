@@ -336,3 +336,82 @@ fn scalebooks_own_runs_inside_a_logdir_are_not_imported_again() {
     let record: RunRecord = serde_json::from_str(&std::fs::read_to_string(runs_dir.join(new[0]).join("run.json")).unwrap()).unwrap();
     assert_eq!(logdir_of(&record).map(|(_, run)| run), Some("pytorch"));
 }
+
+#[test]
+fn tb_import_refuses_a_file_cut_short_unless_allowed_and_says_what_it_skipped() {
+    let dir = temp_dir("tb-cut");
+    let (logdir, runs_dir) = (dir.path().join("logdir"), dir.path().join("runs"));
+    std::fs::create_dir_all(logdir.join("cut")).unwrap();
+    let mut bytes = tfevents::file_version_record(1.0);
+    bytes.extend(tfevents::scalar_record(2.0, 1, "loss", 0.5));
+    let last = tfevents::scalar_record(3.0, 2, "loss", 0.25);
+    bytes.extend(&last[..last.len() - 3]);
+    let file = std::fs::canonicalize(logdir.join("cut")).unwrap().join(tfevents::file_name(1, "h", 1));
+    std::fs::write(&file, &bytes).unwrap();
+
+    let out = tb_import(&logdir, &runs_dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("{}: its last {} bytes are a record cut short", file.display(), last.len() - 3)), "{stderr}");
+    assert!(stderr.contains("--allow-damaged"), "{stderr}");
+    assert_eq!(std::fs::read_dir(&runs_dir).map_or(0, |d| d.count()), 0, "a refused import wrote a run");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_scalebook"))
+        .args(["tb", "import", "--allow-damaged"])
+        .arg(&logdir)
+        .arg("--runs-dir")
+        .arg(&runs_dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(1 scalars in 1 tags)"));
+    assert!(stderr.contains("warning:") && stderr.contains("record cut short"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nan_time_or_value_is_kept_and_an_impossible_record_stops_its_file_with_a_word_in_the_log() {
+    let dir = temp_dir("tb-nan");
+    let (logdir, runs_dir) = (dir.path().join("logdir"), dir.path().join("runs"));
+    std::fs::create_dir_all(logdir.join("odd")).unwrap();
+    // A broken writer: NaN and infinite times, a diverged loss, then a record claiming 4 GB.
+    let mut bytes = tfevents::file_version_record(f64::NAN);
+    bytes.extend(tfevents::scalar_record(f64::INFINITY, 1, "loss", f32::NAN));
+    bytes.extend(tfevents::scalar_record(1.7e9, 2, "loss", f32::INFINITY));
+    bytes.extend(tfevents::scalar_record(1.7e9 + 1.0, 3, "loss", 0.5));
+    let huge = (4u64 << 30).to_le_bytes();
+    bytes.extend(huge);
+    bytes.extend(tfevents::masked_crc32c(&huge).to_le_bytes());
+    bytes.extend([0u8; 64]);
+    std::fs::write(logdir.join("odd").join(tfevents::file_name(1, "h", 1)), &bytes).unwrap();
+    let args = ["--runs-dir", runs_dir.to_str().unwrap(), "--watch-logdir", logdir.to_str().unwrap()];
+    let server = Server::start("tb-nan", &args);
+    let id = logdir_run(&server, "odd").await;
+
+    // Every page can read the run list: the run's times are numbers, from the events that have one.
+    let listed: Vec<RunRecord> = serde_json::from_str(&server.get("/api/runs").body).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].created_at, 1.7e9);
+    // The points come whole, NaN and infinity included.
+    let mut client = server.connect().await;
+    let mut seen = BTreeMap::new();
+    receive_points(&mut client, &id, &mut seen, 3).await;
+    let values: Vec<f64> = seen.values().map(|p| p.value).collect();
+    assert!(values[0].is_nan() && values[1] == f64::INFINITY && values[2] == 0.5, "{values:?}");
+    // The impossible record is said where the page shows it, once.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let log = loop {
+        let log = server.get(&format!("/api/runs/{id}/files/job.log")).body;
+        if log.contains("not read further") || Instant::now() > deadline {
+            break log;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(log.contains("the record claims 4294967296 bytes"), "{log}");
+    // Passes later (one that finds a new run has read every run again), still once.
+    std::fs::create_dir_all(logdir.join("later")).unwrap();
+    std::fs::write(logdir.join("later").join(tfevents::file_name(2, "h", 1)), tfevents::file_version_record(2.0)).unwrap();
+    logdir_run(&server, "later").await;
+    let again = server.get(&format!("/api/runs/{id}/files/job.log")).body;
+    assert_eq!(again.matches("not read further").count(), 1, "{again}");
+}
