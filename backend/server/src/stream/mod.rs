@@ -1,11 +1,12 @@
 //! Live streaming of runs to browsers: one follower per run, however many viewers.
 //!
-//! A stream exists while its run is active or someone watches it. Each has one task that polls
-//! the run's files every [`POLL_INTERVAL`] while the run is active (a point reaches the
-//! browsers well within a second), and retires the stream once the run has ended and the last
-//! viewer has left. Polling rather than inotify: it works the same on the shared filesystems
-//! Slurm jobs write to, where inotify sees nothing.
+//! A stream exists while its run is active or someone watches it. Each has one task that reads
+//! the run's files as soon as the kernel says they changed (inotify, [`changes`]: a point
+//! reaches the browsers within milliseconds of the trainer's write), and in any case every
+//! [`POLL_INTERVAL`] while the run is active: the shared filesystems Slurm jobs write to tell
+//! inotify nothing. It retires the stream once the run has ended and the last viewer has left.
 
+mod changes;
 pub mod feed;
 pub mod tail;
 
@@ -20,7 +21,7 @@ use scalebook_shared::protocol::RunId;
 
 pub use feed::{Backlog, Cursor, Frame, RunFeed, Subscription};
 
-/// How often an active run's files are read.
+/// How often an active run's files are read when no change was reported.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
 
 #[derive(Default)]
@@ -87,7 +88,7 @@ impl Hub {
         }
         let entry = Arc::new(Entry { feed: RunFeed::new(id.clone(), run_dir), active: AtomicBool::new(false) });
         streams.insert(id.clone(), entry.clone());
-        tokio::spawn(follow(Arc::downgrade(self), id.clone(), entry.clone()));
+        tokio::spawn(follow(Arc::downgrade(self), id.clone(), entry.clone(), run_dir.to_owned()));
         entry
     }
 }
@@ -104,11 +105,15 @@ async fn read(entry: Arc<Entry>, id: &RunId) {
 
 /// The one task per stream: polls while the run is active, and removes the stream once the
 /// run has ended and nobody watches it any more.
-async fn follow(hub: std::sync::Weak<Hub>, id: RunId, entry: Arc<Entry>) {
+async fn follow(hub: std::sync::Weak<Hub>, id: RunId, entry: Arc<Entry>, run_dir: std::path::PathBuf) {
     let mut tick = tokio::time::interval(POLL_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut changes = changes::Changes::watch(&run_dir);
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = changes.next() => {}
+        }
         let Some(hub) = hub.upgrade() else { return };
         if entry.active.load(Ordering::SeqCst) {
             read(entry.clone(), &id).await;
