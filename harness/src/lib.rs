@@ -9,11 +9,13 @@
 //! client, the browser tests' workspace page, the benchmarks' statistics) stays with that user.
 
 mod announce;
+mod finished;
 mod runs;
 mod serve;
 pub mod slurm;
 
 pub use announce::{Announcement, READY, announced, origin_of, token_of};
+pub use finished::{STEP_TAGS, write_finished_run};
 pub use runs::stop_left_runs;
 pub use serve::{Serve, Served};
 

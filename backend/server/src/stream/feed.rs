@@ -70,6 +70,9 @@ impl Backlog {
     /// The next `points` message and the rest of the backlog, read on a blocking thread (the
     /// file may be on a slow shared filesystem); `None` once the backlog is all sent.
     pub async fn read_next(mut self) -> io::Result<Option<(Utf8Bytes, Backlog)>> {
+        // As many pages read at once as there are cores, however many viewers are behind: the
+        // async workers (everyone else's messages) keep their share of the machine.
+        let _turn = page_readers().acquire().await.map_err(io::Error::other)?;
         tokio::task::spawn_blocking(move || Ok(self.next_message()?.map(|text| (text, self)))).await.map_err(io::Error::other)?
     }
 
@@ -86,6 +89,12 @@ impl Backlog {
             }
         }
     }
+}
+
+/// The turns to read a page of a backlog: one per core.
+fn page_readers() -> &'static tokio::sync::Semaphore {
+    static READERS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    READERS.get_or_init(|| tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(1, usize::from)))
 }
 
 /// One run's live feed: it follows the run's metrics and log files, keeps what a late viewer

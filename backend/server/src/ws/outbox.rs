@@ -35,6 +35,12 @@ struct Shared {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Closed;
 
+/// Bytes a paced sender keeps queued at most: enough to keep the connection busy (a few
+/// messages), little enough that a hundred viewers catching up hold little memory between them.
+fn paced_bytes(max_bytes: usize) -> usize {
+    (max_bytes / 2).min(512 << 10)
+}
+
 /// A queue of at most `messages` messages and `max_bytes` bytes.
 pub fn outbox(messages: usize, max_bytes: usize) -> (Outbox, Inbox) {
     let (tx, rx) = mpsc::channel(messages);
@@ -67,7 +73,7 @@ impl Outbox {
             drained.as_mut().enable();
             let queued = self.shared.queued_bytes.load(Ordering::SeqCst);
             // An empty queue takes any message, so one larger than the bound still goes.
-            if queued == 0 || queued + len <= self.shared.max_bytes / 2 {
+            if queued == 0 || queued + len <= paced_bytes(self.shared.max_bytes) {
                 self.shared.queued_bytes.fetch_add(len, Ordering::SeqCst);
                 return self.tx.send(text).await.map_err(|_| Closed);
             }

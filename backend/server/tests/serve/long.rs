@@ -7,49 +7,15 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use scalebook_shared::layout::{Layout, Sizes};
-use scalebook_shared::metrics::MetricPoint;
-use scalebook_shared::protocol::{ClientMessage, ExecutorSpec, RunId, RunRecord, RunState, ServerMessage};
+use scalebook_harness::{STEP_TAGS, write_finished_run};
+use scalebook_shared::protocol::{ClientMessage, RunId, ServerMessage};
 use scalebook_shared::rundir;
 
 use crate::harness::{Client, Server, temp_dir};
 
-/// The per-step tags a long run writes, seven a step as the trainer's do.
-const TAGS: [&str; 7] = [
-    "Step/Loss/train",
-    "Step/Learning Rate",
-    "Step/Samples per sec",
-    "Step time/data wait",
-    "Step time/forward",
-    "Step time/backward",
-    "Step time/optimizer",
-];
-
-/// A completed run `id` of `steps` steps in `runs`, as a server finds it after a restart.
-/// Returns its directory and the number of lines of its metrics.
+/// A completed run `id` of `steps` steps in `runs`: its directory and its number of lines.
 fn finished_run(runs: &Path, id: &RunId, steps: u64) -> (PathBuf, u64) {
-    let dir = runs.join(id.as_str());
-    std::fs::create_dir_all(&dir).unwrap();
-    let layout = Layout::new(Sizes::default(), "tp-cp-dp").unwrap();
-    let mut record = RunRecord::new(id.clone(), "cpu_tiny".into(), layout, ExecutorSpec::Local, 1.7e9, RunState::Running);
-    record.transition(RunState::Completed, 1.7e9 + 80_000.0, None);
-    std::fs::write(dir.join(rundir::RECORD), serde_json::to_vec(&record).unwrap()).unwrap();
-    let mut text = Vec::with_capacity(steps as usize * TAGS.len() * 110);
-    for step in 0..steps {
-        for (i, tag) in TAGS.iter().enumerate() {
-            let point = MetricPoint {
-                step,
-                epoch: 1 + step / 1000,
-                wall: 1.7e9 + step as f64 * 2.6,
-                tag: (*tag).into(),
-                value: 1.0 / (1.0 + step as f64 + i as f64),
-            };
-            serde_json::to_writer(&mut text, &point).unwrap();
-            text.push(b'\n');
-        }
-    }
-    std::fs::write(dir.join(rundir::METRICS), text).unwrap();
-    (dir, steps * TAGS.len() as u64)
+    (runs.join(id.as_str()), write_finished_run(runs, id, steps).unwrap())
 }
 
 /// Pings the server from its own connection every 50 ms until told to stop; returns the
@@ -90,7 +56,7 @@ async fn a_long_finished_run_streams_whole_to_a_new_viewer_and_to_one_far_behind
         })
         .await;
     assert_eq!(upto, lines);
-    let loss = series.iter().find(|s| s.tag == TAGS[0]).expect("the loss");
+    let loss = series.iter().find(|s| s.tag == STEP_TAGS[0]).expect("the loss");
     assert_eq!(loss.buckets.last().unwrap().last_step, 29_999);
     assert_eq!(loss.buckets.iter().map(|b| u64::from(b.count)).sum::<u64>(), 30_000);
     assert!(loss.buckets.len() <= 500, "{} buckets", loss.buckets.len());
