@@ -64,7 +64,7 @@ impl NewRecords {
 
 /// Bytes of an event file read at once (more for a record that is longer, up to
 /// [`tfevents::MAX_PAYLOAD`]): memory stays bounded whatever the file's size.
-const CHUNK_BYTES: u64 = 8 << 20;
+const CHUNK_BYTES: u64 = 1 << 20;
 
 /// Reads what `source`'s event files gained since `progress`, at most about `budget` bytes,
 /// calling `read_bytes` with the bytes read. A record still being written waits for the next
@@ -223,7 +223,7 @@ impl EventCopy {
 
 /// Bytes of event files one copy reads, so a large file is copied over several passes with
 /// its points written as they come, never all held at once.
-pub const COPY_BUDGET: u64 = 32 << 20;
+pub const COPY_BUDGET: u64 = 4 << 20;
 
 /// What one [`EventCopy::copy`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
