@@ -12,11 +12,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use scalebook_shared::config::ConfigFile;
-use scalebook_shared::protocol::{Learner, LearnerIdentity, LearnerKey, LearnerRuns, RunRecord};
+use scalebook_shared::protocol::{Learner, LearnerIdentity, LearnerKey, LearnerRuns, RunId, RunRecord};
 use sha2::{Digest, Sha256};
 
+use crate::rate::RateLimiter;
 use crate::token::hex;
-use crate::ws::limits::RateLimiter;
 
 /// What a learner's public name is hashed from, before the key: keeps this hash from equalling
 /// any other use of SHA-256 over the same text.
@@ -59,6 +59,9 @@ pub fn settings(per_learner: u32, named: &[String], served: &ConfigFile, time_li
     }
     Ok(LearnerRuns { per_learner, configs, time_limit_minutes })
 }
+
+/// Ended runs kept per learner; launching more removes their oldest.
+pub const MAX_STORED_RUNS: usize = 20;
 
 /// New learner identities handed out at once, and then one per [`NEW_IDENTITY_EVERY`]: a room
 /// arriving together gets its identities, a client churning through fresh ones (to escape the
@@ -160,6 +163,14 @@ pub fn quota_refusal<'a>(records: impl IntoIterator<Item = &'a RunRecord>, learn
     }
 }
 
+/// The ended runs of `learner` among `records` (oldest first, as the run manager keeps them)
+/// beyond the newest [`MAX_STORED_RUNS`]: the ones to remove.
+pub fn beyond_kept<'a>(records: impl IntoIterator<Item = &'a RunRecord>, learner: &Learner) -> Vec<RunId> {
+    let ended: Vec<&RunId> =
+        records.into_iter().filter(|r| r.learner.as_ref() == Some(learner) && r.state().is_final()).map(|r| &r.id).collect();
+    ended[..ended.len().saturating_sub(MAX_STORED_RUNS)].iter().map(|id| (*id).clone()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +216,18 @@ mod tests {
         let bare = ConfigFile::parse("only:\n  lr: 1.0e-3\n").unwrap();
         assert!(settings(1, &[], &bare, 30).unwrap_err().contains("--learner-config"));
         assert!(settings(1, &[], &file, 0).unwrap_err().starts_with("--learner-time-limit 0"));
+    }
+
+    #[test]
+    fn a_learner_keeps_their_newest_ended_runs_and_every_active_one() {
+        let (a, b) = (identity(key(&"0a".repeat(16))).learner, identity(key(&"0b".repeat(16))).learner);
+        let mut records: Vec<RunRecord> = (0..MAX_STORED_RUNS as u32 + 3).map(|n| record(100 + n, Some(&a), RunState::Completed)).collect();
+        records.insert(0, record(1, Some(&a), RunState::Running));
+        records.insert(0, record(0, Some(&b), RunState::Failed));
+        records.push(record(999, None, RunState::Completed));
+        let ids: Vec<String> = beyond_kept(&records, &a).iter().map(ToString::to_string).collect();
+        assert_eq!(ids, ["r100", "r101", "r102"]);
+        assert!(beyond_kept(&records, &b).is_empty());
     }
 
     #[test]

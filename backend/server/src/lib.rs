@@ -19,6 +19,7 @@ pub mod machine;
 pub mod plan;
 pub mod predict;
 pub mod profiles;
+pub mod rate;
 pub mod refusal;
 pub mod routes;
 pub mod runs;

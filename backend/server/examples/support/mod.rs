@@ -106,14 +106,14 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-/// `p50 .. ms, p90 .. ms, p99 .. ms, max .. ms` of delays in seconds (sorted here).
+/// `p50 .. ms, p90 .. ms, p95 .. ms, p99 .. ms, max .. ms` of delays in seconds (sorted here).
 pub fn delay_summary(delays: &mut [f64]) -> String {
     if delays.is_empty() {
         return "none measured".into();
     }
     delays.sort_by(f64::total_cmp);
     let ms = |p: f64| percentile(delays, p) * 1000.0;
-    format!("p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms, max {:.0} ms", ms(0.5), ms(0.9), ms(0.99), ms(1.0))
+    format!("p50 {:.0} ms, p90 {:.0} ms, p95 {:.0} ms, p99 {:.0} ms, max {:.0} ms", ms(0.5), ms(0.9), ms(0.95), ms(0.99), ms(1.0))
 }
 
 /// Launches `config` over `ws` and returns the new run's id.

@@ -49,15 +49,28 @@ pub fn is_in_runs_dir(source: &SourceRun, store: &RunStore) -> bool {
 /// never found. Its id carries the time of its first event, so it sorts with the runs of its
 /// day.
 pub fn create_run(store: &RunStore, source: &SourceRun, new: NewRecords, live: bool) -> Result<(RunRecord, EventCopy), Error> {
-    let created_at = new.first_wall.unwrap_or_else(now);
-    let ended_at = new.last_wall.unwrap_or(created_at);
+    let (first, last) = (new.first_wall, new.last_wall);
+    let (mut record, mut copy) = start_run(store, source, first)?;
+    let written = copy.append(new).map_err(Error::from).and_then(|_| finish_run(store, &mut record, first, last, live));
+    if let Err(e) = written {
+        let _ = std::fs::remove_dir_all(store.run_dir(&record.id));
+        return Err(e);
+    }
+    Ok((record, copy))
+}
+
+/// The directory and the record (not yet written) of a new run of `source` whose first event
+/// was at `first_wall` (now, when none had a time): the start of [`create_run`], for an import
+/// that copies a large run a budget at a time before [`finish_run`].
+pub fn start_run(store: &RunStore, source: &SourceRun, first_wall: Option<f64>) -> Result<(RunRecord, EventCopy), Error> {
+    let created_at = first_wall.unwrap_or_else(now);
     let id = store.create_run_dir(created_at)?;
     let dir = store.run_dir(&id);
     let name = match source.name.as_str() {
         "." => source.logdir.file_name().map_or_else(|| ".".to_owned(), |n| n.to_string_lossy().into_owned()),
         name => name.to_owned(),
     };
-    let mut record = RunRecord {
+    let record = RunRecord {
         id,
         config: format!("tensorboard:{name}"),
         overrides: Vec::new(),
@@ -76,15 +89,23 @@ pub fn create_run(store: &RunStore, source: &SourceRun, new: NewRecords, live: b
         device: None,
         slurm: None,
     };
+    Ok((record, EventCopy::start(&dir)))
+}
+
+/// Writes the record of a run [`start_run`] began, its events copied: running from its first
+/// event's time, and completed at its last one's unless `live`.
+pub fn finish_run(
+    store: &RunStore,
+    record: &mut RunRecord,
+    first_wall: Option<f64>,
+    last_wall: Option<f64>,
+    live: bool,
+) -> Result<(), Error> {
+    let created_at = first_wall.unwrap_or(record.created_at);
+    record.created_at = created_at;
     record.transition(RunState::Running, created_at, None);
     if !live {
-        record.transition(RunState::Completed, ended_at, None);
+        record.transition(RunState::Completed, last_wall.unwrap_or(created_at), None);
     }
-    let mut copy = EventCopy::start(&dir);
-    let written = copy.append(new).map_err(Error::from).and_then(|_| Ok(store.write_record(&record)?));
-    if let Err(e) = written {
-        let _ = std::fs::remove_dir_all(&dir);
-        return Err(e);
-    }
-    Ok((record, copy))
+    Ok(store.write_record(record)?)
 }

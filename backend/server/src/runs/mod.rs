@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::extract::ws::Utf8Bytes;
 use scalebook_shared::machine::MachineModel;
-use scalebook_shared::protocol::{ExecutorSpec, RunHandle, RunId, RunRecord, RunState};
+use scalebook_shared::protocol::{ExecutorSpec, Learner, RunHandle, RunId, RunRecord, RunState};
 use tokio::sync::broadcast;
 
 use crate::Error;
@@ -230,7 +230,19 @@ impl RunManager {
                 tokio::spawn(self.clone().submit(id.clone()));
             }
         }
+        if let Some(launch) = &plan.learner {
+            self.prune(&launch.learner).await;
+        }
         Ok(self.get(&id).unwrap_or(record))
+    }
+
+    /// Keeps at most [`learners::MAX_STORED_RUNS`] ended runs of `learner`, removing the
+    /// oldest: a learner launching all afternoon fills neither the disk nor every page's list.
+    async fn prune(&self, learner: &Learner) {
+        let old = learners::beyond_kept(self.lock().values(), learner);
+        for id in old {
+            self.forget(&id, "a learner's oldest ended run, beyond those kept").await;
+        }
     }
 
     fn quota_refusal(&self, records: &BTreeMap<RunId, RunRecord>, launch: &LearnerLaunch) -> Option<String> {
@@ -325,7 +337,7 @@ impl RunManager {
                 // A learner's launch-and-cancel leaves nothing: no directory, no entry in
                 // every page's run list.
                 if record.learner.is_some() {
-                    self.forget(id).await;
+                    self.forget(id, "cancelled before it started").await;
                 }
                 self.schedule();
             }
@@ -336,12 +348,12 @@ impl RunManager {
     }
 
     /// Removes run `id` (ended) and its directory, once its last change is written and sent.
-    async fn forget(&self, id: &RunId) {
+    async fn forget(&self, id: &RunId, why: &str) {
         self.writer.flush().await;
         self.lock().remove(id);
         let dir = self.store.run_dir(id);
         match tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await {
-            Ok(Ok(())) => tracing::info!("run {id}: removed (cancelled before it started)"),
+            Ok(Ok(())) => tracing::info!("run {id}: removed ({why})"),
             Ok(Err(e)) => tracing::warn!("run {id}: cannot remove its directory: {e}"),
             Err(e) => tracing::warn!("run {id}: cannot remove its directory: {e}"),
         }

@@ -2,7 +2,6 @@
 //! reads the client's messages, writes everything the server has for it, and sends a heartbeat
 //! every 20 s so proxies (which drop sockets idle for 60 s) keep the connection.
 
-pub(crate) mod limits;
 mod outbox;
 mod session;
 

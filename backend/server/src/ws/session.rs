@@ -15,7 +15,6 @@ use scalebook_shared::protocol::{
 use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
 
-use super::limits::RateLimiter;
 use super::outbox::{Closed, Outbox};
 use crate::Error;
 use crate::auth::Token;
@@ -24,6 +23,7 @@ use crate::class::{ClassKey, for_followers};
 use crate::classroom::{AUDIENCE_SETTLE, Roster, Seat};
 use crate::learners::{self, LearnerLaunch};
 use crate::plan::{self, LaunchPlan, Launcher, Policy};
+use crate::rate::RateLimiter;
 use crate::runs::RunManager;
 use crate::state::AppState;
 use crate::stream::{Backlog, Subscription};

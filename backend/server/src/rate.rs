@@ -1,6 +1,7 @@
-//! A token bucket per connection: a browser sends a handful of messages a minute, so a client
-//! sending dozens a second is broken or hostile, and its messages are dropped until it slows
-//! down, without affecting anyone else.
+//! A token bucket: what bounds a rate without a timer. Each connection has one (a browser
+//! sends a handful of messages a minute, so a client sending dozens a second is broken or
+//! hostile, and its messages are dropped until it slows down, without affecting anyone else),
+//! and the server has one for new learner identities ([`crate::learners::Identities`]).
 
 use std::time::Instant;
 
