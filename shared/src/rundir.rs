@@ -20,9 +20,6 @@ pub const JOB_LOG: &str = "job.log";
 pub const OUT_LOG: &str = "out.log";
 /// The trainer's metric points, one JSON object a line, flushed every step.
 pub const METRICS: &str = "metrics.jsonl";
-/// What the server keeps beside a finished run's metrics: where it read them to, the index of
-/// their lines and their folded history, so a restarted server need not read them again.
-pub const METRICS_INDEX: &str = "metrics.index.json";
 /// How the trainer ended ([`ExitRecord`]), written by the supervisor that waited for it (local
 /// runs) or by the batch script after `srun` (Slurm runs).
 pub const EXIT: &str = "exit.json";

@@ -3,8 +3,7 @@
 //! Writes a finished run of `--steps` steps (seven per-step tags a step, as the trainer's)
 //! into a fresh runs directory, starts `scalebook serve` on it, and measures:
 //! - a new viewer: the time from its `subscribe` to the whole run's history (every point
-//!   folded, up to the last line), and to that of a second viewer once the first read it,
-//!   and, last, of a new viewer of a restarted server (which starts from what the first kept);
+//!   folded, up to the last line), and to that of a second viewer once the first read it;
 //! - `--behind` viewers at once, each resuming `--behind-points` points before the end: the time
 //!   until every one of them has every point, and how many did;
 //!
@@ -152,10 +151,4 @@ fn main() {
         println!("another client's slowest ping meanwhile: {} ms", slowest.as_millis());
         println!("server RSS: idle {:.1} MiB, peak {:.1} MiB", mib(idle), mib(peak.stop()));
     });
-    // Restarted: the history from what the first server kept beside the metrics.
-    drop(server);
-    let server = start_server(scratch, &[]);
-    let url = server.ws_url(&server.viewer_token);
-    let (again, _) = runtime.block_on(history(&url, &id));
-    println!("after a restart, a new viewer's whole history: {again:.3} s");
 }

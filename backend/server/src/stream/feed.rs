@@ -18,8 +18,7 @@ use scalebook_shared::protocol::{LogLine, RunId, SeqPoint, ServerMessage};
 use scalebook_shared::rundir;
 use tokio::sync::broadcast;
 
-use super::tail::{LineFollower, Pages, Position};
-use crate::store::write_json_atomic;
+use super::tail::{LineFollower, Pages};
 use crate::wire::encode;
 
 /// Points kept in memory per run; a viewer further behind reads them from `metrics.jsonl`.
@@ -106,21 +105,7 @@ pub struct RunFeed {
     tx: broadcast::Sender<Frame>,
 }
 
-/// What a finished run's stream keeps beside its metrics ([`rundir::METRICS_INDEX`]): where
-/// it read them to, the index of their lines and their folded history. A restarted server
-/// takes it up where it holds ([`Position::holds_for`]) and reads the file again where not
-/// (missing, or another file since).
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Snapshot {
-    position: Position,
-    history: Thinned,
-}
-
 struct StreamState {
-    /// Where the snapshot goes.
-    snapshot: std::path::PathBuf,
-    /// The line the last snapshot written (or read) stands at.
-    kept_at: Option<u64>,
     metrics: LineFollower,
     log: LineFollower,
     /// The last points read.
@@ -132,47 +117,16 @@ struct StreamState {
 }
 
 impl RunFeed {
-    /// The feed of the run in `run_dir`, from its snapshot where one holds (see [`Snapshot`]).
     pub fn new(id: RunId, run_dir: &Path) -> RunFeed {
-        let (path, snapshot) = (run_dir.join(rundir::METRICS), run_dir.join(rundir::METRICS_INDEX));
-        let kept = std::fs::read(&snapshot)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<Snapshot>(&bytes).ok())
-            .filter(|kept| kept.position.holds_for(&path));
-        let (metrics, history, kept_at) = match kept {
-            Some(Snapshot { position, history }) => {
-                let at = position.lines;
-                (LineFollower::resume(&path, position), history, Some(at))
-            }
-            None => (LineFollower::new(&path), Thinned::new(HISTORY_BUCKETS), None),
-        };
         let state = StreamState {
-            snapshot,
-            complete: metrics.line_count() == 0,
-            kept_at,
-            metrics,
+            metrics: LineFollower::new(&run_dir.join(rundir::METRICS)),
             log: LineFollower::new(&run_dir.join(rundir::JOB_LOG)),
             recent: VecDeque::new(),
-            history,
+            complete: true,
+            history: Thinned::new(HISTORY_BUCKETS),
             lines: VecDeque::new(),
         };
         RunFeed { id, state: Mutex::new(state), tx: broadcast::channel(CHANNEL_CAPACITY).0 }
-    }
-
-    /// Writes the snapshot of what was read, when that moved since the last one: for a run
-    /// that will not write again (ended), so the next server starts from it.
-    pub fn keep(&self) {
-        let mut st = self.lock();
-        let Some(position) = st.metrics.position() else { return };
-        if st.kept_at == Some(position.lines) {
-            return;
-        }
-        let lines = position.lines;
-        let snapshot = Snapshot { position, history: st.history.clone() };
-        match write_json_atomic(&st.snapshot, &snapshot) {
-            Ok(()) => st.kept_at = Some(lines),
-            Err(e) => tracing::debug!("{}: not kept: {e}", st.snapshot.display()),
-        }
     }
 
     pub fn viewers(&self) -> usize {
@@ -428,39 +382,6 @@ mod tests {
         let near = stream.subscribe(Some(total - 5), Some(0)).unwrap();
         assert!(near.backlog.is_none());
         assert_eq!(seqs(&decode(&near.replay[0])), (total - 4..=total).collect::<Vec<_>>());
-    }
-
-    #[test]
-    fn a_kept_snapshot_gives_the_next_feed_its_history_and_its_index_until_the_file_changes() {
-        let run = TempRun::new();
-        run.points(0..5000);
-        let first = RunFeed::new(RunId::parse("r1").unwrap(), &run.0);
-        first.poll().unwrap();
-        first.keep();
-        let history_of = |feed: &RunFeed| decode(&feed.subscribe(None, Some(0)).unwrap().replay[0]);
-        let before = history_of(&first);
-        assert!(run.0.join(rundir::METRICS_INDEX).is_file());
-
-        // A restarted server: the history and a far backlog without reading the file first.
-        let second = RunFeed::new(RunId::parse("r1").unwrap(), &run.0);
-        assert_eq!(history_of(&second), before);
-        let mut behind = second.subscribe(Some(10), Some(0)).unwrap();
-        let mut backlog = behind.backlog.take().expect("a backlog through the kept index");
-        assert_eq!(seqs(&decode(&backlog.next_message().unwrap().unwrap()))[0], 11);
-        // It goes on with what was appended since.
-        run.points(5000..5002);
-        second.poll().unwrap();
-        assert_eq!(history(&history_of(&second)).0, 5002);
-
-        // Rewritten in place: not the file the snapshot describes; read again from the start.
-        std::fs::OpenOptions::new().write(true).open(run.0.join(rundir::METRICS)).unwrap().set_len(0).unwrap();
-        run.points(0..3);
-        run.points(100..10_000);
-        let third = RunFeed::new(RunId::parse("r1").unwrap(), &run.0);
-        third.poll().unwrap();
-        let rebuilt = history_of(&third);
-        let (upto, series) = history(&rebuilt);
-        assert_eq!((upto, series[0].buckets[0].first_step), (9903, 0));
     }
 
     #[test]

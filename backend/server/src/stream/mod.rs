@@ -52,8 +52,7 @@ impl Hub {
         let entry = self.lock().get(id).cloned();
         if let Some(entry) = entry {
             entry.active.store(false, Ordering::SeqCst);
-            read(entry.clone(), id).await;
-            let _ = tokio::task::spawn_blocking(move || entry.feed.keep()).await;
+            read(entry, id).await;
         }
     }
 
@@ -76,10 +75,6 @@ impl Hub {
         let subscribed = tokio::task::spawn_blocking(move || {
             if let Err(e) = entry.feed.poll() {
                 tracing::warn!("run {id}: cannot read its files: {e}");
-            }
-            // A run that no longer writes: what was read is kept for the next server.
-            if !entry.active.load(Ordering::SeqCst) {
-                entry.feed.keep();
             }
             entry.feed.subscribe(after_points, after_log)
         });

@@ -14,9 +14,6 @@ use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-
 /// The most bytes one poll reads; a large backlog is read over several polls.
 const MAX_READ_PER_POLL: u64 = 1 << 20;
 /// Bytes kept of one line; the rest of an absurdly long line is dropped.
@@ -40,40 +37,6 @@ pub struct LineFollower {
     index: Vec<(u64, u64)>,
 }
 
-/// Where a follower stands at the end of a complete line: what a later follower of the same
-/// file resumes from ([`LineFollower::resume`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Position {
-    pub inode: u64,
-    pub offset: u64,
-    pub lines: u64,
-    pub index: Vec<(u64, u64)>,
-    /// SHA-256 of the last bytes before `offset`: a file cut back and written again in place
-    /// (same inode, as long or longer) is not the one described.
-    pub tail_digest: String,
-}
-
-/// Bytes before a position that its digest covers.
-const TAIL_DIGEST_BYTES: u64 = 4096;
-
-impl Position {
-    /// Whether `path` is still the file this position was taken in (it may have grown).
-    pub fn holds_for(&self, path: &Path) -> bool {
-        let Ok(file) = File::open(path) else { return false };
-        let Ok(meta) = file.metadata() else { return false };
-        meta.ino() == self.inode && meta.len() >= self.offset && tail_digest(file, self.offset).is_ok_and(|d| d == self.tail_digest)
-    }
-}
-
-/// The digest of the [`TAIL_DIGEST_BYTES`] before `offset` in `file`.
-fn tail_digest(mut file: File, offset: u64) -> io::Result<String> {
-    let from = offset.saturating_sub(TAIL_DIGEST_BYTES);
-    file.seek(SeekFrom::Start(from))?;
-    let mut bytes = Vec::new();
-    file.take(offset - from).read_to_end(&mut bytes)?;
-    Ok(crate::token::hex(&Sha256::digest(&bytes)))
-}
-
 /// What one poll found.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Follow {
@@ -88,26 +51,6 @@ pub struct Follow {
 impl LineFollower {
     pub fn new(path: &Path) -> LineFollower {
         LineFollower { path: path.to_owned(), inode: None, offset: 0, lines: 0, partial: Vec::new(), truncating: false, index: Vec::new() }
-    }
-
-    /// A follower of `path` going on from `position` (which [`Position::holds_for`] it).
-    pub fn resume(path: &Path, position: Position) -> LineFollower {
-        LineFollower {
-            inode: Some(position.inode),
-            offset: position.offset,
-            lines: position.lines,
-            index: position.index,
-            ..LineFollower::new(path)
-        }
-    }
-
-    /// Where it stands, when that is the end of a complete line (no line half read).
-    pub fn position(&self) -> Option<Position> {
-        if !self.partial.is_empty() || self.truncating {
-            return None;
-        }
-        let tail_digest = tail_digest(File::open(&self.path).ok()?, self.offset).ok()?;
-        Some(Position { inode: self.inode?, offset: self.offset, lines: self.lines, index: self.index.clone(), tail_digest })
     }
 
     /// The number of the last complete line read.
@@ -337,32 +280,6 @@ mod tests {
         std::fs::write(&other, "other\n").unwrap();
         std::fs::rename(&other, &path).unwrap();
         assert!(tail.pages_after(0).unwrap().is_none());
-    }
-
-    #[test]
-    fn a_follower_resumes_from_a_position_while_the_file_is_the_one_it_describes() {
-        let (_dir, path) = temp_path();
-        let text: String = (1..=2500).map(|n| format!("line {n}\n")).collect();
-        append(&path, &text);
-        let mut tail = LineFollower::new(&path);
-        tail.poll_to_end().unwrap();
-        let position = tail.position().unwrap();
-        assert!(position.holds_for(&path));
-        append(&path, "line 2501\n");
-        assert!(position.holds_for(&path), "grown is still the same file");
-        let mut resumed = LineFollower::resume(&path, position.clone());
-        assert_eq!(resumed.poll().unwrap().lines, [(2501, "line 2501".to_owned())]);
-        let mut pages = resumed.pages_after(2000).unwrap().unwrap();
-        assert_eq!(pages.next_page(1).unwrap(), [(2001, "line 2001".to_owned())]);
-        // Cut back and written again in place: the same inode, no longer the same file.
-        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(100).unwrap();
-        append(&path, &"x\n".repeat(20_000));
-        assert!(!position.holds_for(&path));
-        // A line half written has no position.
-        append(&path, "half");
-        let mut half = LineFollower::new(&path);
-        half.poll_to_end().unwrap();
-        assert!(half.position().is_none());
     }
 
     #[test]

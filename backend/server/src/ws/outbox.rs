@@ -90,6 +90,14 @@ impl Outbox {
     }
 }
 
+impl Drop for Inbox {
+    /// The connection is gone: a paced sender waiting for room learns it now, not never.
+    fn drop(&mut self) {
+        self.rx.close();
+        self.shared.drained.notify_waiters();
+    }
+}
+
 impl Inbox {
     pub async fn recv(&mut self) -> Option<Utf8Bytes> {
         let text = self.rx.recv().await?;
@@ -137,5 +145,12 @@ mod tests {
         }
         sender.await.unwrap();
         assert_eq!(got, ["1234", "5678", "abcd", "efgh"]);
+        // A sender waiting for room when the connection goes is told so.
+        out.send_paced("12345".into()).await.unwrap();
+        let waiting = tokio::spawn(async move { out.send_paced("67890".into()).await });
+        tokio::task::yield_now().await;
+        drop(inbox);
+        let told = tokio::time::timeout(std::time::Duration::from_secs(30), waiting).await.expect("the sender never learnt");
+        assert_eq!(told.unwrap(), Err(Closed));
     }
 }
