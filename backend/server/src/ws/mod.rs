@@ -35,6 +35,9 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How many times the protocol limit a frame may be before the socket layer itself refuses it
 /// (closing the connection); below that, an oversize message gets an error and is dropped.
 const HARD_LIMIT_FACTOR: usize = 16;
+/// Heartbeats' worth of time a peer may take no frame at all before its connection is let go:
+/// a browser tab reads its socket even in the background, a dead or stalled peer does not.
+const STALLED_HEARTBEATS: u32 = 6;
 
 /// The connection keeps the role of the token its upgrade carried (see [`crate::auth`]), or
 /// takes the role of the token its first message carries.
@@ -81,6 +84,7 @@ async fn connection(state: Arc<AppState>, admission: Admission, door: Option<Con
         tasks.push(tokio::spawn(forward_class_states(state.following.states(), out.clone())));
     }
     let period = state.ws.heartbeat;
+    let stall = period * STALLED_HEARTBEATS;
     let mut heartbeat = interval_at(Instant::now() + period, period);
     let shared = state.shared.clone();
     let runs = state.runs.clone();
@@ -127,21 +131,15 @@ async fn connection(state: Arc<AppState>, admission: Admission, door: Option<Con
                 break;
             }
             Some(text) = outgoing.recv() => {
-                // A peer that stopped reading blocks this send; its backlog passing the bound
-                // ends the wait (the frame half sent is of no use to a dropped connection).
-                tokio::select! {
-                    sent = socket.send(Message::Text(text)) => if sent.is_err() { break },
-                    () = watchdog.overflowed() => {
-                        log_too_slow();
-                        break;
-                    }
+                if !deliver(&mut socket, text, stall, &watchdog).await {
+                    break;
                 }
                 vec![]
             }
             _ = heartbeat.tick() => vec![ServerMessage::Heartbeat { time: now(), slurm_at: runs.slurm_answered_at() }.into()],
         };
         for reply in replies {
-            if socket.send(Message::Text(encode(&reply))).await.is_err() {
+            if !deliver(&mut socket, encode(&reply), stall, &watchdog).await {
                 break 'connection;
             }
         }
@@ -181,6 +179,24 @@ async fn admit(socket: &mut WebSocket, keyring: &Keyring) -> Option<(Role, Utf8B
     let _ = socket.send(Message::Text(encode(&reply))).await;
     close(socket, close_code::POLICY, "unauthorized").await;
     None
+}
+
+/// Sends one frame, `false` when the connection is to go: the send failed, or the peer took
+/// nothing for `stall` (it stopped reading; a run's stream waits for it without ever passing
+/// the queue's bound, so only this lets such a connection go), or its backlog passed the bound
+/// meanwhile. The frame half sent is of no use to a dropped connection.
+async fn deliver(socket: &mut WebSocket, text: Utf8Bytes, stall: Duration, watchdog: &outbox::Outbox) -> bool {
+    tokio::select! {
+        sent = socket.send(Message::Text(text)) => sent.is_ok(),
+        () = tokio::time::sleep(stall) => {
+            tracing::warn!(seconds = stall.as_secs(), "websocket took no frame for that long: dropped");
+            false
+        }
+        () = watchdog.overflowed() => {
+            log_too_slow();
+            false
+        }
+    }
 }
 
 /// Drops a connection whose backlog passed its bound, telling it to come back.

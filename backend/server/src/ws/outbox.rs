@@ -52,6 +52,9 @@ impl Outbox {
     /// Queues `text`, waiting while the queue is full of messages; past the byte bound the
     /// connection is told to drop, and nothing more is queued.
     pub async fn send(&self, text: Utf8Bytes) -> Result<(), Closed> {
+        // The slot first, then the bytes counted and the message queued with no wait between:
+        // a sender cancelled while it waits (an unsubscribed stream) leaves no bytes counted.
+        let slot = self.tx.reserve().await.map_err(|_| Closed)?;
         let len = text.len();
         let before = self.shared.queued_bytes.fetch_add(len, Ordering::SeqCst);
         if before + len > self.shared.max_bytes {
@@ -59,7 +62,8 @@ impl Outbox {
             self.shared.overflow.notify_one();
             return Err(Closed);
         }
-        self.tx.send(text).await.map_err(|_| Closed)
+        slot.send(text);
+        Ok(())
     }
 
     /// Queues `text` once the queue has room for it, however long that takes: for a sender
@@ -74,8 +78,10 @@ impl Outbox {
             let queued = self.shared.queued_bytes.load(Ordering::SeqCst);
             // An empty queue takes any message, so one larger than the bound still goes.
             if queued == 0 || queued + len <= paced_bytes(self.shared.max_bytes) {
+                let slot = self.tx.reserve().await.map_err(|_| Closed)?;
                 self.shared.queued_bytes.fetch_add(len, Ordering::SeqCst);
-                return self.tx.send(text).await.map_err(|_| Closed);
+                slot.send(text);
+                return Ok(());
             }
             if self.tx.is_closed() {
                 return Err(Closed);
@@ -109,6 +115,8 @@ impl Inbox {
 
 #[cfg(test)]
 mod tests {
+    use futures_util::FutureExt as _;
+
     use super::*;
 
     #[tokio::test]
@@ -123,6 +131,18 @@ mod tests {
         out.send("ab".into()).await.unwrap();
         assert_eq!(inbox.recv().await.unwrap().as_str(), "6789");
         assert_eq!(inbox.recv().await.unwrap().as_str(), "ab");
+    }
+
+    #[tokio::test]
+    async fn a_sender_cancelled_while_the_queue_is_full_leaves_no_bytes_counted() {
+        let (out, mut inbox) = outbox(1, 100);
+        out.send("12345".into()).await.unwrap();
+        // The queue holds one message: these wait for a slot, and are given up.
+        for waiting in [out.send("678".into()).boxed(), out.send_paced("9".into()).boxed()] {
+            assert!(tokio::time::timeout(std::time::Duration::from_millis(20), waiting).await.is_err());
+        }
+        assert_eq!(inbox.recv().await.unwrap().as_str(), "12345");
+        assert_eq!(out.shared.queued_bytes.load(Ordering::SeqCst), 0, "bytes of messages never queued are counted");
     }
 
     #[tokio::test]

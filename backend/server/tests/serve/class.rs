@@ -280,8 +280,13 @@ async fn a_follower_server_relays_the_class_and_copies_every_point_exactly_once_
         .await;
     collect(&mut seen, &first);
     // The learner runs a run of their own meanwhile: the copy of the instructor's run trains
-    // elsewhere, and takes none of this server's slots.
-    let own = page.launch("cpu_tiny", tiny_overrides(&["num_iters=4"])).await;
+    // elsewhere, and takes none of this server's slots. (The copy's points go on arriving
+    // while the launch is answered.)
+    let copied = |m: &ServerMessage| match m {
+        ServerMessage::Points { run, points } if *run == local => collect(&mut seen, points),
+        _ => {}
+    };
+    let own = page.launch_while("cpu_tiny", tiny_overrides(&["num_iters=4"]), copied).await;
 
     // The network between the two servers goes for 10 s while the run trains (the page keeps
     // what its server still had to send it).

@@ -304,11 +304,25 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Client<S> {
 
     /// Sends a `launch` message as given and returns the new run's id.
     pub async fn launch_json(&mut self, request: serde_json::Value) -> RunId {
+        self.launch_json_while(request, |_| {}).await
+    }
+
+    /// Launches `config` with `overrides`, handing `meanwhile` every other message that comes
+    /// before the new run's id (points of a run the test collects, say).
+    pub async fn launch_while(&mut self, config: &str, overrides: Vec<String>, meanwhile: impl FnMut(&ServerMessage)) -> RunId {
+        let request = serde_json::json!({ "type": "launch", "config": config, "overrides": overrides, "seed": 1 });
+        self.launch_json_while(request, meanwhile).await
+    }
+
+    async fn launch_json_while(&mut self, request: serde_json::Value, mut meanwhile: impl FnMut(&ServerMessage)) -> RunId {
         self.send_text(&request.to_string()).await;
         self.recv_until(Duration::from_secs(60), |m| match m {
             ServerMessage::Launched { run } => Some(run.clone()),
             ServerMessage::Error(e) => panic!("launch refused: {e:?}"),
-            _ => None,
+            other => {
+                meanwhile(other);
+                None
+            }
         })
         .await
     }

@@ -1,8 +1,8 @@
 //! Runs as long as the tutorial's and files as big as real ones, against a real server: a
 //! finished run of 30,000 steps (210,000 metric lines, about 23 MB) streams whole to a new
 //! viewer after a restart, a viewer 100,000 points behind gets every one of them at its own
-//! pace, another client's ping is answered promptly throughout, and no file is served through a
-//! link.
+//! pace, another client's ping is answered promptly throughout, a viewer that takes nothing is
+//! let go, and no file is served through a link.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -85,6 +85,32 @@ async fn a_long_finished_run_streams_whole_to_a_new_viewer_and_to_one_far_behind
     let slowest = pinger.await.unwrap();
     // Generous for a busy machine: what the issue saw was 795 ms under six profile fetches.
     assert!(slowest < Duration::from_secs(5), "a ping took {slowest:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_that_takes_nothing_for_six_heartbeats_is_let_go_and_others_are_served() {
+    let dir = temp_dir("stalled");
+    let runs = dir.path().join("runs");
+    let id = RunId::parse("20261126T000000-3").unwrap();
+    finished_run(&runs, &id, 30_000);
+    // Heartbeats every second: a peer that takes no frame for six seconds is gone.
+    let server = Server::start("stalled", &["--runs-dir", runs.to_str().unwrap(), "--heartbeat-secs", "1"]);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let pinger = tokio::spawn(ping_throughout(server.connect().await, stopped));
+    // 23 MB of backlog asked for, and nothing read: its stream waits for it (it never passes
+    // the queue's bound), until the connection is let go.
+    let mut stalled = server.connect().await;
+    stalled.send(&ClientMessage::Subscribe { run: id.clone(), after_seq: Some(0), after_log_seq: None }).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !std::fs::read_to_string(&server.log).unwrap_or_default().contains("took no frame") {
+        assert!(Instant::now() < deadline, "the stalled viewer was never let go");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.send(true).unwrap();
+    let slowest = pinger.await.unwrap();
+    assert!(slowest < Duration::from_secs(5), "a ping took {slowest:?}");
+    // What the kernel still held reaches the stalled viewer, then the end of the connection.
+    assert_eq!(stalled.closed(Duration::from_secs(60)).await, None, "a close frame cannot pass a peer that reads nothing");
 }
 
 #[test]

@@ -218,7 +218,10 @@ async fn a_run_trains_the_config_as_launched_even_if_the_served_file_changes_bef
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_viewer_that_stops_reading_gets_every_point_once_it_reads_again() {
-    let server = Server::start_with_env("slow-reader", &["--max-queued-kib", "64"], &[("RUST_LOG", "warn")]);
+    // Heartbeats a minute apart: the reader stops far shorter than the six a peer may go
+    // without taking a frame.
+    let args = ["--max-queued-kib", "64", "--heartbeat-secs", "60"];
+    let server = Server::start_with_env("slow-reader", &args, &[("RUST_LOG", "warn")]);
     let mut slow = server.connect().await;
     let id = slow.launch("cpu_tiny", tiny_overrides(&["num_iters=100000"])).await;
     slow.send(&ClientMessage::Subscribe { run: id.clone(), after_seq: Some(0), after_log_seq: Some(u64::MAX) }).await;
