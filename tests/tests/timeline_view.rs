@@ -58,6 +58,13 @@ async fn the_timeline_draws_every_ranks_lanes_and_ranges_and_tabulates_the_ops()
     let run = browser.wait_attr(".run-block .current-run", "data-run", |r| !r.is_empty()).await?;
     browser.wait_attr_for(".run-block .run-state", "data-state", |s| s == "completed", Duration::from_secs(600)).await?;
     let traces = traces_of(&workdir.path().join("runs").join(&run))?;
+    // The server summarised the profile as the run ended, before any page asked.
+    let kept = workdir.path().join("runs").join(&run).join("profile").join("summary.json");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !kept.is_file() {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "no profile summary kept in {}", kept.display());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let expected = Timeline::new(traces);
     for rank in 0..RANKS {
         let names = expected.range_names(rank);
@@ -76,6 +83,14 @@ async fn the_timeline_draws_every_ranks_lanes_and_ranges_and_tabulates_the_ops()
             browser.find(&format!("{} rect.range[data-name='{name}']", lane("ranges"))).await?;
         }
     }
+
+    // The server's summary first: each rank's mean step cut by range, and the straggler at
+    // each all-reduce of the two ranks.
+    for rank in 0..RANKS {
+        let bar = format!("{TIMELINE} .profile-summary table.step-split tr[data-rank='{rank}'] svg.step-bar");
+        browser.wait_attr(&bar, "aria-label", |l| l.contains(ranges::FORWARD) && l.contains(ranges::BACKWARD)).await?;
+    }
+    browser.wait_text(&format!("{TIMELINE} .profile-summary table.stragglers caption"), |t| t.contains("arrived last")).await?;
 
     // The ops table lists the ops, the largest total first.
     let ops = browser

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 
 use scalebook_shared::cluster::Clusters;
 use scalebook_shared::machine::MachineModel;
-use scalebook_shared::profile::trace::TraceList;
+use scalebook_shared::profile::trace::{ProfileSummary, TraceList};
 use scalebook_shared::protocol::{ErrorCode, ErrorReport, RunId, RunRecord};
 use scalebook_shared::rundir::{self, RankPlacement};
 use scalebook_shared::weather::MapIndex;
@@ -158,6 +158,14 @@ pub async fn run_profile(State(state): State<Arc<AppState>>, Path(id): Path<Stri
     let traces = profiles::list(&state.runs.store().run_dir(&id)).await;
     let traces = traces.map_err(|e| ApiError::internal(format!("run {id}: {e}")))?;
     Ok(Json(TraceList { traces }))
+}
+
+/// Run `id`'s profile in numbers (see [`profiles::summary`]): empty until its traces are
+/// written.
+pub async fn run_profile_summary(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<ProfileSummary>, ApiError> {
+    let id = known_run(&state, &id).await?;
+    let summary = profiles::summary(&state.runs.store().run_dir(&id)).await;
+    Ok(Json(summary.map_err(|e| ApiError::internal(format!("run {id}: the profile's summary: {e}")))?))
 }
 
 /// Rank `rank`'s trace of run `id`, the Chrome-trace JSON as the profiler wrote it.

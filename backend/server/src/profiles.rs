@@ -1,13 +1,25 @@
 //! A run's step profiles: the Chrome-trace file each rank's profiler leaves in the run's
 //! profile directory. Only names of the trainer's own form ([`trace_file`]) are listed or
 //! served, so no request reaches any other file.
+//!
+//! Their [`summary`] is computed here, once per set of files, and kept beside them: a page
+//! learns where the steps' time went without downloading hundreds of MB of trace.
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
 
-use scalebook_shared::profile::trace::RankTrace;
+use scalebook_shared::profile::trace::{ProfileSummary, RankSummary, RankTrace};
 use scalebook_shared::profile::{trace_file, trace_rank};
 use scalebook_shared::rundir::PROFILE_DIR;
+use serde::{Deserialize, Serialize};
+
+use crate::store;
+
+/// The summary kept beside the traces (not a trace's name, so never listed nor served as one).
+const SUMMARY_FILE: &str = "summary.json";
+/// Bytes read from a trace at a time.
+const READ_BUFFER: usize = 1 << 20;
 
 /// The traces of the run in `run_dir` by rank: none before its profiled steps are done (or
 /// when it profiles none). The directory is read off the async workers.
@@ -33,6 +45,99 @@ fn list_dir(dir: &Path) -> io::Result<Vec<RankTrace>> {
     }
     traces.sort_by_key(|t| t.rank);
     Ok(traces)
+}
+
+/// The summary of the run's profile in `run_dir` (empty before its traces are written).
+/// Computed from the traces as streams, one run at a time however many pages ask (a trace
+/// of hundreds of MB takes seconds and little memory), then kept in `profile/summary.json`
+/// with the traces' sizes and times, so later requests read it back until a trace changes.
+pub async fn summary(run_dir: &Path) -> io::Result<ProfileSummary> {
+    let dir = run_dir.to_owned();
+    let kept = move || -> io::Result<(Vec<Stamp>, Option<ProfileSummary>)> {
+        let stamps = stamps(&dir.join(PROFILE_DIR))?;
+        let summary = read_kept(&dir).filter(|k| k.stamps == stamps).map(|k| k.summary);
+        Ok((stamps, summary))
+    };
+    match tokio::task::spawn_blocking(kept.clone()).await.map_err(io::Error::other)?? {
+        (stamps, _) if stamps.is_empty() => return Ok(ProfileSummary::default()),
+        (_, Some(summary)) => return Ok(summary),
+        _ => {}
+    }
+    let _turn = summarising().acquire().await.map_err(io::Error::other)?;
+    let dir = run_dir.to_owned();
+    tokio::task::spawn_blocking(move || {
+        // Another request may have computed it while this one waited for its turn.
+        let (stamps, summary) = kept()?;
+        if let Some(summary) = summary {
+            return Ok(summary);
+        }
+        let summary = summarise(&dir, &stamps);
+        keep(&dir, Kept { stamps, summary: summary.clone() });
+        Ok(summary)
+    })
+    .await
+    .map_err(io::Error::other)?
+}
+
+/// One summary computed at a time: each streams its traces at the disk's pace, and the
+/// async workers (everyone else's messages) keep the rest of the machine.
+fn summarising() -> &'static tokio::sync::Semaphore {
+    static TURN: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+    &TURN
+}
+
+/// A trace file as the summary saw it: rank, size and modification time (ns).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Stamp {
+    rank: usize,
+    bytes: u64,
+    modified_ns: u128,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Kept {
+    stamps: Vec<Stamp>,
+    summary: ProfileSummary,
+}
+
+/// The traces in `dir` (plain files of the trainer's names only), by rank.
+fn stamps(dir: &Path) -> io::Result<Vec<Stamp>> {
+    let mut stamps = Vec::new();
+    for trace in list_dir(dir)? {
+        let meta = std::fs::symlink_metadata(dir.join(trace_file(trace.rank)))?;
+        let modified_ns = meta.modified()?.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        stamps.push(Stamp { rank: trace.rank, bytes: meta.len(), modified_ns });
+    }
+    Ok(stamps)
+}
+
+fn summarise(run_dir: &Path, stamps: &[Stamp]) -> ProfileSummary {
+    let (mut ranks, mut unread) = (Vec::new(), Vec::new());
+    for stamp in stamps {
+        let relative = Path::new(PROFILE_DIR).join(trace_file(stamp.rank));
+        let open = || store::open_beneath(run_dir, &relative).map(|file| io::BufReader::with_capacity(READ_BUFFER, file));
+        match RankSummary::read(stamp.rank, open) {
+            Ok(rank) => ranks.push(rank),
+            Err(e) => unread.push(format!("rank {}: {e}", stamp.rank)),
+        }
+    }
+    ProfileSummary::new(ranks, unread)
+}
+
+fn read_kept(run_dir: &Path) -> Option<Kept> {
+    let file = store::open_beneath(run_dir, &Path::new(PROFILE_DIR).join(SUMMARY_FILE)).ok()?;
+    serde_json::from_reader(io::BufReader::new(file)).ok()
+}
+
+/// Keeps the summary beside the traces (through a rename, so a reader never sees half of
+/// it). A run directory this server cannot write to just goes without.
+fn keep(run_dir: &Path, kept: Kept) {
+    let path = run_dir.join(PROFILE_DIR).join(SUMMARY_FILE);
+    let partial = path.with_extension("json.partial");
+    let written = serde_json::to_vec(&kept).map_err(io::Error::other).and_then(|bytes| std::fs::write(&partial, bytes));
+    if let Err(e) = written.and_then(|()| std::fs::rename(&partial, &path)) {
+        tracing::warn!("the profile summary is not kept in {}: {e}", path.display());
+    }
 }
 
 /// The rank whose trace `name` is, if it is exactly what [`trace_file`] names.

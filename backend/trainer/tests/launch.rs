@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use scalebook_shared::config::data_dir_overrides;
 use scalebook_shared::metrics::{MetricPoint, tags};
+use scalebook_shared::profile::trace::{ProfileSummary, RankSummary, TOP_OPS};
 use scalebook_shared::profile::{ranges, trace_file};
 use scalebook_shared::rundir;
 use scalebook_shared::weather::{MAPPED_CHANNELS, MapIndex, map_file};
@@ -285,4 +286,29 @@ fn every_rank_of_a_data_parallel_run_profiles_the_same_ranges() {
             spans.iter().filter(|s| s.name == all_reduce && backward.iter().any(|b| b.start <= s.start && s.start < b.end)).count();
         assert!(inside >= 2, "rank {rank}: {inside} all-reduces start inside a backward range");
     }
+
+    // The summary the server gives of these traces: each rank's two steps split by range,
+    // its communication, and one straggler row per all-reduce call of both ranks.
+    let ranks: Vec<RankSummary> = (0..2)
+        .map(|rank| RankSummary::read(rank, || std::fs::File::open(run.join(rundir::PROFILE_DIR).join(trace_file(rank)))).unwrap())
+        .collect();
+    let calls = trace_spans(&run, 0).iter().filter(|s| s.name == all_reduce).count();
+    let summary = ProfileSummary::new(ranks, vec![]);
+    for rank in &summary.ranks {
+        assert_eq!(rank.steps.iter().map(|s| s.step).collect::<Vec<_>>(), [3, 4], "rank {}", rank.rank);
+        for step in &rank.steps {
+            for range in ranges::STEP.iter().chain(&[ranges::GRAD_ALLREDUCE]) {
+                let time = step.ranges.iter().find(|r| r.name == *range).map_or(0.0, |r| r.us);
+                assert!(time > 0.0 && time < step.total_us, "rank {} step {}: {range} took {time} µs", rank.rank, step.step);
+            }
+        }
+        assert!(rank.communication_us > 0.0 && rank.overlapped_us <= rank.communication_us, "{rank:?}");
+        assert_eq!(rank.top_ops.len(), TOP_OPS);
+    }
+    assert_eq!(summary.stragglers.len(), calls);
+    assert!(
+        summary.stragglers.iter().all(|s| s.collective == all_reduce && s.last_rank < 2 && s.wait_us >= 0.0),
+        "{:?}",
+        summary.stragglers
+    );
 }

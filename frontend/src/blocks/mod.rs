@@ -40,6 +40,7 @@ mod timeline_drawn;
 mod timeline_ops;
 mod timeline_recorded;
 mod timeline_state;
+mod timeline_summary;
 mod timeline_view;
 
 pub use scalebook_page::blocks::{

@@ -200,8 +200,9 @@ mod tests {
         settle().await;
         let fields =
             || -> Vec<String> { all(&block, ".learner-problems li").iter().filter_map(|li| li.get_attribute("data-field")).collect() };
-        // cpu_short is not a learner config, and larger than cpu_tiny, the largest there is.
-        assert_eq!(fields(), ["config", "embed_dim", "global_batch_size", "num_iters"]);
+        // cpu_short is not a learner config, larger than cpu_tiny (the largest there is), and
+        // validates on more samples than a learner may train on.
+        assert_eq!(fields(), ["config", "embed_dim", "global_batch_size", "num_iters", "limit_nsamples_val"]);
         working.switch("cpu_tiny".into());
         settle().await;
         assert!(fields().is_empty(), "{:?}", fields());

@@ -1,16 +1,19 @@
 //! The timeline block: the step profile of a run (the one its `run=` names, else the latest
 //! run whose config sets `profile` of this page's own or the instructor's: never another
-//! learner's, which nobody here asked to download), every rank's trace loaded from the server, drawn as
-//! lanes with the ranges on top, and its ops tabulated. A run still training is loaded again
+//! learner's, which nobody here asked to download). The server's summary comes first (each
+//! rank's steps by range, overlap, stragglers, top ops); then every rank's trace, drawn as lanes
+//! with the ranges on top and its ops tabulated: at once when the traces are small, on request
+//! when they are large (a long profile is hundreds of MB). A run still training is loaded again
 //! when its state changes, and the reload button asks at any time.
 
 use std::sync::Arc;
 
 use leptos::prelude::*;
-use scalebook_shared::profile::trace::{Trace, TraceList};
+use scalebook_shared::profile::trace::{ProfileSummary, Trace, TraceList};
 use scalebook_shared::protocol::{RunId, RunRecord};
 
 use super::timeline_drawn::Drawn;
+use super::timeline_summary::SummaryView;
 use crate::ids::unique_id;
 use crate::net::ws::ConnectionState;
 use crate::net::{fetch, urls};
@@ -21,9 +24,15 @@ fn how_to_profile() -> impl IntoView {
     view! { "set " <code>"profile: 5:8"</code> " in the config (steps 5 to 7) and run again." }
 }
 
-/// A profile loaded and ready to draw.
+/// Traces larger than this together are drawn only when asked: the summary says most of what
+/// they hold, for none of the download.
+const DRAWN_AT_ONCE_BYTES: u64 = 16 << 20;
+
+/// A profile loaded and ready to show.
 struct Profile {
-    drawn: Drawn,
+    summary: ProfileSummary,
+    /// The traces drawn; `None` while they wait to be asked for.
+    drawn: Option<Drawn>,
     bytes: u64,
     /// The ranks whose trace did not load, with the reason.
     broken: Vec<String>,
@@ -41,6 +50,8 @@ pub fn TimelineBlock(run: Option<RunId>) -> impl IntoView {
     // The run chosen here; `None` follows the latest run with a profile.
     let picked = RwSignal::new(run);
     let reloads = RwSignal::new(0u32);
+    // The traces of the run shown, however large: asked for with the button.
+    let draw_large = RwSignal::new(None::<RunId>);
     let profiled = Memo::new(move |_| {
         runs.records.with(|records| records.iter().rev().filter_map(|r| Some((r.clone(), profile_of(r)?))).collect::<Vec<_>>())
     });
@@ -49,12 +60,17 @@ pub fn TimelineBlock(run: Option<RunId>) -> impl IntoView {
         Memo::new(move |_| picked.get().or_else(|| profiled.with(|p| p.iter().find(|(r, _)| followed(r)).map(|(r, _)| r.id.clone()))));
     let record = Memo::new(move |_| chosen.get().and_then(|id| runs.record(&id)));
     // Loaded again when the run, its state or the reload count changes.
-    let target = Memo::new(move |_| chosen.get().map(|id| (id, record.with(|r| r.as_ref().map(|r| r.state())), reloads.get())));
+    let target = Memo::new(move |_| {
+        chosen.get().map(|id| {
+            let large = draw_large.get().as_ref() == Some(&id);
+            (id, record.with(|r| r.as_ref().map(|r| r.state())), reloads.get(), large)
+        })
+    });
     let loaded = LocalResource::new(move || {
         let target = target.get();
         async move {
             match target {
-                Some((id, _, _)) => load(&id).await.map(|p| p.map(Arc::new)),
+                Some((id, _, _, large)) => load(&id, large).await.map(|p| p.map(Arc::new)),
                 None => Ok(None),
             }
         }
@@ -95,7 +111,7 @@ pub fn TimelineBlock(run: Option<RunId>) -> impl IntoView {
                 (Some(id), None) => view! { <p class="muted">{format!("Loading the profile of run {id}…")}</p> }.into_any(),
                 (Some(_), Some(Err(message))) => view! { <p class="error" role="alert">{message}</p> }.into_any(),
                 (Some(id), Some(Ok(None))) => missing(&id, record.get().as_ref()).into_any(),
-                (Some(id), Some(Ok(Some(profile)))) => drawn(&id, record.get().as_ref(), &profile).into_any(),
+                (Some(id), Some(Ok(Some(profile)))) => drawn(&id, record.get().as_ref(), &profile, draw_large).into_any(),
             }}
         </section>
     }
@@ -116,29 +132,50 @@ fn missing(id: &RunId, record: Option<&RunRecord>) -> impl IntoView + use<> {
     view! { <p class="message">{text} {how_to_profile()}</p> }.into_any()
 }
 
-/// The drawing and the table, with a line saying what was loaded.
-fn drawn(id: &RunId, record: Option<&RunRecord>, profile: &Profile) -> impl IntoView + use<> {
-    let ranks = profile.drawn.ranks();
+/// The summary, then the drawing and the table (or the button that loads them), with a line
+/// saying what was loaded.
+fn drawn(id: &RunId, record: Option<&RunRecord>, profile: &Profile, draw_large: RwSignal<Option<RunId>>) -> impl IntoView + use<> {
+    let ranks = profile.summary.ranks.len();
     let steps = record.and_then(profile_of).map(|s| format!(", steps {s}")).unwrap_or_default();
     let megabytes = profile.bytes as f64 / 1e6;
-    let summary = format!("Run {id}{steps}: {ranks} rank(s), {} events ({megabytes:.1} MB of trace).", profile.drawn.events);
+    let events: u64 = profile.summary.ranks.iter().map(|r| r.events).sum();
+    let summary = format!("Run {id}{steps}: {ranks} rank(s), {events} events ({megabytes:.1} MB of trace).");
     let broken = (!profile.broken.is_empty()).then(|| {
         view! { <p class="error" role="alert">{format!("Some traces did not load: {}", profile.broken.join("; "))}</p> }
     });
+    let id = id.clone();
+    let timeline = match &profile.drawn {
+        Some(drawn) => drawn.view().into_any(),
+        None => view! {
+            <p class="message">
+                {format!("The timeline draws every event of the traces, {megabytes:.1} MB to download: ")}
+                <button type="button" class="draw-large" on:click=move |_| draw_large.set(Some(id.clone()))>"download and draw them"</button>
+            </p>
+        }
+        .into_any(),
+    };
     view! {
         <p class="muted summary">{summary}</p>
+        <SummaryView summary=profile.summary.clone() />
         {broken}
-        {profile.drawn.view()}
+        {timeline}
     }
 }
 
-/// Every rank's trace of run `id`: `None` when there is none (yet). A rank whose trace does
-/// not load is named in the profile; only when none loads is the whole load an error.
-async fn load(id: &RunId) -> Result<Option<Profile>, String> {
+/// Run `id`'s profile: `None` when it has none (yet). Its summary always; its traces when
+/// they are small or `large` asks for them anyway. A rank whose trace does not load is named
+/// in the profile; only when none loads is the whole load an error.
+async fn load(id: &RunId, large: bool) -> Result<Option<Profile>, String> {
     let list = fetch::text(&urls::api(&format!("runs/{id}/profile"))).await?;
     let list: TraceList = serde_json::from_str(&list).map_err(|e| format!("the server's list of traces does not parse: {e}"))?;
     if list.traces.is_empty() {
         return Ok(None);
+    }
+    let summary = fetch::text(&urls::api(&format!("runs/{id}/profile/summary"))).await?;
+    let summary: ProfileSummary = serde_json::from_str(&summary).map_err(|e| format!("the server's summary does not parse: {e}"))?;
+    let bytes = list.traces.iter().map(|t| t.bytes).sum();
+    if bytes > DRAWN_AT_ONCE_BYTES && !large {
+        return Ok(Some(Profile { summary, drawn: None, bytes, broken: Vec::new() }));
     }
     let mut traces = Vec::new();
     let mut broken = Vec::new();
@@ -152,6 +189,5 @@ async fn load(id: &RunId) -> Result<Option<Profile>, String> {
     if traces.is_empty() {
         return Err(format!("No trace of run {id} loaded: {}", broken.join("; ")));
     }
-    let bytes = list.traces.iter().map(|t| t.bytes).sum();
-    Ok(Some(Profile { drawn: Drawn::new(traces), bytes, broken }))
+    Ok(Some(Profile { summary, drawn: Some(Drawn::new(traces)), bytes, broken }))
 }

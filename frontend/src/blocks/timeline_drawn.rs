@@ -24,10 +24,6 @@ impl Drawn {
         Drawn { timeline: Arc::new(timeline), ops: Arc::new(ops), events }
     }
 
-    pub fn ranks(&self) -> usize {
-        self.timeline.ranks().len()
-    }
-
     /// The timeline, then the table of its ops.
     pub fn view(&self) -> impl IntoView + use<> {
         view! {

@@ -11,6 +11,7 @@ pub mod latitude_plot;
 pub mod maps_model;
 pub mod picture;
 pub mod pipeline_model;
+pub mod profile_summary;
 pub mod published_chart;
 pub mod rollout_model;
 pub mod run_model;

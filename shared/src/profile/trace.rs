@@ -9,6 +9,8 @@
 //!   trainer's named ranges on top, then one lane per process and thread, each split into rows
 //!   by nesting depth.
 //! - [`OpsTable`] sums the ops by name (count, total, self time, mean).
+//! - [`ProfileSummary`] is what the server tells of a run's profile without sending its traces:
+//!   each rank's steps split by range, its top ops, its overlap, and the stragglers.
 //! - [`bars`] is what a window of the timeline draws at a given width: events narrower than a
 //!   pixel are merged into per-pixel bars, so a trace of 100k events stays a few thousand
 //!   shapes however far it is zoomed out.
@@ -20,12 +22,14 @@ mod bars;
 mod lenient;
 mod ops;
 mod read;
+mod summary;
 mod timeline;
 mod window;
 
 pub use bars::{Bar, BarKind, bar_at, bars};
 pub use ops::{OpOrder, OpStat, OpsTable};
 pub use read::Trace;
+pub use summary::{MAX_STRAGGLERS, OpTotal, ProfileSummary, RangeTime, RankSummary, StepSplit, Straggler, TOP_OPS};
 pub use timeline::{Lane, LaneKind, NameId, Row, Span, Timeline};
 pub use window::{Window, format_micros, micros_ticks};
 

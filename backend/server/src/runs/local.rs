@@ -130,6 +130,7 @@ impl RunManager {
                 r.transition(state, now(), reason);
             }
         });
+        self.summarise_profile(&id);
         self.schedule();
     }
 }

@@ -34,6 +34,7 @@ use crate::learners::{self, LearnerLaunch};
 use crate::logdir::is_logdir_run;
 use crate::plan::{LaunchPlan, Target};
 use crate::predict::Predictor;
+use crate::profiles;
 use crate::store::{self, RunStore};
 use crate::stream::{Hub, Subscription};
 use scalebook_shared::rundir::{self, ExitRecord};
@@ -152,6 +153,17 @@ impl RunManager {
     /// The record as it stands, perhaps a change ahead of the disk.
     fn get(&self, id: &RunId) -> Option<RunRecord> {
         self.lock().get(id).cloned()
+    }
+
+    /// Run `id` ended: its profile, if it wrote one, is summarised now in the background, so the
+    /// first page to ask gets the summary at once rather than after its traces are read.
+    fn summarise_profile(&self, id: &RunId) {
+        let (id, run_dir) = (id.clone(), self.store.run_dir(id));
+        tokio::spawn(async move {
+            if let Err(e) = profiles::summary(&run_dir).await {
+                tracing::warn!("run {id}: its profile is not summarised: {e}");
+            }
+        });
     }
 
     /// Every run as clients are told it (see [`for_clients`]).

@@ -139,6 +139,7 @@ impl RunManager {
                         r.slurm = status;
                     }
                 });
+                self.summarise_profile(id);
             }
         }
     }

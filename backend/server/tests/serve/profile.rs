@@ -1,9 +1,9 @@
 //! The timeline's endpoints on a real server: a run's list of rank traces (empty until there
-//! are some), each trace served as written, and a clear 404 for every other request (an
+//! are some), each trace served as written, their summary, and a clear 404 for every other request (an
 //! unknown run, a rank with no trace, a rank that is not a plain number, a name that tries to
 //! leave the profile directory).
 
-use scalebook_shared::profile::trace::{Trace, TraceList};
+use scalebook_shared::profile::trace::{ProfileSummary, Trace, TraceList};
 use scalebook_shared::profile::trace_file;
 use scalebook_shared::rundir::PROFILE_DIR;
 
@@ -42,6 +42,12 @@ async fn a_runs_traces_are_listed_and_served_and_nothing_else_is() {
         serde_json::from_str(&response.body).unwrap()
     };
     assert!(list(&server).traces.is_empty(), "a run without a profile lists no traces");
+    let summary = |server: &Server| -> ProfileSummary {
+        let response = server.get(&format!("/api/runs/{id}/profile/summary"));
+        assert_eq!(response.status, 200, "{}", response.body);
+        serde_json::from_str(&response.body).unwrap()
+    };
+    assert_eq!(summary(&server), ProfileSummary::default(), "nothing to summarise yet");
 
     let dir = server.runs_dir.join(id.as_str()).join(PROFILE_DIR);
     std::fs::create_dir_all(&dir).unwrap();
@@ -63,6 +69,21 @@ async fn a_runs_traces_are_listed_and_served_and_nothing_else_is() {
         assert_eq!(response.body, kineto_trace(rank));
         assert_eq!(Trace::parse(&response.body).unwrap().len(), 3);
     }
+
+    // The summary: both ranks' ops, computed once and kept beside the traces (not listed as
+    // one); a trace that changes is summarised again.
+    let both = summary(&server);
+    assert_eq!(both.ranks.iter().map(|r| (r.rank, r.events)).collect::<Vec<_>>(), [(0, 3), (1, 3)]);
+    let top = &both.ranks[0].top_ops[0];
+    assert_eq!((top.name.as_str(), top.count, top.total_us), ("aten::linear", 1, 50.0));
+    assert!(dir.join("summary.json").is_file());
+    assert_eq!(list(&server).traces.len(), 2);
+    assert_eq!(summary(&server), both);
+    std::fs::write(dir.join(trace_file(1)), "not a trace").unwrap();
+    let one = summary(&server);
+    assert_eq!(one.ranks.len(), 1);
+    assert!(one.unread.len() == 1 && one.unread[0].starts_with("rank 1:"), "{:?}", one.unread);
+    std::fs::write(dir.join(trace_file(1)), kineto_trace(1)).unwrap();
 
     refused(&server.get(&format!("/api/runs/{id}/profile/2")), 404, "not_yet", "rank 2");
     for bad in ["01", "+1", "x", "rank0.trace.json", "..%2Fsecret.json", "..%2F..%2Frun.json", "-1"] {

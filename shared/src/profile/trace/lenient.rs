@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, de::Error as _};
 
 /// A JSON value as the timeline uses it: a number, a text, or something it cannot use.
@@ -203,71 +203,74 @@ pub enum Key {
     Other,
 }
 
-/// A whole file: its entries (for the object form, those of `traceEvents`) and the base time
-/// Kineto counts its timestamps from.
-#[derive(Default)]
-pub struct RawTrace {
-    pub entries: Vec<RawEvent>,
-    pub base_ns: Scalar,
-}
+/// A whole file read as a stream: each event (for the object form, each of `traceEvents`) is
+/// handed to the sink as soon as it is read, and nothing of it is kept here, so a trace of
+/// hundreds of MB costs one event's memory. The value is the base time Kineto counts its
+/// timestamps from.
+pub struct EventStream<'s, F>(pub &'s mut F);
 
-impl<'de> Deserialize<'de> for RawTrace {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct TraceVisitor;
-        impl<'de> Visitor<'de> for TraceVisitor {
-            type Value = RawTrace;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a Chrome trace: an object with `traceEvents`, or a list of events")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<RawTrace, A::Error> {
-                Ok(RawTrace { entries: entries(seq)?, base_ns: Scalar::Other })
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawTrace, A::Error> {
-                let mut trace = RawTrace::default();
-                let mut found = false;
-                while let Some(key) = map.next_key::<Key>()? {
-                    match key {
-                        Key::TraceEvents => {
-                            trace.entries = map.next_value::<Entries>()?.0;
-                            found = true;
-                        }
-                        Key::BaseTime => trace.base_ns = map.next_value()?,
-                        _ => _ = map.next_value::<IgnoredAny>()?,
-                    }
-                }
-                if !found {
-                    return Err(A::Error::custom("the object has no `traceEvents` list"));
-                }
-                Ok(trace)
-            }
-        }
-        deserializer.deserialize_any(TraceVisitor)
+impl<'de, F: FnMut(RawEvent)> DeserializeSeed<'de> for EventStream<'_, F> {
+    type Value = Scalar;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Scalar, D::Error> {
+        deserializer.deserialize_any(self)
     }
 }
 
-/// The event list, keeping the entries that are objects.
-struct Entries(Vec<RawEvent>);
-
-impl<'de> Deserialize<'de> for Entries {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct EntriesVisitor;
-        impl<'de> Visitor<'de> for EntriesVisitor {
-            type Value = Entries;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("`traceEvents` as a list of events")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Entries, A::Error> {
-                entries(seq).map(Entries)
+impl<'de, F: FnMut(RawEvent)> Visitor<'de> for EventStream<'_, F> {
+    type Value = Scalar;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Chrome trace: an object with `traceEvents`, or a list of events")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Scalar, A::Error> {
+        entries(seq, self.0)?;
+        Ok(Scalar::Other)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
+        let mut base_ns = Scalar::Other;
+        let mut found = false;
+        while let Some(key) = map.next_key::<Key>()? {
+            match key {
+                Key::TraceEvents => {
+                    map.next_value_seed(EventList(&mut *self.0))?;
+                    found = true;
+                }
+                Key::BaseTime => base_ns = map.next_value()?,
+                _ => _ = map.next_value::<IgnoredAny>()?,
             }
         }
-        deserializer.deserialize_seq(EntriesVisitor)
+        if !found {
+            return Err(A::Error::custom("the object has no `traceEvents` list"));
+        }
+        Ok(base_ns)
     }
 }
 
-fn entries<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Vec<RawEvent>, A::Error> {
-    let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+/// The event list of the object form, streamed to the sink.
+struct EventList<'s, F>(&'s mut F);
+
+impl<'de, F: FnMut(RawEvent)> DeserializeSeed<'de> for EventList<'_, F> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de, F: FnMut(RawEvent)> Visitor<'de> for EventList<'_, F> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("`traceEvents` as a list of events")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        entries(seq, self.0)
+    }
+}
+
+/// Hands the entries that are objects to the sink.
+fn entries<'de, A: SeqAccess<'de>>(mut seq: A, sink: &mut impl FnMut(RawEvent)) -> Result<(), A::Error> {
     while let Some(Entry(entry)) = seq.next_element()? {
-        out.extend(entry);
+        if let Some(event) = entry {
+            sink(event);
+        }
     }
-    Ok(out)
+    Ok(())
 }

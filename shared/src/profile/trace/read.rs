@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 
-use super::lenient::{RawEvent, RawTrace, Scalar};
+use serde::de::DeserializeSeed;
+
+use super::lenient::{EventStream, RawEvent, Scalar};
 use crate::Error;
 
 /// A thread of the trace: its process and thread ids as the file writes them (numbers or
@@ -48,15 +50,13 @@ impl Trace {
     /// the timeline does not draw are skipped; only text that is not such JSON at all is an
     /// error.
     pub fn parse(text: &str) -> Result<Trace, Error> {
-        let raw = match serde_json::from_str::<RawTrace>(text) {
-            Ok(raw) => raw,
-            Err(e) => unterminated_list(text).ok_or_else(|| Error::Parse { what: "the trace".into(), message: e.to_string() })?,
-        };
-        let mut builder = Builder::default();
-        for event in raw.entries {
-            builder.add(event);
-        }
-        Ok(Trace { threads: builder.threads, events: builder.events, base_ns: raw.base_ns.number() })
+        let built = Builder::read(serde_json::Deserializer::from_str(text)).or_else(|e| {
+            let cut = unterminated_list(text).ok_or_else(|| Error::Parse { what: "the trace".into(), message: e.to_string() })?;
+            Builder::read(serde_json::Deserializer::from_str(&cut))
+                .map_err(|e| Error::Parse { what: "the trace".into(), message: e.to_string() })
+        })?;
+        let (builder, base_ns) = built;
+        Ok(Trace { threads: builder.threads, events: builder.events, base_ns })
     }
 
     /// How many timed events it holds.
@@ -69,13 +69,28 @@ impl Trace {
     }
 }
 
-/// The array form cut short (a trace still being written, or written without its `]`).
-fn unterminated_list(text: &str) -> Option<RawTrace> {
+/// The array form cut short (a trace still being written, or written without its `]`),
+/// closed.
+fn unterminated_list(text: &str) -> Option<String> {
     let body = text.trim_end().trim_end_matches(',');
-    if !body.trim_start().starts_with('[') || body.ends_with(']') {
-        return None;
-    }
-    serde_json::from_str(&format!("{body}]")).ok()
+    (body.trim_start().starts_with('[') && !body.ends_with(']')).then(|| format!("{body}]"))
+}
+
+/// Reads a trace from `reader` as a stream, handing each timed event to `sink` (its thread as
+/// `(pid, tid)` text, name, category, start and duration in µs, `B`/`E` pairs matched) and
+/// keeping none of them: memory stays that of one event, whatever the file's size. Returns
+/// Kineto's base time (ns), if the file gives one.
+pub(super) fn stream_events(reader: impl std::io::Read, mut sink: impl FnMut(&Thread, Event)) -> Result<Option<f64>, Error> {
+    let mut builder = Builder::default();
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let base = EventStream(&mut |event| {
+        if let Some((thread, timed)) = builder.add(event) {
+            sink(&builder.threads[thread], timed);
+        }
+    })
+    .deserialize(&mut de)
+    .and_then(|base| de.end().map(|()| base));
+    base.map(|base| base.number()).map_err(|e| Error::Parse { what: "the trace".into(), message: e.to_string() })
 }
 
 /// What metadata events say of a process.
@@ -105,33 +120,44 @@ struct Builder {
 }
 
 impl Builder {
-    fn add(&mut self, event: RawEvent) {
-        let Some(ph) = event.ph.text() else { return };
+    /// Reads a whole trace into a builder that keeps every timed event; the base time with it.
+    fn read<'de, R: serde_json::de::Read<'de>>(mut de: serde_json::Deserializer<R>) -> Result<(Builder, Option<f64>), serde_json::Error> {
+        let mut builder = Builder::default();
+        let base = EventStream(&mut |event| {
+            if let Some((_, timed)) = builder.add(event) {
+                builder.events.push(timed);
+            }
+        })
+        .deserialize(&mut de)?;
+        de.end()?;
+        Ok((builder, base.number()))
+    }
+
+    /// Takes one entry of the file: the timed event it completes, with its thread's index.
+    fn add(&mut self, event: RawEvent) -> Option<(usize, Event)> {
+        let ph = event.ph.text()?;
         let ts = event.ts.number();
         match (ph.as_str(), ts) {
             ("X", Some(start)) => {
                 let dur = event.dur.number().unwrap_or(0.0);
                 let thread = self.thread(&event.pid, &event.tid);
-                self.push(thread, text_of(&event.name), text_of(&event.cat), start, dur);
+                timed(thread, text_of(&event.name), text_of(&event.cat), start, dur)
             }
             ("B", Some(start)) => {
                 let thread = self.thread(&event.pid, &event.tid);
                 self.open.entry(thread).or_default().push((text_of(&event.name), text_of(&event.cat), start));
+                None
             }
             ("E", Some(end)) => {
                 let thread = self.thread(&event.pid, &event.tid);
-                if let Some((name, category, start)) = self.open.get_mut(&thread).and_then(Vec::pop) {
-                    self.push(thread, name, category, start, end - start);
-                }
+                let (name, category, start) = self.open.get_mut(&thread).and_then(Vec::pop)?;
+                timed(thread, name, category, start, end - start)
             }
-            ("M", _) => self.metadata(&event),
-            _ => {}
-        }
-    }
-
-    fn push(&mut self, thread: usize, name: String, category: String, start: f64, dur: f64) {
-        if dur >= 0.0 && category != PROFILER_CATEGORY {
-            self.events.push(Event { thread, name, category, start, dur });
+            ("M", _) => {
+                self.metadata(&event);
+                None
+            }
+            _ => None,
         }
     }
 
@@ -175,6 +201,11 @@ impl Builder {
         self.by_ids.insert(key, self.threads.len() - 1);
         self.threads.len() - 1
     }
+}
+
+/// A timed event as drawn: not one of negative length, nor the profiler's own span.
+fn timed(thread: usize, name: String, category: String, start: f64, dur: f64) -> Option<(usize, Event)> {
+    (dur >= 0.0 && category != PROFILER_CATEGORY).then_some((thread, Event { thread, name, category, start, dur }))
 }
 
 fn text_of(value: &Scalar) -> String {

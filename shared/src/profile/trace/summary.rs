@@ -1,0 +1,413 @@
+//! A run's profile told in numbers, so that nobody downloads hundreds of MB of trace to learn
+//! where a step's time went: per rank and step, the time in each of the trainer's ranges; the
+//! ops that took longest; how much of the communication overlapped computation; and, per
+//! collective call, which rank arrived last (the straggler every other rank waited for).
+//!
+//! Each rank's file is read twice as a stream ([`RankSummary::read`]): first its ranges (a
+//! few per step), then its ops, folded into sums as they pass. Nothing else of the file is
+//! kept, so memory stays small however large the trace.
+
+use std::collections::HashMap;
+use std::io;
+
+use serde::{Deserialize, Serialize};
+
+use super::RANGE_CATEGORY;
+use super::read::{Event, Thread, stream_events};
+use crate::Error;
+use crate::profile::ranges;
+
+/// Ops listed per rank, the longest first.
+pub const TOP_OPS: usize = 10;
+/// Collective calls listed in the straggler table, at most (the first ones, in call order).
+pub const MAX_STRAGGLERS: usize = 1_000;
+
+/// What the server answers for a run's profile summary (`api/runs/ID/profile/summary`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProfileSummary {
+    pub ranks: Vec<RankSummary>,
+    /// One row per collective call made by more than one rank, in call order.
+    pub stragglers: Vec<Straggler>,
+    /// Ranks whose trace could not be read, with the reason.
+    pub unread: Vec<String>,
+}
+
+/// One rank's profile in numbers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RankSummary {
+    pub rank: usize,
+    /// Timed events in its trace.
+    pub events: u64,
+    pub steps: Vec<StepSplit>,
+    /// The ops (CPU ops and GPU kernels) that took longest, summed by name; an op's time
+    /// includes what it called, as PyTorch's `key_averages()` totals do.
+    pub top_ops: Vec<OpTotal>,
+    /// Time inside the trainer's communication ranges (µs, each instant counted once).
+    pub communication_us: f64,
+    /// The part of it during which the rank computed too: a GPU kernel that is not a
+    /// collective's, or an op on another thread than the collective's.
+    pub overlapped_us: f64,
+    /// Where each of its collective calls began (µs on the shared clock), for the straggler
+    /// table; not sent.
+    #[serde(skip)]
+    calls: Vec<Call>,
+}
+
+/// One profiled step of one rank: its length and the time in each range inside it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepSplit {
+    /// The step's number (`step N` in the trace).
+    pub step: u64,
+    pub total_us: f64,
+    /// By range name, in the order a step runs them (the trainer's ranges, then each
+    /// collective); a collective's time is also inside the range that called it.
+    pub ranges: Vec<RangeTime>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RangeTime {
+    pub name: String,
+    pub us: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpTotal {
+    pub name: String,
+    pub count: u64,
+    pub total_us: f64,
+}
+
+/// One collective call across the ranks: the rank that started it last, and how long the
+/// first to arrive had waited for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Straggler {
+    /// The range's name (`c10d::all_reduce`).
+    pub collective: String,
+    /// Which call of that collective (0 is the first profiled).
+    pub call: usize,
+    /// The step the last rank made it in.
+    pub step: Option<u64>,
+    pub last_rank: usize,
+    /// The last rank's arrival after the first rank's (µs).
+    pub wait_us: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Call {
+    name: String,
+    start: f64,
+    step: Option<u64>,
+}
+
+/// A thread as its process and thread ids.
+type ThreadIds = (String, String);
+
+/// A range of the trainer's, as the first pass keeps it.
+struct Mark {
+    name: String,
+    thread: ThreadIds,
+    start: f64,
+    end: f64,
+}
+
+impl ProfileSummary {
+    /// The summary of every rank's own summary, with the straggler table across them.
+    pub fn new(mut ranks: Vec<RankSummary>, unread: Vec<String>) -> ProfileSummary {
+        ranks.sort_by_key(|r| r.rank);
+        let stragglers = stragglers(&ranks);
+        ProfileSummary { ranks, stragglers, unread }
+    }
+}
+
+impl RankSummary {
+    /// Reads rank `rank`'s trace, which `open` opens afresh for each of the two passes.
+    pub fn read<R: io::Read>(rank: usize, mut open: impl FnMut() -> io::Result<R>) -> Result<RankSummary, Error> {
+        let opened = |e: io::Error| Error::Parse { what: format!("the trace of rank {rank}"), message: e.to_string() };
+        let mut marks = Vec::new();
+        let mut events = 0u64;
+        let base_ns = stream_events(open().map_err(opened)?, |thread, event| {
+            events += 1;
+            if event.category == RANGE_CATEGORY {
+                marks.push(Mark { name: event.name, thread: ids(thread), start: event.start, end: event.start + event.dur });
+            }
+        })?;
+        let shift = base_ns.map_or(0.0, |ns| ns / 1e3);
+        marks.sort_by(|a, b| a.start.total_cmp(&b.start));
+        let mut folded = Fold::new(&marks);
+        stream_events(open().map_err(opened)?, |thread, event| folded.add(thread, event))?;
+        Ok(folded.finish(rank, events, shift))
+    }
+}
+
+/// The thread of an event as its ids.
+fn ids(thread: &Thread) -> (String, String) {
+    (thread.pid.clone(), thread.tid.clone())
+}
+
+/// Whether a range is communication: a collective's, or the gradient all-reduce around them.
+fn communicates(name: &str) -> bool {
+    name.starts_with(ranges::COLLECTIVE_PREFIX) || name == ranges::GRAD_ALLREDUCE
+}
+
+/// Whether an op is a collective's own work (a NCCL kernel, a Gloo call) rather than
+/// computation.
+fn collective_op(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["nccl", "gloo", "c10d", "all_reduce", "allreduce", "all_gather", "allgather", "broadcast", "reduce_scatter"]
+        .iter()
+        .any(|word| name.contains(word))
+}
+
+/// The second pass: the ops summed by name, and the computation inside communication.
+struct Fold<'m> {
+    marks: &'m [Mark],
+    /// The communication ranges merged where they overlap, in order.
+    communication: Vec<Talk>,
+    ops: HashMap<String, (u64, f64)>,
+    /// Computation inside communication, clipped to it.
+    busy: Vec<(f64, f64)>,
+}
+
+/// Communication ranges merged where they overlap, with the threads that made them.
+struct Talk {
+    from: f64,
+    to: f64,
+    threads: Vec<ThreadIds>,
+}
+
+impl<'m> Fold<'m> {
+    fn new(marks: &'m [Mark]) -> Fold<'m> {
+        let mut communication: Vec<Talk> = Vec::new();
+        for mark in marks.iter().filter(|m| communicates(&m.name)) {
+            match communication.last_mut() {
+                Some(last) if mark.start <= last.to => {
+                    last.to = last.to.max(mark.end);
+                    if !last.threads.contains(&mark.thread) {
+                        last.threads.push(mark.thread.clone());
+                    }
+                }
+                _ => communication.push(Talk { from: mark.start, to: mark.end, threads: vec![mark.thread.clone()] }),
+            }
+        }
+        Fold { marks, communication, ops: HashMap::new(), busy: Vec::new() }
+    }
+
+    fn add(&mut self, thread: &Thread, event: Event) {
+        if event.category == RANGE_CATEGORY || event.category == "gpu_user_annotation" {
+            return;
+        }
+        let (start, end) = (event.start, event.start + event.dur);
+        let computes = !collective_op(&event.name);
+        match self.ops.get_mut(&event.name) {
+            Some(sum) => *sum = (sum.0 + 1, sum.1 + event.dur),
+            None => _ = self.ops.insert(event.name, (1, event.dur)),
+        }
+        if !computes {
+            return;
+        }
+        let on_device = event.category == "kernel";
+        let first = self.communication.partition_point(|talk| talk.to <= start);
+        for talk in &self.communication[first..] {
+            if talk.from >= end {
+                break;
+            }
+            let elsewhere = on_device || !talk.threads.iter().any(|(pid, tid)| *pid == thread.pid && *tid == thread.tid);
+            if elsewhere {
+                self.busy.push((start.max(talk.from), end.min(talk.to)));
+            }
+        }
+    }
+
+    fn finish(self, rank: usize, events: u64, shift: f64) -> RankSummary {
+        let communication_us = self.communication.iter().map(|talk| talk.to - talk.from).sum();
+        let mut top_ops: Vec<OpTotal> = self.ops.into_iter().map(|(name, (count, total_us))| OpTotal { name, count, total_us }).collect();
+        top_ops.sort_by(|a, b| b.total_us.total_cmp(&a.total_us).then_with(|| a.name.cmp(&b.name)));
+        top_ops.truncate(TOP_OPS);
+        let steps = steps(self.marks);
+        let step_of = |t: f64| steps.iter().find(|(_, start, end)| (*start..*end).contains(&t)).map(|(n, ..)| *n);
+        let calls = self
+            .marks
+            .iter()
+            .filter(|m| m.name.starts_with(ranges::COLLECTIVE_PREFIX))
+            .map(|m| Call { name: m.name.clone(), start: m.start + shift, step: step_of(m.start) })
+            .collect();
+        RankSummary {
+            rank,
+            events,
+            steps: steps.iter().map(|&(step, start, end)| split(self.marks, step, start, end)).collect(),
+            top_ops,
+            communication_us,
+            overlapped_us: measure(&union(self.busy)),
+            calls,
+        }
+    }
+}
+
+/// The profiled steps (`step N` ranges): number, start and end, in order.
+fn steps(marks: &[Mark]) -> Vec<(u64, f64, f64)> {
+    let number = |m: &Mark| m.name.strip_prefix(ranges::STEP_PREFIX).and_then(|n| n.trim().parse::<u64>().ok());
+    marks.iter().filter_map(|m| Some((number(m)?, m.start, m.end))).collect()
+}
+
+/// The time in each range that starts inside step `step`.
+fn split(marks: &[Mark], step: u64, start: f64, end: f64) -> StepSplit {
+    let mut ranges_in: Vec<RangeTime> = Vec::new();
+    let inside = marks.iter().filter(|m| (start..end).contains(&m.start) && !m.name.starts_with(ranges::STEP_PREFIX));
+    for mark in inside {
+        match ranges_in.iter_mut().find(|r| r.name == mark.name) {
+            Some(range) => range.us += mark.end - mark.start,
+            None => ranges_in.push(RangeTime { name: mark.name.clone(), us: mark.end - mark.start }),
+        }
+    }
+    let order = |name: &str| ranges::STEP.iter().position(|s| *s == name).unwrap_or(ranges::STEP.len());
+    ranges_in.sort_by_key(|r| order(&r.name));
+    StepSplit { step, total_us: end - start, ranges: ranges_in }
+}
+
+/// The intervals merged where they overlap, in order.
+fn union(mut intervals: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    intervals.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut merged: Vec<(f64, f64)> = Vec::with_capacity(intervals.len());
+    for (start, end) in intervals {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
+}
+
+fn measure(intervals: &[(f64, f64)]) -> f64 {
+    intervals.iter().map(|(start, end)| end - start).sum()
+}
+
+/// One collective call as every rank made it: the n-th call of a name on each.
+struct Across<'r> {
+    name: &'r str,
+    call: usize,
+    arrivals: Vec<(usize, &'r Call)>,
+}
+
+impl Across<'_> {
+    fn first(&self) -> f64 {
+        self.arrivals.iter().map(|(_, c)| c.start).fold(f64::INFINITY, f64::min)
+    }
+}
+
+/// Per collective call made by more than one rank, the rank that started it last and how
+/// long after the first.
+fn stragglers(ranks: &[RankSummary]) -> Vec<Straggler> {
+    let mut calls: Vec<Across<'_>> = Vec::new();
+    let mut index: HashMap<(&str, usize), usize> = HashMap::new();
+    for rank in ranks {
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for call in &rank.calls {
+            let n = seen.entry(call.name.as_str()).or_default();
+            let slot = *index.entry((call.name.as_str(), *n)).or_insert_with(|| {
+                calls.push(Across { name: call.name.as_str(), call: *n, arrivals: Vec::new() });
+                calls.len() - 1
+            });
+            calls[slot].arrivals.push((rank.rank, call));
+            *n += 1;
+        }
+    }
+    calls.sort_by(|a, b| a.first().total_cmp(&b.first()));
+    calls
+        .into_iter()
+        .filter(|across| across.arrivals.len() > 1)
+        .take(MAX_STRAGGLERS)
+        .map(|across| {
+            let (last_rank, last) =
+                across.arrivals.iter().copied().max_by(|a, b| a.1.start.total_cmp(&b.1.start)).unwrap_or(across.arrivals[0]);
+            let wait_us = last.start - across.first();
+            Straggler { collective: across.name.to_owned(), call: across.call, step: last.step, last_rank, wait_us }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rank's trace: two steps, each with the trainer's ranges and one all-reduce, ops on the
+    /// main thread and, on rank 1, a kernel overlapping the all-reduce.
+    fn trace(rank: usize, late: f64) -> String {
+        let mut events = vec![
+            r#"{"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"main"}}"#.to_owned(),
+            r#"{"ph":"X","cat":"Trace","name":"PyTorch Profiler (0)","pid":"Spans","tid":1,"ts":0,"dur":1000}"#.to_owned(),
+        ];
+        let mut range = |name: &str, ts: f64, dur: f64| {
+            events.push(format!(r#"{{"ph":"X","cat":"user_annotation","name":"{name}","pid":1,"tid":1,"ts":{ts},"dur":{dur}}}"#));
+        };
+        for (step, t0) in [(5u64, 0.0), (6, 100.0)] {
+            range(&format!("step {step}"), t0, 100.0);
+            range("data_wait", t0, 10.0);
+            range("forward", t0 + 10.0, 30.0);
+            range("backward", t0 + 40.0, 40.0);
+            range("grad_allreduce", t0 + 80.0 + late, 10.0);
+            range("c10d::all_reduce", t0 + 81.0 + late, 8.0);
+            range("optimizer", t0 + 90.0 + late, 5.0);
+        }
+        for t in [12.0, 112.0] {
+            events.push(format!(r#"{{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{t},"dur":20}}"#));
+        }
+        events.push(r#"{"ph":"X","cat":"cpu_op","name":"gloo:all_reduce","pid":1,"tid":1,"ts":82,"dur":6}"#.to_owned());
+        if rank == 1 {
+            events.push(r#"{"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":85,"dur":20}"#.to_owned());
+        }
+        format!(r#"{{"schemaVersion":1,"traceEvents":[{}],"baseTimeNanoseconds":1000000}}"#, events.join(","))
+    }
+
+    fn read(rank: usize, text: &str) -> RankSummary {
+        RankSummary::read(rank, || Ok(io::Cursor::new(text.as_bytes().to_vec()))).unwrap()
+    }
+
+    #[test]
+    fn a_rank_s_steps_ops_and_overlap() {
+        let rank = read(1, &trace(1, 0.0));
+        assert_eq!(rank.events, 18, "the profiler's own span is not an event");
+        let steps: Vec<u64> = rank.steps.iter().map(|s| s.step).collect();
+        assert_eq!(steps, [5, 6]);
+        let split = &rank.steps[0];
+        assert_eq!(split.total_us, 100.0);
+        let names: Vec<(&str, f64)> = split.ranges.iter().map(|r| (r.name.as_str(), r.us)).collect();
+        assert_eq!(
+            names,
+            [
+                ("data_wait", 10.0),
+                ("forward", 30.0),
+                ("backward", 40.0),
+                ("optimizer", 5.0),
+                ("grad_allreduce", 10.0),
+                ("c10d::all_reduce", 8.0)
+            ]
+        );
+        assert_eq!(rank.top_ops[0], OpTotal { name: "aten::mm".into(), count: 2, total_us: 40.0 });
+        // Communication: 80..90 and 180..190; the kernel 85..105 overlaps 5 µs of the first.
+        assert_eq!((rank.communication_us, rank.overlapped_us), (20.0, 5.0));
+        // Rank 0's collective runs on the thread that computes: nothing overlaps it.
+        assert_eq!(read(0, &trace(0, 0.0)).overlapped_us, 0.0);
+    }
+
+    #[test]
+    fn the_last_rank_at_each_collective_is_the_straggler() {
+        let summary = ProfileSummary::new(vec![read(1, &trace(1, 3.0)), read(0, &trace(0, 0.0))], vec![]);
+        assert_eq!(summary.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), [0, 1]);
+        let rows: Vec<(&str, usize, Option<u64>, usize, f64)> =
+            summary.stragglers.iter().map(|s| (s.collective.as_str(), s.call, s.step, s.last_rank, s.wait_us)).collect();
+        assert_eq!(rows, [("c10d::all_reduce", 0, Some(5), 1, 3.0), ("c10d::all_reduce", 1, Some(6), 1, 3.0)]);
+        // What travels is the summary, not each call's arrival.
+        let json = serde_json::to_string(&summary).unwrap();
+        assert!(!json.contains("calls"), "{json}");
+        let back: ProfileSummary = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.stragglers, summary.stragglers);
+    }
+
+    #[test]
+    fn a_file_that_is_no_trace_is_an_error_naming_it() {
+        let broken = RankSummary::read(2, || Ok(io::Cursor::new(b"{\"traceEvents\": [".to_vec())));
+        assert!(broken.is_err());
+        let missing = RankSummary::read(3, || -> io::Result<io::Cursor<Vec<u8>>> { Err(io::Error::other("gone")) });
+        assert!(missing.unwrap_err().to_string().contains("rank 3"));
+    }
+}
