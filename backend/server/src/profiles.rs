@@ -115,8 +115,10 @@ fn summarise(run_dir: &Path, stamps: &[Stamp]) -> ProfileSummary {
     let (mut ranks, mut unread) = (Vec::new(), Vec::new());
     for stamp in stamps {
         let relative = Path::new(PROFILE_DIR).join(trace_file(stamp.rank));
-        let open = || store::open_beneath(run_dir, &relative).map(|file| io::BufReader::with_capacity(READ_BUFFER, file));
-        match RankSummary::read(stamp.rank, open) {
+        let read = store::open_beneath(run_dir, &relative)
+            .map_err(|e| e.to_string())
+            .and_then(|file| RankSummary::read(stamp.rank, io::BufReader::with_capacity(READ_BUFFER, file)).map_err(|e| e.to_string()));
+        match read {
             Ok(rank) => ranks.push(rank),
             Err(e) => unread.push(format!("rank {}: {e}", stamp.rank)),
         }

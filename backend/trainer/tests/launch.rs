@@ -290,7 +290,10 @@ fn every_rank_of_a_data_parallel_run_profiles_the_same_ranges() {
     // The summary the server gives of these traces: each rank's two steps split by range,
     // its communication, and one straggler row per all-reduce call of both ranks.
     let ranks: Vec<RankSummary> = (0..2)
-        .map(|rank| RankSummary::read(rank, || std::fs::File::open(run.join(rundir::PROFILE_DIR).join(trace_file(rank)))).unwrap())
+        .map(|rank| {
+            let trace = std::fs::File::open(run.join(rundir::PROFILE_DIR).join(trace_file(rank))).unwrap();
+            RankSummary::read(rank, std::io::BufReader::new(trace)).unwrap()
+        })
         .collect();
     let calls = trace_spans(&run, 0).iter().filter(|s| s.name == all_reduce).count();
     let summary = ProfileSummary::new(ranks, vec![]);

@@ -112,6 +112,8 @@ impl RunManager {
                 ExecutorSpec::Slurm(_) => manager.resume_slurm(record),
             }
         }
+        // Profiles written while this server was away are summarised now, so pages find them ready.
+        manager.summarise_profiles(records.iter().filter(|r| r.state().is_final() && !is_class_run(r)).map(|r| r.id.clone()).collect());
         manager.schedule();
         tokio::spawn(manager.clone().watch_slurm());
         Ok(manager)
@@ -158,10 +160,18 @@ impl RunManager {
     /// Run `id` ended: its profile, if it wrote one, is summarised now in the background, so the
     /// first page to ask gets the summary at once rather than after its traces are read.
     fn summarise_profile(&self, id: &RunId) {
-        let (id, run_dir) = (id.clone(), self.store.run_dir(id));
+        self.summarise_profiles(vec![id.clone()]);
+    }
+
+    /// Summarises the profiles of runs `ids` that have one, one after another, in the
+    /// background (a run without a profile, or whose summary is kept, costs a directory read).
+    fn summarise_profiles(&self, ids: Vec<RunId>) {
+        let store = self.store.clone();
         tokio::spawn(async move {
-            if let Err(e) = profiles::summary(&run_dir).await {
-                tracing::warn!("run {id}: its profile is not summarised: {e}");
+            for id in ids {
+                if let Err(e) = profiles::summary(&store.run_dir(&id)).await {
+                    tracing::warn!("run {id}: its profile is not summarised: {e}");
+                }
             }
         });
     }

@@ -40,6 +40,9 @@ pub struct Trace {
     pub(super) base_ns: Option<f64>,
 }
 
+/// Thread ids compared as written, at most (see `Builder::raw_ids`).
+const RAW_IDS: usize = 64;
+
 /// The profiler's own span around the whole recording (Kineto's `Trace` category): not
 /// something the program did, so it is not drawn.
 const PROFILER_CATEGORY: &str = "Trace";
@@ -77,20 +80,20 @@ fn unterminated_list(text: &str) -> Option<String> {
 }
 
 /// Reads a trace from `reader` as a stream, handing each timed event to `sink` (its thread as
-/// `(pid, tid)` text, name, category, start and duration in µs, `B`/`E` pairs matched) and
-/// keeping none of them: memory stays that of one event, whatever the file's size. Returns
+/// the reader numbers them, name, category, start and duration in µs, `B`/`E` pairs matched)
+/// and keeping none of them: memory stays that of one event, whatever the file's size. Returns
 /// Kineto's base time (ns), if the file gives one.
-pub(super) fn stream_events(reader: impl std::io::Read, mut sink: impl FnMut(&Thread, Event)) -> Result<Option<f64>, Error> {
+pub(super) fn stream_events(reader: impl std::io::Read, mut sink: impl FnMut(Event)) -> Result<Option<f64>, serde_json::Error> {
     let mut builder = Builder::default();
     let mut de = serde_json::Deserializer::from_reader(reader);
     let base = EventStream(&mut |event| {
-        if let Some((thread, timed)) = builder.add(event) {
-            sink(&builder.threads[thread], timed);
+        if let Some((_, timed)) = builder.add(event) {
+            sink(timed);
         }
     })
-    .deserialize(&mut de)
-    .and_then(|base| de.end().map(|()| base));
-    base.map(|base| base.number()).map_err(|e| Error::Parse { what: "the trace".into(), message: e.to_string() })
+    .deserialize(&mut de)?;
+    de.end()?;
+    Ok(base.number())
 }
 
 /// What metadata events say of a process.
@@ -113,6 +116,10 @@ impl Process {
 struct Builder {
     threads: Vec<Thread>,
     by_ids: HashMap<(String, String), usize>,
+    /// Thread ids as the file writes them, with their thread's index: most traces have a
+    /// handful, so an event's thread is found by comparing these, without making text of its
+    /// ids (the first [`RAW_IDS`] kept; any more go through `by_ids`).
+    raw_ids: Vec<(Scalar, Scalar, usize)>,
     processes: HashMap<String, Process>,
     events: Vec<Event>,
     /// The `B` events still waiting for their `E`, per thread.
@@ -141,11 +148,11 @@ impl Builder {
             ("X", Some(start)) => {
                 let dur = event.dur.number().unwrap_or(0.0);
                 let thread = self.thread(&event.pid, &event.tid);
-                timed(thread, text_of(&event.name), text_of(&event.cat), start, dur)
+                timed(thread, into_text(event.name), into_text(event.cat), start, dur)
             }
             ("B", Some(start)) => {
                 let thread = self.thread(&event.pid, &event.tid);
-                self.open.entry(thread).or_default().push((text_of(&event.name), text_of(&event.cat), start));
+                self.open.entry(thread).or_default().push((into_text(event.name), into_text(event.cat), start));
                 None
             }
             ("E", Some(end)) => {
@@ -191,6 +198,18 @@ impl Builder {
 
     /// The index of the thread `(pid, tid)`, adding it the first time.
     fn thread(&mut self, pid: &Scalar, tid: &Scalar) -> usize {
+        if let Some((.., index)) = self.raw_ids.iter().find(|(p, t, _)| p == pid && t == tid) {
+            return *index;
+        }
+        let index = self.thread_by_text(pid, tid);
+        if self.raw_ids.len() < RAW_IDS {
+            self.raw_ids.push((pid.clone(), tid.clone(), index));
+        }
+        index
+    }
+
+    /// The thread whose ids read as `pid` and `tid` do (`7` and `"7"` are one thread).
+    fn thread_by_text(&mut self, pid: &Scalar, tid: &Scalar) -> usize {
         let key = (id_of(pid), id_of(tid));
         if let Some(&index) = self.by_ids.get(&key) {
             return index;
@@ -206,6 +225,13 @@ impl Builder {
 /// A timed event as drawn: not one of negative length, nor the profiler's own span.
 fn timed(thread: usize, name: String, category: String, start: f64, dur: f64) -> Option<(usize, Event)> {
     (dur >= 0.0 && category != PROFILER_CATEGORY).then_some((thread, Event { thread, name, category, start, dur }))
+}
+
+fn into_text(value: Scalar) -> String {
+    match value {
+        Scalar::Text(text) => text,
+        other => text_of(&other),
+    }
 }
 
 fn text_of(value: &Scalar) -> String {

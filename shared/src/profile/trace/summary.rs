@@ -3,9 +3,10 @@
 //! ops that took longest; how much of the communication overlapped computation; and, per
 //! collective call, which rank arrived last (the straggler every other rank waited for).
 //!
-//! Each rank's file is read twice as a stream ([`RankSummary::read`]): first its ranges (a
-//! few per step), then its ops, folded into sums as they pass. Nothing else of the file is
-//! kept, so memory stays small however large the trace.
+//! Each rank's file is read once, as a stream ([`RankSummary::read`]): its ranges are kept (a
+//! few per step), its ops summed by name as they pass, and of its computation only when and
+//! where it ran (24 bytes an op) until the communication it may overlap is known. Nothing else
+//! of the file is kept.
 
 use std::collections::HashMap;
 use std::io;
@@ -13,7 +14,7 @@ use std::io;
 use serde::{Deserialize, Serialize};
 
 use super::RANGE_CATEGORY;
-use super::read::{Event, Thread, stream_events};
+use super::read::{Event, stream_events};
 use crate::Error;
 use crate::profile::ranges;
 
@@ -99,15 +100,20 @@ struct Call {
     step: Option<u64>,
 }
 
-/// A thread as its process and thread ids.
-type ThreadIds = (String, String);
-
-/// A range of the trainer's, as the first pass keeps it.
+/// A range of the trainer's, as the pass keeps it; its thread as the reader numbers them.
 struct Mark {
     name: String,
-    thread: ThreadIds,
+    thread: usize,
     start: f64,
     end: f64,
+}
+
+/// An op that computed: when, and on which thread (or on the device).
+struct Work {
+    start: f64,
+    end: f64,
+    thread: usize,
+    on_device: bool,
 }
 
 impl ProfileSummary {
@@ -120,28 +126,13 @@ impl ProfileSummary {
 }
 
 impl RankSummary {
-    /// Reads rank `rank`'s trace, which `open` opens afresh for each of the two passes.
-    pub fn read<R: io::Read>(rank: usize, mut open: impl FnMut() -> io::Result<R>) -> Result<RankSummary, Error> {
-        let opened = |e: io::Error| Error::Parse { what: format!("the trace of rank {rank}"), message: e.to_string() };
-        let mut marks = Vec::new();
-        let mut events = 0u64;
-        let base_ns = stream_events(open().map_err(opened)?, |thread, event| {
-            events += 1;
-            if event.category == RANGE_CATEGORY {
-                marks.push(Mark { name: event.name, thread: ids(thread), start: event.start, end: event.start + event.dur });
-            }
-        })?;
-        let shift = base_ns.map_or(0.0, |ns| ns / 1e3);
-        marks.sort_by(|a, b| a.start.total_cmp(&b.start));
-        let mut folded = Fold::new(&marks);
-        stream_events(open().map_err(opened)?, |thread, event| folded.add(thread, event))?;
-        Ok(folded.finish(rank, events, shift))
+    /// Reads rank `rank`'s trace from `reader`, in one pass.
+    pub fn read(rank: usize, reader: impl io::Read) -> Result<RankSummary, Error> {
+        let mut pass = Pass::default();
+        let base_ns = stream_events(reader, |event| pass.add(event))
+            .map_err(|e| Error::Parse { what: format!("the trace of rank {rank}"), message: e.to_string() })?;
+        Ok(pass.finish(rank, base_ns.map_or(0.0, |ns| ns / 1e3)))
     }
-}
-
-/// The thread of an event as its ids.
-fn ids(thread: &Thread) -> (String, String) {
-    (thread.pid.clone(), thread.tid.clone())
 }
 
 /// Whether a range is communication: a collective's, or the gradient all-reduce around them.
@@ -158,72 +149,82 @@ fn collective_op(name: &str) -> bool {
         .any(|word| name.contains(word))
 }
 
-/// The second pass: the ops summed by name, and the computation inside communication.
-struct Fold<'m> {
-    marks: &'m [Mark],
-    /// The communication ranges merged where they overlap, in order.
-    communication: Vec<Talk>,
+/// What one pass over a rank's trace keeps.
+#[derive(Default)]
+struct Pass {
+    events: u64,
+    marks: Vec<Mark>,
     ops: HashMap<String, (u64, f64)>,
-    /// Computation inside communication, clipped to it.
-    busy: Vec<(f64, f64)>,
+    work: Vec<Work>,
 }
 
 /// Communication ranges merged where they overlap, with the threads that made them.
 struct Talk {
     from: f64,
     to: f64,
-    threads: Vec<ThreadIds>,
+    threads: Vec<usize>,
 }
 
-impl<'m> Fold<'m> {
-    fn new(marks: &'m [Mark]) -> Fold<'m> {
-        let mut communication: Vec<Talk> = Vec::new();
-        for mark in marks.iter().filter(|m| communicates(&m.name)) {
-            match communication.last_mut() {
-                Some(last) if mark.start <= last.to => {
-                    last.to = last.to.max(mark.end);
-                    if !last.threads.contains(&mark.thread) {
-                        last.threads.push(mark.thread.clone());
-                    }
-                }
-                _ => communication.push(Talk { from: mark.start, to: mark.end, threads: vec![mark.thread.clone()] }),
-            }
-        }
-        Fold { marks, communication, ops: HashMap::new(), busy: Vec::new() }
-    }
-
-    fn add(&mut self, thread: &Thread, event: Event) {
-        if event.category == RANGE_CATEGORY || event.category == "gpu_user_annotation" {
+impl Pass {
+    fn add(&mut self, event: Event) {
+        self.events += 1;
+        let (start, end) = (event.start, event.start + event.dur);
+        if event.category == RANGE_CATEGORY {
+            self.marks.push(Mark { name: event.name, thread: event.thread, start, end });
             return;
         }
-        let (start, end) = (event.start, event.start + event.dur);
-        let computes = !collective_op(&event.name);
+        if event.category == "gpu_user_annotation" {
+            return;
+        }
+        if !collective_op(&event.name) {
+            self.work.push(Work { start, end, thread: event.thread, on_device: event.category == "kernel" });
+        }
         match self.ops.get_mut(&event.name) {
             Some(sum) => *sum = (sum.0 + 1, sum.1 + event.dur),
             None => _ = self.ops.insert(event.name, (1, event.dur)),
         }
-        if !computes {
-            return;
-        }
-        let on_device = event.category == "kernel";
-        let first = self.communication.partition_point(|talk| talk.to <= start);
-        for talk in &self.communication[first..] {
-            if talk.from >= end {
-                break;
-            }
-            let elsewhere = on_device || !talk.threads.iter().any(|(pid, tid)| *pid == thread.pid && *tid == thread.tid);
-            if elsewhere {
-                self.busy.push((start.max(talk.from), end.min(talk.to)));
-            }
-        }
     }
 
-    fn finish(self, rank: usize, events: u64, shift: f64) -> RankSummary {
-        let communication_us = self.communication.iter().map(|talk| talk.to - talk.from).sum();
+    /// The communication ranges, merged.
+    fn communication(&self) -> Vec<Talk> {
+        let mut merged: Vec<Talk> = Vec::new();
+        for mark in self.marks.iter().filter(|m| communicates(&m.name)) {
+            match merged.last_mut() {
+                Some(last) if mark.start <= last.to => {
+                    last.to = last.to.max(mark.end);
+                    if !last.threads.contains(&mark.thread) {
+                        last.threads.push(mark.thread);
+                    }
+                }
+                _ => merged.push(Talk { from: mark.start, to: mark.end, threads: vec![mark.thread] }),
+            }
+        }
+        merged
+    }
+
+    /// The time inside communication during which the rank computed as well: a kernel on the
+    /// device, or an op on a thread other than the communicating one.
+    fn overlapped(&self, communication: &[Talk]) -> f64 {
+        let mut busy = Vec::new();
+        for work in &self.work {
+            let first = communication.partition_point(|talk| talk.to <= work.start);
+            for talk in communication[first..].iter().take_while(|talk| talk.from < work.end) {
+                if work.on_device || !talk.threads.contains(&work.thread) {
+                    busy.push((work.start.max(talk.from), work.end.min(talk.to)));
+                }
+            }
+        }
+        measure(&union(busy))
+    }
+
+    fn finish(mut self, rank: usize, shift: f64) -> RankSummary {
+        self.marks.sort_by(|a, b| a.start.total_cmp(&b.start));
+        let communication = self.communication();
+        let overlapped_us = self.overlapped(&communication);
         let mut top_ops: Vec<OpTotal> = self.ops.into_iter().map(|(name, (count, total_us))| OpTotal { name, count, total_us }).collect();
         top_ops.sort_by(|a, b| b.total_us.total_cmp(&a.total_us).then_with(|| a.name.cmp(&b.name)));
         top_ops.truncate(TOP_OPS);
-        let steps = steps(self.marks);
+        let steps = steps(&self.marks);
         let step_of = |t: f64| steps.iter().find(|(_, start, end)| (*start..*end).contains(&t)).map(|(n, ..)| *n);
         let calls = self
             .marks
@@ -233,11 +234,11 @@ impl<'m> Fold<'m> {
             .collect();
         RankSummary {
             rank,
-            events,
-            steps: steps.iter().map(|&(step, start, end)| split(self.marks, step, start, end)).collect(),
+            events: self.events,
+            steps: steps.iter().map(|&(step, start, end)| split(&self.marks, step, start, end)).collect(),
             top_ops,
-            communication_us,
-            overlapped_us: measure(&union(self.busy)),
+            communication_us: communication.iter().map(|talk| talk.to - talk.from).sum(),
+            overlapped_us,
             calls,
         }
     }
@@ -359,7 +360,7 @@ mod tests {
     }
 
     fn read(rank: usize, text: &str) -> RankSummary {
-        RankSummary::read(rank, || Ok(io::Cursor::new(text.as_bytes().to_vec()))).unwrap()
+        RankSummary::read(rank, text.as_bytes()).unwrap()
     }
 
     #[test]
@@ -405,9 +406,7 @@ mod tests {
 
     #[test]
     fn a_file_that_is_no_trace_is_an_error_naming_it() {
-        let broken = RankSummary::read(2, || Ok(io::Cursor::new(b"{\"traceEvents\": [".to_vec())));
-        assert!(broken.is_err());
-        let missing = RankSummary::read(3, || -> io::Result<io::Cursor<Vec<u8>>> { Err(io::Error::other("gone")) });
-        assert!(missing.unwrap_err().to_string().contains("rank 3"));
+        let broken = RankSummary::read(2, &b"{\"traceEvents\": ["[..]).unwrap_err();
+        assert!(broken.to_string().contains("rank 2"), "{broken}");
     }
 }
