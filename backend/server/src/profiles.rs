@@ -29,6 +29,11 @@ pub async fn list(run_dir: &Path) -> io::Result<Vec<RankTrace>> {
 }
 
 fn list_dir(dir: &Path) -> io::Result<Vec<RankTrace>> {
+    Ok(trace_files(dir)?.into_iter().map(|(rank, meta)| RankTrace { rank, bytes: meta.len() }).collect())
+}
+
+/// The trace files in `dir` by rank, with what the directory says of each.
+fn trace_files(dir: &Path) -> io::Result<Vec<(usize, std::fs::Metadata)>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -40,10 +45,10 @@ fn list_dir(dir: &Path) -> io::Result<Vec<RankTrace>> {
         let Some(rank) = entry.file_name().to_str().and_then(rank_of_file) else { continue };
         // A plain file only: not a directory, nor a link that could point anywhere.
         if entry.file_type()?.is_file() {
-            traces.push(RankTrace { rank, bytes: entry.metadata()?.len() });
+            traces.push((rank, entry.metadata()?));
         }
     }
-    traces.sort_by_key(|t| t.rank);
+    traces.sort_by_key(|(rank, _)| *rank);
     Ok(traces)
 }
 
@@ -71,9 +76,9 @@ pub async fn summary(run_dir: &Path) -> io::Result<ProfileSummary> {
         if let Some(summary) = summary {
             return Ok(summary);
         }
-        let summary = summarise(&dir, &stamps);
-        keep(&dir, Kept { stamps, summary: summary.clone() });
-        Ok(summary)
+        let kept = Kept { summary: summarise(&dir, &stamps), stamps };
+        keep(&dir, &kept);
+        Ok(kept.summary)
     })
     .await
     .map_err(io::Error::other)?
@@ -102,13 +107,11 @@ struct Kept {
 
 /// The traces in `dir` (plain files of the trainer's names only), by rank.
 fn stamps(dir: &Path) -> io::Result<Vec<Stamp>> {
-    let mut stamps = Vec::new();
-    for trace in list_dir(dir)? {
-        let meta = std::fs::symlink_metadata(dir.join(trace_file(trace.rank)))?;
+    let stamp = |(rank, meta): (usize, std::fs::Metadata)| -> io::Result<Stamp> {
         let modified_ns = meta.modified()?.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        stamps.push(Stamp { rank: trace.rank, bytes: meta.len(), modified_ns });
-    }
-    Ok(stamps)
+        Ok(Stamp { rank, bytes: meta.len(), modified_ns })
+    };
+    trace_files(dir)?.into_iter().map(stamp).collect()
 }
 
 fn summarise(run_dir: &Path, stamps: &[Stamp]) -> ProfileSummary {
@@ -131,13 +134,11 @@ fn read_kept(run_dir: &Path) -> Option<Kept> {
     serde_json::from_reader(io::BufReader::new(file)).ok()
 }
 
-/// Keeps the summary beside the traces (through a rename, so a reader never sees half of
-/// it). A run directory this server cannot write to just goes without.
-fn keep(run_dir: &Path, kept: Kept) {
+/// Keeps the summary beside the traces. A run directory this server cannot write to just
+/// goes without.
+fn keep(run_dir: &Path, kept: &Kept) {
     let path = run_dir.join(PROFILE_DIR).join(SUMMARY_FILE);
-    let partial = path.with_extension("json.partial");
-    let written = serde_json::to_vec(&kept).map_err(io::Error::other).and_then(|bytes| std::fs::write(&partial, bytes));
-    if let Err(e) = written.and_then(|()| std::fs::rename(&partial, &path)) {
+    if let Err(e) = store::write_json_atomic(&path, kept) {
         tracing::warn!("the profile summary is not kept in {}: {e}", path.display());
     }
 }

@@ -51,3 +51,9 @@ pub struct RankTrace {
 /// The category of the ranges a program marks itself (`record_function` in PyTorch, the
 /// trainer's ranges here): drawn in each rank's ranges lane, not counted as ops.
 pub const RANGE_CATEGORY: &str = "user_annotation";
+
+/// Whether events of `category` are ranges, not ops: the program's own, and their copies on
+/// a GPU's streams (`gpu_user_annotation`).
+pub(crate) fn marks_a_range(category: &str) -> bool {
+    category.ends_with(RANGE_CATEGORY)
+}

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::RANGE_CATEGORY;
+use super::marks_a_range;
 use super::timeline::{LaneKind, NameId, Timeline};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -64,7 +64,7 @@ impl OpsTable {
         }
         let rows = timeline
             .names()
-            .filter(|(_, _, category)| !category.ends_with(RANGE_CATEGORY))
+            .filter(|(_, _, category)| !marks_a_range(category))
             .filter_map(|(id, name, category)| {
                 let &(count, total, self_time) = sums.get(&id)?;
                 Some(OpStat { name: name.to_owned(), category: category.to_owned(), count, total, self_time })

@@ -53,9 +53,10 @@ impl Trace {
     /// the timeline does not draw are skipped; only text that is not such JSON at all is an
     /// error.
     pub fn parse(text: &str) -> Result<Trace, Error> {
-        let built = Builder::read(serde_json::Deserializer::from_str(text)).or_else(|e| {
+        let keep = |builder: &mut Builder, timed: Event| builder.events.push(timed);
+        let built = Builder::stream(serde_json::Deserializer::from_str(text), keep).or_else(|e| {
             let cut = unterminated_list(text).ok_or_else(|| Error::Parse { what: "the trace".into(), message: e.to_string() })?;
-            Builder::read(serde_json::Deserializer::from_str(&cut))
+            Builder::stream(serde_json::Deserializer::from_str(&cut), keep)
                 .map_err(|e| Error::Parse { what: "the trace".into(), message: e.to_string() })
         })?;
         let (builder, base_ns) = built;
@@ -84,16 +85,7 @@ fn unterminated_list(text: &str) -> Option<String> {
 /// and keeping none of them: memory stays that of one event, whatever the file's size. Returns
 /// Kineto's base time (ns), if the file gives one.
 pub(super) fn stream_events(reader: impl std::io::Read, mut sink: impl FnMut(Event)) -> Result<Option<f64>, serde_json::Error> {
-    let mut builder = Builder::default();
-    let mut de = serde_json::Deserializer::from_reader(reader);
-    let base = EventStream(&mut |event| {
-        if let Some((_, timed)) = builder.add(event) {
-            sink(timed);
-        }
-    })
-    .deserialize(&mut de)?;
-    de.end()?;
-    Ok(base.number())
+    Builder::stream(serde_json::Deserializer::from_reader(reader), |_, timed| sink(timed)).map(|(_, base)| base)
 }
 
 /// What metadata events say of a process.
@@ -127,12 +119,16 @@ struct Builder {
 }
 
 impl Builder {
-    /// Reads a whole trace into a builder that keeps every timed event; the base time with it.
-    fn read<'de, R: serde_json::de::Read<'de>>(mut de: serde_json::Deserializer<R>) -> Result<(Builder, Option<f64>), serde_json::Error> {
+    /// Reads a whole trace, handing each timed event to `sink` with the builder (which keeps
+    /// the threads); the builder and the base time once read.
+    fn stream<'de, R: serde_json::de::Read<'de>>(
+        mut de: serde_json::Deserializer<R>,
+        mut sink: impl FnMut(&mut Builder, Event),
+    ) -> Result<(Builder, Option<f64>), serde_json::Error> {
         let mut builder = Builder::default();
         let base = EventStream(&mut |event| {
             if let Some((_, timed)) = builder.add(event) {
-                builder.events.push(timed);
+                sink(&mut builder, timed);
             }
         })
         .deserialize(&mut de)?;

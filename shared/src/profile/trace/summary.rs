@@ -13,8 +13,8 @@ use std::io;
 
 use serde::{Deserialize, Serialize};
 
-use super::RANGE_CATEGORY;
 use super::read::{Event, stream_events};
+use super::{RANGE_CATEGORY, marks_a_range};
 use crate::Error;
 use crate::profile::ranges;
 
@@ -154,7 +154,9 @@ fn collective_op(name: &str) -> bool {
 struct Pass {
     events: u64,
     marks: Vec<Mark>,
-    ops: HashMap<String, (u64, f64)>,
+    /// By op name: calls, total time, and whether it is a collective's own work (decided
+    /// once per name).
+    ops: HashMap<String, (u64, f64, bool)>,
     work: Vec<Work>,
 }
 
@@ -173,15 +175,22 @@ impl Pass {
             self.marks.push(Mark { name: event.name, thread: event.thread, start, end });
             return;
         }
-        if event.category == "gpu_user_annotation" {
+        if marks_a_range(&event.category) {
             return;
         }
-        if !collective_op(&event.name) {
+        let collective = match self.ops.get_mut(&event.name) {
+            Some(sum) => {
+                *sum = (sum.0 + 1, sum.1 + event.dur, sum.2);
+                sum.2
+            }
+            None => {
+                let collective = collective_op(&event.name);
+                self.ops.insert(event.name, (1, event.dur, collective));
+                collective
+            }
+        };
+        if !collective {
             self.work.push(Work { start, end, thread: event.thread, on_device: event.category == "kernel" });
-        }
-        match self.ops.get_mut(&event.name) {
-            Some(sum) => *sum = (sum.0 + 1, sum.1 + event.dur),
-            None => _ = self.ops.insert(event.name, (1, event.dur)),
         }
     }
 
@@ -221,7 +230,8 @@ impl Pass {
         self.marks.sort_by(|a, b| a.start.total_cmp(&b.start));
         let communication = self.communication();
         let overlapped_us = self.overlapped(&communication);
-        let mut top_ops: Vec<OpTotal> = self.ops.into_iter().map(|(name, (count, total_us))| OpTotal { name, count, total_us }).collect();
+        let mut top_ops: Vec<OpTotal> =
+            self.ops.into_iter().map(|(name, (count, total_us, _))| OpTotal { name, count, total_us }).collect();
         top_ops.sort_by(|a, b| b.total_us.total_cmp(&a.total_us).then_with(|| a.name.cmp(&b.name)));
         top_ops.truncate(TOP_OPS);
         let steps = steps(&self.marks);
