@@ -13,11 +13,13 @@ mod finished;
 mod runs;
 mod serve;
 pub mod slurm;
+mod trace;
 
 pub use announce::{Announcement, READY, announced, origin_of, token_of};
 pub use finished::{STEP_TAGS, write_finished_run};
 pub use runs::stop_left_runs;
 pub use serve::{Serve, Served};
+pub use trace::write_kineto_trace;
 
 use std::io;
 use std::path::PathBuf;

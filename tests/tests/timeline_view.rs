@@ -1,8 +1,9 @@
 //! The profiling chapter's timeline: a two-rank `cpu_tiny` run launched from the page with a
 //! `profile` window, whose traces (libtorch's profiler, one Chrome-trace file per rank) hold
 //! every named range on every rank and are drawn as lanes for each rank with those ranges on
-//! top, with a hover that names what the pointer is over, zoom, and the table of ops; and the
-//! recorded GPU run beside it, loaded from the project's static files.
+//! top, with a hover that names what the pointer is over, zoom, and the table of ops; a trace
+//! too large to download, drawn from the server's excerpts; and the recorded GPU run beside
+//! it, loaded from the project's static files.
 
 use std::path::Path;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use anyhow::Context as _;
 use scalebook_e2e::{Browser, PrefixProxy, Server, with_tiny_data};
 use scalebook_shared::profile::trace::{Timeline, Trace};
 use scalebook_shared::profile::{ranges, trace_file};
+use scalebook_shared::protocol::{RunId, RunRecord};
 use scalebook_shared::rundir;
 
 const TIMELINE: &str = "section.timeline:not(.recorded)";
@@ -139,6 +141,57 @@ async fn the_recorded_gpu_run_draws_the_gpus_stream_under_the_cpu_threads() -> a
     let gpu = labels.iter().position(|l| l.starts_with("GPU 0 · stream")).with_context(|| format!("no GPU stream lane: {labels:?}"))?;
     assert!(gpu > 0 && labels[..gpu].iter().any(|l| l.contains("thread")), "the CPU threads come first: {labels:?}");
     browser.wait_attr(&format!("{RECORDED} g.lane[data-label^='GPU 0']"), "data-bars", |b| b.parse::<usize>().is_ok_and(|n| n > 0)).await?;
+    let errors = browser.console_errors().await?;
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+    browser.close().await
+}
+
+/// A finished run whose rank-0 trace is larger than a page downloads (about 20 MB): the block
+/// draws it from the server's excerpts, the whole trace at the drawing's width first, then the
+/// window's detail once a zoom settles, without ever fetching the file whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_trace_is_drawn_from_excerpts_and_a_zoom_fetches_the_windows_detail() -> anyhow::Result<()> {
+    let workdir = tempfile::Builder::new().prefix("scalebook-e2e-excerpt-").tempdir()?;
+    let runs = workdir.path().join("runs");
+    let id = RunId::parse("20261126T000000-1")?;
+    scalebook_harness::write_finished_run(&runs, &id, 10)?;
+    let record_path = runs.join(id.as_str()).join(rundir::RECORD);
+    let mut record: RunRecord = serde_json::from_slice(&std::fs::read(&record_path)?)?;
+    record.effective.insert("profile".into(), "1:65".into());
+    std::fs::write(&record_path, serde_json::to_vec(&record)?)?;
+    let profile = runs.join(id.as_str()).join(rundir::PROFILE_DIR);
+    std::fs::create_dir_all(&profile)?;
+    let bytes = scalebook_harness::write_kineto_trace(&profile.join(trace_file(0)), 70_000, 64)?;
+    anyhow::ensure!(bytes > 16 << 20, "the trace is only {bytes} bytes");
+
+    let server = Server::start_in(workdir.path(), &[])?;
+    let proxy = PrefixProxy::start(server.addr).await?;
+    let browser = Browser::start().await?;
+    browser.client.goto(&proxy.url(&format!("/?token={}#/profiling", server.token))).await?;
+    browser.wait_attr(TIMELINE, "data-run", |r| r == id.as_str()).await?;
+    browser.wait_attr(TIMELINE, "data-state", |s| s == "ready").await?;
+    browser.wait_attr(&format!("{TIMELINE} .excerpt"), "data-state", |s| s == "whole").await?;
+    let lane = format!("{TIMELINE} g.lane[data-rank='0'][data-kind='thread']");
+    browser.wait_attr(&lane, "data-bars", |b| b.parse::<usize>().is_ok_and(|n| n > 0)).await?;
+    for name in [ranges::FORWARD, ranges::BACKWARD] {
+        browser.find(&format!("{TIMELINE} g.lane[data-kind='ranges'] rect.range[data-name='{name}']")).await?;
+    }
+    // No table of ops: merged events are not ops (the summary lists the top ones).
+    assert!(browser.attr(&format!("{TIMELINE} table.ops"), "class").await.is_none());
+
+    // Zoomed in 64 times: the window's detail arrives and replaces the merged columns, and
+    // the window stays where it was.
+    for _ in 0..6 {
+        browser.click(&format!("{TIMELINE} button.zoom-in")).await?;
+    }
+    let shown = browser.wait_text(&format!("{TIMELINE} .shown"), |t| t.contains(" to ")).await?;
+    browser.wait_attr(&format!("{TIMELINE} .excerpt"), "data-state", |s| s == "window").await?;
+    assert_eq!(browser.wait_text(&format!("{TIMELINE} .shown"), |_| true).await?, shown);
+    browser.wait_attr(&lane, "data-bars", |b| b.parse::<usize>().is_ok_and(|n| n > 0)).await?;
+    // Back to the whole trace: its excerpt again.
+    browser.click(&format!("{TIMELINE} button.whole")).await?;
+    browser.wait_attr(&format!("{TIMELINE} .excerpt"), "data-state", |s| s == "whole").await?;
+
     let errors = browser.console_errors().await?;
     assert!(errors.is_empty(), "console errors: {errors:?}");
     browser.close().await

@@ -36,6 +36,9 @@ struct Args {
     /// An event file to read instead (the tutorial's baseline, say).
     #[arg(long)]
     file: Option<PathBuf>,
+    /// Only write the event file, here, and stop (to profile one reader on it).
+    #[arg(long)]
+    write_to: Option<PathBuf>,
 }
 
 const TAGS: [&str; 7] = ["Loss/train", "Learning Rate", "Samples per sec", "data wait", "forward", "backward", "optimizer"];
@@ -101,6 +104,10 @@ fn rustboard(logdir: &Path) -> (f64, u64) {
 
 fn main() {
     let args = Args::parse();
+    if let Some(path) = &args.write_to {
+        println!("wrote {} scalars to {}", write_events(path, args.mb), path.display());
+        return;
+    }
     let scratch_dir = tempfile::Builder::new().prefix("scalebook-events-").tempdir().unwrap();
     let scratch = scratch_dir.path();
     let logdir = scratch.join("logdir");

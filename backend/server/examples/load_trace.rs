@@ -7,7 +7,8 @@
 //! measures how soon the server has summarised it (it does so as it starts, for profiles
 //! written while it was away, and as a run ends), a page's `GET /api/runs/ID/profile/summary`
 //! then, and the same request once the trace changed (summarised again on the request, the
-//! trace read as a stream, once), with the server's peak resident memory throughout.
+//! trace read as a stream, once), the timeline's first window (the whole trace at a page's
+//! width) and a zoom to one step, with the server's peak resident memory throughout.
 //!
 //! ```sh
 //! cargo build --release --bins --examples
@@ -16,13 +17,12 @@
 
 mod support;
 
-use std::io::{BufWriter, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::time::Instant;
 
 use clap::Parser;
-use scalebook_shared::profile::trace::ProfileSummary;
+use scalebook_shared::profile::trace::{ProfileSummary, Trace};
 use scalebook_shared::profile::trace_file;
 use scalebook_shared::protocol::RunId;
 use scalebook_shared::rundir;
@@ -37,61 +37,6 @@ struct Args {
     /// Profiled steps they are spread over.
     #[arg(long, default_value_t = 128)]
     steps: u64,
-}
-
-const OPS: [&str; 8] =
-    ["aten::linear", "aten::addmm", "aten::layer_norm", "aten::gelu", "aten::softmax", "aten::matmul", "aten::add", "aten::copy_"];
-
-/// Writes the trace; its size in bytes.
-fn write_trace(path: &Path, events: u64, steps: u64) -> u64 {
-    let mut out = BufWriter::new(std::fs::File::create(path).unwrap());
-    write!(out, r#"{{"schemaVersion":1,"deviceProperties":[{{"id":0,"name":"NVIDIA A100-SXM4-40GB"}}],"traceEvents":["#).unwrap();
-    write!(out, r#"{{"ph":"M","name":"thread_name","pid":1321,"tid":1376,"args":{{"name":"main"}}}}"#).unwrap();
-    let per_step = events / steps;
-    let step_us = 50_000.0;
-    let mut ts = 4_800_958_445_864.0;
-    for step in 1..=steps {
-        let t0 = ts;
-        let range = |out: &mut BufWriter<std::fs::File>, name: &str, start: f64, dur: f64| {
-            write!(out, r#",{{"ph":"X","cat":"user_annotation","name":"{name}","pid":1321,"tid":1376,"ts":{start:.3},"dur":{dur:.3}}}"#)
-                .unwrap();
-        };
-        range(&mut out, &format!("step {step}"), t0, step_us);
-        range(&mut out, "data_wait", t0, 2_000.0);
-        range(&mut out, "forward", t0 + 2_000.0, 15_000.0);
-        range(&mut out, "backward", t0 + 17_000.0, 25_000.0);
-        range(&mut out, "grad_allreduce", t0 + 40_000.0, 5_000.0);
-        range(&mut out, "c10d::all_reduce", t0 + 40_500.0, 4_000.0);
-        range(&mut out, "optimizer", t0 + 45_000.0, 4_000.0);
-        // The ops: pairs of a CPU op and the kernel it launched, spread over the step.
-        let ops = per_step.saturating_sub(7) / 2;
-        let gap = 47_000.0 / ops as f64;
-        for i in 0..ops {
-            let (name, start) = (OPS[(i % OPS.len() as u64) as usize], t0 + 2_000.0 + i as f64 * gap);
-            write!(
-                out,
-                r#",{{"ph":"X","cat":"cpu_op","name":"{name}","pid":1321,"tid":1376,"ts":{start:.3},"dur":{:.3},"args":{{"External id":{i},"Record function id":0,"Sequence number":{i},"Fwd thread id":0,"Ev Idx":{i},"Input Dims":[[32,1024,768],[768,768]],"Input type":["float","float"]}}}}"#,
-                gap * 0.8
-            )
-            .unwrap();
-            let kernel = if (40_500.0..44_500.0).contains(&(start - t0)) && i % 2 == 0 {
-                "ncclKernel_AllReduce_RING_LL_Sum_float"
-            } else {
-                "ampere_sgemm_128x64_tn"
-            };
-            write!(
-                out,
-                r#",{{"ph":"X","cat":"kernel","name":"{kernel}","pid":0,"tid":7,"ts":{:.3},"dur":{:.3},"args":{{"queued":0,"device":0,"stream":7,"correlation":{i},"registers per thread":128,"grid":[1024,1,1],"block":[256,1,1]}}}}"#,
-                start + gap * 0.5,
-                gap * 0.7
-            )
-            .unwrap();
-        }
-        ts += step_us;
-    }
-    write!(out, r#"],"traceName":"rank0","displayTimeUnit":"ms","baseTimeNanoseconds":1790857026000000000}}"#).unwrap();
-    out.flush().unwrap();
-    std::fs::metadata(path).unwrap().len()
 }
 
 /// GETs `path` with the token; the body, and the seconds to its last byte.
@@ -116,7 +61,7 @@ fn main() {
     let profile = scratch.join("runs").join(id.as_str()).join(rundir::PROFILE_DIR);
     std::fs::create_dir_all(&profile).unwrap();
     let written = Instant::now();
-    let bytes = write_trace(&profile.join(trace_file(0)), args.events, args.steps);
+    let bytes = scalebook_harness::write_kineto_trace(&profile.join(trace_file(0)), args.events, args.steps).unwrap();
     println!(
         "trace: {} events over {} steps, {:.1} MB (written in {:.1} s)",
         args.events,
@@ -161,5 +106,17 @@ fn main() {
         "kept by the server {at_start:.2} s after it was ready; a page's request then: {:.1} ms; summarised on a request (the trace changed): {on_request:.2} s",
         asked * 1e3
     );
+    // The timeline's first window (the whole trace at the page's 1,520 columns), then a zoom
+    // into one step (its detail beside the rest, merged).
+    let excerpt = |query: &str| {
+        let (body, seconds) = get(server.addr(), &server.viewer_token, &format!("/api/runs/{id}/profile/0?px=1520{query}"));
+        (Trace::parse(&body).unwrap().len(), body.len(), seconds)
+    };
+    let (events, bytes, first) = excerpt("");
+    println!("first timeline window (the whole trace): {first:.2} s, {events} events, {:.1} kB", bytes as f64 / 1e3);
+    let step = &rank.steps[rank.steps.len() / 2];
+    let step_start = rank.first_us + (rank.last_us - rank.first_us) * (rank.steps.len() / 2) as f64 / rank.steps.len() as f64;
+    let (events, bytes, zoomed) = excerpt(&format!("&start={step_start}&end={}", step_start + step.total_us));
+    println!("a zoom to one step's window: {zoomed:.2} s, {events} events, {:.1} kB", bytes as f64 / 1e3);
     println!("server memory: {:.1} MiB idle, peak {:.1} MiB", mib(idle), mib(peak.stop()));
 }

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 
 use scalebook_shared::cluster::Clusters;
 use scalebook_shared::machine::MachineModel;
-use scalebook_shared::profile::trace::{ProfileSummary, TraceList};
+use scalebook_shared::profile::trace::{MAX_PIXELS, ProfileSummary, TraceList, Window};
 use scalebook_shared::protocol::{ErrorCode, ErrorReport, RunId, RunRecord};
 use scalebook_shared::rundir::{self, RankPlacement};
 use scalebook_shared::weather::MapIndex;
@@ -168,12 +168,66 @@ pub async fn run_profile_summary(State(state): State<Arc<AppState>>, Path(id): P
     Ok(Json(summary.map_err(|e| ApiError::internal(format!("run {id}: the profile's summary: {e}")))?))
 }
 
-/// Rank `rank`'s trace of run `id`, the Chrome-trace JSON as the profiler wrote it.
-pub async fn run_profile_trace(State(state): State<Arc<AppState>>, Path((id, rank)): Path<(String, String)>) -> Result<Response, ApiError> {
+/// What part of a trace a timeline asks for: `px` columns, and a window from `start` to
+/// `end` (µs in the trace file's own clock) drawn at as many; nothing for the whole file.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct TraceQuery {
+    px: Option<String>,
+    start: Option<String>,
+    end: Option<String>,
+}
+
+impl TraceQuery {
+    /// The excerpt asked for (`None`: the whole file), or the field that breaks its rule.
+    fn excerpt(&self) -> Result<Option<(u32, Option<Window>)>, ApiError> {
+        let bad = |field: &str, message: String| ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message).on(field);
+        let px = match (&self.px, &self.start, &self.end) {
+            (None, None, None) => return Ok(None),
+            (None, ..) => return Err(bad("px", format!("a window of a trace is asked with px, the columns it is drawn at (1 to {MAX_PIXELS})"))),
+            (Some(px), ..) => px.parse::<u32>().ok().filter(|px| (1..=MAX_PIXELS).contains(px)).ok_or_else(|| {
+                bad("px", format!("`{}` is not a number of columns: px is a whole number from 1 to {MAX_PIXELS}", px.escape_debug()))
+            })?,
+        };
+        let time = |field: &str, text: &String| {
+            text.parse::<f64>().ok().filter(|t| t.is_finite()).ok_or_else(|| {
+                bad(field, format!("`{}` is not a time: {field} is a finite number of µs in the trace's own clock", text.escape_debug()))
+            })
+        };
+        let window = match (&self.start, &self.end) {
+            (None, None) => None,
+            (Some(start), Some(end)) => {
+                let (start, end) = (time("start", start)?, time("end", end)?);
+                if start >= end {
+                    return Err(bad("end", format!("the window ends ({end}) before it starts ({start}): end must be after start")));
+                }
+                Some(Window::new(start, end))
+            }
+            (Some(_), None) => return Err(bad("end", "a window has both a start and an end; end is missing".into())),
+            (None, Some(_)) => return Err(bad("start", "a window has both a start and an end; start is missing".into())),
+        };
+        Ok(Some((px, window)))
+    }
+}
+
+/// Rank `rank`'s trace of run `id`: the Chrome-trace JSON as the profiler wrote it, or, when
+/// the query asks (`px`, `start`, `end`), the excerpt a timeline draws ([`profiles::excerpt`]).
+pub async fn run_profile_trace(
+    State(state): State<Arc<AppState>>,
+    Path((id, rank)): Path<(String, String)>,
+    Query(query): Query<TraceQuery>,
+) -> Result<Response, ApiError> {
     let id = known_run(&state, &id).await?;
     let run_dir = state.runs.store().run_dir(&id);
-    let path = profiles::file(&run_dir, &rank)
-        .ok_or_else(|| ApiError::not_found(format!("`{}` is not a rank: {}", rank.escape_debug(), profiles::RANK_RULE)).on("rank"))?;
+    let not_a_rank = || ApiError::not_found(format!("`{}` is not a rank: {}", rank.escape_debug(), profiles::RANK_RULE)).on("rank");
+    let path = profiles::file(&run_dir, &rank).ok_or_else(not_a_rank)?;
+    if let Some((px, window)) = query.excerpt()? {
+        let number = rank.parse::<usize>().map_err(|_| not_a_rank())?;
+        let excerpt = profiles::excerpt(&run_dir, number, window, px).await;
+        let json = excerpt
+            .map_err(|e| ApiError::internal(format!("run {id}: the profile of rank {rank}: {e}")))?
+            .ok_or_else(|| ApiError::not_found(format!("run {id} has no readable profile of rank {rank}")).on("rank"))?;
+        return Ok(([("content-type", "application/json")], json).into_response());
+    }
     let (body, len) = read_run_file(run_dir, &id, &format!("profile of rank {rank}"), &path).await?;
     Ok((StatusCode::OK, [("content-type", "application/json".to_owned()), ("content-length", len.to_string())], body).into_response())
 }

@@ -9,7 +9,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use scalebook_shared::profile::trace::{ProfileSummary, RankSummary, RankTrace};
+use scalebook_shared::profile::trace::{ExcerptOf, ProfileSummary, RankSummary, RankTrace, Window};
 use scalebook_shared::profile::{trace_file, trace_rank};
 use scalebook_shared::rundir::PROFILE_DIR;
 use serde::{Deserialize, Serialize};
@@ -82,6 +82,32 @@ pub async fn summary(run_dir: &Path) -> io::Result<ProfileSummary> {
     })
     .await
     .map_err(io::Error::other)?
+}
+
+/// Rank `rank`'s trace of the run in `run_dir` as a timeline draws it ([`ExcerptOf`]): the
+/// whole trace at `pixels` columns, with `window` (in the file's own clock) at as many of its
+/// own, as Chrome-trace JSON; `None` when the run has no trace of that rank. Read as a stream
+/// (the whole trace's span comes from the summary), two at a time at most.
+pub async fn excerpt(run_dir: &Path, rank: usize, window: Option<Window>, pixels: u32) -> io::Result<Option<String>> {
+    let summary = summary(run_dir).await?;
+    let Some(whole) = summary.ranks.iter().find(|r| r.rank == rank).map(|r| Window::new(r.first_us, r.last_us)) else {
+        return Ok(None);
+    };
+    let _turn = excerpting().acquire().await.map_err(io::Error::other)?;
+    let dir = run_dir.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let file = store::open_beneath(&dir, &Path::new(PROFILE_DIR).join(trace_file(rank)))?;
+        let excerpt = ExcerptOf { whole, window, pixels }.read(io::BufReader::with_capacity(READ_BUFFER, file));
+        Ok(Some(excerpt.map_err(io::Error::other)?.to_json()))
+    })
+    .await
+    .map_err(io::Error::other)?
+}
+
+/// Excerpts read at once, at most: each is one pass over a trace, a core's work.
+fn excerpting() -> &'static tokio::sync::Semaphore {
+    static TURN: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+    &TURN
 }
 
 /// One summary computed at a time: each streams its traces at the disk's pace, and the

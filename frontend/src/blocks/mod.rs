@@ -37,6 +37,7 @@ mod sweep_state;
 mod sweep_verdicts;
 mod timeline;
 mod timeline_drawn;
+mod timeline_excerpt;
 mod timeline_ops;
 mod timeline_recorded;
 mod timeline_state;

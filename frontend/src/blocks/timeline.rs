@@ -2,9 +2,10 @@
 //! run whose config sets `profile` of this page's own or the instructor's: never another
 //! learner's, which nobody here asked to download). The server's summary comes first (each
 //! rank's steps by range, overlap, stragglers, top ops); then every rank's trace, drawn as lanes
-//! with the ranges on top and its ops tabulated: at once when the traces are small, on request
-//! when they are large (a long profile is hundreds of MB). A run still training is loaded again
-//! when its state changes, and the reload button asks at any time.
+//! with the ranges on top: small traces whole, with their ops tabulated; large ones (a long
+//! profile is hundreds of MB) from excerpts the server reads for the window shown, never
+//! downloaded whole. A run still training is loaded again when its state changes, and the
+//! reload button asks at any time.
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use scalebook_shared::profile::trace::{ProfileSummary, Trace, TraceList};
 use scalebook_shared::protocol::{RunId, RunRecord};
 
 use super::timeline_drawn::Drawn;
+use super::timeline_excerpt::Excerpts;
 use super::timeline_summary::SummaryView;
 use crate::ids::unique_id;
 use crate::net::ws::ConnectionState;
@@ -24,15 +26,13 @@ fn how_to_profile() -> impl IntoView {
     view! { "set " <code>"profile: 5:8"</code> " in the config (steps 5 to 7) and run again." }
 }
 
-/// Traces larger than this together are drawn only when asked: the summary says most of what
-/// they hold, for none of the download.
-const DRAWN_AT_ONCE_BYTES: u64 = 16 << 20;
+/// Traces larger than this together are drawn from excerpts, not downloaded.
+const DOWNLOADED_BYTES: u64 = 16 << 20;
 
 /// A profile loaded and ready to show.
 struct Profile {
     summary: ProfileSummary,
-    /// The traces drawn; `None` while they wait to be asked for.
-    drawn: Option<Drawn>,
+    drawn: Drawn,
     bytes: u64,
     /// The ranks whose trace did not load, with the reason.
     broken: Vec<String>,
@@ -50,8 +50,6 @@ pub fn TimelineBlock(run: Option<RunId>) -> impl IntoView {
     // The run chosen here; `None` follows the latest run with a profile.
     let picked = RwSignal::new(run);
     let reloads = RwSignal::new(0u32);
-    // The traces of the run shown, however large: asked for with the button.
-    let draw_large = RwSignal::new(None::<RunId>);
     let profiled = Memo::new(move |_| {
         runs.records.with(|records| records.iter().rev().filter_map(|r| Some((r.clone(), profile_of(r)?))).collect::<Vec<_>>())
     });
@@ -60,17 +58,12 @@ pub fn TimelineBlock(run: Option<RunId>) -> impl IntoView {
         Memo::new(move |_| picked.get().or_else(|| profiled.with(|p| p.iter().find(|(r, _)| followed(r)).map(|(r, _)| r.id.clone()))));
     let record = Memo::new(move |_| chosen.get().and_then(|id| runs.record(&id)));
     // Loaded again when the run, its state or the reload count changes.
-    let target = Memo::new(move |_| {
-        chosen.get().map(|id| {
-            let large = draw_large.get().as_ref() == Some(&id);
-            (id, record.with(|r| r.as_ref().map(|r| r.state())), reloads.get(), large)
-        })
-    });
+    let target = Memo::new(move |_| chosen.get().map(|id| (id, record.with(|r| r.as_ref().map(|r| r.state())), reloads.get())));
     let loaded = LocalResource::new(move || {
         let target = target.get();
         async move {
             match target {
-                Some((id, _, _, large)) => load(&id, large).await.map(|p| p.map(Arc::new)),
+                Some((id, ..)) => load(&id).await.map(|p| p.map(Arc::new)),
                 None => Ok(None),
             }
         }
@@ -111,7 +104,7 @@ pub fn TimelineBlock(run: Option<RunId>) -> impl IntoView {
                 (Some(id), None) => view! { <p class="muted">{format!("Loading the profile of run {id}…")}</p> }.into_any(),
                 (Some(_), Some(Err(message))) => view! { <p class="error" role="alert">{message}</p> }.into_any(),
                 (Some(id), Some(Ok(None))) => missing(&id, record.get().as_ref()).into_any(),
-                (Some(id), Some(Ok(Some(profile)))) => drawn(&id, record.get().as_ref(), &profile, draw_large).into_any(),
+                (Some(id), Some(Ok(Some(profile)))) => drawn(&id, record.get().as_ref(), &profile).into_any(),
             }}
         </section>
     }
@@ -132,9 +125,9 @@ fn missing(id: &RunId, record: Option<&RunRecord>) -> impl IntoView + use<> {
     view! { <p class="message">{text} {how_to_profile()}</p> }.into_any()
 }
 
-/// The summary, then the drawing and the table (or the button that loads them), with a line
-/// saying what was loaded.
-fn drawn(id: &RunId, record: Option<&RunRecord>, profile: &Profile, draw_large: RwSignal<Option<RunId>>) -> impl IntoView + use<> {
+/// The summary, then the drawing (and the table of ops of whole traces), with a line saying
+/// what was loaded.
+fn drawn(id: &RunId, record: Option<&RunRecord>, profile: &Profile) -> impl IntoView + use<> {
     let ranks = profile.summary.ranks.len();
     let steps = record.and_then(profile_of).map(|s| format!(", steps {s}")).unwrap_or_default();
     let megabytes = profile.bytes as f64 / 1e6;
@@ -143,29 +136,18 @@ fn drawn(id: &RunId, record: Option<&RunRecord>, profile: &Profile, draw_large: 
     let broken = (!profile.broken.is_empty()).then(|| {
         view! { <p class="error" role="alert">{format!("Some traces did not load: {}", profile.broken.join("; "))}</p> }
     });
-    let id = id.clone();
-    let timeline = match &profile.drawn {
-        Some(drawn) => drawn.view().into_any(),
-        None => view! {
-            <p class="message">
-                {format!("The timeline draws every event of the traces, {megabytes:.1} MB to download: ")}
-                <button type="button" class="draw-large" on:click=move |_| draw_large.set(Some(id.clone()))>"download and draw them"</button>
-            </p>
-        }
-        .into_any(),
-    };
     view! {
         <p class="muted summary">{summary}</p>
         <SummaryView summary=profile.summary.clone() />
         {broken}
-        {timeline}
+        {profile.drawn.view()}
     }
 }
 
-/// Run `id`'s profile: `None` when it has none (yet). Its summary always; its traces when
-/// they are small or `large` asks for them anyway. A rank whose trace does not load is named
+/// Run `id`'s profile: `None` when it has none (yet). Its summary, and its traces: whole when
+/// they are small, else excerpts (see [`Excerpts`]). A rank whose trace does not load is named
 /// in the profile; only when none loads is the whole load an error.
-async fn load(id: &RunId, large: bool) -> Result<Option<Profile>, String> {
+async fn load(id: &RunId) -> Result<Option<Profile>, String> {
     let list = fetch::text(&urls::api(&format!("runs/{id}/profile"))).await?;
     let list: TraceList = serde_json::from_str(&list).map_err(|e| format!("the server's list of traces does not parse: {e}"))?;
     if list.traces.is_empty() {
@@ -174,11 +156,27 @@ async fn load(id: &RunId, large: bool) -> Result<Option<Profile>, String> {
     let summary = fetch::text(&urls::api(&format!("runs/{id}/profile/summary"))).await?;
     let summary: ProfileSummary = serde_json::from_str(&summary).map_err(|e| format!("the server's summary does not parse: {e}"))?;
     let bytes = list.traces.iter().map(|t| t.bytes).sum();
-    if bytes > DRAWN_AT_ONCE_BYTES && !large {
-        return Ok(Some(Profile { summary, drawn: None, bytes, broken: Vec::new() }));
+    let (traces, broken, excerpts) = if bytes > DOWNLOADED_BYTES {
+        let excerpts = Excerpts { run: id.clone(), ranks: list.traces.iter().map(|t| t.rank).collect() };
+        let (traces, broken) = excerpts.whole().await;
+        (traces, broken, Some(excerpts))
+    } else {
+        let (traces, broken) = whole_traces(id, &list).await;
+        (traces, broken, None)
+    };
+    if traces.is_empty() {
+        return Err(format!("No trace of run {id} loaded: {}", broken.join("; ")));
     }
-    let mut traces = Vec::new();
-    let mut broken = Vec::new();
+    let drawn = match excerpts {
+        Some(excerpts) => Drawn::excerpted(traces, excerpts),
+        None => Drawn::new(traces),
+    };
+    Ok(Some(Profile { summary, drawn, bytes, broken }))
+}
+
+/// Every rank's whole trace; the ranks whose trace did not load, with the reason.
+async fn whole_traces(id: &RunId, list: &TraceList) -> (Vec<(usize, Trace)>, Vec<String>) {
+    let (mut traces, mut broken) = (Vec::new(), Vec::new());
     for entry in &list.traces {
         let text = fetch::text(&urls::api(&format!("runs/{id}/profile/{}", entry.rank))).await;
         match text.and_then(|text| Trace::parse(&text).map_err(|e| e.to_string())) {
@@ -186,8 +184,5 @@ async fn load(id: &RunId, large: bool) -> Result<Option<Profile>, String> {
             Err(message) => broken.push(format!("rank {}: {message}", entry.rank)),
         }
     }
-    if traces.is_empty() {
-        return Err(format!("No trace of run {id} loaded: {}", broken.join("; ")));
-    }
-    Ok(Some(Profile { summary, drawn: Some(Drawn::new(traces)), bytes, broken }))
+    (traces, broken)
 }

@@ -14,6 +14,23 @@ use super::timeline_drawing::{
     window_of_bar_at,
 };
 
+/// The window shown and the span it stays inside, owned by whoever draws the view: a view
+/// drawn again from a finer excerpt of the same traces shows the same window.
+#[derive(Clone, Copy)]
+pub struct Shown {
+    pub window: RwSignal<Window>,
+    /// The whole trace: no window reaches past it.
+    pub bounds: Window,
+}
+
+impl Shown {
+    /// The whole of `timeline`, shown from its start to its end.
+    pub fn whole(timeline: &Timeline) -> Shown {
+        let bounds = timeline.bounds();
+        Shown { window: RwSignal::new(bounds), bounds }
+    }
+}
+
 #[derive(Clone, Copy)]
 pub struct TimelineState {
     timeline: StoredValue<Arc<Timeline>>,
@@ -35,11 +52,9 @@ pub struct TimelineState {
 }
 
 impl TimelineState {
-    pub fn new(timeline: Arc<Timeline>) -> TimelineState {
-        let bounds = timeline.bounds();
+    pub fn new(timeline: Arc<Timeline>, Shown { window, bounds }: Shown) -> TimelineState {
         let layout = Arc::new(Layout::new(&timeline));
         let height = layout.height;
-        let window = RwSignal::new(bounds);
         let drawn: Memo<Arc<Vec<Bar>>> = {
             let timeline = timeline.clone();
             Memo::new(move |_| Arc::new(bars(&timeline, window.get(), plot_pixels())))

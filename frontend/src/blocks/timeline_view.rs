@@ -10,7 +10,7 @@ use leptos::prelude::*;
 use scalebook_shared::profile::trace::{LaneKind, Timeline};
 
 use super::timeline_drawing::{AXIS_HEIGHT, BAR_HEIGHT, LABEL_WIDTH, LEGEND, LanePicture, WIDTH, fit, plot_width, ticks};
-use super::timeline_state::TimelineState;
+use super::timeline_state::{Shown, TimelineState};
 
 /// How much one button press zooms or pans.
 const ZOOM_STEP: f64 = 2.0;
@@ -19,8 +19,8 @@ const PAN_STEP: f64 = 0.25;
 const LABEL_INDENT: f64 = 14.0;
 
 #[component]
-pub fn TimelineView(timeline: Arc<Timeline>) -> impl IntoView {
-    let state = TimelineState::new(timeline);
+pub fn TimelineView(timeline: Arc<Timeline>, shown: Shown) -> impl IntoView {
+    let state = TimelineState::new(timeline, shown);
     let TimelineState { bounds, height, window, hover, drag, lanes, svg, .. } = state;
     let zoom = move |factor: f64, anchor: f64| state.zoom(factor, anchor);
     let pan = move |fraction: f64| state.pan(fraction);

@@ -2,6 +2,7 @@
 //! the server and the browser read them, with the tutorial's TensorBoard tag names.
 
 mod history;
+mod line;
 pub mod nonfinite;
 
 pub use history::{Bucket, Series, Thinned, bucketize, series};

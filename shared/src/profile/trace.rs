@@ -11,6 +11,8 @@
 //! - [`OpsTable`] sums the ops by name (count, total, self time, mean).
 //! - [`ProfileSummary`] is what the server tells of a run's profile without sending its traces:
 //!   each rank's steps split by range, its top ops, its overlap, and the stragglers.
+//! - [`ExcerptOf`] is the part of a trace a timeline window shows: the whole trace and the
+//!   window each at the width drawn, what a column cannot show merged, read as a stream.
 //! - [`bars`] is what a window of the timeline draws at a given width: events narrower than a
 //!   pixel are merged into per-pixel bars, so a trace of 100k events stays a few thousand
 //!   shapes however far it is zoomed out.
@@ -19,6 +21,7 @@
 //! Times are microseconds, as in the files, counted from the first event of any rank.
 
 mod bars;
+mod excerpt;
 mod lenient;
 mod ops;
 mod read;
@@ -27,6 +30,7 @@ mod timeline;
 mod window;
 
 pub use bars::{Bar, BarKind, bar_at, bars};
+pub use excerpt::{ExcerptOf, MAX_PIXELS};
 pub use ops::{OpOrder, OpStat, OpsTable};
 pub use read::Trace;
 pub use summary::{MAX_STRAGGLERS, OpTotal, ProfileSummary, RangeTime, RankSummary, StepSplit, Straggler, TOP_OPS};

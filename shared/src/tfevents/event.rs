@@ -7,6 +7,8 @@
 //! in `float_val`, `double_val` or the raw `tensor_content`. Images too: `Summary.Value.image`
 //! (PyTorch), or a string tensor `[width, height, png, ...]` of the `images` plugin.
 
+use std::borrow::Cow;
+
 use super::wire::{Field, Fields};
 
 /// `Event` fields.
@@ -46,10 +48,10 @@ const DT_DOUBLE: u64 = 2;
 const DT_STRING: u64 = 7;
 
 /// The plugins whose tensors this reader understands.
-const SCALARS_PLUGIN: &str = "scalars";
-const IMAGES_PLUGIN: &str = "images";
+const SCALARS_PLUGIN: &[u8] = b"scalars";
+const IMAGES_PLUGIN: &[u8] = b"images";
 
-/// One decoded event.
+/// One decoded event, owning its tags (see [`EventView`] for one that borrows them).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Event {
     /// Seconds since the Unix epoch.
@@ -67,7 +69,7 @@ pub struct Value {
     pub data: Data,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Data {
     Scalar(f64),
     Image(Image),
@@ -86,38 +88,77 @@ pub struct Image {
     pub encoded_bytes: usize,
 }
 
-type Decoded<T> = Result<T, &'static str>;
+/// One decoded event borrowing its record's bytes: what a reader that copies millions of
+/// scalars out needs, with nothing allocated per event (its list of values is reused).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EventView<'a> {
+    pub wall_time: f64,
+    pub step: i64,
+    pub file_version: Option<&'a [u8]>,
+    pub values: Vec<ValueView<'a>>,
+}
+
+/// One `Summary.Value`, its tag borrowed (copied only when it is not valid UTF-8).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValueView<'a> {
+    pub tag: Cow<'a, str>,
+    pub data: Data,
+}
+
+pub(super) type Decoded<T> = Result<T, &'static str>;
 
 impl Event {
     /// Decodes one record's payload.
     pub fn decode(payload: &[u8]) -> Decoded<Event> {
-        let mut event = Event::default();
+        let mut view = EventView::default();
+        view.decode(payload)?;
+        Ok(view.to_owned())
+    }
+}
+
+impl<'a> EventView<'a> {
+    /// Decodes one record's payload into `self`, keeping the capacity of its list of values.
+    pub fn decode(&mut self, payload: &'a [u8]) -> Decoded<()> {
+        self.wall_time = 0.0;
+        self.step = 0;
+        self.file_version = None;
+        self.values.clear();
         for field in Fields::new(payload) {
             match field? {
-                (EVENT_WALL_TIME, f) => event.wall_time = f.double().ok_or("Event.wall_time is not a double")?,
-                (EVENT_STEP, f) => event.step = f.varint().ok_or("Event.step is not a varint")? as i64,
-                (EVENT_FILE_VERSION, f) => event.file_version = Some(text(f.bytes().ok_or("Event.file_version is not a string")?)),
+                (EVENT_WALL_TIME, f) => self.wall_time = f.double().ok_or("Event.wall_time is not a double")?,
+                (EVENT_STEP, f) => self.step = f.varint().ok_or("Event.step is not a varint")? as i64,
+                (EVENT_FILE_VERSION, f) => self.file_version = Some(f.bytes().ok_or("Event.file_version is not a string")?),
                 (EVENT_SUMMARY, f) => {
                     for field in Fields::new(f.bytes().ok_or("Event.summary is not a message")?) {
                         if let (SUMMARY_VALUE, f) = field? {
-                            event.values.push(Value::decode(f.bytes().ok_or("Summary.value is not a message")?)?);
+                            self.values.push(ValueView::decode(f.bytes().ok_or("Summary.value is not a message")?)?);
                         }
                     }
                 }
                 _ => {}
             }
         }
-        Ok(event)
+        Ok(())
+    }
+
+    /// The event with its own copies of its tags.
+    pub fn to_owned(&self) -> Event {
+        Event {
+            wall_time: self.wall_time,
+            step: self.step,
+            file_version: self.file_version.map(|v| String::from_utf8_lossy(v).into_owned()),
+            values: self.values.iter().map(|v| Value { tag: v.tag.clone().into_owned(), data: v.data }).collect(),
+        }
     }
 }
 
-impl Value {
-    fn decode(bytes: &[u8]) -> Decoded<Value> {
-        let mut tag = String::new();
+impl<'a> ValueView<'a> {
+    fn decode(bytes: &'a [u8]) -> Decoded<ValueView<'a>> {
+        let mut tag = Cow::Borrowed("");
         let (mut simple, mut image, mut tensor, mut plugin) = (None, None, None, None);
         for field in Fields::new(bytes) {
             match field? {
-                (VALUE_TAG, f) => tag = text(f.bytes().ok_or("Summary.Value.tag is not a string")?),
+                (VALUE_TAG, f) => tag = String::from_utf8_lossy(f.bytes().ok_or("Summary.Value.tag is not a string")?),
                 (VALUE_SIMPLE, f) => simple = Some(f.float().ok_or("Summary.Value.simple_value is not a float")?),
                 (VALUE_IMAGE, f) => image = Some(decode_image(f.bytes().ok_or("Summary.Value.image is not a message")?)?),
                 (VALUE_TENSOR, f) => tensor = Some(Tensor::decode(f.bytes().ok_or("Summary.Value.tensor is not a message")?)?),
@@ -128,21 +169,21 @@ impl Value {
         let data = match (simple, image, tensor) {
             (Some(v), _, _) => Data::Scalar(widen(v)),
             (_, Some(image), _) => Data::Image(image),
-            (_, _, Some(tensor)) => tensor.data(plugin.as_deref()),
+            (_, _, Some(tensor)) => tensor.data(plugin),
             _ => Data::Other,
         };
-        Ok(Value { tag, data })
+        Ok(ValueView { tag, data })
     }
 }
 
 /// `SummaryMetadata.plugin_data.plugin_name`, when there is one.
-fn plugin_name(metadata: &[u8]) -> Decoded<Option<String>> {
+fn plugin_name(metadata: &[u8]) -> Decoded<Option<&[u8]>> {
     let mut name = None;
     for field in Fields::new(metadata) {
         if let (METADATA_PLUGIN_DATA, f) = field? {
             for field in Fields::new(f.bytes().ok_or("SummaryMetadata.plugin_data is not a message")?) {
                 if let (PLUGIN_NAME, f) = field? {
-                    name = Some(text(f.bytes().ok_or("PluginData.plugin_name is not a string")?));
+                    name = Some(f.bytes().ok_or("PluginData.plugin_name is not a string")?);
                 }
             }
         }
@@ -204,7 +245,7 @@ impl<'a> Tensor<'a> {
 
     /// What the tensor stands for. A one-element float tensor is a scalar unless another
     /// plugin claims it: TensorFlow writes a tag's plugin metadata with its first value only.
-    fn data(&self, plugin: Option<&str>) -> Data {
+    fn data(&self, plugin: Option<&[u8]>) -> Data {
         match (plugin, self.dtype) {
             (None | Some(SCALARS_PLUGIN), DT_FLOAT | DT_DOUBLE) if self.elements == 1 => self.scalar().map_or(Data::Other, Data::Scalar),
             (Some(IMAGES_PLUGIN), DT_STRING) => self.image().map_or(Data::Other, Data::Image),
@@ -236,7 +277,10 @@ impl<'a> Tensor<'a> {
 /// decimal (`0.1f32` reads as 0.1, not 0.10000000149011612), which is what TensorBoard shows
 /// and what a CSV export or a read-out should say.
 fn widen(v: f32) -> f64 {
-    v.to_string().parse().unwrap_or(f64::from(v))
+    if !v.is_finite() {
+        return f64::from(v);
+    }
+    zmij::Buffer::new().format_finite(v).parse().unwrap_or(f64::from(v))
 }
 
 /// The number of elements of a `TensorShapeProto`.
@@ -257,7 +301,28 @@ fn elements(shape: &[u8]) -> Decoded<u64> {
     Ok(elements)
 }
 
-/// A protobuf string (UTF-8 by contract; a broken one is shown, not refused).
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_float32_widens_to_the_decimal_it_prints_as() {
+        // Across the exponents, subnormals and the largest finite value: the f64 of the
+        // shortest decimal that reads back as the same f32.
+        for bits in (1..0x7f80_0000u32).step_by(9_973).chain([0x7f7f_ffff, 41.039_062_5f32.to_bits()]) {
+            let v = f32::from_bits(bits);
+            let expected: f64 = v.to_string().parse().unwrap();
+            let widened = widen(v);
+            // Where two decimals as short are as near (41.0390625 is 41.039062 or 41.039063),
+            // either is the decimal it was written as.
+            let exact = f64::from(v);
+            assert!(widened == expected || (widened - exact).abs() == (expected - exact).abs(), "{v:e}: {widened} for {expected}");
+            assert_eq!(widened as f32, v, "{v:e}");
+            assert_eq!(widen(-v), -widened);
+        }
+        assert_eq!(widen(0.1), 0.1);
+        assert_eq!(widen(f32::MAX), 3.4028235e38);
+        assert!(widen(f32::NAN).is_nan());
+        assert_eq!(widen(f32::NEG_INFINITY), f64::NEG_INFINITY);
+    }
 }

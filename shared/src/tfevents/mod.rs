@@ -14,8 +14,8 @@ mod wire;
 
 pub use crc::masked_crc32c;
 pub use encode::{FILE_VERSION, file_version_record, image_record, scalar_record};
-pub use event::{Data, Event, Image, Value};
-pub use record::{HEADER, MAX_PAYLOAD, record_size};
+pub use event::{Data, Event, EventView, Image, Value, ValueView};
+pub use record::{HEADER, MAX_PAYLOAD, boundary_after, record_size};
 
 use crate::Error;
 use crate::metrics::MetricPoint;
@@ -55,13 +55,24 @@ pub struct ImageEntry {
 /// Reads the complete records of `bytes`, which start at byte `start` of their file. A
 /// damaged record, or one that is not an `Event`, is an error naming its byte offset.
 pub fn read(bytes: &[u8], start: u64) -> Result<Contents, Error> {
-    let records = record::split(bytes, start)?;
-    let events = records
-        .payloads
-        .iter()
-        .map(|p| Event::decode(p.bytes).map_err(|why| record::damaged(p.offset, format!("the record is not a TensorBoard event: {why}"))))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Contents { events, resume_at: records.resume_at })
+    let mut events = Vec::new();
+    let resume_at = visit(bytes, start, |event| events.push(event.to_owned()))?;
+    Ok(Contents { events, resume_at })
+}
+
+/// Calls `each` with every event of the complete records of `bytes` (which start at byte
+/// `start` of their file), borrowing the bytes, and returns where the next read should start.
+/// A damaged record, or one that is not an `Event`, is an error naming its byte offset, once
+/// the events before it have been visited.
+pub fn visit<'a>(bytes: &'a [u8], start: u64, mut each: impl FnMut(&EventView<'a>)) -> Result<u64, Error> {
+    let mut event = EventView::default();
+    record::each(bytes, start, |payload| {
+        event
+            .decode(payload.bytes)
+            .map_err(|why| record::damaged(payload.offset, format!("the record is not a TensorBoard event: {why}")))?;
+        each(&event);
+        Ok(())
+    })
 }
 
 impl Contents {
@@ -250,6 +261,27 @@ mod tests {
         // A record whose checksums hold but whose payload is not an Event.
         let err = read(&record::frame(&[0x0b]), 0).unwrap_err();
         assert_eq!(err.to_string(), "byte 0: the record is not a TensorBoard event: a group has no end");
+    }
+
+    #[test]
+    fn a_visit_sees_the_events_before_the_damage_then_names_its_byte() {
+        let mut file = file_version_record(1.0);
+        file.extend(scalar_record(2.0, 1, "Loss/train", 0.5));
+        let damaged_at = file.len();
+        file.extend(scalar_record(3.0, 2, "Loss/train", 0.25));
+        file[damaged_at + 13] ^= 0xff;
+        let mut seen = Vec::new();
+        let err = visit(&file, 100, |event| seen.push(event.to_owned())).unwrap_err();
+        assert!(err.to_string().starts_with(&format!("byte {}: the record's payload fails", 100 + damaged_at)), "{err}");
+        assert_eq!(seen, read(&file[..damaged_at], 100).unwrap().events);
+        assert_eq!((seen[1].step, seen[1].values[0].tag.as_str()), (1, "Loss/train"));
+        // The view borrows the file's bytes: its tag is not a copy.
+        visit(&file[..damaged_at], 0, |event| {
+            if let Some(value) = event.values.first() {
+                assert!(matches!(value.tag, std::borrow::Cow::Borrowed("Loss/train")));
+            }
+        })
+        .unwrap();
     }
 
     #[test]

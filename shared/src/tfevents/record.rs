@@ -36,19 +36,12 @@ pub struct Payload<'a> {
     pub bytes: &'a [u8],
 }
 
-/// The complete records of a stretch of a file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Records<'a> {
-    pub payloads: Vec<Payload<'a>>,
-    /// Where the next read should start: the end of the last complete record (the start of
-    /// an incomplete one, if the stretch ends inside one).
-    pub resume_at: u64,
-}
-
-/// The records of `bytes`, which start at byte `start` of their file (the offsets in errors
-/// and in the result are the file's).
-pub fn split(bytes: &[u8], start: u64) -> Result<Records<'_>, Error> {
-    let mut payloads = Vec::new();
+/// Calls `visit` with each complete record of `bytes` in turn (they start at byte `start` of
+/// their file: the offsets in errors and payloads are the file's), and returns where the next
+/// read should start: the end of the last complete record, the start of an incomplete one if
+/// the stretch ends inside one. Damage is an error once the records before it have been
+/// visited, so a reader keeps what a damaged file held up to the damage.
+pub fn each<'a>(bytes: &'a [u8], start: u64, mut visit: impl FnMut(Payload<'a>) -> Result<(), Error>) -> Result<u64, Error> {
     let mut at = 0usize;
     let offset_of = |at: usize| start + at as u64;
     while let Some(header) = bytes.get(at..at + HEADER) {
@@ -62,10 +55,27 @@ pub fn split(bytes: &[u8], start: u64) -> Result<Records<'_>, Error> {
         if masked_crc32c(payload) != u32_le(crc) {
             return Err(damaged(offset_of(at), "the record's payload fails its checksum (masked CRC-32C): the event file is damaged"));
         }
-        payloads.push(Payload { offset: offset_of(at), bytes: payload });
+        visit(Payload { offset: offset_of(at), bytes: payload })?;
         at = end;
     }
-    Ok(Records { payloads, resume_at: offset_of(at) })
+    Ok(offset_of(at))
+}
+
+/// Where the first record at or after byte `target` of `bytes` starts, found by walking the
+/// records' lengths from the start without checking them: a place to cut a stretch so that its
+/// parts can be read apart (each is checked as it is read). `bytes.len()` when the walk ends
+/// before `target` (a record cut short, or a length that cannot be).
+pub fn boundary_after(bytes: &[u8], target: usize) -> usize {
+    let mut at = 0usize;
+    while at < target {
+        let Some(len) = bytes.get(at..at + 8) else { return bytes.len() };
+        let len = u64::from_le_bytes(len.try_into().unwrap_or_default());
+        match usize::try_from(len).ok().and_then(|len| at.checked_add(HEADER)?.checked_add(len)?.checked_add(FOOTER)) {
+            Some(next) if next <= bytes.len() => at = next,
+            _ => return bytes.len(),
+        }
+    }
+    at
 }
 
 /// The whole size of the record whose 12-byte header is `header` (read at byte `offset`):
@@ -102,6 +112,22 @@ fn u32_le(bytes: &[u8]) -> u32 {
 mod tests {
     use super::*;
 
+    /// The complete records of a stretch of a file, and where to read on.
+    #[derive(Debug, PartialEq)]
+    struct Records<'a> {
+        payloads: Vec<Payload<'a>>,
+        resume_at: u64,
+    }
+
+    fn split(bytes: &[u8], start: u64) -> Result<Records<'_>, Error> {
+        let mut payloads = Vec::new();
+        let resume_at = each(bytes, start, |payload| {
+            payloads.push(payload);
+            Ok(())
+        })?;
+        Ok(Records { payloads, resume_at })
+    }
+
     fn file(payloads: &[&[u8]]) -> Vec<u8> {
         payloads.iter().flat_map(|p| frame(p)).collect()
     }
@@ -133,6 +159,20 @@ mod tests {
         assert_eq!(rest.payloads, [Payload { offset: 19, bytes: b"two" }]);
         assert_eq!(rest.resume_at, bytes.len() as u64);
         assert_eq!(split(&[], 7).unwrap(), Records { payloads: Vec::new(), resume_at: 7 });
+    }
+
+    #[test]
+    fn a_stretch_is_cut_where_a_record_starts() {
+        let bytes = file(&[b"one", b"two", b"three"]);
+        assert_eq!(boundary_after(&bytes, 0), 0);
+        assert_eq!(boundary_after(&bytes, 1), 19);
+        assert_eq!(boundary_after(&bytes, 19), 19);
+        assert_eq!(boundary_after(&bytes, 20), 38);
+        assert_eq!(boundary_after(&bytes, 39), bytes.len());
+        assert_eq!(boundary_after(&bytes[..30], 20), 30);
+        let mut bogus = bytes.clone();
+        bogus[19..27].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(boundary_after(&bogus, 20), bogus.len());
     }
 
     #[test]

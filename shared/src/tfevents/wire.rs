@@ -65,6 +65,13 @@ impl<'a> Fields<'a> {
     }
 
     fn varint(&mut self) -> Result<u64, &'static str> {
+        // Most varints (every key, most lengths) are one byte.
+        if let Some(&byte) = self.bytes.get(self.at)
+            && byte < 0x80
+        {
+            self.at += 1;
+            return Ok(u64::from(byte));
+        }
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
             let byte = *self.bytes.get(self.at).ok_or("a varint runs past the end of its message")?;

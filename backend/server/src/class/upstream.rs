@@ -52,25 +52,30 @@ pub async fn class_run_files(State(following): State<Arc<Following>>, request: R
     };
     let Some(record) = runs.record(&id).await else { return next.run(request).await };
     let Some(RunHandle::Class { upstream, .. }) = &record.handle else { return next.run(request).await };
-    let kept = runs.store().run_dir(&id).join(rundir::UPSTREAM_DIR).join(part.replace('/', "__"));
+    // A query (a window of a trace) is asked upstream each time; a whole part is kept.
+    let query = request.uri().query().map(|q| format!("?{q}"));
+    let kept = query.is_none().then(|| runs.store().run_dir(&id).join(rundir::UPSTREAM_DIR).join(part.replace('/', "__")));
+    let read_kept = || async { tokio::fs::read(kept.as_ref().ok_or_else(|| std::io::Error::other("not kept"))?).await };
     // A run that has ended changes no more: what was fetched once stands.
     if record.state().is_final()
-        && let Ok(bytes) = tokio::fs::read(&kept).await
+        && let Ok(bytes) = read_kept().await
     {
         return answer(StatusCode::OK, part, bytes);
     }
     let fetched = match following.link() {
-        Some(link) => get(&link, &format!("/api/runs/{upstream}/{part}")).await,
+        Some(link) => get(&link, &format!("/api/runs/{upstream}/{part}{}", query.as_deref().unwrap_or(""))).await,
         None => Err("this server does not follow the class now".to_owned()),
     };
     match fetched {
         Ok((status, bytes)) => {
-            if status == StatusCode::OK {
-                keep(kept, bytes.clone()).await;
+            if status == StatusCode::OK
+                && let Some(kept) = &kept
+            {
+                keep(kept.clone(), bytes.clone()).await;
             }
             answer(status, part, bytes)
         }
-        Err(why) => match tokio::fs::read(&kept).await {
+        Err(why) => match read_kept().await {
             Ok(bytes) => answer(StatusCode::OK, part, bytes),
             Err(_) => {
                 let message = format!("run {id} is the instructor's, and its {part} cannot be fetched from the class: {why}");

@@ -13,11 +13,12 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use scalebook_shared::metrics::MetricPoint;
 use scalebook_shared::rundir;
 use scalebook_shared::tfevents;
 use serde::{Deserialize, Serialize};
 
+pub use super::decode::Decoded;
+use super::decode::decode;
 use super::scan::SourceRun;
 use crate::Error;
 use crate::store::write_json_atomic;
@@ -37,12 +38,9 @@ pub struct Progress {
 /// What a run's event files gained since a [`Progress`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NewRecords {
-    pub points: Vec<MetricPoint>,
-    /// Image summaries (listed, not copied).
-    pub images: usize,
-    /// The earliest and latest wall times of the events read.
-    pub first_wall: Option<f64>,
-    pub last_wall: Option<f64>,
+    /// The scalars, as the lines of `metrics.jsonl` they become (encoded as they are read, so
+    /// a read holds its bytes, never a point and a tag each), and what else the events held.
+    pub contents: Decoded,
     /// Files found damaged by this read, by name, with the error (the byte and the rule).
     pub damaged: BTreeMap<String, String>,
     /// Bytes left unread at the end of each file that has some: a record still being written,
@@ -73,6 +71,8 @@ pub fn read_new(source: &SourceRun, progress: &Progress, budget: u64, read_bytes
     let dir = source.dir();
     let mut new = NewRecords { files: progress.files.clone(), ..NewRecords::default() };
     let mut left = budget;
+    // One buffer for every chunk.
+    let mut bytes = Vec::new();
     for name in source.files.iter().filter(|name| !progress.stopped.contains_key(*name)) {
         let path = dir.join(name);
         let io_error = |e: io::Error| Error::Logdir { path: path.clone(), message: format!("cannot read it: {e}") };
@@ -91,14 +91,8 @@ pub fn read_new(source: &SourceRun, progress: &Progress, budget: u64, read_bytes
                 new.more = true;
                 break;
             }
-            let read = |file: &mut File, from: u64, n: u64| -> io::Result<Vec<u8>> {
-                file.seek(SeekFrom::Start(from))?;
-                let mut bytes = Vec::new();
-                file.take(n).read_to_end(&mut bytes)?;
-                Ok(bytes)
-            };
-            let header = read(&mut file, at, tfevents::HEADER as u64).map_err(io_error)?;
-            let first = match tfevents::record_size(&header, at) {
+            read_into(&mut bytes, &mut file, at, tfevents::HEADER as u64).map_err(io_error)?;
+            let first = match tfevents::record_size(&bytes, at) {
                 Ok(size) => size,
                 Err(e) => {
                     new.damaged.insert(name.clone(), e.to_string());
@@ -108,31 +102,21 @@ pub fn read_new(source: &SourceRun, progress: &Progress, budget: u64, read_bytes
             if first > len - at {
                 break;
             }
-            let bytes = read(&mut file, at, (len - at).min(CHUNK_BYTES.min(left).max(first))).map_err(io_error)?;
+            read_into(&mut bytes, &mut file, at, (len - at).min(CHUNK_BYTES.min(left).max(first))).map_err(io_error)?;
             read_bytes(bytes.len() as u64);
             left = left.saturating_sub(bytes.len() as u64);
-            // Damage stops the file where it starts: the records before it still count.
-            let (contents, damage) = match tfevents::read(&bytes, at) {
-                Ok(contents) => (contents, None),
+            let (decoded, visited) = decode(&bytes, at);
+            new.contents.append(decoded);
+            // Damage stops the file where it starts: the records before it were read.
+            match visited {
+                Ok(resume_at) => at = resume_at.max(at),
                 Err(e) => {
-                    let good = match &e {
-                        scalebook_shared::Error::EventFile { offset, .. } => usize::try_from(offset - at).unwrap_or(0),
-                        _ => 0,
-                    };
-                    (tfevents::read(&bytes[..good.min(bytes.len())], at).unwrap_or_default(), Some(e))
+                    if let scalebook_shared::Error::EventFile { offset, .. } = &e {
+                        at = (*offset).max(at);
+                    }
+                    new.damaged.insert(name.clone(), e.to_string());
+                    break;
                 }
-            };
-            // A NaN or infinite time (a broken writer) says nothing of when the run was: skipped.
-            for wall in contents.events.iter().map(|e| e.wall_time).filter(|w| w.is_finite()) {
-                new.first_wall = Some(new.first_wall.map_or(wall, |w| w.min(wall)));
-                new.last_wall = Some(new.last_wall.map_or(wall, |w| w.max(wall)));
-            }
-            new.points.extend(contents.points());
-            new.images += contents.images().len();
-            at = contents.resume_at.max(at);
-            if let Some(e) = damage {
-                new.damaged.insert(name.clone(), e.to_string());
-                break;
             }
         }
         if at < len {
@@ -141,6 +125,14 @@ pub fn read_new(source: &SourceRun, progress: &Progress, budget: u64, read_bytes
         new.files.insert(name.clone(), at);
     }
     Ok(new)
+}
+
+/// Reads `n` bytes of `file` from byte `from` into `buffer`, in place of what it held.
+fn read_into(buffer: &mut Vec<u8>, file: &mut File, from: u64, n: u64) -> io::Result<()> {
+    buffer.clear();
+    file.seek(SeekFrom::Start(from))?;
+    file.take(n).read_to_end(buffer)?;
+    Ok(())
 }
 
 /// The copy of one run's event files into its run directory.
@@ -188,14 +180,10 @@ impl EventCopy {
         if !new.advances(&self.progress) {
             return Ok(0);
         }
-        let mut lines = Vec::new();
-        for point in &new.points {
-            serde_json::to_writer(&mut lines, point).map_err(io::Error::other)?;
-            lines.push(b'\n');
-        }
+        let lines = &new.contents.lines;
         if !lines.is_empty() {
             let mut metrics = File::options().create(true).append(true).open(self.run_dir.join(rundir::METRICS))?;
-            metrics.write_all(&lines)?;
+            metrics.write_all(lines)?;
         }
         if !new.damaged.is_empty() {
             // Said where the page shows it: the run's log.
@@ -207,9 +195,10 @@ impl EventCopy {
         }
         let mut stopped = std::mem::take(&mut self.progress.stopped);
         stopped.extend(new.damaged);
-        self.progress = Progress { files: new.files, metrics_bytes: self.progress.metrics_bytes + lines.len() as u64, stopped };
+        let metrics_bytes = self.progress.metrics_bytes + new.contents.lines.len() as u64;
+        self.progress = Progress { files: new.files, metrics_bytes, stopped };
         write_json_atomic(&self.run_dir.join(rundir::LOGDIR_PROGRESS), &self.progress)?;
-        Ok(new.points.len())
+        Ok(new.contents.points)
     }
 
     /// Reads what `source` gained (at most [`COPY_BUDGET`] bytes) and appends it; `more` says
@@ -223,7 +212,7 @@ impl EventCopy {
 
 /// Bytes of event files one copy reads, so a large file is copied over several passes with
 /// its points written as they come, never all held at once.
-pub const COPY_BUDGET: u64 = 4 << 20;
+pub const COPY_BUDGET: u64 = 1 << 20;
 
 /// What one [`EventCopy::copy`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,6 +223,7 @@ pub struct Copied {
 
 #[cfg(test)]
 mod tests {
+    use scalebook_shared::metrics::MetricPoint;
     use scalebook_shared::tfevents::{file_version_record, scalar_record};
 
     use super::*;
@@ -337,7 +327,7 @@ mod tests {
         // Stopped: the next copies read nothing of it and say nothing again.
         let mut read = 0;
         let again = read_new(&f.source, copy.progress(), COPY_BUDGET, &mut |n| read += n).unwrap();
-        assert_eq!((read, again.points.len(), again.damaged.len()), (0, 0, 0));
+        assert_eq!((read, again.contents.points, again.damaged.len()), (0, 0, 0));
         assert_eq!(copy.copy(&f.source).unwrap().points, 0);
         assert_eq!(std::fs::read_to_string(f.run_dir.join(rundir::JOB_LOG)).unwrap(), log);
     }

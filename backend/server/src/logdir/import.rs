@@ -107,9 +107,9 @@ fn import_run(
         Err(Error::Logdir { path: source.dir().join(name), message })
     };
     let mut new = read_new(source, &Progress::default(), COPY_BUDGET, read_bytes)?;
-    let (mut record, mut copy) = start_run(store, source, new.first_wall)?;
+    let (mut record, mut copy) = start_run(store, source, new.contents.first_wall)?;
     made.push(record.id.clone());
-    let (mut first, mut last) = (new.first_wall, new.last_wall);
+    let (mut first, mut last) = (new.contents.first_wall, new.contents.last_wall);
     let (mut points, mut images, mut tags, mut skipped_files) = (0, 0, BTreeSet::new(), Vec::new());
     loop {
         // What is cut short counts only once the files are read to their ends.
@@ -120,11 +120,11 @@ fn import_run(
             }
             skipped_files.push(format!("{name}: {why}"));
         }
-        first = first.into_iter().chain(new.first_wall).reduce(f64::min);
-        last = last.into_iter().chain(new.last_wall).reduce(f64::max);
-        points += new.points.len();
-        images += new.images;
-        tags.extend(new.points.iter().map(|p| p.tag.clone()));
+        first = first.into_iter().chain(new.contents.first_wall).reduce(f64::min);
+        last = last.into_iter().chain(new.contents.last_wall).reduce(f64::max);
+        points += new.contents.points;
+        images += new.contents.images;
+        tags.append(&mut new.contents.tags);
         copy.append(new)?;
         if done {
             break;

@@ -10,6 +10,7 @@
 //! second one.
 
 pub mod copy;
+mod decode;
 pub mod import;
 pub mod scan;
 
@@ -49,7 +50,7 @@ pub fn is_in_runs_dir(source: &SourceRun, store: &RunStore) -> bool {
 /// never found. Its id carries the time of its first event, so it sorts with the runs of its
 /// day.
 pub fn create_run(store: &RunStore, source: &SourceRun, new: NewRecords, live: bool) -> Result<(RunRecord, EventCopy), Error> {
-    let (first, last) = (new.first_wall, new.last_wall);
+    let (first, last) = (new.contents.first_wall, new.contents.last_wall);
     let (mut record, mut copy) = start_run(store, source, first)?;
     let written = copy.append(new).map_err(Error::from).and_then(|_| finish_run(store, &mut record, first, last, live));
     if let Err(e) = written {

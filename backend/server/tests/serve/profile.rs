@@ -1,9 +1,10 @@
 //! The timeline's endpoints on a real server: a run's list of rank traces (empty until there
-//! are some), each trace served as written, their summary, and a clear 404 for every other request (an
-//! unknown run, a rank with no trace, a rank that is not a plain number, a name that tries to
-//! leave the profile directory).
+//! are some), each trace served as written or in excerpts for a window, their summary, and a
+//! clear 404 for every other request (an unknown run, a rank with no trace, a rank that is not
+//! a plain number, a name that tries to leave the profile directory) and a 400 naming the
+//! field for a bad window.
 
-use scalebook_shared::profile::trace::{ProfileSummary, Trace, TraceList};
+use scalebook_shared::profile::trace::{ProfileSummary, Timeline, Trace, TraceList};
 use scalebook_shared::profile::trace_file;
 use scalebook_shared::rundir::PROFILE_DIR;
 
@@ -95,4 +96,57 @@ async fn a_runs_traces_are_listed_and_served_and_nothing_else_is() {
     // Like every API route, it needs the token.
     let anonymous = crate::harness::http_get(server.addr(), &format!("/api/runs/{id}/profile/0"), &[]);
     assert_eq!(anonymous.status, 401);
+}
+
+/// A rank's trace of `ops` ops of 1 µs, one every 10 µs from t = 1000, under one range.
+fn long_trace(ops: usize) -> String {
+    let mut events = vec![format!(
+        r#"{{"ph": "X", "cat": "user_annotation", "name": "step 0", "pid": 1, "tid": 1, "ts": 1000, "dur": {}}}"#,
+        ops * 10
+    )];
+    events.extend((0..ops).map(|i| format!(r#"{{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": {}, "dur": 1}}"#, 1000 + i * 10)));
+    format!(r#"{{"traceEvents": [{}], "baseTimeNanoseconds": 1700000000000000000}}"#, events.join(",\n"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trace_is_served_in_excerpts_the_whole_coarse_and_a_window_in_detail() {
+    let server = Server::start("profile-excerpt", &[]);
+    let mut client = server.connect().await;
+    let id = client.launch("cpu_tiny", tiny_overrides(&[])).await;
+    let dir = server.runs_dir.join(id.as_str()).join(PROFILE_DIR);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(trace_file(0)), long_trace(10_000)).unwrap();
+    let excerpt = |query: &str| {
+        let response = server.get(&format!("/api/runs/{id}/profile/0?{query}"));
+        assert_eq!(response.status, 200, "{query}: {}", response.body);
+        assert_eq!(response.header("content-type"), Some("application/json"));
+        Trace::parse(&response.body).unwrap()
+    };
+    // The whole trace (100,000 µs) at 100 columns: the range, and 10 ops merged a column.
+    let whole = excerpt("px=100");
+    assert_eq!(whole.len(), 1 + 100);
+    // A window of 1,000 µs in detail (100 columns of 10 µs, an op each, kept as it is), the
+    // rest merged on either side of it (50 columns before, 49 after).
+    let window = excerpt("px=100&start=51000&end=52000");
+    assert_eq!(window.len(), 1 + 100 + 50 + 49);
+    let timeline = |trace: Trace| Timeline::new([(0, trace)]);
+    let full = timeline(Trace::parse(&long_trace(10_000)).unwrap());
+    assert_eq!(timeline(window).bounds(), full.bounds());
+    assert_eq!(timeline(whole).bounds(), full.bounds());
+
+    for (query, field, says) in [
+        ("start=1&end=2", "px", "asked with px"),
+        ("px=0", "px", "from 1 to 8192"),
+        ("px=8193", "px", "from 1 to 8192"),
+        ("px=ten", "px", "`ten` is not a number of columns"),
+        ("px=10&start=5", "end", "end is missing"),
+        ("px=10&end=5", "start", "start is missing"),
+        ("px=10&start=NaN&end=5", "start", "finite number of µs"),
+        ("px=10&start=9&end=5", "end", "end must be after start"),
+    ] {
+        let response = server.get(&format!("/api/runs/{id}/profile/0?{query}"));
+        refused(&response, 400, "bad_request", says);
+        assert_eq!(response.json()["problems"][0]["field"], field, "{query}");
+    }
+    refused(&server.get(&format!("/api/runs/{id}/profile/3?px=10")), 404, "not_found", "no readable profile of rank 3");
 }

@@ -1,7 +1,7 @@
 //! One rank's trace file as read: its timed events, one per complete (`X`) event or matched
 //! `B`/`E` pair, and the names its metadata events give processes and threads.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::de::DeserializeSeed;
 
@@ -83,9 +83,81 @@ fn unterminated_list(text: &str) -> Option<String> {
 /// Reads a trace from `reader` as a stream, handing each timed event to `sink` (its thread as
 /// the reader numbers them, name, category, start and duration in µs, `B`/`E` pairs matched)
 /// and keeping none of them: memory stays that of one event, whatever the file's size. Returns
-/// Kineto's base time (ns), if the file gives one.
-pub(super) fn stream_events(reader: impl std::io::Read, mut sink: impl FnMut(Event)) -> Result<Option<f64>, serde_json::Error> {
-    Builder::stream(serde_json::Deserializer::from_reader(reader), |_, timed| sink(timed)).map(|(_, base)| base)
+/// the trace without its events: its threads and Kineto's base time (ns), if the file gives
+/// one.
+pub(super) fn stream_events(reader: impl std::io::Read, mut sink: impl FnMut(Event)) -> Result<Trace, serde_json::Error> {
+    Builder::stream(serde_json::Deserializer::from_reader(reader), |_, timed| sink(timed))
+        .map(|(builder, base_ns)| Trace { threads: builder.threads, events: Vec::new(), base_ns })
+}
+
+/// A trace as [`Trace::to_json`] writes it.
+#[derive(serde::Serialize)]
+struct Written<'a> {
+    #[serde(rename = "traceEvents")]
+    events: Vec<WrittenEvent<'a>>,
+    #[serde(rename = "baseTimeNanoseconds", skip_serializing_if = "Option::is_none")]
+    base_ns: Option<f64>,
+}
+
+/// One metadata or complete event as written.
+#[derive(serde::Serialize)]
+struct WrittenEvent<'a> {
+    ph: &'static str,
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    cat: &'a str,
+    pid: &'a str,
+    tid: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ts: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dur: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    args: Option<WrittenArgs<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct WrittenArgs<'a> {
+    name: Option<&'a str>,
+    sort_index: Option<f64>,
+}
+
+impl<'a> WrittenEvent<'a> {
+    fn metadata(name: &'static str, thread: &'a Thread, text: Option<&'a str>, sort_index: Option<f64>) -> WrittenEvent<'a> {
+        let args = Some(WrittenArgs { name: text, sort_index });
+        WrittenEvent { ph: "M", name, cat: "", pid: &thread.pid, tid: &thread.tid, ts: None, dur: None, args }
+    }
+}
+
+impl Trace {
+    /// The trace as Chrome-trace JSON (the object form) that [`Trace::parse`] reads back as
+    /// it is: each thread named by metadata events (in order, so a reader numbers them the
+    /// same), then every event as a complete (`X`) one, and Kineto's base time. Perfetto and
+    /// `chrome://tracing` open it too.
+    pub fn to_json(&self) -> String {
+        let mut events = Vec::with_capacity(self.threads.len() * 2 + self.events.len());
+        let mut processes = HashSet::new();
+        for thread in &self.threads {
+            events.push(WrittenEvent::metadata("thread_name", thread, thread.thread_name.as_deref(), None));
+            if thread.thread_sort.is_some() {
+                events.push(WrittenEvent::metadata("thread_sort_index", thread, None, thread.thread_sort));
+            }
+            if processes.insert(thread.pid.as_str()) {
+                if thread.process_name.is_some() {
+                    events.push(WrittenEvent::metadata("process_name", thread, thread.process_name.as_deref(), None));
+                }
+                if thread.process_sort.is_some() {
+                    events.push(WrittenEvent::metadata("process_sort_index", thread, None, thread.process_sort));
+                }
+            }
+        }
+        events.extend(self.events.iter().map(|event| {
+            let thread = &self.threads[event.thread];
+            let (ts, dur) = (Some(event.start), Some(event.dur));
+            WrittenEvent { ph: "X", name: &event.name, cat: &event.category, pid: &thread.pid, tid: &thread.tid, ts, dur, args: None }
+        }));
+        serde_json::to_string(&Written { events, base_ns: self.base_ns }).unwrap_or_default()
+    }
 }
 
 /// What metadata events say of a process.
@@ -316,6 +388,24 @@ mod tests {
         assert_eq!(trace.events[0].start, 5.5);
         assert_eq!(trace.threads[trace.events[1].thread].pid, "?");
         assert_eq!(trace.threads.iter().find(|t| t.tid == "1").unwrap().thread_name.as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn a_trace_written_as_json_reads_back_as_it_was() {
+        let text = r#"{"traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": "gemm \"big\"", "pid": 0, "tid": 7, "ts": 5.25, "dur": 2},
+            {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+            {"ph": "M", "name": "process_sort_index", "pid": 0, "args": {"sort_index": 3}},
+            {"ph": "M", "name": "thread_name", "pid": "host", "tid": "w1", "args": {"name": "worker"}},
+            {"ph": "M", "name": "thread_sort_index", "pid": "host", "tid": "w1", "args": {"sort_index": 2}},
+            {"ph": "X", "cat": "user_annotation", "name": "forward", "pid": "host", "tid": "w1", "ts": 1, "dur": 9},
+            {"ph": "X", "name": "no category", "pid": "host", "tid": "w2", "ts": 3, "dur": 0}
+          ], "baseTimeNanoseconds": 1700000000000000000}"#;
+        let trace = Trace::parse(text).unwrap();
+        assert_eq!(trace.threads.len(), 3);
+        let written = trace.to_json();
+        assert_eq!(Trace::parse(&written).unwrap(), trace);
+        assert!(written.starts_with(r#"{"traceEvents":[{"ph":"M","name":"thread_name""#), "{written}");
     }
 
     #[test]

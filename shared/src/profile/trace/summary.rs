@@ -39,6 +39,10 @@ pub struct RankSummary {
     pub rank: usize,
     /// Timed events in its trace.
     pub events: u64,
+    /// Its first event's start and its last one's end, in its file's own clock (µs, as the
+    /// file's timestamps): what an excerpt of it is asked against.
+    pub first_us: f64,
+    pub last_us: f64,
     pub steps: Vec<StepSplit>,
     /// The ops (CPU ops and GPU kernels) that took longest, summed by name; an op's time
     /// includes what it called, as PyTorch's `key_averages()` totals do.
@@ -130,7 +134,8 @@ impl RankSummary {
     pub fn read(rank: usize, reader: impl io::Read) -> Result<RankSummary, Error> {
         let mut pass = Pass::default();
         let base_ns = stream_events(reader, |event| pass.add(event))
-            .map_err(|e| Error::Parse { what: format!("the trace of rank {rank}"), message: e.to_string() })?;
+            .map_err(|e| Error::Parse { what: format!("the trace of rank {rank}"), message: e.to_string() })?
+            .base_ns;
         Ok(pass.finish(rank, base_ns.map_or(0.0, |ns| ns / 1e3)))
     }
 }
@@ -153,6 +158,8 @@ fn collective_op(name: &str) -> bool {
 #[derive(Default)]
 struct Pass {
     events: u64,
+    /// The first start and the last end seen.
+    span: Option<(f64, f64)>,
     marks: Vec<Mark>,
     /// By op name: calls, total time, and whether it is a collective's own work (decided
     /// once per name).
@@ -171,6 +178,7 @@ impl Pass {
     fn add(&mut self, event: Event) {
         self.events += 1;
         let (start, end) = (event.start, event.start + event.dur);
+        self.span = Some(self.span.map_or((start, end), |(first, last)| (first.min(start), last.max(end))));
         if event.category == RANGE_CATEGORY {
             self.marks.push(Mark { name: event.name, thread: event.thread, start, end });
             return;
@@ -242,9 +250,12 @@ impl Pass {
             .filter(|m| m.name.starts_with(ranges::COLLECTIVE_PREFIX))
             .map(|m| Call { name: m.name.clone(), start: m.start + shift, step: step_of(m.start) })
             .collect();
+        let (first_us, last_us) = self.span.unwrap_or_default();
         RankSummary {
             rank,
             events: self.events,
+            first_us,
+            last_us,
             steps: steps.iter().map(|&(step, start, end)| split(&self.marks, step, start, end)).collect(),
             top_ops,
             communication_us: communication.iter().map(|talk| talk.to - talk.from).sum(),

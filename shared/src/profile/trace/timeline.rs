@@ -96,6 +96,8 @@ pub struct Timeline {
     names: Vec<(String, String)>,
     lanes: Vec<Lane>,
     end: f64,
+    /// Each rank's file's clock minus this one's (µs): its base-time shift less the origin.
+    offsets: Vec<(usize, f64)>,
 }
 
 /// An event on its way into a lane.
@@ -125,11 +127,13 @@ impl Timeline {
         let mut names = Names::default();
         let mut lanes: Vec<(LaneKey, Vec<Pending>)> = Vec::new();
         let mut index: HashMap<(usize, Option<usize>), usize> = HashMap::new();
+        let mut shifts = Vec::new();
         for (rank, trace) in traces {
             let shift = match (trace.base_ns, earliest_base) {
                 (Some(base), Some(earliest)) => (base - earliest) / 1000.0,
                 _ => 0.0,
             };
+            shifts.push((rank, shift));
             for event in trace.events {
                 let ranges = event.category == RANGE_CATEGORY;
                 let thread = (!ranges).then_some(event.thread);
@@ -161,7 +165,15 @@ impl Timeline {
                 Lane { rank: key.rank, kind: key.kind, label: label(&key, several.contains(&key.rank)), rows: nest(events) }
             })
             .collect();
-        Timeline { names: names.list, lanes, end }
+        let offsets = shifts.into_iter().map(|(rank, shift)| (rank, origin - shift)).collect();
+        Timeline { names: names.list, lanes, end, offsets }
+    }
+
+    /// Where `window` of this timeline lies in the clock of rank `rank`'s own file (its
+    /// timestamps as written): what an excerpt of that file is asked for.
+    pub fn file_window(&self, rank: usize, window: Window) -> Window {
+        let offset = self.offsets.iter().find(|(r, _)| *r == rank).map_or(0.0, |(_, offset)| *offset);
+        Window::new(window.start + offset, window.end + offset)
     }
 
     pub fn lanes(&self) -> &[Lane] {
