@@ -22,7 +22,7 @@ use std::net::TcpStream;
 use std::time::Instant;
 
 use clap::Parser;
-use scalebook_shared::profile::trace::{ProfileSummary, Trace};
+use scalebook_shared::profile::trace::{EXCERPT_PIXELS, ProfileSummary, Trace};
 use scalebook_shared::profile::trace_file;
 use scalebook_shared::protocol::RunId;
 use scalebook_shared::rundir;
@@ -86,12 +86,38 @@ fn main() {
     }
     let at_start = started.elapsed().as_secs_f64();
     let (body, asked) = get(server.addr(), &server.viewer_token, &path);
+    let summary: ProfileSummary = serde_json::from_str(&body).unwrap();
+    let rank = &summary.ranks[0];
+    // The timeline's first window (the whole trace at the page's columns, kept by the server
+    // once it summarised), the same computed on a request (another width), then a zoom into one
+    // step (its detail beside the rest, merged).
+    let kept = profile.join("excerpt0.json");
+    while !kept.is_file() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(120), "no excerpt kept");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let kept_at = started.elapsed().as_secs_f64();
+    let excerpt = |query: &str| {
+        let (body, seconds) = get(server.addr(), &server.viewer_token, &format!("/api/runs/{id}/profile/0?{query}"));
+        (Trace::parse(&body).unwrap().len(), body.len(), seconds)
+    };
+    let (events, bytes, first) = excerpt(&format!("px={EXCERPT_PIXELS}"));
+    println!(
+        "first timeline window (the whole trace): kept {kept_at:.2} s after the server was ready; a page's request then {:.1} ms, {events} events, {:.1} kB",
+        first * 1e3,
+        bytes as f64 / 1e3
+    );
+    let (_, _, computed) = excerpt("px=1000");
+    println!("the whole trace at another width, read on the request: {computed:.2} s");
+    let excerpt = |query: &str| excerpt(&format!("px={EXCERPT_PIXELS}{query}"));
+    let step = &rank.steps[rank.steps.len() / 2];
+    let step_start = rank.first_us + (rank.last_us - rank.first_us) * (rank.steps.len() / 2) as f64 / rank.steps.len() as f64;
+    let (events, bytes, zoomed) = excerpt(&format!("&start={step_start}&end={}", step_start + step.total_us));
+    println!("a zoom to one step's window: {zoomed:.2} s, {events} events, {:.1} kB", bytes as f64 / 1e3);
     // A trace that changed is summarised again when a page asks.
     std::fs::File::options().append(true).open(profile.join(trace_file(0))).unwrap().set_modified(std::time::SystemTime::now()).unwrap();
     let (again, on_request) = get(server.addr(), &server.viewer_token, &path);
     assert_eq!(body, again);
-    let summary: ProfileSummary = serde_json::from_str(&body).unwrap();
-    let rank = &summary.ranks[0];
     println!(
         "summary: {} events, {} steps, top op {} ({:.0} ms), communication {:.0} ms of which {:.0} ms overlapped; {} bytes",
         rank.events,
@@ -106,17 +132,5 @@ fn main() {
         "kept by the server {at_start:.2} s after it was ready; a page's request then: {:.1} ms; summarised on a request (the trace changed): {on_request:.2} s",
         asked * 1e3
     );
-    // The timeline's first window (the whole trace at the page's 1,520 columns), then a zoom
-    // into one step (its detail beside the rest, merged).
-    let excerpt = |query: &str| {
-        let (body, seconds) = get(server.addr(), &server.viewer_token, &format!("/api/runs/{id}/profile/0?px=1520{query}"));
-        (Trace::parse(&body).unwrap().len(), body.len(), seconds)
-    };
-    let (events, bytes, first) = excerpt("");
-    println!("first timeline window (the whole trace): {first:.2} s, {events} events, {:.1} kB", bytes as f64 / 1e3);
-    let step = &rank.steps[rank.steps.len() / 2];
-    let step_start = rank.first_us + (rank.last_us - rank.first_us) * (rank.steps.len() / 2) as f64 / rank.steps.len() as f64;
-    let (events, bytes, zoomed) = excerpt(&format!("&start={step_start}&end={}", step_start + step.total_us));
-    println!("a zoom to one step's window: {zoomed:.2} s, {events} events, {:.1} kB", bytes as f64 / 1e3);
     println!("server memory: {:.1} MiB idle, peak {:.1} MiB", mib(idle), mib(peak.stop()));
 }

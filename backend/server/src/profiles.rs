@@ -9,7 +9,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use scalebook_shared::profile::trace::{ExcerptOf, ProfileSummary, RankSummary, RankTrace, Window};
+use scalebook_shared::profile::trace::{EXCERPT_PIXELS, ExcerptOf, ProfileSummary, RankSummary, RankTrace, Window};
 use scalebook_shared::profile::{trace_file, trace_rank};
 use scalebook_shared::rundir::PROFILE_DIR;
 use serde::{Deserialize, Serialize};
@@ -87,21 +87,65 @@ pub async fn summary(run_dir: &Path) -> io::Result<ProfileSummary> {
 /// Rank `rank`'s trace of the run in `run_dir` as a timeline draws it ([`ExcerptOf`]): the
 /// whole trace at `pixels` columns, with `window` (in the file's own clock) at as many of its
 /// own, as Chrome-trace JSON; `None` when the run has no trace of that rank. Read as a stream
-/// (the whole trace's span comes from the summary), two at a time at most.
+/// (the whole trace's span comes from the summary), two at a time at most. The whole trace at
+/// a page's width ([`EXCERPT_PIXELS`]), the first thing every page asks, is kept beside the
+/// trace until the trace changes ([`prepare`] makes it as a run ends).
 pub async fn excerpt(run_dir: &Path, rank: usize, window: Option<Window>, pixels: u32) -> io::Result<Option<String>> {
     let summary = summary(run_dir).await?;
     let Some(whole) = summary.ranks.iter().find(|r| r.rank == rank).map(|r| Window::new(r.first_us, r.last_us)) else {
         return Ok(None);
     };
-    let _turn = excerpting().acquire().await.map_err(io::Error::other)?;
+    let kept = (window.is_none() && pixels == EXCERPT_PIXELS).then(|| Path::new(PROFILE_DIR).join(format!("excerpt{rank}.json")));
     let dir = run_dir.to_owned();
+    let read_kept = {
+        let (dir, kept) = (dir.clone(), kept.clone());
+        move || -> io::Result<Option<String>> {
+            let Some(kept) = kept else { return Ok(None) };
+            let stamp = stamps(&dir.join(PROFILE_DIR))?.into_iter().find(|s| s.rank == rank);
+            let file = store::open_beneath(&dir, &kept).ok();
+            let read: Option<KeptExcerpt> = file.and_then(|f| serde_json::from_reader(io::BufReader::new(f)).ok());
+            Ok(read.filter(|k| Some(&k.stamp) == stamp.as_ref()).map(|k| k.json))
+        }
+    };
+    if let Some(json) = tokio::task::spawn_blocking(read_kept.clone()).await.map_err(io::Error::other)?? {
+        return Ok(Some(json));
+    }
+    let _turn = excerpting().acquire().await.map_err(io::Error::other)?;
     tokio::task::spawn_blocking(move || {
+        // Another request may have kept it while this one waited for its turn.
+        if let Some(json) = read_kept()? {
+            return Ok(Some(json));
+        }
+        let stamp = stamps(&dir.join(PROFILE_DIR))?.into_iter().find(|s| s.rank == rank);
         let file = store::open_beneath(&dir, &Path::new(PROFILE_DIR).join(trace_file(rank)))?;
         let excerpt = ExcerptOf { whole, window, pixels }.read(io::BufReader::with_capacity(READ_BUFFER, file));
-        Ok(Some(excerpt.map_err(io::Error::other)?.to_json()))
+        let json = excerpt.map_err(io::Error::other)?.to_json();
+        if let (Some(kept), Some(stamp)) = (kept, stamp) {
+            let path = dir.join(kept);
+            if let Err(e) = store::write_json_atomic(&path, &KeptExcerpt { stamp, json: json.clone() }) {
+                tracing::warn!("the excerpt is not kept in {}: {e}", path.display());
+            }
+        }
+        Ok(Some(json))
     })
     .await
     .map_err(io::Error::other)?
+}
+
+/// Makes what the pages of a run's profile ask first, so that none waits: the summary, and
+/// each rank's whole trace at a page's width.
+pub async fn prepare(run_dir: &Path) -> io::Result<()> {
+    for rank in summary(run_dir).await?.ranks.iter().map(|r| r.rank) {
+        excerpt(run_dir, rank, None, EXCERPT_PIXELS).await?;
+    }
+    Ok(())
+}
+
+/// A whole-trace excerpt kept beside its trace, with the trace as it was read.
+#[derive(Serialize, Deserialize)]
+struct KeptExcerpt {
+    stamp: Stamp,
+    json: String,
 }
 
 /// Excerpts read at once, at most: each is one pass over a trace, a core's work.

@@ -9,10 +9,9 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use leptos::prelude::*;
-use scalebook_shared::profile::trace::{Timeline, Trace, Window};
+use scalebook_shared::profile::trace::{EXCERPT_PIXELS, Timeline, Trace, Window};
 use scalebook_shared::protocol::RunId;
 
-use super::timeline_drawing::plot_pixels;
 use super::timeline_state::Shown;
 use super::timeline_view::TimelineView;
 use crate::net::{fetch, urls};
@@ -29,10 +28,6 @@ pub struct Excerpts {
     pub ranks: Vec<usize>,
 }
 
-/// Columns asked for: twice the drawing's pixels, so a bar's edges stay sharp on a dense screen.
-fn pixels() -> u32 {
-    plot_pixels() * 2
-}
 
 impl Excerpts {
     /// Every rank's whole trace at the drawing's width; the ranks whose excerpt did not load,
@@ -53,7 +48,7 @@ impl Excerpts {
     async fn fetch(&self, window_of: impl Fn(usize) -> Option<Window>) -> (Vec<(usize, Trace)>, Vec<String>) {
         let asked = self.ranks.iter().map(|&rank| {
             let window = window_of(rank).map(|w| format!("&start={}&end={}", w.start, w.end)).unwrap_or_default();
-            let url = urls::api(&format!("runs/{}/profile/{rank}?px={}{window}", self.run, pixels()));
+            let url = urls::api(&format!("runs/{}/profile/{rank}?px={EXCERPT_PIXELS}{window}", self.run));
             async move { (rank, fetch::text(&url).await.and_then(|text| Trace::parse(&text).map_err(|e| e.to_string()))) }
         });
         let (mut traces, mut broken) = (Vec::new(), Vec::new());

@@ -291,6 +291,11 @@ mod tests {
     }
 
     #[test]
+    fn the_excerpts_asked_for_are_twice_the_plots_pixels() {
+        assert_eq!(scalebook_shared::profile::trace::EXCERPT_PIXELS, 2 * plot_pixels());
+    }
+
+    #[test]
     fn ranks_get_a_heading_and_lanes_stack_by_their_rows() {
         let timeline = timeline();
         let layout = Layout::new(&timeline);

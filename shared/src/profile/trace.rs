@@ -30,7 +30,7 @@ mod timeline;
 mod window;
 
 pub use bars::{Bar, BarKind, bar_at, bars};
-pub use excerpt::{ExcerptOf, MAX_PIXELS};
+pub use excerpt::{EXCERPT_PIXELS, ExcerptOf, MAX_PIXELS};
 pub use ops::{OpOrder, OpStat, OpsTable};
 pub use read::Trace;
 pub use summary::{MAX_STRAGGLERS, OpTotal, ProfileSummary, RangeTime, RankSummary, StepSplit, Straggler, TOP_OPS};

@@ -157,8 +157,9 @@ impl RunManager {
         self.lock().get(id).cloned()
     }
 
-    /// Run `id` ended: its profile, if it wrote one, is summarised now in the background, so the
-    /// first page to ask gets the summary at once rather than after its traces are read.
+    /// Run `id` ended: its profile, if it wrote one, is summarised now in the background (and
+    /// its traces' first excerpts made), so the first page to ask gets them at once rather than
+    /// after its traces are read.
     fn summarise_profile(&self, id: &RunId) {
         self.summarise_profiles(vec![id.clone()]);
     }
@@ -169,7 +170,7 @@ impl RunManager {
         let store = self.store.clone();
         tokio::spawn(async move {
             for id in ids {
-                if let Err(e) = profiles::summary(&store.run_dir(&id)).await {
+                if let Err(e) = profiles::prepare(&store.run_dir(&id)).await {
                     tracing::warn!("run {id}: its profile is not summarised: {e}");
                 }
             }

@@ -4,7 +4,7 @@
 //! a plain number, a name that tries to leave the profile directory) and a 400 naming the
 //! field for a bad window.
 
-use scalebook_shared::profile::trace::{ProfileSummary, Timeline, Trace, TraceList};
+use scalebook_shared::profile::trace::{EXCERPT_PIXELS, ProfileSummary, Timeline, Trace, TraceList};
 use scalebook_shared::profile::trace_file;
 use scalebook_shared::rundir::PROFILE_DIR;
 
@@ -133,6 +133,13 @@ async fn a_trace_is_served_in_excerpts_the_whole_coarse_and_a_window_in_detail()
     let full = timeline(Trace::parse(&long_trace(10_000)).unwrap());
     assert_eq!(timeline(window).bounds(), full.bounds());
     assert_eq!(timeline(whole).bounds(), full.bounds());
+    // The whole trace at a page's width is kept beside it, until the trace changes.
+    let page = format!("px={EXCERPT_PIXELS}");
+    let first = excerpt(&page);
+    assert!(dir.join("excerpt0.json").is_file());
+    assert_eq!(excerpt(&page), first);
+    std::fs::write(dir.join(trace_file(0)), long_trace(20)).unwrap();
+    assert_eq!(excerpt(&page).len(), 1 + 20);
 
     for (query, field, says) in [
         ("start=1&end=2", "px", "asked with px"),

@@ -20,6 +20,9 @@ use crate::Error;
 
 /// Columns an excerpt is asked for, at most: twice a wide screen's pixels.
 pub const MAX_PIXELS: u32 = 8_192;
+/// Columns the page asks for: twice its timeline's plot (760 pixels), so that edges stay
+/// sharp on a dense screen. The server keeps each trace's whole excerpt at this width.
+pub const EXCERPT_PIXELS: u32 = 1_520;
 
 /// What a timeline asks of a trace, in the file's own clock (µs, as its `ts` are).
 #[derive(Debug, Clone, Copy, PartialEq)]
