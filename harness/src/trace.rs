@@ -39,8 +39,7 @@ pub fn write_kineto_trace(path: &Path, events: u64, steps: u64) -> io::Result<u6
                 out,
                 r#",{{"ph":"X","cat":"cpu_op","name":"{name}","pid":1321,"tid":1376,"ts":{start:.3},"dur":{:.3},"args":{{"External id":{i},"Record function id":0,"Sequence number":{i},"Fwd thread id":0,"Ev Idx":{i},"Input Dims":[[32,1024,768],[768,768]],"Input type":["float","float"]}}}}"#,
                 gap * 0.8
-            )
-            ?;
+            )?;
             let kernel = if (40_500.0..44_500.0).contains(&(start - t0)) && i % 2 == 0 {
                 "ncclKernel_AllReduce_RING_LL_Sum_float"
             } else {
@@ -51,8 +50,7 @@ pub fn write_kineto_trace(path: &Path, events: u64, steps: u64) -> io::Result<u6
                 r#",{{"ph":"X","cat":"kernel","name":"{kernel}","pid":0,"tid":7,"ts":{:.3},"dur":{:.3},"args":{{"queued":0,"device":0,"stream":7,"correlation":{i},"registers per thread":128,"grid":[1024,1,1],"block":[256,1,1]}}}}"#,
                 start + gap * 0.5,
                 gap * 0.7
-            )
-            ?;
+            )?;
         }
         ts += step_us;
     }
@@ -60,4 +58,3 @@ pub fn write_kineto_trace(path: &Path, events: u64, steps: u64) -> io::Result<u6
     out.flush()?;
     Ok(std::fs::metadata(path)?.len())
 }
-

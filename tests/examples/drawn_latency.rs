@@ -61,10 +61,15 @@ async fn main() -> anyhow::Result<()> {
     let run = launch_tiny_run(&browser, args.iters).await?;
     browser.wait_attr_for(".run-block .run-state", "data-state", |s| s == "completed", Duration::from_secs(1800)).await?;
     let metrics = std::fs::read_to_string(workdir.path().join("runs").join(&run).join(rundir::METRICS))?;
-    let walls: Vec<f64> =
-        metrics.lines().filter_map(|l| serde_json::from_str::<MetricPoint>(l).ok()).filter(|p| p.tag == STEP_LOSS).map(|p| p.wall).collect();
+    let walls: Vec<f64> = metrics
+        .lines()
+        .filter_map(|l| serde_json::from_str::<MetricPoint>(l).ok())
+        .filter(|p| p.tag == STEP_LOSS)
+        .map(|p| p.wall)
+        .collect();
     browser.wait_attr(&series_css(STEP_LOSS, &run), "data-points", |p| p == walls.len().to_string()).await?;
-    let drawn: Vec<(String, usize, f64)> = serde_json::from_value(browser.eval("return window.__drawn").await?).context("the observer's records")?;
+    let drawn: Vec<(String, usize, f64)> =
+        serde_json::from_value(browser.eval("return window.__drawn").await?).context("the observer's records")?;
 
     // Each growth from n to m drew points n+1 to m.
     let mut latencies = Vec::new();

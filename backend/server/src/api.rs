@@ -183,7 +183,9 @@ impl TraceQuery {
         let bad = |field: &str, message: String| ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message).on(field);
         let px = match (&self.px, &self.start, &self.end) {
             (None, None, None) => return Ok(None),
-            (None, ..) => return Err(bad("px", format!("a window of a trace is asked with px, the columns it is drawn at (1 to {MAX_PIXELS})"))),
+            (None, ..) => {
+                return Err(bad("px", format!("a window of a trace is asked with px, the columns it is drawn at (1 to {MAX_PIXELS})")));
+            }
             (Some(px), ..) => px.parse::<u32>().ok().filter(|px| (1..=MAX_PIXELS).contains(px)).ok_or_else(|| {
                 bad("px", format!("`{}` is not a number of columns: px is a whole number from 1 to {MAX_PIXELS}", px.escape_debug()))
             })?,

@@ -28,7 +28,6 @@ pub struct Excerpts {
     pub ranks: Vec<usize>,
 }
 
-
 impl Excerpts {
     /// Every rank's whole trace at the drawing's width; the ranks whose excerpt did not load,
     /// with the reason.

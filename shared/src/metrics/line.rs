@@ -58,10 +58,31 @@ mod tests {
     #[test]
     fn a_line_is_what_serde_writes() {
         let tags = ["Loss/train", "RMSE(u10m)/valid", "quote \" and \\ back", "tab\tnew\nline", "é ünïcode ✓", "\u{7f}\u{1}", ""];
-        let values = [0.0, -0.0, 0.1, 1.0, 1e21, 1e-7, -3.25, 1.7e9 + 0.123, f64::MAX, f64::MIN_POSITIVE, 5e-324, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+        let values = [
+            0.0,
+            -0.0,
+            0.1,
+            1.0,
+            1e21,
+            1e-7,
+            -3.25,
+            1.7e9 + 0.123,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            5e-324,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ];
         for (i, tag) in tags.iter().enumerate() {
             for (j, &value) in values.iter().enumerate() {
-                let point = MetricPoint { step: (i * 1000 + j) as u64, epoch: j as u64, wall: values[(i + j) % values.len()], tag: (*tag).into(), value };
+                let point = MetricPoint {
+                    step: (i * 1000 + j) as u64,
+                    epoch: j as u64,
+                    wall: values[(i + j) % values.len()],
+                    tag: (*tag).into(),
+                    value,
+                };
                 let mut expected = serde_json::to_vec(&point).unwrap();
                 expected.push(b'\n');
                 let mut line = Vec::new();

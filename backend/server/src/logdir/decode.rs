@@ -125,8 +125,12 @@ mod tests {
         let (decoded, read) = decode(&file, 1000);
         assert_eq!(read.unwrap(), 1000 + file.len() as u64);
         assert_eq!((decoded.points, decoded.tags.len(), decoded.first_wall, decoded.last_wall), (40_000, 2, Some(100.0), Some(40_099.0)));
-        let steps: Vec<u64> =
-            decoded.lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice::<MetricPoint>(l).unwrap().step).collect();
+        let steps: Vec<u64> = decoded
+            .lines
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice::<MetricPoint>(l).unwrap().step)
+            .collect();
         assert_eq!(steps, (0..40_000).collect::<Vec<_>>());
         // Damage in a later part: everything before it, and the byte it starts at.
         let last = scalar_record(40_099.0, 39_999, "b", 39_999.0).len();

@@ -100,11 +100,11 @@ async fn a_runs_traces_are_listed_and_served_and_nothing_else_is() {
 
 /// A rank's trace of `ops` ops of 1 µs, one every 10 µs from t = 1000, under one range.
 fn long_trace(ops: usize) -> String {
-    let mut events = vec![format!(
-        r#"{{"ph": "X", "cat": "user_annotation", "name": "step 0", "pid": 1, "tid": 1, "ts": 1000, "dur": {}}}"#,
-        ops * 10
-    )];
-    events.extend((0..ops).map(|i| format!(r#"{{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": {}, "dur": 1}}"#, 1000 + i * 10)));
+    let mut events =
+        vec![format!(r#"{{"ph": "X", "cat": "user_annotation", "name": "step 0", "pid": 1, "tid": 1, "ts": 1000, "dur": {}}}"#, ops * 10)];
+    events.extend(
+        (0..ops).map(|i| format!(r#"{{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": {}, "dur": 1}}"#, 1000 + i * 10)),
+    );
     format!(r#"{{"traceEvents": [{}], "baseTimeNanoseconds": 1700000000000000000}}"#, events.join(",\n"))
 }
 

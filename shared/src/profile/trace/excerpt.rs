@@ -205,7 +205,9 @@ mod tests {
     #[test]
     fn an_excerpt_is_bounded_by_its_pixels_whatever_the_file() {
         let mut events = vec![r#"{"ph": "X", "name": "first", "pid": 1, "tid": 1, "ts": 0, "dur": 1}"#.to_owned()];
-        events.extend((0..50_000).map(|i| format!(r#"{{"ph": "X", "name": "op{}", "pid": 1, "tid": {}, "ts": {i}, "dur": 0.25}}"#, i % 7, i % 3)));
+        events.extend(
+            (0..50_000).map(|i| format!(r#"{{"ph": "X", "name": "op{}", "pid": 1, "tid": {}, "ts": {i}, "dur": 0.25}}"#, i % 7, i % 3)),
+        );
         let text = format!("[{}]", events.join(","));
         let of = ExcerptOf { whole: Window::new(0.0, 50_000.0), window: Some(Window::new(10_000.0, 10_100.0)), pixels: 100 };
         let excerpt = of.read(text.as_bytes()).unwrap();

@@ -86,8 +86,11 @@ fn unterminated_list(text: &str) -> Option<String> {
 /// the trace without its events: its threads and Kineto's base time (ns), if the file gives
 /// one.
 pub(super) fn stream_events(reader: impl std::io::Read, mut sink: impl FnMut(Event)) -> Result<Trace, serde_json::Error> {
-    Builder::stream(serde_json::Deserializer::from_reader(reader), |_, timed| sink(timed))
-        .map(|(builder, base_ns)| Trace { threads: builder.threads, events: Vec::new(), base_ns })
+    Builder::stream(serde_json::Deserializer::from_reader(reader), |_, timed| sink(timed)).map(|(builder, base_ns)| Trace {
+        threads: builder.threads,
+        events: Vec::new(),
+        base_ns,
+    })
 }
 
 /// A trace as [`Trace::to_json`] writes it.
