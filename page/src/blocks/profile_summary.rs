@@ -104,8 +104,8 @@ mod tests {
     #[test]
     fn a_rank_s_mean_step_is_cut_into_its_ranges_and_what_none_covers() {
         let json = serde_json::json!({"ranks": [
-            {"rank": 0, "events": 9, "steps": [], "top_ops": [], "communication_us": 0.0, "overlapped_us": 0.0},
-            {"rank": 1, "events": 9, "steps": [], "top_ops": [], "communication_us": 0.0, "overlapped_us": 0.0},
+            {"rank": 0, "events": 9, "first_us": 0.0, "last_us": 200.0, "steps": [], "top_ops": [], "communication_us": 0.0, "overlapped_us": 0.0},
+            {"rank": 1, "events": 9, "first_us": 0.0, "last_us": 200.0, "steps": [], "top_ops": [], "communication_us": 0.0, "overlapped_us": 0.0},
         ], "stragglers": [], "unread": []});
         let mut summary: ProfileSummary = serde_json::from_value(json).unwrap();
         summary.ranks[1].steps = vec![
