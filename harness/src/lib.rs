@@ -9,6 +9,7 @@
 //! client, the browser tests' workspace page, the benchmarks' statistics) stays with that user.
 
 mod announce;
+mod class_runs;
 mod finished;
 mod runs;
 mod serve;
@@ -16,6 +17,7 @@ pub mod slurm;
 mod trace;
 
 pub use announce::{Announcement, READY, announced, origin_of, token_of};
+pub use class_runs::write_class_runs;
 pub use finished::{STEP_TAGS, write_finished_run};
 pub use runs::stop_left_runs;
 pub use serve::{Serve, Served};

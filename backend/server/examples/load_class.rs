@@ -141,7 +141,7 @@ async fn chart<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
         let Message::Text(text) = message else { continue };
         let known = match serde_json::from_str::<ServerMessage>(text.as_str()) {
             Ok(ServerMessage::RunUpdate { run }) => run.id == id,
-            Ok(ServerMessage::Runs { runs }) => runs.iter().any(|r| r.id == id),
+            Ok(ServerMessage::Runs { runs, .. }) => runs.iter().any(|r| r.id == id),
             _ => false,
         };
         if known {
@@ -216,7 +216,7 @@ async fn simulated(link: Arc<ClassLink>, k: usize, launched: Launched, progress:
         ClientMessage::Hello { version: PROTOCOL_VERSION, token: None, learner_key: None },
         ClientMessage::Introduce(introduction),
         ClientMessage::Follow { following: true },
-        ClientMessage::ListRuns,
+        ClientMessage::ListRuns { before: None },
     ];
     for message in &joining {
         send(&mut ws, message).await;

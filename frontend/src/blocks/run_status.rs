@@ -8,7 +8,7 @@ use leptos::prelude::*;
 use scalebook_page::progress::Progress;
 use scalebook_shared::Problems;
 use scalebook_shared::estimate::Prediction;
-use scalebook_shared::protocol::{RunId, RunState, Series};
+use scalebook_shared::protocol::{RunId, RunState, Series, run_list};
 
 use super::run_placement::RunPlacement;
 use super::run_prediction::{self, RunPrediction};
@@ -155,14 +155,37 @@ pub fn RunList(runs: Runs, current: RwSignal<Option<RunId>>, open: Callback<RunI
             })
             .collect_view()
     };
+    // Other learners' older runs come a page at a time (a class keeps thousands).
+    let older = move || {
+        let older = runs.older.get();
+        (older > 0).then(|| {
+            let next = older.min(run_list::RUN_PAGE as u64);
+            view! {
+                <p class="older-runs">
+                    <button type="button" on:click=move |_| { runs.show_older(); }>{format!("Show {next} older runs")}</button>
+                    <span class="muted">{format!(" {older} older runs of other learners not listed yet")}</span>
+                </p>
+            }
+        })
+    };
     view! {
         <details class="run-list">
-            <summary>{move || format!("All runs ({})", runs.records.with(Vec::len))}</summary>
+            <summary>{move || list_title(runs.records.with(Vec::len), runs.older.get())}</summary>
             <table>
                 <thead><tr><th>"run"</th><th>"whose"</th><th>"config"</th><th>"state"</th><th>"created"</th><th></th><th></th></tr></thead>
                 <tbody>{rows}</tbody>
             </table>
+            {older}
         </details>
+    }
+}
+
+/// The run list's title: how many runs it lists, and of how many when older ones are not
+/// listed yet.
+fn list_title(listed: usize, older: u64) -> String {
+    match older {
+        0 => format!("All runs ({listed})"),
+        older => format!("All runs ({listed} of {})", listed as u64 + older),
     }
 }
 

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use leptos::prelude::*;
 use scalebook_shared::protocol::{
     Audience, ClassState, ClientMessage, ClientRequest, ErrorCode, ErrorReport, Follower, LaunchRequest, Learner, LearnerRuns,
-    PROTOCOL_VERSION, Presentation, RunId, RunRecord, Secret, ServerInfo, ServerMessage, ServerReply,
+    PROTOCOL_VERSION, Presentation, RunId, RunRecord, Secret, ServerInfo, ServerMessage, ServerReply, run_list,
 };
 use send_wrapper::SendWrapper;
 
@@ -30,6 +30,7 @@ const CHARTED_KEY: &str = "scalebook-charted-runs";
 const NAMES_KEY: &str = "scalebook-run-names";
 
 pub use scalebook_page::requests::Answer;
+use scalebook_page::runs::list;
 use scalebook_page::runs::names::{self, RunName, RunNames};
 pub use scalebook_page::runs::whose::from_class;
 
@@ -39,8 +40,12 @@ use crate::storage;
 /// The page's runs; provided as context by the app.
 #[derive(Clone, Copy)]
 pub struct Runs {
-    /// Every run the server has, oldest first.
+    /// The runs the server sent, in the order of their ids (oldest first): the instructor's and
+    /// this page's own whole, other learners' runs as far back as the page asked.
     pub records: RwSignal<Vec<RunRecord>>,
+    /// How many other learners' runs are older than those in `records` (see
+    /// [`Runs::show_older`]).
+    pub older: RwSignal<u64>,
     /// The runs drawn on the charts, in the order their colours are assigned.
     pub charted: RwSignal<Vec<RunId>>,
     pub connection: RwSignal<ConnectionState>,
@@ -92,6 +97,7 @@ impl Runs {
     pub(crate) fn unconnected() -> Runs {
         Runs {
             records: RwSignal::new(Vec::new()),
+            older: RwSignal::new(0),
             charted: RwSignal::new(load_charted()),
             connection: RwSignal::new(ConnectionState::Connecting),
             server: RwSignal::new(None),
@@ -128,7 +134,7 @@ impl Runs {
         // also presents the key of its earlier visits, so its runs stay its own.
         let token = urls::token().map(Secret);
         self.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, token, learner_key: learner::load_key() });
-        self.send(&ClientMessage::ListRuns);
+        self.send(&ClientMessage::ListRuns { before: None });
         let resume: Vec<ClientMessage> =
             self.streams.with_value(|streams| streams.iter().map(|(id, stream)| stream.subscribe_message(id)).collect());
         for message in resume {
@@ -221,6 +227,10 @@ impl Runs {
         self.server.with(|server| server.as_ref()?.learner.as_ref().map(|identity| identity.learner.clone()))
     }
 
+    fn learner_untracked(&self) -> Option<Learner> {
+        self.server.with_untracked(|server| server.as_ref()?.learner.as_ref().map(|identity| identity.learner.clone()))
+    }
+
     /// Whose `record` is, seen from this page (reactive).
     pub fn whose(&self, record: &RunRecord) -> Whose {
         Whose::of(record, self.learner().as_ref(), self.may_launch())
@@ -243,6 +253,13 @@ impl Runs {
     /// rest, newest first within each.
     pub fn listed(&self) -> Vec<RunRecord> {
         learner::own_first(self.records.get(), self.learner().as_ref(), self.may_launch())
+    }
+
+    /// Asks for the next page of older runs of other learners (see [`Runs::older`]).
+    pub fn show_older(&self) -> bool {
+        let me = self.learner_untracked();
+        let before = self.records.with_untracked(|records| run_list::oldest_paged(records.iter(), me.as_ref()).cloned());
+        before.is_some() && self.send(&ClientMessage::ListRuns { before })
     }
 
     pub fn answer(&self, ticket: u64) -> Option<Answer> {
@@ -310,11 +327,17 @@ impl Runs {
                 }
                 self.server.set(Some(server));
             }
-            ServerMessage::Runs { runs } => self.records.set(runs),
-            ServerMessage::RunUpdate { run } => self.records.update(|records| match records.iter_mut().find(|r| r.id == run.id) {
-                Some(known) => *known = run,
-                None => records.push(run),
-            }),
+            ServerMessage::Runs { runs, older, before } => {
+                match before {
+                    None => self.records.set(runs),
+                    Some(_) => self.records.update(|records| list::merge_older(records, runs)),
+                }
+                self.older.set(older);
+            }
+            ServerMessage::RunUpdate { run } => {
+                let (me, older) = (self.learner_untracked(), self.older.get_untracked());
+                self.records.update(|records| list::apply_update(records, run, me.as_ref(), older));
+            }
             ServerMessage::Launched { run } => {
                 if let Some(name) = ticket.and_then(|t| self.naming.try_update_value(|n| n.remove(&t)).flatten()) {
                     self.names.update(|names| names::remember(names, run.clone(), name));

@@ -10,6 +10,7 @@ mod class;
 mod classroom;
 mod role;
 mod run;
+pub mod run_list;
 mod slurm;
 
 pub use crate::metrics::{Bucket, Series, bucketize, series};
@@ -50,7 +51,9 @@ use crate::metrics::MetricPoint;
 /// Version 7: NaN and infinite values as the strings `"NaN"`, `"Infinity"`, `"-Infinity"`
 /// (never `null`), a bucket's `non_finite` count; a learner's run's time limit in
 /// `learner_runs`; a connection's learner identity fixed by its first `hello`.
-pub const PROTOCOL_VERSION: u32 = 7;
+/// Version 8: the run list in pages: `list_runs` may carry `before`, and `runs` says how many
+/// `older` runs it left out and echoes `before` (see [`run_list`]).
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// The longest request id accepted.
 pub const MAX_REQUEST_ID_LEN: usize = 64;
@@ -179,7 +182,13 @@ pub enum ClientMessage {
     Resume {
         run: RunId,
     },
-    ListRuns,
+    /// Asks for the run list: without `before`, every run of the instructor's and of this
+    /// connection's learner, and the newest [`run_list::RUN_PAGE`] of the other learners' runs;
+    /// with it, the next [`run_list::RUN_PAGE`] of the other learners' runs whose ids sort before it.
+    ListRuns {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before: Option<RunId>,
+    },
     /// Answered by `pong` with the same nonce (a client's own liveness check).
     Ping {
         #[serde(default)]
@@ -242,9 +251,15 @@ pub enum ServerMessage {
         version: u32,
         server: ServerInfo,
     },
-    /// Every run, oldest first (the answer to `list_runs`).
+    /// The answer to `list_runs` (and what a connection that missed updates gets): runs in the
+    /// order of their ids (oldest first), `older` other learners' runs left out before the
+    /// first of them, and the `before` it answers (`None`: the list starts over).
     Runs {
         runs: Vec<RunRecord>,
+        #[serde(default)]
+        older: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before: Option<RunId>,
     },
     /// A run was created or changed state; sent to every connection.
     RunUpdate {
@@ -478,7 +493,8 @@ mod tests {
             seed: None,
         }));
         round_trip_client(ClientMessage::Cancel { run: id("r1") });
-        round_trip_client(ClientMessage::ListRuns);
+        round_trip_client(ClientMessage::ListRuns { before: None });
+        round_trip_client(ClientMessage::ListRuns { before: Some(id("r1")) });
         round_trip_client(ClientMessage::Ping { nonce: 9 });
         let presentation =
             Presentation { chapter: "intro".into(), block: Some(2), element: Some(9), quiz: Some(4), charts: ChartView::default() };
@@ -512,7 +528,8 @@ mod tests {
         };
         assert_eq!(serde_json::to_value(&info).unwrap()["role"], "viewer");
         round_trip_server(ServerMessage::Welcome { version: PROTOCOL_VERSION, server: info });
-        round_trip_server(ServerMessage::Runs { runs: vec![] });
+        round_trip_server(ServerMessage::Runs { runs: vec![], older: 0, before: None });
+        round_trip_server(ServerMessage::Runs { runs: vec![], older: 120, before: Some(id("r1")) });
         round_trip_server(ServerMessage::Launched { run: id("r1") });
         round_trip_server(ServerMessage::History { run: id("r1"), upto_seq: 1, series: series([&point], 10) });
         round_trip_server(ServerMessage::Points { run: id("r1"), points: vec![SeqPoint { seq: 1, point }] });
@@ -550,6 +567,8 @@ mod tests {
         assert!(matches!(launch, ClientMessage::Launch(LaunchRequest { ref config, .. }) if config == "cpu_tiny"));
         let err = serde_json::from_str::<ClientMessage>(r#"{"type": "launch", "config": "cpu_tiny", "env": {"A": "1"}}"#).unwrap_err();
         assert!(err.to_string().contains("unknown field `env`"), "{err}");
+        let list: ClientMessage = serde_json::from_str(r#"{"type": "list_runs"}"#).unwrap();
+        assert_eq!(list, ClientMessage::ListRuns { before: None }, "a page of version 7 asks for the first page");
         // A point travels as the trainer wrote it, plus its sequence number.
         let point = MetricPoint { step: 3, epoch: 1, wall: 2.0, tag: "Loss/train".into(), value: 0.5 };
         let json = serde_json::to_value(SeqPoint { seq: 7, point }).unwrap();
@@ -565,10 +584,12 @@ mod tests {
         assert!(matches!(request.message, ClientMessage::Launch(ref l) if l.config == "cpu_tiny"));
         // Without an id, a request reads as before.
         let bare: ClientRequest = serde_json::from_str(r#"{"type": "list_runs"}"#).unwrap();
-        assert_eq!(bare, ClientRequest { id: None, message: ClientMessage::ListRuns });
+        assert_eq!(bare, ClientRequest { id: None, message: ClientMessage::ListRuns { before: None } });
         // Unknown fields are still refused inside the message.
         let err = serde_json::from_str::<ClientRequest>(r#"{"id": "1", "type": "launch", "config": "c", "env": {}}"#).unwrap_err();
         assert!(err.to_string().contains("unknown field `env`"), "{err}");
+        let list: ClientMessage = serde_json::from_str(r#"{"type": "list_runs"}"#).unwrap();
+        assert_eq!(list, ClientMessage::ListRuns { before: None }, "a page of version 7 asks for the first page");
         let answer = ServerReply::answer(Some(RequestId::parse("launch-7").unwrap()), ServerMessage::Launched { run: id("r1") });
         let json = serde_json::to_value(&answer).unwrap();
         assert_eq!(json, serde_json::json!({"id": "launch-7", "type": "launched", "run": "r1"}));

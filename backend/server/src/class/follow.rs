@@ -209,7 +209,9 @@ impl Following {
         let mut summaries = tokio::time::interval(SUMMARY_PERIOD);
         let mut pings = tokio::time::interval_at(tokio::time::Instant::now() + PING_PERIOD, PING_PERIOD);
         let mut sharing = Sharing::new(self.runs.clone(), self.me.share_runs);
-        for message in [ClientMessage::Hello { version: PROTOCOL_VERSION, token: None, learner_key: None }, ClientMessage::ListRuns] {
+        for message in
+            [ClientMessage::Hello { version: PROTOCOL_VERSION, token: None, learner_key: None }, ClientMessage::ListRuns { before: None }]
+        {
             if let Err(e) = send(&mut socket, &message).await {
                 return end(e);
             }
@@ -259,7 +261,7 @@ impl Following {
         let reply: ServerReply =
             serde_json::from_str(text).map_err(|e| format!("the class listener sent what this server cannot read: {e}"))?;
         Ok(match reply.message {
-            ServerMessage::Runs { runs } => {
+            ServerMessage::Runs { runs, .. } => {
                 let mut subscribe = Vec::new();
                 for run in runs {
                     subscribe.extend(mirror.adopt(run).await?);

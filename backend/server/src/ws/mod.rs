@@ -69,7 +69,6 @@ async fn connection(state: Arc<AppState>, admission: Admission, door: Option<Con
     let (out, mut outgoing) = outbox::outbox(OUT_QUEUE, state.ws.max_queued_bytes);
     let watchdog = out.clone();
     let mut tasks: Vec<JoinHandle<()>> = vec![
-        tokio::spawn(forward_updates(state.runs.clone(), role, out.clone())),
         tokio::spawn(forward_presentations(state.classroom.presentations(), out.clone())),
         tokio::spawn(forward_presenter(state.classroom.presenter_states(), out.clone())),
     ];
@@ -89,6 +88,7 @@ async fn connection(state: Arc<AppState>, admission: Admission, door: Option<Con
     let shared = state.shared.clone();
     let runs = state.runs.clone();
     let mut session = Session::new(state, role, out.clone());
+    tasks.push(tokio::spawn(forward_updates(runs.clone(), role, session.learners(), out.clone())));
     if role == Role::Follower {
         tasks.push(tokio::spawn(forward_asks(shared, session.names(), out)));
     }

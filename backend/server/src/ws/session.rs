@@ -9,8 +9,9 @@ use std::time::Instant;
 use axum::extract::ws::Utf8Bytes;
 use scalebook_shared::Problems;
 use scalebook_shared::protocol::{
-    Audience, ClassLink, ClassState, ClientMessage, ClientRequest, ErrorCode, ErrorReport, ExecutorSpec, LaunchRequest, LearnerIdentity,
-    PROTOCOL_VERSION, RequestId, Role, RunId, RunRecord, Secret, ServerInfo, ServerMessage, ServerReply, request_id_of,
+    Audience, ClassLink, ClassState, ClientMessage, ClientRequest, ErrorCode, ErrorReport, ExecutorSpec, LaunchRequest, Learner,
+    LearnerIdentity, PROTOCOL_VERSION, RequestId, Role, RunId, RunRecord, Secret, ServerInfo, ServerMessage, ServerReply, request_id_of,
+    run_list,
 };
 use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
@@ -51,6 +52,9 @@ pub struct Session {
     key_changes: Option<watch::Receiver<Token>>,
     /// The name a follower introduced itself by (`None` before it did).
     name: watch::Sender<Option<String>>,
+    /// The learner of `learner`, for the task that sends this connection the run list again
+    /// when it missed updates (the page's own runs come whole).
+    learner_seen: watch::Sender<Option<Learner>>,
 }
 
 impl Session {
@@ -59,6 +63,7 @@ impl Session {
         let seat = state.classroom.join(role);
         let key_changes = state.class.as_ref().filter(|_| role == Role::Follower).map(|key| key.changes());
         let name = watch::Sender::new(None);
+        let learner_seen = watch::Sender::new(None);
         Session {
             state,
             role,
@@ -71,7 +76,14 @@ impl Session {
             greeted: false,
             key_changes,
             name,
+            learner_seen,
         }
+    }
+
+    /// The learner this connection launches as once its first `hello` fixed it (see
+    /// [`forward_updates`]).
+    pub fn learners(&self) -> watch::Receiver<Option<Learner>> {
+        self.learner_seen.subscribe()
     }
 
     /// The name a follower introduced itself by, now and at every change.
@@ -157,6 +169,7 @@ impl Session {
             ClientMessage::Hello { version, learner_key, .. } if version == PROTOCOL_VERSION => {
                 if !std::mem::replace(&mut self.greeted, true) && self.role == Role::Viewer {
                     self.learner = self.learner_for(learner_key).await;
+                    self.learner_seen.send_replace(self.learner.as_ref().map(|identity| identity.learner.clone()));
                 } else if let (Some(key), Some(mine)) = (learner_key, &self.learner)
                     && key != mine.key
                 {
@@ -169,9 +182,9 @@ impl Session {
                 ErrorCode::VersionMismatch,
                 format!("this server speaks protocol version {PROTOCOL_VERSION}, the page {version}: reload the page"),
             )),
-            ClientMessage::ListRuns => {
-                let role = self.role;
-                Ok(Some(ServerMessage::Runs { runs: runs.shown().await.into_iter().filter(|r| shown_to(role, r)).collect() }))
+            ClientMessage::ListRuns { before } => {
+                let mine = self.learner.as_ref().map(|identity| &identity.learner);
+                Ok(Some(run_list(runs, self.role, mine, before).await))
             }
             ClientMessage::Launch(request) => {
                 let launcher = self.launcher()?;
@@ -321,7 +334,7 @@ impl Session {
                 | ClientMessage::Follow { .. }
                 | ClientMessage::Subscribe { .. }
                 | ClientMessage::Unsubscribe { .. }
-                | ClientMessage::ListRuns
+                | ClientMessage::ListRuns { .. }
                 | ClientMessage::Ping { .. },
             ) => return None,
             (Role::Follower, ClientMessage::Introduce(_) | ClientMessage::SharedPoints { .. }) => return None,
@@ -572,9 +585,17 @@ fn shown_to(role: Role, record: &RunRecord) -> bool {
     role != Role::Follower || for_followers(record)
 }
 
+/// The run list a connection of `role` whose learner is `mine` is sent (see
+/// [`run_list::page`]).
+async fn run_list(runs: &RunManager, role: Role, mine: Option<&Learner>, before: Option<RunId>) -> ServerMessage {
+    let shown = runs.shown().await.into_iter().filter(|r| shown_to(role, r)).collect();
+    let (runs, older) = run_list::page(shown, mine, before.as_ref(), run_list::RUN_PAGE);
+    ServerMessage::Runs { runs, older, before }
+}
+
 /// Forwards every run's changes (those its role sees) to one connection; one that fell behind
-/// gets the whole list.
-pub async fn forward_updates(runs: Arc<RunManager>, role: Role, out: Outbox) {
+/// gets the list's first page again (its learner's, from `learner`).
+pub async fn forward_updates(runs: Arc<RunManager>, role: Role, learner: watch::Receiver<Option<Learner>>, out: Outbox) {
     let mut updates = runs.updates();
     loop {
         let text = match updates.recv().await {
@@ -584,7 +605,8 @@ pub async fn forward_updates(runs: Arc<RunManager>, role: Role, out: Outbox) {
             },
             Ok(text) => text,
             Err(broadcast::error::RecvError::Lagged(_)) => {
-                encode(&ServerMessage::Runs { runs: runs.shown().await.into_iter().filter(|r| shown_to(role, r)).collect() })
+                let mine = learner.borrow().clone();
+                encode(&run_list(&runs, role, mine.as_ref(), None).await)
             }
             Err(broadcast::error::RecvError::Closed) => return,
         };

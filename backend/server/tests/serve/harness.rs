@@ -390,7 +390,9 @@ pub async fn follow_to_end(client: &mut Client, id: &RunId, run_dir: &Path, seen
                 collect(seen, &points);
             }
             // A run that ended while no server watched is final before anyone subscribes.
-            ServerMessage::Runs { runs } => state = state.or(runs.iter().find(|r| &r.id == id).map(|r| r.state()).filter(|s| s.is_final())),
+            ServerMessage::Runs { runs, .. } => {
+                state = state.or(runs.iter().find(|r| &r.id == id).map(|r| r.state()).filter(|s| s.is_final()))
+            }
             message => state = state.or(ended(&message, id)),
         }
     }

@@ -269,13 +269,62 @@ async fn a_learner_is_bounded_in_time_and_identity_and_a_cancelled_launch_leaves
     assert!(server.run_dir(&run).is_dir());
     viewer.send(&ClientMessage::Cancel { run: run.clone() }).await;
     gone(&server, &run).await;
-    viewer.send(&ClientMessage::ListRuns).await;
+    viewer.send(&ClientMessage::ListRuns { before: None }).await;
     let listed = viewer
         .recv_until(WAIT, |m| match m {
-            ServerMessage::Runs { runs } => Some(runs.iter().map(|r| r.id.clone()).collect::<Vec<_>>()),
+            ServerMessage::Runs { runs, .. } => Some(runs.iter().map(|r| r.id.clone()).collect::<Vec<_>>()),
             _ => None,
         })
         .await;
     assert!(!listed.contains(&run) && listed.contains(&blocker), "{listed:?}");
     cancel_all(&server, &mut instructor, &[blocker]).await;
+}
+
+/// The ids and `older` of the next `runs` message `client` gets.
+async fn run_page(client: &mut Client) -> (Vec<String>, u64) {
+    client
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::Runs { runs, older, .. } => Some((runs.iter().map(|r| r.id.to_string()).collect(), *older)),
+            _ => None,
+        })
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_list_comes_a_page_at_a_time_with_the_instructors_and_the_pages_own_runs_whole() {
+    use scalebook_shared::protocol::run_list::RUN_PAGE;
+
+    // A class's runs directory: the instructor's oldest and newest runs (r000, r132), this
+    // page's learner's oldest (r001), and between them one run each of 130 other learners.
+    let dir = temp_dir("run-pages");
+    let key = LearnerKey::parse(&"0d".repeat(16)).unwrap();
+    let me = scalebook_server::learners::identity(key.clone()).learner;
+    scalebook_harness::write_class_runs(&dir.path().join("runs"), &me, 130).unwrap();
+    write_stub_page(&dir.path().join("static"));
+    let served =
+        serve_in(dir.path(), &["--viewer-runs", "2"]).log_to(dir.path().join("server.log")).start().unwrap_or_else(|e| panic!("{e}"));
+    let names = |from: u32, to: u32| (from..=to).map(|i| format!("r{i:03}")).collect::<Vec<_>>();
+    let with = |mut ids: Vec<String>, more: &[&str]| {
+        ids.extend(more.iter().map(|s| s.to_string()));
+        ids.sort();
+        ids
+    };
+
+    // The viewer: the instructor's runs and its own whole, the newest 50 of the others', and
+    // then the older ones a page at a time, asked for by the oldest it holds.
+    let mut viewer = Client::connect(&served.ws_url(&served.viewer_token)).await.unwrap();
+    assert_eq!(welcome(&mut viewer, Some(key)).await.learner.unwrap().learner, me);
+    viewer.send(&ClientMessage::ListRuns { before: None }).await;
+    let (first, older) = run_page(&mut viewer).await;
+    assert_eq!(first, with(names(82, 131), &["r000", "r001", "r132"]));
+    assert_eq!((first.len() - 3, older), (RUN_PAGE, 80));
+    for (before, expected, left) in [("r082", names(32, 81), 30), ("r032", names(2, 31), 0)] {
+        viewer.send(&ClientMessage::ListRuns { before: Some(RunId::parse(before).unwrap()) }).await;
+        assert_eq!(run_page(&mut viewer).await, (expected, left), "the page before {before}");
+    }
+
+    // The instructor's page: its own runs whole, every learner's run paged (r001 too).
+    let mut instructor = Client::connect(&served.ws_url(&served.token)).await.unwrap();
+    instructor.send(&ClientMessage::ListRuns { before: None }).await;
+    assert_eq!(run_page(&mut instructor).await, (with(names(82, 131), &["r000", "r132"]), 81));
 }

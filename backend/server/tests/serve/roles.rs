@@ -77,9 +77,9 @@ async fn a_viewer_follows_and_reads_a_run_but_cannot_launch_cancel_or_submit() {
     let followed = follow_to_end(&mut viewer, &id, &run_dir, &mut seen).await;
     assert_eq!(followed.state, RunState::Completed, "the viewer's cancel stopped the run");
     assert_all_points(&seen, &run_dir);
-    viewer.send(&ClientMessage::ListRuns).await;
+    viewer.send(&ClientMessage::ListRuns { before: None }).await;
     let listed = viewer.recv_until(WAIT, |m| matches!(m, ServerMessage::Runs { .. }).then(|| m.clone())).await;
-    assert!(matches!(listed, ServerMessage::Runs { ref runs } if runs.iter().any(|r| r.id == id)), "{listed:?}");
+    assert!(matches!(listed, ServerMessage::Runs { ref runs, .. } if runs.iter().any(|r| r.id == id)), "{listed:?}");
     assert_eq!(refusal(&mut viewer, &serde_json::json!({ "type": "unsubscribe", "run": id }).to_string()).await, None);
     assert_reads_but_writes_nothing_over_http(&server, &id);
 }

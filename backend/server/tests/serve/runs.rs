@@ -118,7 +118,7 @@ async fn a_server_restart_mid_run_loses_and_duplicates_no_point() {
     let mut client = second.connect().await;
     let last = *seen.keys().last().unwrap();
     client.send(&ClientMessage::Subscribe { run: id.clone(), after_seq: Some(last), after_log_seq: None }).await;
-    client.send(&ClientMessage::ListRuns).await;
+    client.send(&ClientMessage::ListRuns { before: None }).await;
     let followed = follow_to_end(&mut client, &id, &run_dir, &mut seen).await;
     assert_eq!(followed.state, RunState::Completed, "the adopted run's end was not recorded");
     assert_all_points(&seen, &run_dir);

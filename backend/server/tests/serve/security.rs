@@ -81,7 +81,7 @@ fn the_api_and_the_websocket_need_the_token_and_the_page_does_not() {
         // A socket opened without a token (as the page opens it: no URL carries the token)
         // must show one in its first message; anything else is refused, and nothing is sent.
         for first in [
-            ClientMessage::ListRuns,
+            ClientMessage::ListRuns { before: None },
             ClientMessage::Hello { version: PROTOCOL_VERSION, token: Some(Secret("nope".into())), learner_key: None },
         ] {
             let mut stranger = Client::connect(&format!("ws://{addr}/api/ws")).await.unwrap();
