@@ -25,6 +25,7 @@ mod excerpt;
 mod lenient;
 mod ops;
 mod read;
+mod scan;
 mod summary;
 mod timeline;
 mod window;

@@ -3,27 +3,38 @@
 //! array, a `ts` written as text); reading them strictly would refuse a whole file for one
 //! odd event. These read what the timeline needs and let everything else go by.
 
+use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, de::Error as _};
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-/// A JSON value as the timeline uses it: a number, a text, or something it cannot use.
+/// A JSON value as the timeline uses it: a number, a text (borrowed from the file's bytes
+/// when it has no escapes, so most events cost no copies), or something it cannot use.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub enum Scalar {
+pub enum Scalar<'a> {
     Number(f64),
-    Text(String),
+    Text(Cow<'a, str>),
     #[default]
     Other,
 }
 
-impl Scalar {
+impl Scalar<'_> {
     /// The value as text (a number printed as JSON would, `1234` not `1234.0`).
     pub fn text(&self) -> Option<String> {
         match self {
             Scalar::Number(n) => Some(n.to_string()),
-            Scalar::Text(t) => Some(t.clone()),
+            Scalar::Text(t) => Some(t.to_string()),
             Scalar::Other => None,
+        }
+    }
+
+    /// The value, no longer borrowed.
+    pub fn into_owned(self) -> Scalar<'static> {
+        match self {
+            Scalar::Number(n) => Scalar::Number(n),
+            Scalar::Text(t) => Scalar::Text(Cow::Owned(t.into_owned())),
+            Scalar::Other => Scalar::Other,
         }
     }
 
@@ -55,7 +66,7 @@ macro_rules! accept_everything {
             Ok($scalar(Scalar::Number(v)))
         }
         fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-            Ok($scalar(Scalar::Text(v.to_owned())))
+            Ok($scalar(Scalar::Text(Cow::Owned(v.to_owned()))))
         }
         fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
             Ok($scalar(Scalar::Other))
@@ -70,16 +81,19 @@ macro_rules! accept_everything {
     };
 }
 
-impl<'de> Deserialize<'de> for Scalar {
+impl<'de> Deserialize<'de> for Scalar<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct ScalarVisitor;
         impl<'de> Visitor<'de> for ScalarVisitor {
-            type Value = Scalar;
+            type Value = Scalar<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("any JSON value")
             }
             accept_everything!(|s| s);
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Text(Cow::Borrowed(v)))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar<'de>, A::Error> {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
                 Ok(Scalar::Other)
             }
@@ -91,22 +105,22 @@ impl<'de> Deserialize<'de> for Scalar {
 /// The fields of an event's `args` the timeline reads: the names, labels and sort indexes
 /// that metadata events give processes and threads.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Args {
-    pub name: Scalar,
-    pub labels: Scalar,
-    pub sort_index: Scalar,
+pub struct Args<'a> {
+    pub name: Scalar<'a>,
+    pub labels: Scalar<'a>,
+    pub sort_index: Scalar<'a>,
 }
 
-impl<'de> Deserialize<'de> for Args {
+impl<'de> Deserialize<'de> for Args<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct ArgsVisitor;
         impl<'de> Visitor<'de> for ArgsVisitor {
-            type Value = Args;
+            type Value = Args<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("an event's args")
             }
             accept_everything!(|_| Args::default());
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Args, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Args<'de>, A::Error> {
                 let mut args = Args::default();
                 while let Some(key) = map.next_key::<Key>()? {
                     match key {
@@ -125,30 +139,30 @@ impl<'de> Deserialize<'de> for Args {
 
 /// One entry of a trace's event list as read: every field it may need, each possibly absent.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct RawEvent {
-    pub ph: Scalar,
-    pub name: Scalar,
-    pub cat: Scalar,
-    pub pid: Scalar,
-    pub tid: Scalar,
-    pub ts: Scalar,
-    pub dur: Scalar,
-    pub args: Args,
+pub struct RawEvent<'a> {
+    pub ph: Scalar<'a>,
+    pub name: Scalar<'a>,
+    pub cat: Scalar<'a>,
+    pub pid: Scalar<'a>,
+    pub tid: Scalar<'a>,
+    pub ts: Scalar<'a>,
+    pub dur: Scalar<'a>,
+    pub args: Args<'a>,
 }
 
 /// An entry of the event list: an event, or `None` for an entry that is not an object.
-pub struct Entry(pub Option<RawEvent>);
+pub struct Entry<'a>(pub Option<RawEvent<'a>>);
 
-impl<'de> Deserialize<'de> for Entry {
+impl<'de> Deserialize<'de> for Entry<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct EntryVisitor;
         impl<'de> Visitor<'de> for EntryVisitor {
-            type Value = Entry;
+            type Value = Entry<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a trace event")
             }
             accept_everything!(|_| Entry(None));
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entry, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entry<'de>, A::Error> {
                 let mut event = RawEvent::default();
                 // A repeated key overwrites, as JavaScript's JSON.parse does.
                 while let Some(key) = map.next_key::<Key>()? {
@@ -201,76 +215,4 @@ pub enum Key {
     BaseTime,
     #[serde(other)]
     Other,
-}
-
-/// A whole file read as a stream: each event (for the object form, each of `traceEvents`) is
-/// handed to the sink as soon as it is read, and nothing of it is kept here, so a trace of
-/// hundreds of MB costs one event's memory. The value is the base time Kineto counts its
-/// timestamps from.
-pub struct EventStream<'s, F>(pub &'s mut F);
-
-impl<'de, F: FnMut(RawEvent)> DeserializeSeed<'de> for EventStream<'_, F> {
-    type Value = Scalar;
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Scalar, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de, F: FnMut(RawEvent)> Visitor<'de> for EventStream<'_, F> {
-    type Value = Scalar;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a Chrome trace: an object with `traceEvents`, or a list of events")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Scalar, A::Error> {
-        entries(seq, self.0)?;
-        Ok(Scalar::Other)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
-        let mut base_ns = Scalar::Other;
-        let mut found = false;
-        while let Some(key) = map.next_key::<Key>()? {
-            match key {
-                Key::TraceEvents => {
-                    map.next_value_seed(EventList(&mut *self.0))?;
-                    found = true;
-                }
-                Key::BaseTime => base_ns = map.next_value()?,
-                _ => _ = map.next_value::<IgnoredAny>()?,
-            }
-        }
-        if !found {
-            return Err(A::Error::custom("the object has no `traceEvents` list"));
-        }
-        Ok(base_ns)
-    }
-}
-
-/// The event list of the object form, streamed to the sink.
-struct EventList<'s, F>(&'s mut F);
-
-impl<'de, F: FnMut(RawEvent)> DeserializeSeed<'de> for EventList<'_, F> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_seq(self)
-    }
-}
-
-impl<'de, F: FnMut(RawEvent)> Visitor<'de> for EventList<'_, F> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("`traceEvents` as a list of events")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
-        entries(seq, self.0)
-    }
-}
-
-/// Hands the entries that are objects to the sink.
-fn entries<'de, A: SeqAccess<'de>>(mut seq: A, sink: &mut impl FnMut(RawEvent)) -> Result<(), A::Error> {
-    while let Some(Entry(entry)) = seq.next_element()? {
-        if let Some(event) = entry {
-            sink(event);
-        }
-    }
-    Ok(())
 }

@@ -3,9 +3,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::de::DeserializeSeed;
-
-use super::lenient::{EventStream, RawEvent, Scalar};
+use super::lenient::{RawEvent, Scalar};
+use super::scan;
 use crate::Error;
 
 /// A thread of the trace: its process and thread ids as the file writes them (numbers or
@@ -54,12 +53,8 @@ impl Trace {
     /// error.
     pub fn parse(text: &str) -> Result<Trace, Error> {
         let keep = |builder: &mut Builder, timed: Event| builder.events.push(timed);
-        let built = Builder::stream(serde_json::Deserializer::from_str(text), keep).or_else(|e| {
-            let cut = unterminated_list(text).ok_or_else(|| Error::Parse { what: "the trace".into(), message: e.to_string() })?;
-            Builder::stream(serde_json::Deserializer::from_str(&cut), keep)
-                .map_err(|e| Error::Parse { what: "the trace".into(), message: e.to_string() })
-        })?;
-        let (builder, base_ns) = built;
+        let (builder, base_ns) =
+            Builder::stream(text.as_bytes(), keep).map_err(|e| Error::Parse { what: "the trace".into(), message: e.to_string() })?;
         Ok(Trace { threads: builder.threads, events: builder.events, base_ns })
     }
 
@@ -73,20 +68,13 @@ impl Trace {
     }
 }
 
-/// The array form cut short (a trace still being written, or written without its `]`),
-/// closed.
-fn unterminated_list(text: &str) -> Option<String> {
-    let body = text.trim_end().trim_end_matches(',');
-    (body.trim_start().starts_with('[') && !body.ends_with(']')).then(|| format!("{body}]"))
-}
-
 /// Reads a trace from `reader` as a stream, handing each timed event to `sink` (its thread as
 /// the reader numbers them, name, category, start and duration in µs, `B`/`E` pairs matched)
 /// and keeping none of them: memory stays that of one event, whatever the file's size. Returns
 /// the trace without its events: its threads and Kineto's base time (ns), if the file gives
 /// one.
 pub(super) fn stream_events(reader: impl std::io::Read, mut sink: impl FnMut(Event)) -> Result<Trace, serde_json::Error> {
-    Builder::stream(serde_json::Deserializer::from_reader(reader), |_, timed| sink(timed)).map(|(builder, base_ns)| Trace {
+    Builder::stream(reader, |_, timed| sink(timed)).map(|(builder, base_ns)| Trace {
         threads: builder.threads,
         events: Vec::new(),
         base_ns,
@@ -186,7 +174,7 @@ struct Builder {
     /// Thread ids as the file writes them, with their thread's index: most traces have a
     /// handful, so an event's thread is found by comparing these, without making text of its
     /// ids (the first [`RAW_IDS`] kept; any more go through `by_ids`).
-    raw_ids: Vec<(Scalar, Scalar, usize)>,
+    raw_ids: Vec<(Scalar<'static>, Scalar<'static>, usize)>,
     processes: HashMap<String, Process>,
     events: Vec<Event>,
     /// The `B` events still waiting for their `E`, per thread.
@@ -196,26 +184,21 @@ struct Builder {
 impl Builder {
     /// Reads a whole trace, handing each timed event to `sink` with the builder (which keeps
     /// the threads); the builder and the base time once read.
-    fn stream<'de, R: serde_json::de::Read<'de>>(
-        mut de: serde_json::Deserializer<R>,
-        mut sink: impl FnMut(&mut Builder, Event),
-    ) -> Result<(Builder, Option<f64>), serde_json::Error> {
+    fn stream(reader: impl std::io::Read, mut sink: impl FnMut(&mut Builder, Event)) -> Result<(Builder, Option<f64>), serde_json::Error> {
         let mut builder = Builder::default();
-        let base = EventStream(&mut |event| {
+        let base_ns = scan::events(reader, |event| {
             if let Some((_, timed)) = builder.add(event) {
                 sink(&mut builder, timed);
             }
-        })
-        .deserialize(&mut de)?;
-        de.end()?;
-        Ok((builder, base.number()))
+        })?;
+        Ok((builder, base_ns))
     }
 
     /// Takes one entry of the file: the timed event it completes, with its thread's index.
-    fn add(&mut self, event: RawEvent) -> Option<(usize, Event)> {
-        let ph = event.ph.text()?;
+    fn add(&mut self, event: RawEvent<'_>) -> Option<(usize, Event)> {
+        let Scalar::Text(ph) = &event.ph else { return None };
         let ts = event.ts.number();
-        match (ph.as_str(), ts) {
+        match (ph.as_ref(), ts) {
             ("X", Some(start)) => {
                 let dur = event.dur.number().unwrap_or(0.0);
                 let thread = self.thread(&event.pid, &event.tid);
@@ -241,7 +224,7 @@ impl Builder {
 
     /// Names, labels and sort indexes of processes and threads (`process_name`,
     /// `process_labels`, `thread_name`, `process_sort_index`, `thread_sort_index`).
-    fn metadata(&mut self, event: &RawEvent) {
+    fn metadata(&mut self, event: &RawEvent<'_>) {
         let (name, sort) = (event.args.name.text(), event.args.sort_index.number());
         match event.name.text().as_deref() {
             Some("thread_name") => {
@@ -268,19 +251,19 @@ impl Builder {
     }
 
     /// The index of the thread `(pid, tid)`, adding it the first time.
-    fn thread(&mut self, pid: &Scalar, tid: &Scalar) -> usize {
+    fn thread(&mut self, pid: &Scalar<'_>, tid: &Scalar<'_>) -> usize {
         if let Some((.., index)) = self.raw_ids.iter().find(|(p, t, _)| p == pid && t == tid) {
             return *index;
         }
         let index = self.thread_by_text(pid, tid);
         if self.raw_ids.len() < RAW_IDS {
-            self.raw_ids.push((pid.clone(), tid.clone(), index));
+            self.raw_ids.push((pid.clone().into_owned(), tid.clone().into_owned(), index));
         }
         index
     }
 
     /// The thread whose ids read as `pid` and `tid` do (`7` and `"7"` are one thread).
-    fn thread_by_text(&mut self, pid: &Scalar, tid: &Scalar) -> usize {
+    fn thread_by_text(&mut self, pid: &Scalar<'_>, tid: &Scalar<'_>) -> usize {
         let key = (id_of(pid), id_of(tid));
         if let Some(&index) = self.by_ids.get(&key) {
             return index;
@@ -298,19 +281,19 @@ fn timed(thread: usize, name: String, category: String, start: f64, dur: f64) ->
     (dur >= 0.0 && category != PROFILER_CATEGORY).then_some((thread, Event { thread, name, category, start, dur }))
 }
 
-fn into_text(value: Scalar) -> String {
+fn into_text(value: Scalar<'_>) -> String {
     match value {
-        Scalar::Text(text) => text,
+        Scalar::Text(text) => text.into_owned(),
         other => text_of(&other),
     }
 }
 
-fn text_of(value: &Scalar) -> String {
+fn text_of(value: &Scalar<'_>) -> String {
     value.text().unwrap_or_default()
 }
 
 /// A process or thread id as text; events without one share the id `?`.
-fn id_of(value: &Scalar) -> String {
+fn id_of(value: &Scalar<'_>) -> String {
     value.text().unwrap_or_else(|| "?".into())
 }
 
