@@ -54,34 +54,12 @@ fn trace_files(dir: &Path) -> io::Result<Vec<(usize, std::fs::Metadata)>> {
 
 /// The summary of the run's profile in `run_dir` (empty before its traces are written).
 /// Computed from the traces as streams, one run at a time however many pages ask (a trace
-/// of hundreds of MB takes seconds and little memory), then kept in `profile/summary.json`
+/// of hundreds of MB takes a second and little memory), then kept in `profile/summary.json`
 /// with the traces' sizes and times, so later requests read it back until a trace changes.
 pub async fn summary(run_dir: &Path) -> io::Result<ProfileSummary> {
-    let dir = run_dir.to_owned();
-    let kept = move || -> io::Result<(Vec<Stamp>, Option<ProfileSummary>)> {
-        let stamps = stamps(&dir.join(PROFILE_DIR))?;
-        let summary = read_kept(&dir).filter(|k| k.stamps == stamps).map(|k| k.summary);
-        Ok((stamps, summary))
-    };
-    match tokio::task::spawn_blocking(kept.clone()).await.map_err(io::Error::other)?? {
-        (stamps, _) if stamps.is_empty() => return Ok(ProfileSummary::default()),
-        (_, Some(summary)) => return Ok(summary),
-        _ => {}
-    }
-    let _turn = summarising().acquire().await.map_err(io::Error::other)?;
-    let dir = run_dir.to_owned();
-    tokio::task::spawn_blocking(move || {
-        // Another request may have computed it while this one waited for its turn.
-        let (stamps, summary) = kept()?;
-        if let Some(summary) = summary {
-            return Ok(summary);
-        }
-        let kept = Kept { summary: summarise(&dir, &stamps), stamps };
-        keep(&dir, &kept);
-        Ok(kept.summary)
-    })
-    .await
-    .map_err(io::Error::other)?
+    let all = |stamps: Vec<Stamp>| (!stamps.is_empty()).then_some(stamps);
+    let summary = computed(run_dir, Some(SUMMARY_FILE.into()), summarising(), all, summarise).await?;
+    Ok(summary.unwrap_or_default())
 }
 
 /// Rank `rank`'s trace of the run in `run_dir` as a timeline draws it ([`ExcerptOf`]): the
@@ -92,60 +70,79 @@ pub async fn summary(run_dir: &Path) -> io::Result<ProfileSummary> {
 /// trace until the trace changes ([`prepare`] makes it as a run ends).
 pub async fn excerpt(run_dir: &Path, rank: usize, window: Option<Window>, pixels: u32) -> io::Result<Option<String>> {
     let summary = summary(run_dir).await?;
-    let Some(whole) = summary.ranks.iter().find(|r| r.rank == rank).map(|r| Window::new(r.first_us, r.last_us)) else {
-        return Ok(None);
-    };
-    let kept = (window.is_none() && pixels == EXCERPT_PIXELS).then(|| Path::new(PROFILE_DIR).join(format!("excerpt{rank}.json")));
-    let dir = run_dir.to_owned();
-    let read_kept = {
-        let (dir, kept) = (dir.clone(), kept.clone());
-        move || -> io::Result<Option<String>> {
-            let Some(kept) = kept else { return Ok(None) };
-            let stamp = stamps(&dir.join(PROFILE_DIR))?.into_iter().find(|s| s.rank == rank);
-            let file = store::open_beneath(&dir, &kept).ok();
-            let read: Option<KeptExcerpt> = file.and_then(|f| serde_json::from_reader(io::BufReader::new(f)).ok());
-            Ok(read.filter(|k| Some(&k.stamp) == stamp.as_ref()).map(|k| k.json))
-        }
-    };
-    if let Some(json) = tokio::task::spawn_blocking(read_kept.clone()).await.map_err(io::Error::other)?? {
-        return Ok(Some(json));
+    match summary.ranks.iter().find(|r| r.rank == rank) {
+        Some(traced) => excerpt_of(run_dir, traced, window, pixels).await,
+        None => Ok(None),
     }
-    let _turn = excerpting().acquire().await.map_err(io::Error::other)?;
-    tokio::task::spawn_blocking(move || {
-        // Another request may have kept it while this one waited for its turn.
-        if let Some(json) = read_kept()? {
-            return Ok(Some(json));
-        }
-        let stamp = stamps(&dir.join(PROFILE_DIR))?.into_iter().find(|s| s.rank == rank);
-        let file = store::open_beneath(&dir, &Path::new(PROFILE_DIR).join(trace_file(rank)))?;
+}
+
+/// [`excerpt`] of the rank `traced` summarises.
+async fn excerpt_of(run_dir: &Path, traced: &RankSummary, window: Option<Window>, pixels: u32) -> io::Result<Option<String>> {
+    let (rank, whole) = (traced.rank, Window::new(traced.first_us, traced.last_us));
+    let kept_as = (window.is_none() && pixels == EXCERPT_PIXELS).then(|| format!("excerpt{rank}.json"));
+    let this_rank = move |stamps: Vec<Stamp>| -> Option<Vec<Stamp>> {
+        let picked: Vec<Stamp> = stamps.into_iter().filter(|s| s.rank == rank).collect();
+        (!picked.is_empty()).then_some(picked)
+    };
+    computed(run_dir, kept_as, excerpting(), this_rank, move |dir: &Path, _: &[Stamp]| {
+        let file = store::open_beneath(dir, &Path::new(PROFILE_DIR).join(trace_file(rank)))?;
         let excerpt = ExcerptOf { whole, window, pixels }.read(io::BufReader::with_capacity(READ_BUFFER, file));
-        let json = excerpt.map_err(io::Error::other)?.to_json();
-        if let (Some(kept), Some(stamp)) = (kept, stamp) {
-            let path = dir.join(kept);
-            if let Err(e) = store::write_json_atomic(&path, &KeptExcerpt { stamp, json: json.clone() }) {
-                tracing::warn!("the excerpt is not kept in {}: {e}", path.display());
-            }
-        }
-        Ok(Some(json))
+        Ok(excerpt.map_err(io::Error::other)?.to_json())
     })
     .await
-    .map_err(io::Error::other)?
 }
 
 /// Makes what the pages of a run's profile ask first, so that none waits: the summary, and
 /// each rank's whole trace at a page's width.
 pub async fn prepare(run_dir: &Path) -> io::Result<()> {
-    for rank in summary(run_dir).await?.ranks.iter().map(|r| r.rank) {
-        excerpt(run_dir, rank, None, EXCERPT_PIXELS).await?;
+    for traced in &summary(run_dir).await?.ranks {
+        excerpt_of(run_dir, traced, None, EXCERPT_PIXELS).await?;
     }
     Ok(())
 }
 
-/// A whole-trace excerpt kept beside its trace, with the trace as it was read.
-#[derive(Serialize, Deserialize)]
-struct KeptExcerpt {
-    stamp: Stamp,
-    json: String,
+/// What `compute` makes of the traces of the run in `run_dir` that `of` picks from all of
+/// them (`None`: nothing to make), one `turn` at a time however many ask. With `kept_as`, it
+/// is kept in the profile directory under that name with the stamps of the traces it was made
+/// from, and read back while they are unchanged.
+async fn computed<T>(
+    run_dir: &Path,
+    kept_as: Option<String>,
+    turn: &'static tokio::sync::Semaphore,
+    of: impl Fn(Vec<Stamp>) -> Option<Vec<Stamp>> + Clone + Send + 'static,
+    compute: impl FnOnce(&Path, &[Stamp]) -> io::Result<T> + Send + 'static,
+) -> io::Result<Option<T>>
+where
+    T: Serialize + serde::de::DeserializeOwned + Send + 'static,
+{
+    let dir = run_dir.to_owned();
+    let name = kept_as.clone();
+    // The traces picked, and what is kept of them (if it is of them as they are now).
+    let look = move || -> io::Result<Option<(Vec<Stamp>, Option<T>)>> {
+        let Some(stamps) = of(stamps(&dir.join(PROFILE_DIR))?) else { return Ok(None) };
+        let kept = kept_as.as_ref().and_then(|name| read_kept::<T>(&dir, name)).filter(|k| k.stamps == stamps).map(|k| k.value);
+        Ok(Some((stamps, kept)))
+    };
+    match blocking(look.clone()).await? {
+        None => return Ok(None),
+        Some((_, Some(kept))) => return Ok(Some(kept)),
+        Some((_, None)) => {}
+    }
+    let _turn = turn.acquire().await.map_err(io::Error::other)?;
+    let dir = run_dir.to_owned();
+    blocking(move || {
+        // Another request may have made it while this one waited for its turn.
+        let Some((stamps, kept)) = look()? else { return Ok(None) };
+        if kept.is_some() {
+            return Ok(kept);
+        }
+        let value = compute(&dir, &stamps)?;
+        if let Some(name) = name {
+            keep(&dir.join(PROFILE_DIR).join(name), &Kept { stamps, value: &value });
+        }
+        Ok(Some(value))
+    })
+    .await
 }
 
 /// Excerpts read at once, at most: each is one pass over a trace, a core's work.
@@ -169,10 +166,16 @@ struct Stamp {
     modified_ns: u128,
 }
 
+/// What is kept beside the traces: a value, with the traces it was made from.
 #[derive(Serialize, Deserialize)]
-struct Kept {
+struct Kept<T> {
     stamps: Vec<Stamp>,
-    summary: ProfileSummary,
+    value: T,
+}
+
+/// `work` on a thread of the blocking pool, off the async workers.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> io::Result<T> + Send + 'static) -> io::Result<T> {
+    tokio::task::spawn_blocking(work).await.map_err(io::Error::other)?
 }
 
 /// The traces in `dir` (plain files of the trainer's names only), by rank.
@@ -184,7 +187,7 @@ fn stamps(dir: &Path) -> io::Result<Vec<Stamp>> {
     trace_files(dir)?.into_iter().map(stamp).collect()
 }
 
-fn summarise(run_dir: &Path, stamps: &[Stamp]) -> ProfileSummary {
+fn summarise(run_dir: &Path, stamps: &[Stamp]) -> io::Result<ProfileSummary> {
     let (mut ranks, mut unread) = (Vec::new(), Vec::new());
     for stamp in stamps {
         let relative = Path::new(PROFILE_DIR).join(trace_file(stamp.rank));
@@ -196,20 +199,20 @@ fn summarise(run_dir: &Path, stamps: &[Stamp]) -> ProfileSummary {
             Err(e) => unread.push(format!("rank {}: {e}", stamp.rank)),
         }
     }
-    ProfileSummary::new(ranks, unread)
+    Ok(ProfileSummary::new(ranks, unread))
 }
 
-fn read_kept(run_dir: &Path) -> Option<Kept> {
-    let file = store::open_beneath(run_dir, &Path::new(PROFILE_DIR).join(SUMMARY_FILE)).ok()?;
+/// What is kept in the profile directory of the run in `run_dir` under `name`, if it reads.
+fn read_kept<T: serde::de::DeserializeOwned>(run_dir: &Path, name: &str) -> Option<Kept<T>> {
+    let file = store::open_beneath(run_dir, &Path::new(PROFILE_DIR).join(name)).ok()?;
     serde_json::from_reader(io::BufReader::new(file)).ok()
 }
 
-/// Keeps the summary beside the traces. A run directory this server cannot write to just
-/// goes without.
-fn keep(run_dir: &Path, kept: &Kept) {
-    let path = run_dir.join(PROFILE_DIR).join(SUMMARY_FILE);
-    if let Err(e) = store::write_json_atomic(&path, kept) {
-        tracing::warn!("the profile summary is not kept in {}: {e}", path.display());
+/// Keeps `kept` at `path`, beside the traces. A run directory this server cannot write to
+/// just goes without.
+fn keep<T: Serialize>(path: &Path, kept: &Kept<&T>) {
+    if let Err(e) = store::write_json_atomic(path, kept) {
+        tracing::warn!("{} is not kept: {e}", path.display());
     }
 }
 

@@ -91,7 +91,9 @@ pub fn read_new(source: &SourceRun, progress: &Progress, budget: u64, read_bytes
                 new.more = true;
                 break;
             }
-            read_into(&mut bytes, &mut file, at, tfevents::HEADER as u64).map_err(io_error)?;
+            // A chunk, whose first record's header says how long that record is.
+            let chunk = (len - at).min(CHUNK_BYTES.min(left)).max(tfevents::HEADER as u64);
+            read_into(&mut bytes, &mut file, at, chunk).map_err(io_error)?;
             let first = match tfevents::record_size(&bytes, at) {
                 Ok(size) => size,
                 Err(e) => {
@@ -102,7 +104,10 @@ pub fn read_new(source: &SourceRun, progress: &Progress, budget: u64, read_bytes
             if first > len - at {
                 break;
             }
-            read_into(&mut bytes, &mut file, at, (len - at).min(CHUNK_BYTES.min(left).max(first))).map_err(io_error)?;
+            if first > bytes.len() as u64 {
+                // A record longer than the chunk: read whole.
+                read_into(&mut bytes, &mut file, at, first).map_err(io_error)?;
+            }
             read_bytes(bytes.len() as u64);
             left = left.saturating_sub(bytes.len() as u64);
             let (decoded, visited) = decode(&bytes, at);
