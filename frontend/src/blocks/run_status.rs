@@ -163,7 +163,7 @@ pub fn RunList(runs: Runs, current: RwSignal<Option<RunId>>, open: Callback<RunI
             view! {
                 <p class="older-runs">
                     <button type="button" on:click=move |_| { runs.show_older(); }>{format!("Show {next} older runs")}</button>
-                    <span class="muted">{format!(" {older} older runs of other learners not listed yet")}</span>
+                    <span class="muted">{format!(" of {older} other learners' runs not listed yet")}</span>
                 </p>
             }
         })
@@ -171,10 +171,12 @@ pub fn RunList(runs: Runs, current: RwSignal<Option<RunId>>, open: Callback<RunI
     view! {
         <details class="run-list">
             <summary>{move || list_title(runs.records.with(Vec::len), runs.older.get())}</summary>
-            <table>
-                <thead><tr><th>"run"</th><th>"whose"</th><th>"config"</th><th>"state"</th><th>"created"</th><th></th><th></th></tr></thead>
-                <tbody>{rows}</tbody>
-            </table>
+            <div class="run-table">
+                <table>
+                    <thead><tr><th>"run"</th><th>"whose"</th><th>"config"</th><th>"state"</th><th>"created"</th><th></th><th></th></tr></thead>
+                    <tbody>{rows}</tbody>
+                </table>
+            </div>
             {older}
         </details>
     }
