@@ -13,15 +13,19 @@ use super::lenient::{Entry, Key, RawEvent, Scalar};
 /// How much is read at a time.
 const CHUNK: usize = 1 << 20;
 
-/// Events read on one thread at least: fewer are not worth a thread.
-const EVENTS_PER_THREAD: usize = 512;
+/// Bytes of a chunk read on one thread at least: less is not worth a thread.
+const PART_BYTES: usize = 64 << 10;
 
 /// Reads the trace in `reader` (the object form with `traceEvents`, or a bare list of events,
 /// whose closing bracket may be missing), handing each event to `sink` in the file's order;
 /// returns the file's `baseTimeNanoseconds` (what Kineto counts its timestamps from), if it has
 /// one. Entries that are not objects are skipped; text that is not such JSON is an error.
-pub(super) fn events(reader: impl Read, mut sink: impl FnMut(RawEvent<'_>)) -> Result<Option<f64>, serde_json::Error> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+pub(super) fn events(reader: impl Read, sink: impl FnMut(RawEvent<'_>)) -> Result<Option<f64>, serde_json::Error> {
+    events_on(reader, std::thread::available_parallelism().map_or(1, |n| n.get()), sink)
+}
+
+/// [`events`], the events of a chunk read on at most `threads` threads.
+fn events_on(reader: impl Read, threads: usize, mut sink: impl FnMut(RawEvent<'_>)) -> Result<Option<f64>, serde_json::Error> {
     let mut scan = Scanner { reader, buf: Vec::new(), pos: 0, end: 0, eof: false, threads };
     let base = match scan.next_byte()? {
         Some(b'[') => {
@@ -87,7 +91,8 @@ impl ValueEnd {
                 });
             }
             if self.in_text {
-                let Some(i) = memchr::memchr2(b'"', b'\\', rest) else {
+                // Texts in a trace are short: a plain loop beats a vectorised search's set-up.
+                let Some(i) = rest.iter().position(|&b| b == b'"' || b == b'\\') else {
                     self.at = value.len();
                     return None;
                 };
@@ -129,25 +134,102 @@ fn skip_space(bytes: &[u8], from: usize) -> Option<usize> {
     bytes[from..].iter().position(|b| !b.is_ascii_whitespace()).map(|i| from + i)
 }
 
-/// The entries of `spans` (each an event's bytes in `bytes`) read, in order: on up to
-/// `threads` threads when there are enough.
-fn read_all<'a>(bytes: &'a [u8], spans: &[(usize, usize)], threads: usize) -> Result<Vec<Entry<'a>>, serde_json::Error> {
-    let read = |spans: &[(usize, usize)]| spans.iter().map(|&(from, to)| serde_json::from_slice(&bytes[from..to])).collect();
-    let parts = (spans.len() / EVENTS_PER_THREAD).clamp(1, threads);
-    if parts == 1 {
-        return read(spans);
-    }
-    let per_part = spans.len().div_ceil(parts);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = spans.chunks(per_part).map(|part| scope.spawn(move || read(part))).collect();
-        let mut entries = Vec::with_capacity(spans.len());
-        for handle in handles {
-            let part: Result<Vec<Entry<'a>>, serde_json::Error> =
-                handle.join().unwrap_or_else(|_| Err(serde_json::Error::custom("a thread reading the trace failed")));
-            entries.extend(part?);
+/// The entries of a list read from a stretch of a chunk, up to the first that starts at or
+/// after a limit, each read whole with what follows it.
+struct Part<'a> {
+    entries: Vec<Entry<'a>>,
+    /// Where the scan stopped: after the last entry's `,`, or after the list's `]`.
+    next: usize,
+    closed: bool,
+    /// What stopped the scan, if the stretch is not a list's entries.
+    error: Option<serde_json::Error>,
+}
+
+/// Scans and reads the entries of a list in `bytes` from `from` (where an entry, or white
+/// space before it, starts) until one starts at or after `limit`, the list closes, or the
+/// bytes end in the middle of an entry.
+fn part(bytes: &[u8], from: usize, limit: usize) -> Part<'_> {
+    let mut part = Part { entries: Vec::new(), next: from, closed: false, error: None };
+    while let Some(start) = skip_space(bytes, part.next) {
+        if start >= limit {
+            break;
         }
-        Ok(entries)
-    })
+        let Some(len) = ValueEnd::default().run(&bytes[start..]) else { break };
+        let Some(after) = skip_space(bytes, start + len) else { break };
+        match serde_json::from_slice(&bytes[start..start + len]) {
+            Ok(entry) => part.entries.push(entry),
+            Err(e) => {
+                part.error = Some(e);
+                break;
+            }
+        }
+        part.next = after + 1;
+        match bytes[after] {
+            b',' => {}
+            b']' => {
+                part.closed = true;
+                break;
+            }
+            _ => {
+                part.error = Some(invalid("`,` or `]` after an event"));
+                break;
+            }
+        }
+    }
+    part
+}
+
+/// Where an entry of the list likely starts at or after `from`: an object after `}` and `,`.
+/// A guess (the bytes may be inside a text), which the part before it confirms by ending
+/// there.
+fn likely_start(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    loop {
+        let close = at + bytes.get(at..)?.iter().position(|&b| b == b'}')?;
+        at = close + 1;
+        let comma = skip_space(bytes, at)?;
+        if bytes[comma] == b',' {
+            let open = skip_space(bytes, comma + 1)?;
+            if bytes[open] == b'{' {
+                return Some(open);
+            }
+        }
+    }
+}
+
+/// The entries of the list in `bytes` from `from`, as [`part`] reads them, the stretch cut
+/// at likely entry starts into up to `threads` parts read at once. Parts are taken in order
+/// while each ends where the next begins; a part after a wrong guess is dropped, and its
+/// entries are read on the next call.
+fn parts(bytes: &[u8], from: usize, threads: usize) -> Vec<Part<'_>> {
+    let count = ((bytes.len() - from) / PART_BYTES).clamp(1, threads);
+    let mut starts = vec![from];
+    for i in 1..count {
+        let guess = from + (bytes.len() - from) * i / count;
+        match likely_start(bytes, guess.max(*starts.last().unwrap_or(&from) + 1)) {
+            Some(start) => starts.push(start),
+            None => break,
+        }
+    }
+    let limits: Vec<usize> = starts.iter().skip(1).copied().chain([usize::MAX]).collect();
+    let read: Vec<Part<'_>> = match starts.len() {
+        1 => vec![part(bytes, from, usize::MAX)],
+        _ => std::thread::scope(|scope| {
+            let handles: Vec<_> =
+                starts.iter().zip(&limits).map(|(&start, &limit)| scope.spawn(move || part(bytes, start, limit))).collect();
+            handles.into_iter().map_while(|h| h.join().ok()).collect()
+        }),
+    };
+    let mut taken: Vec<Part<'_>> = Vec::with_capacity(read.len());
+    for (part, start) in read.into_iter().zip(starts) {
+        if let Some(before) = taken.last()
+            && (before.closed || before.error.is_some() || skip_space(bytes, before.next) != Some(start))
+        {
+            break;
+        }
+        taken.push(part);
+    }
+    taken
 }
 
 struct Scanner<R> {
@@ -238,32 +320,24 @@ impl<R: Read> Scanner<R> {
         }
         loop {
             // Every entry now read whole, with what follows it (`,` or the list's `]`).
-            let (mut spans, mut next, mut closed) = (Vec::new(), self.pos, false);
-            let bytes = &self.buf[..self.end];
-            while let Some(start) = skip_space(bytes, next) {
-                let Some(len) = ValueEnd::default().run(&bytes[start..]) else { break };
-                let Some(after) = skip_space(bytes, start + len) else { break };
-                spans.push((start, start + len));
-                next = after + 1;
-                match bytes[after] {
-                    b',' => {}
-                    b']' => {
-                        closed = true;
-                        break;
+            let (mut next, mut closed, mut read) = (self.pos, false, 0);
+            for part in parts(&self.buf[..self.end], self.pos, self.threads) {
+                read += part.entries.len();
+                for entry in part.entries {
+                    if let Entry(Some(event)) = entry {
+                        sink(event);
                     }
-                    _ => return Err(invalid("`,` or `]` after an event")),
                 }
-            }
-            for entry in read_all(bytes, &spans, self.threads)? {
-                if let Entry(Some(event)) = entry {
-                    sink(event);
+                if let Some(error) = part.error {
+                    return Err(error);
                 }
+                (next, closed) = (part.next, part.closed);
             }
             self.pos = next;
             if closed {
                 return Ok(());
             }
-            if spans.is_empty() {
+            if read == 0 {
                 // An entry longer than what is read, or the file's end: one entry on its own.
                 if let Entry(Some(event)) = self.last_or_long_entry(lenient)? {
                     sink(event);
@@ -362,6 +436,24 @@ mod tests {
         // The bare list, with or without its closing bracket.
         for text in [r#"[{"name": "a"}, {"name": "b"}]"#, r#"[{"name": "a"}, {"name": "b"},"#, r#"[{"name": "a"}, {"name": "b"}"#] {
             assert_eq!(names(text, 5).unwrap().0, ["a", "b"], "{text}");
+        }
+    }
+
+    #[test]
+    fn a_chunk_read_in_parts_gives_every_event_once_in_order_whatever_its_texts_hold() {
+        // Names that hold what a part's start is guessed by (`}, {`), some long, so that the
+        // guesses land inside texts as often as between events.
+        let names: Vec<String> =
+            (0..6000).map(|i| format!("e{i} }}, {{\"x\": [{}]}}, {{ {}", "}, {".repeat(i % 7), "y".repeat(i % 500))).collect();
+        let events: Vec<String> =
+            names.iter().map(|n| format!(r#"{{"name": {}, "args": {{"a": "}}, {{"}}}}"#, serde_json::to_string(n).unwrap())).collect();
+        let text = format!(r#"{{"traceEvents": [{}], "baseTimeNanoseconds": 5}}"#, events.join(",\n  "));
+        assert!(text.len() > CHUNK, "{} bytes: more than one chunk", text.len());
+        for threads in [1, 2, 3, 8] {
+            let mut read = Vec::new();
+            let base = events_on(text.as_bytes(), threads, |e| read.push(e.name.text().unwrap_or_default())).unwrap();
+            assert_eq!((read.len(), base), (names.len(), Some(5.0)), "{threads} threads");
+            assert!(read == names, "{threads} threads: the events differ");
         }
     }
 
