@@ -20,11 +20,13 @@ pub fn ChapterPage(slug: String, title: String) -> impl IntoView {
     classroom.chapter_opened();
 
     let article = NodeRef::<leptos::html::Article>::new();
+    let placed = slug.clone();
     Effect::new(move |_| {
         if content.get().is_some_and(|c| c.is_ok()) {
             // Moving to another chapter starts at its top, with the keyboard focus in it; the
-            // first page of a visit keeps the focus where the browser put it.
-            if !mark_first_render() {
+            // first page of a visit keeps the focus where the browser put it. A page following
+            // the presentation here is placed by the classroom alone: two scrolls would race.
+            if !mark_first_render() && !classroom.places(&placed) {
                 window().scroll_to_with_x_and_y(0.0, 0.0);
                 if let Some(article) = article.get() {
                     let _ = article.focus();
@@ -32,8 +34,8 @@ pub fn ChapterPage(slug: String, title: String) -> impl IntoView {
             }
         }
     });
-    // Told from inside the rendered text, so it runs once the blocks are on the page (and
-    // after the scroll to the top above): a following page then scrolls to the presented block.
+    // Told from inside the rendered text, so it runs once the blocks are on the page: a
+    // following page then scrolls to the presented block.
     let rendered = slug.clone();
     let show = move |segments: std::sync::Arc<Vec<Segment>>| {
         let rendered = rendered.clone();

@@ -60,6 +60,7 @@ pub fn scroll_to(target: Scroll) {
     let found = match target {
         Scroll::Element(position) => nth(elements(), position),
         Scroll::Block(position) => nth(blocks(), position),
+        Scroll::Top => return window().scroll_to_with_x_and_y(0.0, 0.0),
     };
     if let Some(element) = found {
         let window = window();

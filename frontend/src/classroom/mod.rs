@@ -166,6 +166,14 @@ impl Classroom {
         }
     }
 
+    /// Whether the presentation puts this page in `chapter` (it follows one presented there):
+    /// then the classroom, not the chapter page, sets where the page is scrolled to.
+    pub fn places(self, chapter: &str) -> bool {
+        self.following.get_untracked()
+            && !self.presenting.get_untracked()
+            && self.runs.presentation.with_untracked(|p| p.as_ref().is_some_and(|p| p.chapter == chapter))
+    }
+
     /// A chapter page is starting: nothing of it is in view or open yet, and its chart blocks
     /// start from their own spec.
     pub fn chapter_opened(self) {

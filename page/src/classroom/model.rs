@@ -105,6 +105,8 @@ pub enum Scroll {
     Element(u32),
     /// A block, for a presentation that names no element.
     Block(u32),
+    /// The chapter's top: a page arriving in a chapter presented with no place in it.
+    Top,
 }
 
 /// What a following page changes, in the chapter on its screen, to show a presentation.
@@ -127,7 +129,10 @@ pub fn steps(shown: Option<&Presentation>, next: &Presentation) -> Steps {
     // The element is the finer place: the block only stands in for a presentation without one.
     let scroll_to = match next.element {
         Some(element) => Some(Scroll::Element(element)).filter(|_| changed(|p| p.element)),
-        None => next.block.map(Scroll::Block).filter(|_| changed(|p| p.block)),
+        None => match next.block {
+            Some(block) => Some(Scroll::Block(block)).filter(|_| changed(|p| p.block)),
+            None => Some(Scroll::Top).filter(|_| shown.is_none()),
+        },
     };
     Steps {
         scroll_to,
@@ -286,6 +291,11 @@ mod tests {
         let mut smoother = at_block.clone();
         smoother.charts.smoothing = 0.1;
         assert_eq!(steps(Some(&at_block), &smoother).scroll_to, None);
+        // No place at all: a page arriving starts at the chapter's top (the chapter page leaves
+        // placing a following page to the classroom), and is left alone after that.
+        let nowhere = with_element(None, None);
+        assert_eq!(steps(None, &nowhere).scroll_to, Some(Scroll::Top));
+        assert_eq!(steps(Some(&nowhere), &nowhere).scroll_to, None);
     }
 
     #[test]
