@@ -24,6 +24,7 @@ mod bars;
 mod excerpt;
 mod lenient;
 mod ops;
+mod plain;
 mod read;
 mod scan;
 mod summary;

@@ -1,14 +1,16 @@
-//! A Chrome trace cut into its events as it is read, a chunk at a time. A small scan (strings
-//! and brackets, nothing more) finds where each event's JSON ends, and serde_json reads the
-//! events from those slices, the events of a chunk on every core at once. serde_json reading
-//! from an `io::Read` takes a call per byte, which was 40 % of the time to summarise a 230 MB
-//! trace. Memory stays a chunk plus the largest event, whatever the file's size.
+//! A Chrome trace cut into its events as it is read, a chunk at a time, the events of a chunk
+//! read on every core at once. An event in the plain form is read in one pass where it lies
+//! ([`plain`]); for any other, a small scan (strings and brackets, nothing more) finds where
+//! its JSON ends, and serde_json reads it from that slice. serde_json reading from an
+//! `io::Read` takes a call per byte, which was 40 % of the time to summarise a 230 MB trace.
+//! Memory stays a chunk plus the largest event, whatever the file's size.
 
 use std::io::{self, Read};
 
 use serde::de::{Error as _, IgnoredAny};
 
 use super::lenient::{Entry, Key, RawEvent, Scalar};
+use super::plain;
 
 /// How much is read at a time.
 const CHUNK: usize = 1 << 20;
@@ -47,7 +49,7 @@ fn invalid(expected: &str) -> serde_json::Error {
 
 /// Where a JSON value ends, found a stretch at a time: what the scan has seen of it so far.
 #[derive(Debug, Default)]
-struct ValueEnd {
+pub(super) struct ValueEnd {
     /// Bytes of the value scanned so far.
     at: usize,
     /// Brackets open.
@@ -72,7 +74,7 @@ impl ValueEnd {
     /// Goes on over `value` (the value's bytes from its start, as far as they are read): its
     /// length once its end is in them. A scalar's end may be the end of the file, which its
     /// caller knows and this does not.
-    fn run(&mut self, value: &[u8]) -> Option<usize> {
+    pub(super) fn run(&mut self, value: &[u8]) -> Option<usize> {
         if self.at == 0 {
             match value.first()? {
                 b'{' | b'[' => self.depth = 1,
@@ -150,13 +152,20 @@ struct Part<'a> {
 /// bytes end in the middle of an entry.
 fn part(bytes: &[u8], from: usize, limit: usize) -> Part<'_> {
     let mut part = Part { entries: Vec::new(), next: from, closed: false, error: None };
+    let text = utf8_prefix(&bytes[from..limit.min(bytes.len())]);
     while let Some(start) = skip_space(bytes, part.next) {
         if start >= limit {
             break;
         }
-        let Some(len) = ValueEnd::default().run(&bytes[start..]) else { break };
+        let (entry, len) = match plain::event(text.get(start - from..).unwrap_or_default()) {
+            Some((event, len)) => (Ok(Entry(Some(event))), len),
+            None => {
+                let Some(len) = ValueEnd::default().run(&bytes[start..]) else { break };
+                (serde_json::from_slice(&bytes[start..start + len]), len)
+            }
+        };
         let Some(after) = skip_space(bytes, start + len) else { break };
-        match serde_json::from_slice(&bytes[start..start + len]) {
+        match entry {
             Ok(entry) => part.entries.push(entry),
             Err(e) => {
                 part.error = Some(e);
@@ -177,6 +186,12 @@ fn part(bytes: &[u8], from: usize, limit: usize) -> Part<'_> {
         }
     }
     part
+}
+
+/// The longest start of `bytes` that is UTF-8 (all of it, but for a character cut at its end
+/// or bytes that are not UTF-8 at all, which serde_json then finds).
+fn utf8_prefix(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).unwrap_or_else(|e| std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default())
 }
 
 /// Where an entry of the list likely starts at or after `from`: an object after `}` and `,`.
