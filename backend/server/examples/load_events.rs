@@ -1,8 +1,10 @@
 //! Benchmark: reading a TensorBoard event file, Scalebook beside TensorBoard's own Rust data
 //! server (`tensorboard-data-server`, "rustboard", from the tests' Python environment).
 //!
-//! Writes one run's event file of `--mb` MB of scalars (seven tags a step, as the trainer logs),
-//! or takes `--file`, then measures each reader on the same file, one run:
+//! Writes one run's event file of `--mb` MB of scalars (seven tags a step, as the trainer logs;
+//! with `--images N --image-mb M`, N images of M MB each spread through them, so that the
+//! largest record is large), or takes `--file`, then measures each reader on the same file, one
+//! run:
 //! - rustboard: `server --logdir L --reload once`, from its start to its "Finished load cycle"
 //!   line (it keeps 1000 points a tag by default, as TensorBoard does);
 //! - `scalebook serve --watch-logdir L`: from its start to every point copied into the run's
@@ -36,6 +38,12 @@ struct Args {
     /// An event file to read instead (the tutorial's baseline, say).
     #[arg(long)]
     file: Option<PathBuf>,
+    /// Images to spread through the scalars.
+    #[arg(long, default_value_t = 0)]
+    images: u64,
+    /// The size of each image, in MB.
+    #[arg(long, default_value_t = 16.0)]
+    image_mb: f64,
     /// Only write the event file, here, and stop (to profile one reader on it).
     #[arg(long)]
     write_to: Option<PathBuf>,
@@ -43,24 +51,40 @@ struct Args {
 
 const TAGS: [&str; 7] = ["Loss/train", "Learning Rate", "Samples per sec", "data wait", "forward", "backward", "optimizer"];
 
-/// Writes `mb` MB of scalar records to `path`; the number of scalars.
-fn write_events(path: &Path, mb: u64) -> u64 {
+/// What [`write_events`] wrote.
+struct Written {
+    scalars: u64,
+    largest_record: usize,
+}
+
+/// Writes `args.mb` MB of scalar records to `path`, with `args.images` images among them.
+fn write_events(path: &Path, args: &Args) -> Written {
     let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    out.write_all(&tfevents::file_version_record(1.7e9)).unwrap();
-    let (mut written, mut scalars) = (0u64, 0u64);
+    let mut written = Written { scalars: 0, largest_record: 0 };
+    let mut write = |record: Vec<u8>| {
+        written.largest_record = written.largest_record.max(record.len());
+        out.write_all(&record).unwrap();
+        record.len() as u64
+    };
+    write(tfevents::file_version_record(1.7e9));
+    // Bytes that do not compress, as a photograph's PNG.
+    let image: Vec<u8> = (0..(args.image_mb * 1e6) as u64).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let (mut bytes, mut images) = (0u64, 0u64);
     for step in 0.. {
         for tag in TAGS {
-            let record = tfevents::scalar_record(1.7e9 + step as f64, step, tag, 1.0 / (1.0 + step as f32));
-            written += record.len() as u64;
-            scalars += 1;
-            out.write_all(&record).unwrap();
+            bytes += write(tfevents::scalar_record(1.7e9 + step as f64, step, tag, 1.0 / (1.0 + step as f32)));
+            written.scalars += 1;
         }
-        if written >= mb * 1_000_000 {
+        if images < args.images && bytes >= args.mb * 1_000_000 * images / args.images {
+            write(tfevents::image_record(1.7e9 + step as f64, step, "weather", &image, 360, 720));
+            images += 1;
+        }
+        if bytes >= args.mb * 1_000_000 {
             break;
         }
     }
     out.flush().unwrap();
-    scalars
+    written
 }
 
 /// The peak resident memory of a finished child, from `/usr/bin/time -f %M` (KiB).
@@ -105,7 +129,7 @@ fn rustboard(logdir: &Path) -> (f64, u64) {
 fn main() {
     let args = Args::parse();
     if let Some(path) = &args.write_to {
-        println!("wrote {} scalars to {}", write_events(path, args.mb), path.display());
+        println!("wrote {} scalars to {}", write_events(path, &args).scalars, path.display());
         return;
     }
     let scratch_dir = tempfile::Builder::new().prefix("scalebook-events-").tempdir().unwrap();
@@ -115,7 +139,11 @@ fn main() {
     let file = logdir.join("run").join(tfevents::file_name(1, "bench", 1));
     match &args.file {
         Some(given) => drop(std::fs::copy(given, &file).unwrap()),
-        None => println!("wrote {} scalars", write_events(&file, args.mb)),
+        None => {
+            let written = write_events(&file, &args);
+            let largest = written.largest_record as f64 / 1e6;
+            println!("wrote {} scalars and {} images; the largest record {largest:.1} MB", written.scalars, args.images);
+        }
     }
     let bytes = std::fs::metadata(&file).unwrap().len();
     println!("event file: {:.1} MB", bytes as f64 / 1e6);

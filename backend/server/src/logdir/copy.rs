@@ -135,6 +135,8 @@ pub fn read_new(source: &SourceRun, progress: &Progress, budget: u64, read_bytes
 /// Reads `n` bytes of `file` from byte `from` into `buffer`, in place of what it held.
 fn read_into(buffer: &mut Vec<u8>, file: &mut File, from: u64, n: u64) -> io::Result<()> {
     buffer.clear();
+    // Room for exactly what is read: a long record is held once, not in a buffer doubled past it.
+    buffer.reserve_exact(usize::try_from(n).unwrap_or(0));
     file.seek(SeekFrom::Start(from))?;
     file.take(n).read_to_end(buffer)?;
     Ok(())
@@ -229,7 +231,7 @@ pub struct Copied {
 #[cfg(test)]
 mod tests {
     use scalebook_shared::metrics::MetricPoint;
-    use scalebook_shared::tfevents::{file_version_record, scalar_record};
+    use scalebook_shared::tfevents::{file_version_record, image_record, scalar_record};
 
     use super::*;
 
@@ -335,6 +337,21 @@ mod tests {
         assert_eq!((read, again.contents.points, again.damaged.len()), (0, 0, 0));
         assert_eq!(copy.copy(&f.source).unwrap().points, 0);
         assert_eq!(std::fs::read_to_string(f.run_dir.join(rundir::JOB_LOG)).unwrap(), log);
+    }
+
+    #[test]
+    fn a_record_longer_than_a_chunk_is_read_whole_between_the_records_around_it() {
+        let f = Fixture::new();
+        let image = image_record(102.0, 2, "map", &vec![7; 3 * CHUNK_BYTES as usize / 2], 360, 720);
+        // The first chunk starts with short records and ends inside the image; a second image
+        // starts a chunk of its own.
+        let scalars = |from: u64| -> Vec<u8> { (from..from + 5000).flat_map(|step| scalar_record(100.0, step, "loss", 1.0)).collect() };
+        for part in [scalars(0), image.clone(), image, scalars(5000)] {
+            f.append(&part);
+        }
+        let new = read_new(&f.source, &Progress::default(), u64::MAX, &mut |_| {}).unwrap();
+        assert!(new.damaged.is_empty(), "{:?}", new.damaged);
+        assert_eq!((new.contents.points, new.contents.images), (10_000, 2));
     }
 
     #[test]

@@ -65,9 +65,12 @@ pub fn decode(bytes: &[u8], start: u64) -> (Decoded, Result<u64, scalebook_share
     };
     let mut all = Decoded::default();
     let mut resume = Ok(start);
-    for (decoded, read) in results {
+    for ((decoded, read), (bytes, part_start)) in results.into_iter().zip(&stretches) {
         all.append(decoded);
         match read {
+            // A record that runs past its part (one longer than the stretch) is where the next
+            // read starts: the parts after it hold nothing, and never say where to go on.
+            Ok(at) if at < part_start + bytes.len() as u64 => return (all, Ok(at)),
             Ok(at) => resume = Ok(at),
             Err(e) => return (all, Err(e)),
         }
@@ -111,7 +114,7 @@ fn decode_part(bytes: &[u8], start: u64) -> (Decoded, Result<u64, scalebook_shar
 
 #[cfg(test)]
 mod tests {
-    use scalebook_shared::tfevents::{file_version_record, scalar_record};
+    use scalebook_shared::tfevents::{file_version_record, image_record, scalar_record};
 
     use super::*;
 
@@ -144,5 +147,19 @@ mod tests {
         // A record cut short at the end waits for the next read.
         let (cut, read) = decode(&file[..file.len() - 3], 0);
         assert_eq!((cut.points, read.unwrap()), (39_999, (file.len() - last) as u64));
+    }
+
+    #[test]
+    fn a_record_longer_than_the_stretch_is_where_the_next_read_starts() {
+        let mut file = file_version_record(100.0);
+        file.extend(scalar_record(101.0, 1, "a", 1.0));
+        let long_starts = file.len();
+        file.extend(image_record(102.0, 2, "map", &vec![7; 4 * SPLIT_BYTES], 360, 720));
+        // The stretch ends inside the long record, past where the parts would be cut.
+        let (decoded, read) = decode(&file[..3 * SPLIT_BYTES], 0);
+        assert_eq!((decoded.points, read.unwrap()), (1, long_starts as u64));
+        // Read whole, it is read.
+        let (decoded, read) = decode(&file, 0);
+        assert_eq!((decoded.points, decoded.images, read.unwrap()), (1, 1, file.len() as u64));
     }
 }
