@@ -245,7 +245,7 @@ mod tests {
     }
 
     fn record(n: u32, learner: Option<&Learner>, state: RunState) -> RunRecord {
-        crate::runs::test_run(&format!("r{n}"), f64::from(n), learner.cloned(), state)
+        RunRecord::sample(&format!("r{n}"), f64::from(n), learner.cloned(), state)
     }
 
     #[test]

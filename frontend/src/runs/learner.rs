@@ -25,9 +25,5 @@ pub fn save_key(key: &LearnerKey) {
 /// for the tests of the pages that list runs.
 #[cfg(test)]
 pub fn record(id: &str, learner: Option<&Learner>) -> RunRecord {
-    use scalebook_shared::layout::{Layout, Sizes};
-    use scalebook_shared::protocol::{ExecutorSpec, RunId, RunState};
-    let layout = Layout::new(Sizes::default(), "tp-cp-dp").unwrap();
-    let record = RunRecord::new(RunId::parse(id).unwrap(), "cpu_tiny".into(), layout, ExecutorSpec::Local, 0.0, RunState::Running);
-    RunRecord { learner: learner.cloned(), ..record }
+    RunRecord::sample(id, 0.0, learner.cloned(), scalebook_shared::protocol::RunState::Running)
 }

@@ -35,15 +35,12 @@ pub fn apply_update(records: &mut Vec<RunRecord>, run: RunRecord, mine: Option<&
 
 #[cfg(test)]
 mod tests {
-    use scalebook_shared::layout::{Layout, Sizes};
-    use scalebook_shared::protocol::{ExecutorSpec, RunId, RunState};
+    use scalebook_shared::protocol::RunState;
 
     use super::*;
 
     fn record(id: &str, learner: Option<&Learner>, state: RunState) -> RunRecord {
-        let layout = Layout::new(Sizes::default(), "tp-cp-dp").unwrap();
-        let record = RunRecord::new(RunId::parse(id).unwrap(), "cpu_tiny".into(), layout, ExecutorSpec::Local, 0.0, state);
-        RunRecord { learner: learner.cloned(), ..record }
+        RunRecord::sample(id, 0.0, learner.cloned(), state)
     }
 
     fn ids(records: &[RunRecord]) -> Vec<&str> {

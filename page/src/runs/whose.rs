@@ -62,16 +62,13 @@ pub fn own_first(mut records: Vec<RunRecord>, me: Option<&Learner>, owner: bool)
 
 #[cfg(test)]
 mod tests {
-    use scalebook_shared::layout::{Layout, Sizes};
-    use scalebook_shared::protocol::{ExecutorSpec, RunId, RunState};
+    use scalebook_shared::protocol::{RunId, RunState};
 
     use super::*;
 
     /// A running local run `id` of `cpu_tiny` launched by `learner` (`None`: the instructor).
     fn record(id: &str, learner: Option<&Learner>) -> RunRecord {
-        let layout = Layout::new(Sizes::default(), "tp-cp-dp").unwrap();
-        let record = RunRecord::new(RunId::parse(id).unwrap(), "cpu_tiny".into(), layout, ExecutorSpec::Local, 0.0, RunState::Running);
-        RunRecord { learner: learner.cloned(), ..record }
+        RunRecord::sample(id, 0.0, learner.cloned(), RunState::Running)
     }
 
     #[test]

@@ -282,6 +282,16 @@ impl RunRecord {
         }
     }
 
+    /// A local `cpu_tiny` run `id` (which must be a run id) on one rank, created at `at` in
+    /// `state` and launched by `learner` (`None`: the instructor): the run the tests of every
+    /// crate list, page and count.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn sample(id: &str, at: f64, learner: Option<Learner>, state: RunState) -> RunRecord {
+        let layout = Layout::new(crate::layout::Sizes::default(), "tp-cp-dp").expect("one rank lays out");
+        let id = RunId::parse(id).expect("a run id");
+        RunRecord { learner, ..RunRecord::new(id, "cpu_tiny".into(), layout, ExecutorSpec::Local, at, state) }
+    }
+
     /// The state now (`lost` for a record whose history was emptied by hand).
     pub fn state(&self) -> RunState {
         self.history.last().map_or(RunState::Lost, |change| change.state)

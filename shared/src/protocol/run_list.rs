@@ -46,13 +46,10 @@ pub fn oldest_paged<'a>(records: impl IntoIterator<Item = &'a RunRecord>, mine: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::{Layout, Sizes};
-    use crate::protocol::{ExecutorSpec, RunState};
+    use crate::protocol::RunState;
 
     fn record(id: &str, learner: Option<&Learner>) -> RunRecord {
-        let layout = Layout::new(Sizes::default(), "tp-cp-dp").unwrap();
-        let record = RunRecord::new(RunId::parse(id).unwrap(), "cpu_tiny".into(), layout, ExecutorSpec::Local, 0.0, RunState::Completed);
-        RunRecord { learner: learner.cloned(), ..record }
+        RunRecord::sample(id, 0.0, learner.cloned(), RunState::Completed)
     }
 
     fn ids(runs: &[RunRecord]) -> Vec<&str> {

@@ -13,9 +13,6 @@ mod queue;
 mod records;
 mod slurm;
 
-#[cfg(test)]
-pub(crate) use self::queue::test_run;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -48,16 +48,6 @@ fn by_age(a: &RunRecord, b: &RunRecord) -> Ordering {
     a.created_at.total_cmp(&b.created_at).then_with(|| a.id.cmp(&b.id))
 }
 
-/// A one-rank local `cpu_tiny` run for the tests: `id`, created at `created` by `learner`
-/// (`None`: the instructor), in `state`.
-#[cfg(test)]
-pub(crate) fn test_run(id: &str, created: f64, learner: Option<Learner>, state: RunState) -> RunRecord {
-    use scalebook_shared::layout::{Layout, Sizes};
-    use scalebook_shared::protocol::{ExecutorSpec, RunId};
-    let layout = Layout::new(Sizes::default(), "tp-cp-dp").unwrap();
-    RunRecord { learner, ..RunRecord::new(RunId::parse(id).unwrap(), "cpu_tiny".into(), layout, ExecutorSpec::Local, created, state) }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,7 +64,7 @@ mod tests {
             Some((_, None)) => RunState::Running,
             Some((_, Some(_))) => RunState::Completed,
         };
-        let mut record = test_run(id, created, by.map(learner), state);
+        let mut record = RunRecord::sample(id, created, by.map(learner), state);
         record.started_at = trained.map(|(start, _)| start);
         record.ended_at = trained.and_then(|(_, end)| end);
         record
