@@ -3,13 +3,15 @@
 //! served, so no request reaches any other file.
 //!
 //! Their [`summary`] is computed here, once per set of files, and kept beside them: a page
-//! learns where the steps' time went without downloading hundreds of MB of trace.
+//! learns where the steps' time went without downloading hundreds of MB of trace. The pass
+//! that summarises a trace also writes its events compactly beside it (`events<R>.bin`, a
+//! tenth of its size, see [`Compact`]), from which the timeline's windows are read.
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use scalebook_shared::profile::trace::{EXCERPT_PIXELS, ExcerptOf, ProfileSummary, RankSummary, RankTrace, Window};
+use scalebook_shared::profile::trace::{Compact, EXCERPT_PIXELS, ExcerptOf, ProfileSummary, RankSummary, RankTrace, Window};
 use scalebook_shared::profile::{trace_file, trace_rank};
 use scalebook_shared::rundir::PROFILE_DIR;
 use serde::{Deserialize, Serialize};
@@ -84,9 +86,15 @@ async fn excerpt_of(run_dir: &Path, traced: &RankSummary, window: Option<Window>
         let picked: Vec<Stamp> = stamps.into_iter().filter(|s| s.rank == rank).collect();
         (!picked.is_empty()).then_some(picked)
     };
-    computed(run_dir, kept_as, excerpting(), this_rank, move |dir: &Path, _: &[Stamp]| {
-        let file = store::open_beneath(dir, &Path::new(PROFILE_DIR).join(trace_file(rank)))?;
-        let excerpt = ExcerptOf { whole, window, pixels }.read(io::BufReader::with_capacity(READ_BUFFER, file));
+    computed(run_dir, kept_as, excerpting(), this_rank, move |dir: &Path, stamps: &[Stamp]| {
+        let of = ExcerptOf { whole, window, pixels };
+        let excerpt = match stamps.first().and_then(|stamp| compact_of(dir, stamp)) {
+            Some(compact) => of.read_compact(compact),
+            None => {
+                let file = store::open_beneath(dir, &Path::new(PROFILE_DIR).join(trace_file(rank)))?;
+                of.read(io::BufReader::with_capacity(READ_BUFFER, file))
+            }
+        };
         Ok(excerpt.map_err(io::Error::other)?.to_json())
     })
     .await
@@ -190,16 +198,49 @@ fn stamps(dir: &Path) -> io::Result<Vec<Stamp>> {
 fn summarise(run_dir: &Path, stamps: &[Stamp]) -> io::Result<ProfileSummary> {
     let (mut ranks, mut unread) = (Vec::new(), Vec::new());
     for stamp in stamps {
-        let relative = Path::new(PROFILE_DIR).join(trace_file(stamp.rank));
-        let read = store::open_beneath(run_dir, &relative)
-            .map_err(|e| e.to_string())
-            .and_then(|file| RankSummary::read(stamp.rank, io::BufReader::with_capacity(READ_BUFFER, file)).map_err(|e| e.to_string()));
-        match read {
+        match summarise_rank(run_dir, stamp) {
             Ok(rank) => ranks.push(rank),
             Err(e) => unread.push(format!("rank {}: {e}", stamp.rank)),
         }
     }
     Ok(ProfileSummary::new(ranks, unread))
+}
+
+/// The summary of the trace `stamp` names, its events written compactly on the way (a run
+/// directory this server cannot write to just goes without).
+fn summarise_rank(run_dir: &Path, stamp: &Stamp) -> Result<RankSummary, String> {
+    let relative = Path::new(PROFILE_DIR).join(trace_file(stamp.rank));
+    let trace = io::BufReader::with_capacity(READ_BUFFER, store::open_beneath(run_dir, &relative).map_err(|e| e.to_string())?);
+    let path = compact_path(run_dir, stamp.rank);
+    let temporary = path.with_extension("bin.tmp");
+    let Ok(out) = std::fs::File::create(&temporary) else {
+        return RankSummary::read(stamp.rank, trace).map_err(|e| e.to_string());
+    };
+    let (summary, written) = RankSummary::read_writing(stamp.rank, trace, io::BufWriter::new(out), &source(stamp))
+        .inspect_err(|_| drop(std::fs::remove_file(&temporary)))
+        .map_err(|e| e.to_string())?;
+    if let Err(e) = written.and_then(|_| std::fs::rename(&temporary, &path)) {
+        tracing::warn!("{} is not kept: {e}", path.display());
+        let _ = std::fs::remove_file(&temporary);
+    }
+    Ok(summary)
+}
+
+/// Where rank `rank`'s events are written compactly.
+fn compact_path(run_dir: &Path, rank: usize) -> PathBuf {
+    run_dir.join(PROFILE_DIR).join(format!("events{rank}.bin"))
+}
+
+/// What a compact file says it was made from: the trace as it was then.
+fn source(stamp: &Stamp) -> String {
+    serde_json::to_string(stamp).unwrap_or_default()
+}
+
+/// The compact events of the trace `stamp` names, if they were made from it as it is now.
+fn compact_of(run_dir: &Path, stamp: &Stamp) -> Option<Compact<std::fs::File>> {
+    let name = compact_path(run_dir, stamp.rank).file_name()?.to_owned();
+    let file = store::open_beneath(run_dir, &Path::new(PROFILE_DIR).join(name)).ok()?;
+    Compact::open(file).ok().filter(|compact| compact.source() == source(stamp))
 }
 
 /// What is kept in the profile directory of the run in `run_dir` under `name`, if it reads.
@@ -242,6 +283,28 @@ mod tests {
         for bad in ["", "+3", "03", "-1", "3.0", "../3", "rank3.trace.json", "3/..", " 3", "99999999999999999999999"] {
             assert_eq!(file(run, bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn compact_events_are_read_only_while_their_trace_is_as_they_were_made_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let profile = dir.path().join(PROFILE_DIR);
+        std::fs::create_dir_all(&profile).unwrap();
+        let trace = r#"[{"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": 10, "dur": 5}]"#;
+        std::fs::write(profile.join(trace_file(0)), trace).unwrap();
+        let stamp = stamps(&profile).unwrap().remove(0);
+        let summary = summarise_rank(dir.path(), &stamp).unwrap();
+        assert_eq!((summary.first_us, summary.last_us), (10.0, 15.0));
+        assert!(compact_of(dir.path(), &stamp).is_some());
+        assert!(!profile.join("events0.bin.tmp").exists());
+        // The trace changed since: its old events are not read.
+        let changed = Stamp { bytes: stamp.bytes + 1, ..stamp.clone() };
+        assert!(compact_of(dir.path(), &changed).is_none());
+        // Nor is a file that is not whole.
+        let path = compact_path(dir.path(), 0);
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+        assert!(compact_of(dir.path(), &stamp).is_none());
     }
 
     #[tokio::test]

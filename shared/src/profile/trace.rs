@@ -13,6 +13,8 @@
 //!   each rank's steps split by range, its top ops, its overlap, and the stragglers.
 //! - [`ExcerptOf`] is the part of a trace a timeline window shows: the whole trace and the
 //!   window each at the width drawn, what a column cannot show merged, read as a stream.
+//! - [`Compact`] is a trace's events as read, 28 bytes each, written beside the trace by the
+//!   pass that summarises it, so that windows are read without parsing the JSON again.
 //! - [`bars`] is what a window of the timeline draws at a given width: events narrower than a
 //!   pixel are merged into per-pixel bars, so a trace of 100k events stays a few thousand
 //!   shapes however far it is zoomed out.
@@ -21,6 +23,7 @@
 //! Times are microseconds, as in the files, counted from the first event of any rank.
 
 mod bars;
+mod compact;
 mod excerpt;
 mod lenient;
 mod ops;
@@ -32,6 +35,7 @@ mod timeline;
 mod window;
 
 pub use bars::{Bar, BarKind, bar_at, bars};
+pub use compact::{Compact, CompactWriter};
 pub use excerpt::{EXCERPT_PIXELS, ExcerptOf, MAX_PIXELS};
 pub use ops::{OpOrder, OpStat, OpsTable};
 pub use read::Trace;

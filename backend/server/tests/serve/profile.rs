@@ -137,6 +137,8 @@ async fn a_trace_is_served_in_excerpts_the_whole_coarse_and_a_window_in_detail()
     let page = format!("px={EXCERPT_PIXELS}");
     let first = excerpt(&page);
     assert!(dir.join("excerpt0.json").is_file());
+    // The summary's pass wrote the events compactly, and windows are read from them.
+    assert!(dir.join("events0.bin").is_file());
     assert_eq!(excerpt(&page), first);
     std::fs::write(dir.join(trace_file(0)), long_trace(20)).unwrap();
     assert_eq!(excerpt(&page).len(), 1 + 20);

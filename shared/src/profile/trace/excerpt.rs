@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::io;
 
+use super::compact::Compact;
 use super::read::{Event, stream_events};
 use super::{RANGE_CATEGORY, Trace, Window};
 use crate::Error;
@@ -60,41 +61,73 @@ struct Merged {
 impl ExcerptOf {
     /// Reads the excerpt from a trace `reader` holds, in one pass.
     pub fn read(&self, reader: impl io::Read) -> Result<Trace, Error> {
-        let pixels = f64::from(self.pixels.clamp(1, MAX_PIXELS));
-        let coarse = self.whole.width() / pixels;
-        let fine = self.window.map(|w| w.width() / pixels);
-        let mut kept = Vec::new();
-        let mut merged: HashMap<Column, Merged> = HashMap::new();
-        let mut columns = Vec::new();
-        let streamed = stream_events(reader, |event| {
-            let (start, end) = (event.start, event.start + event.dur);
-            let inside = self.window.is_some_and(|w| start < w.end && end > w.start);
-            let width = match (inside, fine) {
-                (true, Some(fine)) => fine,
-                _ => coarse,
-            };
-            if event.dur >= width {
-                kept.push(event);
-                return;
-            }
-            let (scale, origin) = match self.window {
-                Some(w) if inside => (1, w.start),
-                Some(w) if start >= w.end => (2, self.whole.start),
-                _ => (0, self.whole.start),
-            };
-            let index = ((start.max(origin) - origin) / width).floor() as i64;
-            let column = Column { thread: event.thread, range: event.category == RANGE_CATEGORY, scale, index };
-            // Cut at the column's edges so that merged neighbours never overlap (but not
-            // before the trace's own end, which every excerpt keeps).
-            let (from, to) = (origin + index as f64 * width, origin + (index + 1) as f64 * width);
-            let to = if end >= self.whole.end { end } else { end.min(to) };
-            add(&mut merged, &mut columns, column, event, (start.max(from), to));
-        })
-        .map_err(|e| Error::Parse { what: "the trace".into(), message: e.to_string() })?;
+        let mut columns = Columns::new(self);
+        let streamed = stream_events(reader, |event| columns.add(event))
+            .map_err(|e| Error::Parse { what: "the trace".into(), message: e.to_string() })?;
+        Ok(columns.finish(streamed))
+    }
+
+    /// Reads the excerpt from a trace's events written compactly ([`Compact`]).
+    pub fn read_compact<R: io::Read + io::Seek>(&self, compact: Compact<R>) -> Result<Trace, Error> {
+        let mut columns = Columns::new(self);
+        let streamed = compact
+            .events(|event| columns.add(event))
+            .map_err(|e| Error::Parse { what: "the trace's compact events".into(), message: e.to_string() })?;
+        Ok(columns.finish(streamed))
+    }
+}
+
+/// An excerpt being made: the events kept as they are, and the columns others merge into.
+struct Columns<'a> {
+    of: &'a ExcerptOf,
+    /// A column's width in the whole trace, and in the window.
+    coarse: f64,
+    fine: Option<f64>,
+    kept: Vec<Event>,
+    merged: HashMap<Column, Merged>,
+    /// The columns in the order they were opened.
+    opened: Vec<Column>,
+}
+
+impl<'a> Columns<'a> {
+    fn new(of: &'a ExcerptOf) -> Columns<'a> {
+        let pixels = f64::from(of.pixels.clamp(1, MAX_PIXELS));
+        let (coarse, fine) = (of.whole.width() / pixels, of.window.map(|w| w.width() / pixels));
+        Columns { of, coarse, fine, kept: Vec::new(), merged: HashMap::new(), opened: Vec::new() }
+    }
+
+    fn add(&mut self, event: Event) {
+        let (whole, window) = (self.of.whole, self.of.window);
+        let (start, end) = (event.start, event.start + event.dur);
+        let inside = window.is_some_and(|w| start < w.end && end > w.start);
+        let width = match (inside, self.fine) {
+            (true, Some(fine)) => fine,
+            _ => self.coarse,
+        };
+        if event.dur >= width {
+            self.kept.push(event);
+            return;
+        }
+        let (scale, origin) = match window {
+            Some(w) if inside => (1, w.start),
+            Some(w) if start >= w.end => (2, whole.start),
+            _ => (0, whole.start),
+        };
+        let index = ((start.max(origin) - origin) / width).floor() as i64;
+        let column = Column { thread: event.thread, range: event.category == RANGE_CATEGORY, scale, index };
+        // Cut at the column's edges so that merged neighbours never overlap (but not
+        // before the trace's own end, which every excerpt keeps).
+        let (from, to) = (origin + index as f64 * width, origin + (index + 1) as f64 * width);
+        let to = if end >= whole.end { end } else { end.min(to) };
+        add(&mut self.merged, &mut self.opened, column, event, (start.max(from), to));
+    }
+
+    /// The excerpt: `streamed` (the trace without its events) with the events kept and merged.
+    fn finish(mut self, streamed: Trace) -> Trace {
         let mut trace = streamed;
-        trace.events = kept;
-        trace.events.extend(columns.into_iter().filter_map(|column| Some(merged.remove(&column)?.into_event(column.thread))));
-        Ok(trace)
+        trace.events = self.kept;
+        trace.events.extend(self.opened.into_iter().filter_map(|column| Some(self.merged.remove(&column)?.into_event(column.thread))));
+        trace
     }
 }
 
@@ -133,6 +166,7 @@ impl Merged {
 mod tests {
     use super::*;
     use crate::profile::trace::Timeline;
+    use crate::profile::trace::compact::CompactWriter;
 
     /// One step: a 1000 µs range over 1000 ops of 1 µs each (a pair a µs apart: `a`, `b`),
     /// from t = 100, and a kernel on a second thread from 500 to 600.
@@ -170,6 +204,25 @@ mod tests {
         assert_eq!(excerpt.threads, Trace::parse(&text).unwrap().threads);
         assert_eq!(excerpt.base_ns, Some(5000.0));
         assert_eq!(Trace::parse(&excerpt.to_json()).unwrap(), excerpt);
+    }
+
+    #[test]
+    fn an_excerpt_of_the_compact_events_is_the_excerpt_of_the_trace() {
+        let text = trace_text();
+        let (mut writer, mut events) = (CompactWriter::new(Vec::new()), 0);
+        let streamed = stream_events(text.as_bytes(), |event| {
+            writer.push(&event);
+            events += 1;
+        })
+        .unwrap();
+        let compact = writer.finish(&streamed, "").unwrap();
+        assert!(compact.len() < text.len() / 2, "{} bytes for {events} events", compact.len());
+        let whole = Window::new(100.0, 1100.0);
+        for window in [None, Some(Window::new(300.0, 310.0))] {
+            let of = ExcerptOf { whole, window, pixels: 10 };
+            let from_compact = of.read_compact(Compact::open(std::io::Cursor::new(compact.clone())).unwrap()).unwrap();
+            assert_eq!(from_compact, of.read(text.as_bytes()).unwrap(), "{window:?}");
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::Error;
 
 /// A thread of the trace: its process and thread ids as the file writes them (numbers or
 /// text), and the names and sort indexes its metadata gives.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Thread {
     pub pid: String,
     pub tid: String,

@@ -13,8 +13,9 @@ use std::io;
 
 use serde::{Deserialize, Serialize};
 
+use super::compact::CompactWriter;
 use super::read::{Event, stream_events};
-use super::{RANGE_CATEGORY, marks_a_range};
+use super::{RANGE_CATEGORY, Trace, marks_a_range};
 use crate::Error;
 use crate::profile::ranges;
 
@@ -132,11 +133,33 @@ impl ProfileSummary {
 impl RankSummary {
     /// Reads rank `rank`'s trace from `reader`, in one pass.
     pub fn read(rank: usize, reader: impl io::Read) -> Result<RankSummary, Error> {
+        Ok(RankSummary::read_each(rank, reader, |_| {})?.0)
+    }
+
+    /// [`RankSummary::read`], the events also written to `compact` (see [`Compact`]), which is
+    /// finished with `source` and handed back (or what failed in writing it).
+    ///
+    /// [`Compact`]: super::Compact
+    pub fn read_writing<W: io::Write>(
+        rank: usize,
+        reader: impl io::Read,
+        compact: W,
+        source: &str,
+    ) -> Result<(RankSummary, io::Result<W>), Error> {
+        let mut writer = CompactWriter::new(compact);
+        let (summary, trace) = RankSummary::read_each(rank, reader, |event| writer.push(event))?;
+        Ok((summary, writer.finish(&trace, source)))
+    }
+
+    /// The summary, and the trace without its events, each event also shown to `each`.
+    fn read_each(rank: usize, reader: impl io::Read, mut each: impl FnMut(&Event)) -> Result<(RankSummary, Trace), Error> {
         let mut pass = Pass::default();
-        let base_ns = stream_events(reader, |event| pass.add(event))
-            .map_err(|e| Error::Parse { what: format!("the trace of rank {rank}"), message: e.to_string() })?
-            .base_ns;
-        Ok(pass.finish(rank, base_ns.map_or(0.0, |ns| ns / 1e3)))
+        let trace = stream_events(reader, |event| {
+            each(&event);
+            pass.add(event);
+        })
+        .map_err(|e| Error::Parse { what: format!("the trace of rank {rank}"), message: e.to_string() })?;
+        Ok((pass.finish(rank, trace.base_ns.map_or(0.0, |ns| ns / 1e3)), trace))
     }
 }
 
