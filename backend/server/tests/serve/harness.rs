@@ -23,6 +23,23 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 pub use scalebook_harness::workspace;
 
+/// Pings the server from its own connection every 50 ms until told to stop; returns the
+/// slowest answer.
+pub async fn ping_throughout(mut client: Client, stop: tokio::sync::watch::Receiver<bool>) -> Duration {
+    let mut slowest = Duration::ZERO;
+    for nonce in 0.. {
+        if *stop.borrow() {
+            break;
+        }
+        let sent = Instant::now();
+        client.send(&ClientMessage::Ping { nonce }).await;
+        client.recv_until(Duration::from_secs(60), |m| matches!(m, ServerMessage::Pong { nonce: n } if *n == nonce).then_some(())).await;
+        slowest = slowest.max(sent.elapsed());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    slowest
+}
+
 /// A fresh directory under the target directory, removed when dropped.
 pub fn temp_dir(name: &str) -> TempDir {
     tempfile::Builder::new().prefix(&format!("serve-{name}-")).tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()

@@ -11,28 +11,11 @@ use scalebook_harness::{STEP_TAGS, write_finished_run};
 use scalebook_shared::protocol::{ClientMessage, RunId, ServerMessage};
 use scalebook_shared::rundir;
 
-use crate::harness::{Client, Server, temp_dir};
+use crate::harness::{Server, ping_throughout, temp_dir};
 
 /// A completed run `id` of `steps` steps in `runs`: its directory and its number of lines.
 fn finished_run(runs: &Path, id: &RunId, steps: u64) -> (PathBuf, u64) {
     (runs.join(id.as_str()), write_finished_run(runs, id, steps).unwrap())
-}
-
-/// Pings the server from its own connection every 50 ms until told to stop; returns the
-/// slowest answer.
-async fn ping_throughout(mut client: Client, stop: tokio::sync::watch::Receiver<bool>) -> Duration {
-    let mut slowest = Duration::ZERO;
-    for nonce in 0.. {
-        if *stop.borrow() {
-            break;
-        }
-        let sent = Instant::now();
-        client.send(&ClientMessage::Ping { nonce }).await;
-        client.recv_until(Duration::from_secs(60), |m| matches!(m, ServerMessage::Pong { nonce: n } if *n == nonce).then_some(())).await;
-        slowest = slowest.max(sent.elapsed());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    slowest
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,13 +2,18 @@
 //! are some), each trace served as written or in excerpts for a window, their summary, and a
 //! clear 404 for every other request (an unknown run, a rank with no trace, a rank that is not
 //! a plain number, a name that tries to leave the profile directory) and a 400 naming the
-//! field for a bad window.
+//! field for a bad window; six pages opening a large profile at once, each served its summary
+//! and excerpt while another client's pings are answered.
 
+use std::time::Duration;
+
+use scalebook_harness::{write_finished_run, write_kineto_trace};
 use scalebook_shared::profile::trace::{EXCERPT_PIXELS, ProfileSummary, Timeline, Trace, TraceList};
 use scalebook_shared::profile::trace_file;
+use scalebook_shared::protocol::RunId;
 use scalebook_shared::rundir::PROFILE_DIR;
 
-use crate::harness::{Response, Server, tiny_overrides};
+use crate::harness::{Response, Server, http_get, ping_throughout, temp_dir, tiny_overrides};
 
 /// A small trace in Kineto's form for `rank`: a thread name, a range, two nested ops, and
 /// events the timeline ignores.
@@ -158,4 +163,44 @@ async fn a_trace_is_served_in_excerpts_the_whole_coarse_and_a_window_in_detail()
         assert_eq!(response.json()["problems"][0]["field"], field, "{query}");
     }
     refused(&server.get(&format!("/api/runs/{id}/profile/3?px=10")), 404, "not_found", "no readable profile of rank 3");
+}
+
+/// The case 6: six pages open the profiling chapter at once on a run whose trace is a
+/// long profile's (over 16 MB). Each gets the summary and the whole trace's excerpt, never the
+/// file (which took the server to 1,727 MB with a 228.8 MB trace), and another client's pings
+/// are answered throughout (they took 795 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn six_pages_opening_a_large_profile_at_once_get_its_summary_and_excerpts_and_pings_are_answered() {
+    let dir = temp_dir("profile-six");
+    let runs = dir.path().join("runs");
+    let id = RunId::parse("20261126T000000-1").unwrap();
+    write_finished_run(&runs, &id, 10).unwrap();
+    let profile = runs.join(id.as_str()).join(PROFILE_DIR);
+    std::fs::create_dir_all(&profile).unwrap();
+    let bytes = write_kineto_trace(&profile.join(trace_file(0)), 70_000, 64).unwrap();
+    assert!(bytes > 16 << 20, "the trace is only {bytes} bytes");
+    let server = Server::start("profile-six", &["--runs-dir", runs.to_str().unwrap()]);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let pinger = tokio::spawn(ping_throughout(server.connect().await, stopped));
+    let auth = format!("Bearer {}", server.token);
+    let pages: Vec<_> = (0..6)
+        .map(|_| {
+            let (addr, auth, id) = (server.addr().to_owned(), auth.clone(), id.clone());
+            tokio::task::spawn_blocking(move || {
+                let get = |path: &str| http_get(&addr, &format!("/api/runs/{id}/profile/{path}"), &[("Authorization", &auth)]);
+                (get("summary"), get(&format!("0?px={EXCERPT_PIXELS}")))
+            })
+        })
+        .collect();
+    for page in pages {
+        let (summary, excerpt) = page.await.unwrap();
+        assert_eq!((summary.status, excerpt.status), (200, 200), "{} {}", summary.body, excerpt.body);
+        let summary: ProfileSummary = serde_json::from_str(&summary.body).unwrap();
+        assert!(summary.ranks.len() == 1 && summary.ranks[0].events > 60_000, "{:?}", summary.ranks);
+        assert!((excerpt.body.len() as u64) < bytes / 10, "an excerpt of {} bytes for a {bytes}-byte trace", excerpt.body.len());
+        assert!(!Trace::parse(&excerpt.body).unwrap().is_empty());
+    }
+    stop.send(true).unwrap();
+    let slowest = pinger.await.unwrap();
+    assert!(slowest < Duration::from_secs(5), "a ping took {slowest:?}");
 }
