@@ -32,6 +32,7 @@ mod read;
 mod scan;
 mod summary;
 mod timeline;
+mod value_end;
 mod window;
 
 pub use bars::{Bar, BarKind, bar_at, bars};

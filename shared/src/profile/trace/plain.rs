@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 
 use super::lenient::{Args, RawEvent, Scalar};
-use super::scan::ValueEnd;
+use super::value_end::ValueEnd;
 
 /// The event at the start of `text`, and its length; `None` where it is not in the plain form,
 /// or not whole in `text`. (Its caller checks the UTF-8 of a stretch of events at once: a
