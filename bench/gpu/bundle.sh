@@ -49,27 +49,31 @@ if [ ! -f "$WORK/torch-sys/.stubbed" ]; then
 fi
 
 say "building the trainer and its GPU tests with --features cuda"
-# A copy of the sources, so that the patch's lock file stays out of the project.
+# A copy of the sources, so that the patch's lock file stays out of the project. Only files
+# whose content changed are copied, stamped with the time of the copy: cargo decides what to
+# rebuild by modification times, and an edit older than the last build must still count.
 mkdir -p "$WORK/src"
-(cd "$ROOT" && git ls-files -co --exclude-standard -z | rsync -a --from0 --files-from=- ./ "$WORK/src/")
+(cd "$ROOT" && git ls-files -co --exclude-standard -z | rsync -rl --checksum --from0 --files-from=- ./ "$WORK/src/")
 cd "$WORK/src"
 export LIBTORCH=$WORK/site/torch LIBTORCH_BYPASS_VERSION_CHECK=1 CARGO_TARGET_DIR=$WORK/target
 # libtorch_cuda's CUDA libraries (cuBLAS, cuDNN, ...) are on the GPU machine, not here.
 export RUSTFLAGS="-C link-arg=-Wl,--allow-shlib-undefined"
 patch=(--config "patch.crates-io.torch-sys.path=\"$WORK/torch-sys\"")
 cargo build -q "${patch[@]}" --release -p scalebook-trainer --features cuda --bin scalebook-train
-test_bin=$(cargo test -q "${patch[@]}" --release -p scalebook-trainer --features cuda --test gpu --no-run --message-format=json |
-    python3 -c 'import json,sys; print(*[m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable") and m["target"]["name"] == "gpu"])')
+# The GPU tests: gpu (the model, Adam, the precisions) and gpu_layouts (every layout over NCCL).
+tests_json=$(cargo test -q "${patch[@]}" --release -p scalebook-trainer --features cuda --test gpu --test gpu_layouts --no-run --message-format=json)
+test_bin() { python3 -c 'import json,sys; print(*[m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable") and m["target"]["name"] == sys.argv[1]])' "$1" <<<"$tests_json"; }
 
 say "assembling $BUNDLE"
 rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/lib"
 cp "$CARGO_TARGET_DIR/release/scalebook-train" "$BUNDLE/"
-cp "$test_bin" "$BUNDLE/gpu-tests"
+cp "$(test_bin gpu)" "$BUNDLE/gpu-tests"
+cp "$(test_bin gpu_layouts)" "$BUNDLE/gpu-layouts"
 # The tests read config/ViT.yaml from where the sources were when they were compiled.
 echo "$WORK/src" >"$BUNDLE/built-in"
 # Every library the binaries resolve here outside libtorch, its CUDA libraries and the C and
 # C++ runtimes (the GPU machine's own, newer ones serve).
-ldd "$BUNDLE/scalebook-train" "$BUNDLE/gpu-tests" | awk '/=> \//{print $3}' | sort -u |
+ldd "$BUNDLE/scalebook-train" "$BUNDLE/gpu-tests" "$BUNDLE/gpu-layouts" | awk '/=> \//{print $3}' | sort -u |
     grep -v -E "$WORK|/(libc|libm|libdl|librt|libpthread|libutil|libresolv|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so" |
     xargs -r cp -L -t "$BUNDLE/lib/"
 du -sh "$BUNDLE"

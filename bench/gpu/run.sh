@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # On the lent GPU machine (device tool, `carry: [".gpu-bundle"]`, after `bench/gpu/bundle.sh`
-# here): the GPU tests, then the tutorial's single-GPU ladder measured with Scalebook beside the
-# PyTorch reference of the same model, then `short`-shaped training runs (profiled ones among
-# them) whose directories come back as `runs.tgz`.
+# here): the GPU tests, every layout over NCCL against one rank, then the tutorial's single-GPU
+# ladder measured with Scalebook beside the PyTorch reference of the same model, `short`-shaped
+# training runs (profiled ones among them), a profiled dp=2 run over NCCL, and `short_opt`'s
+# steps alone beside a whole run; run directories and recordings come back under $OUT.
 #
-#     bash bench/gpu/run.sh [tests] [bench] [runs] [pytorch] [compiled]   # default: all
+#     bash bench/gpu/run.sh [tests] [layouts] [bench] [runs] [dp2] [fed] [pytorch] [compiled]   # default: all
 #
 # Everything it prints goes to $OUT/log.txt too; the last lines are a summary. Each part has
 # its own time limit, so a part that hangs costs its limit and not the lease.
@@ -14,7 +15,7 @@ ROOT=$PWD
 OUT=${OUT:-/tmp/scalebook-gpu}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1
-parts=${*:-tests bench runs pytorch compiled}
+parts=${*:-tests layouts bench runs dp2 fed pytorch compiled}
 has() { [[ " $parts " == *" $1 "* ]]; }
 part() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 
@@ -45,6 +46,15 @@ if has tests; then
     mkdir -p "$src/config" "$src/backend/trainer" && cp config/ViT.yaml "$src/config/"
     timeout 150 "$BUNDLE/gpu-tests" --ignored --test-threads 1
     echo "gpu tests rc=$?"
+fi
+
+if has layouts; then
+    part "every layout over NCCL against one rank on this GPU"
+    src=$(cat "$BUNDLE/built-in")
+    mkdir -p "$src/config" "$src/backend/trainer" && cp config/ViT.yaml "$src/config/"
+    SCALEBOOK_TRAIN=$TRAIN NCCL_DEBUG=WARN timeout 300 "$BUNDLE/gpu-layouts" --ignored --test-threads 1 --nocapture 2>&1 |
+        grep -E "^agreement|^test |test result|panicked|rror|NCCL WARN" | head -80
+    echo "gpu layouts rc=${PIPESTATUS[0]}"
 fi
 
 wait "$datagen"
@@ -81,6 +91,31 @@ if has runs; then
     ls -la "$OUT"
 fi
 
+# A run directory as a recording for the chapters, and its metrics and logs, under $OUT.
+keep() {
+    local run=$1 name=$2 what=$3
+    python3 bench/gpu/fixture.py "/tmp/runs/$run" "$name" --gpu "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --what "$what" &&
+        tar czf "$OUT/$name.tgz" -C static/recorded "$name"
+    tar czf "$OUT/$run-run.tgz" -C /tmp/runs --exclude=checkpoints --exclude='*.trace.json' "$run"
+}
+
+if has dp2; then
+    part "dp=2 over NCCL on this one GPU, profiled (steps 5 and 6)"
+    timeout 150 "$TRAIN" launch --nproc 2 -- train "${short[@]}" --set limit_nsamples=64 --set limit_nsamples_val=16 \
+        --set num_iters=8 --seed 0 --profile 5:7 --run-dir /tmp/runs/dp2-nccl 2>&1 |
+        grep -E "launch|Setting DP|Time taken|Avg (train|val) loss|DONE|rror|WARN"
+    keep dp2-nccl h200-dp2-nccl "short, dp = 2 over NCCL, two ranks sharing one GPU"
+fi
+
+if has fed; then
+    part "short_opt: steps alone beside a whole run (batches copied on a stream of their own)"
+    opt=(--yaml-config config/ViT.yaml --config short_opt "${data[@]}")
+    timeout 60 "$TRAIN" bench "${opt[@]}" --steps 20 --workers 0,8 --batches 16
+    timeout 200 "$TRAIN" train "${opt[@]}" --set limit_nsamples=256 --set limit_nsamples_val=32 --set num_iters=48 --seed 0 \
+        --profile 30:32 --run-dir /tmp/runs/short_opt-fed 2>&1 | grep -E "Time taken|Avg (train|val) loss|memory|DONE|rror"
+    keep short_opt-fed h200-short_opt-fed "short_opt, batches copied on a stream of their own"
+fi
+
 if has pytorch; then
     part "PyTorch steps, eager (the same measurement)"
     timeout 120 "${python[@]}" --variant fp32 --variant tf32 --variant fp16 --variant bf16 --variant bf16+fused --variant fp16+fused
@@ -92,4 +127,4 @@ if has compiled; then
 fi
 
 part summary
-grep -E "^(training|data loader|GPU memory):|^\{\"variant|Time taken for epoch 2|test result|gpu tests rc" "$OUT/log.txt"
+grep -E "^(training|data loader|GPU memory):|^\{\"variant|Time taken for epoch|test result|gpu (layouts|tests) rc|^agreement" "$OUT/log.txt"

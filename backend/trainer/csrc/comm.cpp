@@ -56,7 +56,7 @@ template <typename F>
 void run(SbGroup* g, uint64_t bytes, F&& issue) {
     const auto start = std::chrono::steady_clock::now();
     const c10::intrusive_ptr<c10d::Work> work = issue();
-    if (!work->wait(g->timeout)) throw std::runtime_error("collective timed out");
+    if (!sb_wait(g, work)) throw std::runtime_error("collective timed out");
     g->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     g->bytes += bytes;
     g->calls += 1;

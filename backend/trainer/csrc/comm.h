@@ -4,6 +4,7 @@
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -22,3 +23,12 @@ struct SbGroup {
     uint64_t bytes = 0;
     uint64_t calls = 0;
 };
+
+// Waits for `work` as its backend wants. Gloo runs the collective on the host: wait for it, at
+// most the group's timeout. NCCL runs it on a stream of its own: a wait without a timeout only
+// orders the current (compute) stream after it and the host goes on queueing work, while a
+// wait with one would block the host until the kernel ends; the process group's watchdog
+// enforces NCCL's timeout (set when the group was made).
+inline bool sb_wait(const SbGroup* g, const c10::intrusive_ptr<c10d::Work>& work) {
+    return g->nccl ? work->wait() : work->wait(g->timeout);
+}

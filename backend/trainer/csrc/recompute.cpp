@@ -23,6 +23,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 extern "C" {
@@ -124,6 +125,17 @@ struct RecomputeBackward : public torch::autograd::Node {
     void release_variables() override { input.reset(); }
 };
 
+// A new autograd node: libtorch 2.13 holds nodes in intrusive pointers, earlier versions (the
+// 2.11 of the GPU machine's PyTorch, bench/gpu/) in shared pointers.
+template <typename T, typename... Args>
+auto make_node(Args&&... args) {
+    if constexpr (std::is_base_of_v<c10::intrusive_ptr_target, torch::autograd::Node>) {
+        return c10::make_intrusive<T>(std::forward<Args>(args)...);
+    } else {
+        return std::make_shared<T>(std::forward<Args>(args)...);
+    }
+}
+
 void write_error(const std::exception& e, char* err, size_t err_len) {
     if (err == nullptr || err_len == 0) return;
     std::strncpy(err, e.what(), err_len - 1);
@@ -148,7 +160,7 @@ int sb_recompute(at::Tensor* x, const void* handle, sb_part_run run, sb_part_rel
             y = part->run(*x);
         }
         if (at::GradMode::is_enabled()) {
-            auto node = c10::make_intrusive<RecomputeBackward>(part, *x, std::move(replay));
+            auto node = make_node<RecomputeBackward>(part, *x, std::move(replay));
             node->set_next_edges(torch::autograd::collect_next_edges(*x));
             torch::autograd::set_history(y, node);
         }

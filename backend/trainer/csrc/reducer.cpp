@@ -44,7 +44,8 @@ struct State {
     std::vector<size_t> bucket_of;
     std::vector<Bucket> buckets;
     // Kept alive so the hooks stay on the nodes every graph uses for these parameters.
-    std::vector<c10::intrusive_ptr<torch::autograd::Node>> accumulators;
+    // Whatever pointer this libtorch holds nodes in (intrusive in 2.13, shared in 2.11).
+    std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))> accumulators;
     std::mutex mutex;
     bool armed = false;
     size_t next = 0;
@@ -168,7 +169,7 @@ int sb_reducer_finish(SbReducer* r, int average, size_t* early, char* err, size_
         SbGroup* g = s.group;
         for (Bucket& b : s.buckets) {
             const auto start = std::chrono::steady_clock::now();
-            if (!b.work->wait(g->timeout)) throw std::runtime_error("all-reduce timed out");
+            if (!sb_wait(g, b.work)) throw std::runtime_error("all-reduce timed out");
             g->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             g->bytes += b.flat.nbytes();
             g->calls += 1;

@@ -6,8 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use scalebook_shared::config::data_dir_overrides;
-use scalebook_shared::metrics::{MetricPoint, tags};
+use scalebook_shared::metrics::tags;
 use scalebook_shared::profile::trace::{ProfileSummary, RankSummary, TOP_OPS};
 use scalebook_shared::profile::{ranges, trace_file};
 use scalebook_shared::rundir;
@@ -15,63 +14,19 @@ use scalebook_shared::weather::{MAPPED_CHANNELS, MapIndex, map_file};
 
 mod support;
 use support::python::run_python;
+use support::runs::{self, generate_sized, launch_config, points};
 
-const BIN: &str = env!("CARGO_BIN_EXE_scalebook-train");
-
-/// A fresh directory, removed when the test ends (pass or fail).
 fn scratch(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new().prefix(&format!("sb-launch-{name}-")).tempdir().unwrap()
+    runs::scratch(&format!("launch-{name}"))
 }
 
 fn generate(dir: &Path) {
     generate_sized(dir, 48, [36, 72]);
 }
 
-fn generate_sized(dir: &Path, steps: usize, [h, w]: [usize; 2]) {
-    let out = Command::new(BIN)
-        .args([
-            "datagen",
-            "--years",
-            "1",
-            "--steps-per-year",
-            &steps.to_string(),
-            "--height",
-            &h.to_string(),
-            "--width",
-            &w.to_string(),
-            "--out",
-        ])
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-}
-
 /// `launch --nproc N -- train --config cpu_tiny` on `data`, plus `extra` overrides.
 fn launch_cmd(nproc: usize, data: &Path, run_dir: &Path, extra: &[&str]) -> Command {
     launch_config("cpu_tiny", nproc, data, run_dir, extra)
-}
-
-fn launch_config(config: &str, nproc: usize, data: &Path, run_dir: &Path, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .args(["launch", "--nproc", &nproc.to_string(), "--", "train", "--config", config, "--seed", "4", "--run-dir"])
-        .arg(run_dir);
-    for o in data_dir_overrides(&data.display().to_string()) {
-        cmd.args(["--set", &o]);
-    }
-    for e in extra {
-        cmd.args(["--set", e]);
-    }
-    cmd
-}
-
-fn points(run_dir: &Path) -> Vec<MetricPoint> {
-    std::fs::read_to_string(run_dir.join("metrics.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }
 
 #[test]

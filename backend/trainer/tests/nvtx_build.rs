@@ -1,7 +1,7 @@
 //! The CUDA build's C++, compiled here: a machine without CUDA still checks that
 //! `csrc/profile.cpp` builds the way the `cuda` feature builds it (with `SCALEBOOK_NVTX`), and
-//! `csrc/cuda_memory.cpp` (built only by that feature), against the same libtorch headers as
-//! the CPU build.
+//! `csrc/cuda_memory.cpp` and `csrc/cuda_copy.cpp` (built only by that feature), against the
+//! same libtorch headers as the CPU build.
 
 use std::process::Command;
 
@@ -27,13 +27,16 @@ fn the_cuda_builds_nvtx_ranges_compile() {
     compiles("profile.cpp", "-DSCALEBOOK_NVTX", &[]);
 }
 
-/// The CUDA build's allocator peak (`csrc/cuda_memory.cpp`), against the CUDA runtime headers
-/// the setup installs beside libtorch.
+/// The CUDA build's allocator peak (`csrc/cuda_memory.cpp`) and batch copies on their own
+/// stream (`csrc/cuda_copy.cpp`), against the CUDA runtime headers the setup installs beside
+/// libtorch.
 #[test]
-fn the_cuda_builds_allocator_peak_compiles() {
+fn the_cuda_builds_allocator_peak_and_copy_stream_compile() {
     let include = std::path::Path::new(env!("SCALEBOOK_LIBTORCH_INCLUDE"));
     // Through the link the setup makes to the wheel's torch/, to the site-packages beside it.
     let real = include.canonicalize().expect("libtorch's include directory");
     let site = real.parent().and_then(std::path::Path::parent).expect("torch/ sits in site-packages");
-    compiles("cuda_memory.cpp", "-DUSE_CUDA", &[site.join("nvidia/cu13/include")]);
+    for file in ["cuda_memory.cpp", "cuda_copy.cpp"] {
+        compiles(file, "-DUSE_CUDA", &[site.join("nvidia/cu13/include")]);
+    }
 }

@@ -59,7 +59,7 @@ fn an_overflowed_step_changes_nothing_but_the_scale() {
     for fused in [false, true] {
         let ps = params();
         let mut adam = optimizer(Choice::Adam, &ps, fused);
-        let mut scaler = GradScaler::new(Device::Cpu);
+        let mut scaler = GradScaler::new(Device::Cpu, None);
         let before: Vec<Tensor> = ps.iter().map(|(_, p)| p.detach().copy()).collect();
         adam.zero_grad();
         // Gradients of 1e38 times the scale overflow float32.

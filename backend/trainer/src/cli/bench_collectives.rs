@@ -28,8 +28,8 @@ pub fn run(args: BenchCollectivesArgs) -> anyhow::Result<ExitCode> {
     let n = env.world;
     let root = env.rank == 0;
     let layout = Layout::new(Sizes { dp: u32::try_from(n)?, ..Sizes::default() }, "tp-cp-dp")?;
-    let device = if tch::Cuda::is_available() { Device::Cuda(env.local_rank) } else { Device::Cpu };
-    let comm = Comm::init(env, layout, device.is_cuda(), Duration::from_secs(120))?;
+    let device = if tch::Cuda::is_available() { env.gpu() } else { Device::Cpu };
+    let comm = Comm::init(env, layout, device, Duration::from_secs(120))?;
     let group = comm.group(Token::DP);
     let bytes = args.kib.map_or(args.mib << 20, |kib| kib << 10);
     let elements = (bytes / 4).max(1);
@@ -40,8 +40,8 @@ pub fn run(args: BenchCollectivesArgs) -> anyhow::Result<ExitCode> {
     for _ in 0..args.iters {
         group.all_reduce(&mut t, ReduceOp::Sum)?;
     }
-    if device.is_cuda() {
-        tch::Cuda::synchronize(0);
+    if let Device::Cuda(i) = device {
+        tch::Cuda::synchronize(i as i64);
     }
     let secs = start.elapsed().as_secs_f64() / args.iters as f64;
     if root {

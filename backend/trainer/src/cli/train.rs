@@ -64,8 +64,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
     let config = args.config.load(env.world)?;
     let layout = config.layout(env.world)?;
     let device = match parse_device(args.device.as_deref())? {
-        // One GPU per local rank, counted within CUDA_VISIBLE_DEVICES.
-        Device::Cuda(0) if env.world > 1 && args.device.is_none() => Device::Cuda(env.local_rank),
+        // One GPU per local rank, shared where there are fewer GPUs than ranks.
+        Device::Cuda(0) if env.world > 1 && args.device.is_none() => env.gpu(),
         device => device,
     };
     if device.is_cuda() && !tch::Cuda::is_available() {
@@ -87,7 +87,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
     });
     let log = if root { Logger::new(progress) } else { Logger::quiet() };
     let timeout = Duration::from_secs(args.dist_timeout);
-    let comm = Rc::new(Comm::init(env, layout, device.is_cuda(), timeout)?);
+    let comm = Rc::new(Comm::init(env, layout, device, timeout)?);
     let opts = RunOptions {
         config,
         config_name: args.config.config.clone(),

@@ -7,6 +7,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use scalebook_shared::layout::{Layout, Token};
+use tch::Device;
 
 use super::RankEnv;
 use crate::Error;
@@ -25,9 +26,10 @@ pub struct Comm {
 }
 
 impl Comm {
-    /// Meets the other ranks at the store and joins this rank's group of every token. A peer
-    /// that never comes ends this with an error after `timeout`.
-    pub fn init(env: RankEnv, layout: Layout, nccl: bool, timeout: Duration) -> Result<Comm, Error> {
+    /// Meets the other ranks at the store and joins this rank's group of every token, over
+    /// NCCL when `device` is a GPU and Gloo otherwise. A peer that never comes ends this with an
+    /// error after `timeout`.
+    pub fn init(env: RankEnv, layout: Layout, device: Device, timeout: Duration) -> Result<Comm, Error> {
         if layout.world() as usize != env.world {
             return Err(Error::Environment(format!(
                 "the layout {} needs {} ranks but WORLD_SIZE is {}",
@@ -46,7 +48,7 @@ impl Comm {
                 layout.group_index_of(token, rank).ok_or_else(|| Error::Environment(format!("rank {rank} is in no {token} group")))?;
             let size = layout.group_size(token) as usize;
             let member = layout.group_rank(token, rank).unwrap_or(0) as usize;
-            let group = ProcessGroup::new(store.as_ref(), &format!("{token}/{index}"), member, size, nccl, timeout, gloo_host)?;
+            let group = ProcessGroup::new(store.as_ref(), &format!("{token}/{index}"), member, size, device, timeout, gloo_host)?;
             groups.insert(token, Rc::new(group));
         }
         Ok(Comm { env, layout, groups, _store: store })
@@ -54,7 +56,7 @@ impl Comm {
 
     /// One process: every group has one member and every collective is a no-op.
     pub fn single(layout: Layout) -> Result<Comm, Error> {
-        Comm::init(RankEnv::single(), layout, false, Duration::from_secs(1))
+        Comm::init(RankEnv::single(), layout, Device::Cpu, Duration::from_secs(1))
     }
 
     pub fn env(&self) -> &RankEnv {

@@ -59,10 +59,22 @@ impl RankEnv {
         Ok(RankEnv { rank, local_rank, world, master_addr, master_port })
     }
 
+    /// This rank's GPU: one per local rank, counted within CUDA_VISIBLE_DEVICES, and shared
+    /// round-robin where the node has fewer GPUs than ranks (the launcher then gives each rank
+    /// an NCCL host of its own, see [`super::launch`]).
+    pub fn gpu(&self) -> tch::Device {
+        tch::Device::Cuda(gpu_of(self.local_rank, tch::Cuda::device_count()))
+    }
+
     /// Whether every rank is on this machine's loopback (the local launcher).
     pub fn is_loopback(&self) -> bool {
         matches!(self.master_addr.as_str(), "127.0.0.1" | "localhost" | "::1")
     }
+}
+
+/// The GPU of local rank `local_rank` among `gpus` visible ones (round-robin).
+fn gpu_of(local_rank: usize, gpus: i64) -> usize {
+    local_rank % usize::try_from(gpus).unwrap_or(0).max(1)
 }
 
 /// The first host of a Slurm node list: `nid[001234-001237,001240],login01` -> `nid001234`.
@@ -90,6 +102,14 @@ mod tests {
     fn env(pairs: &[(&str, &str)]) -> Result<RankEnv, Error> {
         let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         RankEnv::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn ranks_beyond_the_gpus_share_them_round_robin() {
+        assert_eq!([0, 1, 2, 3].map(|r| gpu_of(r, 4)), [0, 1, 2, 3]);
+        assert_eq!([0, 1, 2, 3].map(|r| gpu_of(r, 2)), [0, 1, 0, 1]);
+        assert_eq!([0, 1].map(|r| gpu_of(r, 1)), [0, 0]);
+        assert_eq!(gpu_of(3, 0), 0, "no GPU: the CPU path never asks, but the answer stays in range");
     }
 
     #[test]

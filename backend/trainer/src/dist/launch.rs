@@ -42,9 +42,19 @@ pub fn run(program: &Path, args: &[String], nproc: usize, port: u16) -> Result<O
     // the cores, a rank's threads then wait on each other at every operation (cpu_tiny on two
     // threads: 58 samples/s against 489 with passive waits, 521 on one thread; BENCHMARKS.md).
     let wait_policy = std::env::var("OMP_WAIT_POLICY").unwrap_or_else(|_| "PASSIVE".to_owned());
+    let shared_gpus = gpus_shared(nproc, tch::Cuda::device_count());
+    if let Some(gpus) = shared_gpus {
+        eprintln!(
+            "[launch] {nproc} ranks share {gpus} GPU(s): each rank is an NCCL host of its own (NCCL_HOSTID), so NCCL \
+             carries their collectives over sockets; right, but far slower than NVLink"
+        );
+    }
     for rank in 0..nproc {
         let mut cmd = Command::new(program);
         cmd.env("OMP_NUM_THREADS", &threads).env("OMP_WAIT_POLICY", &wait_policy);
+        if shared_gpus.is_some() && std::env::var_os("NCCL_HOSTID").is_none() {
+            cmd.env("NCCL_HOSTID", format!("scalebook-rank-{rank}"));
+        }
         cmd.args(args)
             .env("RANK", rank.to_string())
             .env("LOCAL_RANK", rank.to_string())
@@ -73,6 +83,14 @@ pub fn run(program: &Path, args: &[String], nproc: usize, port: u16) -> Result<O
         stop(&mut children);
     }
     Ok(outcome)
+}
+
+/// The number of GPUs when `nproc` ranks must share them (more ranks than GPUs), else None.
+/// NCCL refuses two ranks of one host on one GPU ("Duplicate GPU detected"); ranks that each
+/// name a host of their own pass that check and talk over its socket transport.
+fn gpus_shared(nproc: usize, gpus: i64) -> Option<usize> {
+    let gpus = usize::try_from(gpus).ok().filter(|&g| g > 0)?;
+    (nproc > gpus).then_some(gpus)
 }
 
 /// Waits until all ranks succeed or one fails.
@@ -125,4 +143,17 @@ fn forward(stream: Option<impl Read + Send + 'static>, rank: usize, to_stderr: b
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gpus_shared;
+
+    #[test]
+    fn ranks_share_gpus_only_when_there_are_more_ranks_than_gpus() {
+        assert_eq!(gpus_shared(2, 0), None, "a CPU run has no GPU to share");
+        assert_eq!(gpus_shared(4, 4), None);
+        assert_eq!(gpus_shared(2, 1), Some(1));
+        assert_eq!(gpus_shared(8, 4), Some(4));
+    }
 }

@@ -6,7 +6,7 @@ use std::ffi::{CString, c_char, c_int};
 use std::ptr::NonNull;
 use std::time::Duration;
 
-use tch::Tensor;
+use tch::{Device, Tensor};
 use torch_sys::C_tensor;
 
 use scalebook_shared::profile::ranges;
@@ -161,17 +161,20 @@ pub struct ProcessGroup {
     rank: usize,
     size: usize,
     name: String,
+    /// Where the collectives run: the CPU (Gloo) or this rank's GPU (NCCL).
+    device: Device,
 }
 
 impl ProcessGroup {
-    /// Joins group `name` (the same name on every member) as `rank` of `size`. With
-    /// `gloo_host`, Gloo binds to that address instead of resolving this machine's hostname.
+    /// Joins group `name` (the same name on every member) as `rank` of `size`, over NCCL when
+    /// `device` is a GPU and Gloo otherwise. With `gloo_host`, Gloo binds to that address
+    /// instead of resolving this machine's hostname.
     pub fn new(
         store: Option<&Store>,
         name: &str,
         rank: usize,
         size: usize,
-        nccl: bool,
+        device: Device,
         timeout: Duration,
         gloo_host: Option<&str>,
     ) -> Result<ProcessGroup, Error> {
@@ -183,10 +186,20 @@ impl ProcessGroup {
         // SAFETY: the store is alive (borrowed) or null (allowed for size 1); C strings and
         // buffer valid during the call.
         let ptr = unsafe {
-            sb_group_new(store, name_c.as_ptr(), r, s, c_int::from(nccl), millis(timeout), host_c.as_ptr(), buf.as_mut_ptr(), buf.len())
+            sb_group_new(
+                store,
+                name_c.as_ptr(),
+                r,
+                s,
+                c_int::from(device.is_cuda()),
+                millis(timeout),
+                host_c.as_ptr(),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
         };
         let ptr = NonNull::new(ptr).ok_or_else(|| Error::Native { what: format!("process group {name}"), message: message(&buf) })?;
-        Ok(ProcessGroup { ptr, rank, size, name: name.to_owned() })
+        Ok(ProcessGroup { ptr, rank, size, name: name.to_owned(), device })
     }
 
     pub fn rank(&self) -> usize {
@@ -224,21 +237,37 @@ impl ProcessGroup {
         Range::enter(&format!("{}{}", ranges::COLLECTIVE_PREFIX, op.replace('-', "_")))
     }
 
+    /// NCCL carries only tensors on the GPU: a value on the host (a seed, a loss read back, a
+    /// memory figure) goes to this group's GPU for the collective and comes back.
+    fn on_device(&self, t: &mut Tensor, collective: impl FnOnce(&mut Tensor) -> Result<(), Error>) -> Result<(), Error> {
+        if self.size == 1 || !self.device.is_cuda() || t.device() == self.device {
+            return collective(t);
+        }
+        let mut staged = t.to_device(self.device);
+        collective(&mut staged)?;
+        t.f_copy_(&staged)?;
+        Ok(())
+    }
+
     /// In place; the tensor must be contiguous.
     pub fn all_reduce(&self, t: &mut Tensor, op: ReduceOp) -> Result<(), Error> {
-        let p = t.as_mut_ptr();
-        let _range = Self::range("all-reduce");
-        // SAFETY: live group and tensor for the duration of the call.
-        call(&self.what("all-reduce"), |err, len| unsafe { sb_all_reduce(self.ptr.as_ptr(), p, op as c_int, err, len) })
+        self.on_device(t, |t| {
+            let p = t.as_mut_ptr();
+            let _range = Self::range("all-reduce");
+            // SAFETY: live group and tensor for the duration of the call.
+            call(&self.what("all-reduce"), |err, len| unsafe { sb_all_reduce(self.ptr.as_ptr(), p, op as c_int, err, len) })
+        })
     }
 
     /// In place from group rank `root`; the tensor must be contiguous.
     pub fn broadcast(&self, t: &mut Tensor, root: usize) -> Result<(), Error> {
-        let p = t.as_mut_ptr();
         let root = c_int::try_from(root).unwrap_or(c_int::MAX);
-        let _range = Self::range("broadcast");
-        // SAFETY: live group and tensor for the duration of the call.
-        call(&self.what("broadcast"), |err, len| unsafe { sb_broadcast(self.ptr.as_ptr(), p, root, err, len) })
+        self.on_device(t, |t| {
+            let p = t.as_mut_ptr();
+            let _range = Self::range("broadcast");
+            // SAFETY: live group and tensor for the duration of the call.
+            call(&self.what("broadcast"), |err, len| unsafe { sb_broadcast(self.ptr.as_ptr(), p, root, err, len) })
+        })
     }
 
     pub fn barrier(&self) -> Result<(), Error> {

@@ -3,6 +3,7 @@
 #![allow(unsafe_code)]
 
 mod comm;
+mod copy;
 mod memory;
 mod profiler;
 mod recompute;
@@ -17,6 +18,7 @@ use torch_sys::C_tensor;
 use crate::Error;
 
 pub use comm::{ProcessGroup, ReduceOp, Region, Store, Traffic};
+pub use copy::InFlight;
 pub use memory::{SharedForward, float_bytes_mut, float_values_mut, keep_freed_memory};
 pub use profiler::{ProfiledThread, Range, Recording};
 pub use recompute::{Recomputable, recompute, shared_part};

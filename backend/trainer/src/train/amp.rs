@@ -1,11 +1,13 @@
 //! Mixed precision as the tutorial uses it: `autocast` around forward and loss (fp16 or
 //! bf16), and for fp16 a GradScaler with dynamic loss scaling. Works on CPU as well as CUDA.
 
+use std::rc::Rc;
+
 use scalebook_shared::config::AmpMode;
 use tch::{Device, Kind, Tensor};
 
 use crate::Error;
-use crate::ffi;
+use crate::ffi::{self, ProcessGroup, ReduceOp};
 
 /// Autocast switched on for the lifetime of the guard (`with autocast(...)` in Python).
 pub struct Autocast {
@@ -42,6 +44,9 @@ pub struct GradScaler {
     scale: Tensor,
     growth_tracker: Tensor,
     found_inf: Tensor,
+    /// The ranks holding the other shards of the model (tp·cp > 1): every one skips a step
+    /// when any one overflows, as Megatron's scaler does, or their scales would part.
+    shards: Option<Rc<ProcessGroup>>,
 }
 
 pub const INIT_SCALE: f64 = 65_536.0;
@@ -50,11 +55,22 @@ const BACKOFF_FACTOR: f64 = 0.5;
 const GROWTH_INTERVAL: i64 = 2000;
 
 impl GradScaler {
-    pub fn new(device: Device) -> GradScaler {
+    pub fn new(device: Device, shards: Option<Rc<ProcessGroup>>) -> GradScaler {
         GradScaler {
             scale: Tensor::full([1], INIT_SCALE, (Kind::Float, device)),
             growth_tracker: Tensor::zeros([1], (Kind::Int, device)),
             found_inf: Tensor::zeros([1], (Kind::Float, device)),
+            shards,
+        }
+    }
+
+    /// The non-finite check of the gradients at factor `inv` (which also unscales them),
+    /// shared with the other shards.
+    fn check(&mut self, grads: &mut [Tensor], inv: &mut Tensor) -> Result<(), Error> {
+        ffi::unscale_grads(grads, &mut self.found_inf, inv)?;
+        match &self.shards {
+            Some(group) => group.all_reduce(&mut self.found_inf, ReduceOp::Max),
+            None => Ok(()),
         }
     }
 
@@ -66,7 +82,7 @@ impl GradScaler {
     /// Unscales gradients in place; `false` means some overflowed and the step must be skipped.
     pub fn unscale(&mut self, grads: &mut [Tensor]) -> Result<bool, Error> {
         let mut inv = self.scale.reciprocal();
-        ffi::unscale_grads(grads, &mut self.found_inf, &mut inv)?;
+        self.check(grads, &mut inv)?;
         Ok(f64::try_from(&self.found_inf).map_err(Error::Torch)? == 0.0)
     }
 
@@ -75,7 +91,7 @@ impl GradScaler {
     /// non-finite check with a factor of one, which leaves the gradients as they are.
     pub fn kernel_inputs(&mut self, grads: &mut [Tensor]) -> Result<(&mut Tensor, &mut Tensor), Error> {
         let mut one = self.scale.ones_like();
-        ffi::unscale_grads(grads, &mut self.found_inf, &mut one)?;
+        self.check(grads, &mut one)?;
         Ok((&mut self.scale, &mut self.found_inf))
     }
 
@@ -109,7 +125,7 @@ mod tests {
 
     #[test]
     fn overflow_halves_the_scale_and_reports_a_skip() {
-        let mut scaler = GradScaler::new(Device::Cpu);
+        let mut scaler = GradScaler::new(Device::Cpu, None);
         let mut grads = vec![Tensor::from_slice(&[1.0f32, f32::INFINITY]), Tensor::from_slice(&[2.0f32])];
         assert!(!scaler.unscale(&mut grads).unwrap());
         scaler.update();
@@ -118,7 +134,7 @@ mod tests {
 
     #[test]
     fn finite_gradients_are_divided_by_the_scale() {
-        let mut scaler = GradScaler::new(Device::Cpu);
+        let mut scaler = GradScaler::new(Device::Cpu, None);
         let mut grads = vec![Tensor::from_slice(&[INIT_SCALE as f32 * 3.0])];
         assert!(scaler.unscale(&mut grads).unwrap());
         assert_eq!(f64::try_from(&grads[0].get(0)).unwrap(), 3.0);

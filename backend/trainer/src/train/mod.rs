@@ -5,6 +5,7 @@
 pub mod amp;
 pub mod bench;
 mod checkpoint;
+mod feed;
 mod lanes;
 pub mod loss;
 mod maps;

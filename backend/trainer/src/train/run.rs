@@ -11,6 +11,7 @@ use scalebook_shared::profile::ranges;
 use tch::nn;
 
 use super::checkpoint::{Checkpoints, Position};
+use super::feed::Feed;
 use super::maps::WeatherMaps;
 use super::profile::StepProfile;
 use super::report::{EpochReport, Reporter, StepReport, StepTrained, ValidReport};
@@ -109,11 +110,11 @@ impl Run<'_> {
         let e = epoch + 1;
         let mut losses = Vec::with_capacity(self.iters_per_epoch as usize);
         let mut split = Split::start(&self.comm);
-        let mut batches = self.batches(epoch);
+        let mut feed = Feed::new(self.batches(epoch), self.iters_per_epoch as usize, self.learner.device);
         for i in 0..self.iters_per_epoch {
             self.profile.before(self.steps + 1)?;
             let step_range = Range::enter(&format!("{}{}", ranges::STEP_PREFIX, self.steps + 1));
-            let Some((batch, data_wait)) = Self::next_batch(&mut batches)? else { break };
+            let Some((batch, data_wait)) = feed.next_batch()? else { break };
             let lr = lr_at(self.config, self.steps as usize);
             let step_start = Instant::now();
             // The tutorial reads the GPU's memory after the forward pass of each epoch's second step.

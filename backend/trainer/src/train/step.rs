@@ -53,6 +53,9 @@ impl Learner {
     /// initialised from the current seed, which must be the same on every rank.
     pub fn build(config: &TrainConfig, device: Device, parallel: Option<Parallel>) -> Result<(nn::VarStore, Learner), Error> {
         let lanes = Lanes::for_run(device, parallel.is_none(), config.dropout, tch::get_num_threads(), config.global_batch_size);
+        // Ranks that hold different shards of the model see different gradients, so one may
+        // overflow alone: the scaler's overflow flag is shared over their tp-cp group.
+        let shards = parallel.as_ref().map(|p| p.comm.shared_group(Token::TP_CP));
         let spec = VitSpec::from(config);
         let serial_vs = nn::VarStore::new(device);
         let serial = VisionTransformer::new(&serial_vs.root(), &spec);
@@ -66,7 +69,7 @@ impl Learner {
         };
         let fused = config.enable_jit || config.enable_fused;
         let optimizer = Optimizer::new(config.optimizer, vs.variables().into_iter().collect(), fused);
-        let scaler = (config.amp_mode == AmpMode::Fp16).then(|| GradScaler::new(device));
+        let scaler = (config.amp_mode == AmpMode::Fp16).then(|| GradScaler::new(device, shards));
         let micro_batches = config.gradient_accumulation_steps.max(1);
         Ok((vs, Learner { model, optimizer, scaler, amp: config.amp_mode, device, sync: None, probe_memory: false, lanes, micro_batches }))
     }
@@ -86,7 +89,8 @@ impl Learner {
         }
         let size = input.size()[0];
         let micro = self.micro_batches.min(size.max(1) as usize);
-        let (mut loss, mut forward, mut backward, mut memory_after_forward) = (Tensor::from(0.0f32), 0.0, 0.0, None);
+        let (mut loss, mut forward, mut backward, mut memory_after_forward) =
+            (Tensor::zeros([], (tch::Kind::Float, self.device)), 0.0, 0.0, None);
         for (k, (start, len)) in slices(size, micro).enumerate() {
             let (x, y) = (input.narrow(0, start, len), target.narrow(0, start, len));
             let weight = len as f64 / size as f64;

@@ -5,6 +5,7 @@
 
 pub mod optimizer;
 pub mod python;
+pub mod runs;
 
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ pub fn ranks<F: Fn()>(test: F, sizes: Sizes, order: &str) -> Option<Comm> {
     let layout = Layout::new(sizes, order).unwrap();
     if std::env::var_os("RANK").is_some() {
         let env = RankEnv::from_env().unwrap();
-        return Some(Comm::init(env, layout, false, Duration::from_secs(120)).unwrap());
+        return Some(Comm::init(env, layout, Device::Cpu, Duration::from_secs(120)).unwrap());
     }
     let exe = std::env::current_exe().unwrap();
     let args: Vec<String> = [test.as_str(), "--exact", "--nocapture", "--test-threads", "1"].map(String::from).to_vec();

@@ -10,7 +10,7 @@ use tch::{Kind, Tensor};
 pub fn three_steps(ps: &[(String, Tensor)], choice: Choice, fused: bool, scaled: bool) -> Vec<Tensor> {
     let device = ps[0].1.device();
     let mut optimizer = Optimizer::new(choice, ps.iter().map(|(n, p)| (n.clone(), p.shallow_clone())).collect(), fused);
-    let mut scaler = scaled.then(|| GradScaler::new(device));
+    let mut scaler = scaled.then(|| GradScaler::new(device, None));
     for k in 2..5 {
         optimizer.zero_grad();
         let loss =
