@@ -1,7 +1,8 @@
 //! The recorded GPU runs the chapters open (`static/recorded/`): each says where it was
-//! measured and loads as a timeline with the step's ranges and a CUDA stream, and the 0-worker
-//! one shows what the profiling and data-loading chapters point at: the batch's host-to-device
-//! copy in the compute stream, before the forward pass's first kernel.
+//! measured and loads as a timeline with the step's ranges and a CUDA stream, and each shows
+//! what the chapters point at in it: the 0-worker run's host-to-device copy of the batch in the
+//! compute stream before the forward pass's first kernel, the fed `short_opt` run's copies on a
+//! stream of their own, and the dp = 2 run's NCCL all-reduce kernels during backward.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -10,7 +11,7 @@ use scalebook_shared::profile::recorded::{self, Recording};
 use scalebook_shared::profile::trace::{LaneKind, Timeline, Trace};
 use scalebook_shared::profile::{ranges, trace_file};
 
-const RECORDINGS: [&str; 3] = ["h200-short-0workers", "h200-short-8workers", "h200-short_opt"];
+const RECORDINGS: [&str; 5] = ["h200-short-0workers", "h200-short-8workers", "h200-short_opt", "h200-short_opt-fed", "h200-dp2-nccl"];
 
 fn dir(name: &str) -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../static")).join(recorded::DIR).join(name)
@@ -23,15 +24,29 @@ fn timeline(name: &str) -> Timeline {
     Timeline::new([(0, Trace::parse(&text).unwrap())])
 }
 
-/// The spans of the GPU's stream lane (Kineto labels the device's process `GPU 0`, and names
-/// each stream's thread `stream N`), as (name, start, end).
+/// Each CUDA stream's lane (Kineto labels the device's process `GPU 0`, and names each
+/// stream's thread `stream N`) as its label and its spans (name, start, end), in time order.
+fn streams(timeline: &Timeline) -> Vec<(String, Vec<(String, f64, f64)>)> {
+    let lanes = timeline.lanes().iter().filter(|l| l.kind == LaneKind::Thread && l.label.starts_with("GPU 0 · stream"));
+    lanes
+        .map(|lane| {
+            let mut spans: Vec<_> =
+                lane.rows.iter().flat_map(|row| row.spans()).map(|s| (timeline.name(s.name).to_owned(), s.start, s.end)).collect();
+            spans.sort_by(|a, b| a.1.total_cmp(&b.1));
+            (lane.label.clone(), spans)
+        })
+        .collect()
+}
+
+/// The compute stream: the one that runs the most kernels.
 fn stream(timeline: &Timeline) -> Vec<(String, f64, f64)> {
-    let lane =
-        timeline.lanes().iter().find(|l| l.kind == LaneKind::Thread && l.label.starts_with("GPU 0 · stream")).expect("a CUDA stream lane");
-    let mut spans: Vec<_> =
-        lane.rows.iter().flat_map(|row| row.spans()).map(|s| (timeline.name(s.name).to_owned(), s.start, s.end)).collect();
-    spans.sort_by(|a, b| a.1.total_cmp(&b.1));
-    spans
+    streams(timeline).into_iter().map(|(_, spans)| spans).max_by_key(Vec::len).expect("a CUDA stream lane")
+}
+
+/// The spans of range `name` on the CPU (the trainer's named ranges).
+fn ranges_named(timeline: &Timeline, name: &str) -> Vec<(f64, f64)> {
+    let lane = timeline.lanes().iter().find(|l| l.kind == LaneKind::Ranges).expect("a ranges lane");
+    lane.rows.iter().flat_map(|r| r.spans()).filter(|s| timeline.name(s.name) == name).map(|s| (s.start, s.end)).collect()
 }
 
 #[test]
@@ -50,11 +65,36 @@ fn every_recording_says_where_it_ran_and_draws_its_steps_on_a_gpu_stream() {
 #[test]
 fn without_workers_the_batch_is_copied_in_the_compute_stream_before_the_forward_kernels() {
     let timeline = timeline("h200-short-0workers");
-    let ranges_lane = timeline.lanes().iter().find(|l| l.kind == LaneKind::Ranges).unwrap();
-    let forward = ranges_lane.rows.iter().flat_map(|r| r.spans()).find(|s| timeline.name(s.name) == ranges::FORWARD).unwrap();
+    let (forward_start, _) = ranges_named(&timeline, ranges::FORWARD)[0];
     let spans = stream(&timeline);
-    let first_forward_kernel = spans.iter().find(|(name, start, _)| *start >= forward.start && !name.starts_with("Memcpy")).unwrap();
+    let first_forward_kernel = spans.iter().find(|(name, start, _)| *start >= forward_start && !name.starts_with("Memcpy")).unwrap();
     let copies: Vec<_> = spans.iter().filter(|(name, _, end)| name.starts_with("Memcpy HtoD") && *end <= first_forward_kernel.1).collect();
     // The input and the target of the first profiled step, each one 331,776,000-byte batch.
     assert!(copies.len() >= 2, "host-to-device copies before the first forward kernel: {copies:?}");
+}
+
+#[test]
+fn the_fed_run_copies_its_batches_on_a_stream_of_their_own() {
+    let timeline = timeline("h200-short_opt-fed");
+    let streams = streams(&timeline);
+    let compute = stream(&timeline);
+    assert!(!compute.iter().any(|(name, ..)| name.starts_with("Memcpy HtoD")), "a batch copied in the compute stream");
+    let copies: Vec<&String> =
+        streams.iter().filter(|(_, spans)| spans.iter().any(|(name, ..)| name.starts_with("Memcpy HtoD"))).map(|(label, _)| label).collect();
+    assert_eq!(copies.len(), 1, "one copy stream: {copies:?}");
+}
+
+#[test]
+fn the_data_parallel_runs_nccl_all_reduces_run_during_backward_on_their_own_stream() {
+    let timeline = timeline("h200-dp2-nccl");
+    let backward = ranges_named(&timeline, ranges::BACKWARD);
+    let nccl: Vec<(String, f64)> = streams(&timeline)
+        .into_iter()
+        .flat_map(|(label, spans)| spans.into_iter().filter(|(name, ..)| name.starts_with("ncclDevKernel_AllReduce")).map(move |s| (label.clone(), s.1)))
+        .collect();
+    let compute = stream(&timeline);
+    assert!(!compute.iter().any(|(name, ..)| name.starts_with("nccl")), "NCCL's kernels share the compute stream");
+    let during = nccl.iter().filter(|(_, start)| backward.iter().any(|(b0, b1)| b0 <= start && start < b1)).count();
+    // DDP's buckets: every one but the last filled as backward ran, in both profiled steps.
+    assert!(during >= 2 && during * 2 > nccl.len(), "{during} of {} all-reduce kernels start inside backward", nccl.len());
 }
