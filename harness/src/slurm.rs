@@ -32,6 +32,7 @@ pub struct SlurmCluster {
     pub nodes: Vec<String>,
     /// Daemons started so far, with their pid files.
     started: Vec<(&'static str, PathBuf)>,
+    jobs: JobBlock,
 }
 
 /// Where a Slurm or munge program is installed, or a failure saying how to install it.
@@ -54,9 +55,40 @@ pub const CLUSTERS: &str = "testbox:
     cpus_per_task: 1
 ";
 
-/// The first job id of the next cluster: clusters side by side number their jobs apart, as
-/// jobs that share a real node do (a job's rendezvous port is derived from its id).
-static NEXT_FIRST_JOB: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(101);
+/// A block of job ids (`first`, then up to 99 more) that no other test cluster on this machine
+/// uses while this one runs: a job's rendezvous port is derived from its id (`29500 + id % 1000`),
+/// so clusters side by side, also in other test processes, must number their jobs apart, as jobs
+/// that share a real node do. Block k is held by an advisory lock on `<scratch>/slurm-jobs-k`,
+/// which ends with the cluster or with its process, however that ends.
+struct JobBlock {
+    first: u32,
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+impl JobBlock {
+    const BLOCKS: u32 = 10;
+
+    fn reserve() -> JobBlock {
+        let root = scratch_root();
+        std::fs::create_dir_all(&root).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            for k in 0..Self::BLOCKS {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(root.join(format!("slurm-jobs-{k}")))
+                    .unwrap();
+                if let Ok(lock) = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+                    return JobBlock { first: 101 + 100 * k, _lock: lock };
+                }
+            }
+            assert!(Instant::now() < deadline, "{} test Slurm clusters run on this machine already", Self::BLOCKS);
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
 
 /// The build tree's scratch directory (`<target>/tmp`, cargo's `CARGO_TARGET_TMPDIR`), found
 /// from the test binary in `<target>/<profile>/deps/`.
@@ -92,7 +124,8 @@ impl SlurmCluster {
         let munge = dir.join("munge");
         std::fs::create_dir_all(&munge).unwrap();
         std::fs::set_permissions(&munge, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let mut cluster = SlurmCluster { conf: dir.join("slurm.conf"), bin: dir.join("bin"), dir, nodes, started: Vec::new() };
+        let jobs = JobBlock::reserve();
+        let mut cluster = SlurmCluster { conf: dir.join("slurm.conf"), bin: dir.join("bin"), dir, nodes, started: Vec::new(), jobs };
         cluster.write_munge_key();
         let socket = munge.join("munge.socket");
         std::fs::write(&cluster.conf, cluster.slurm_conf(&socket, free_port())).unwrap();
@@ -192,7 +225,7 @@ impl SlurmCluster {
              PartitionName=debug Nodes={all} Default=YES MaxTime=INFINITE State=UP\n",
             socket = socket.display(),
             all = self.nodes.join(","),
-            first_job = NEXT_FIRST_JOB.fetch_add(100, std::sync::atomic::Ordering::Relaxed),
+            first_job = self.jobs.first,
         )
     }
 

@@ -79,8 +79,11 @@ fn the_fed_run_copies_its_batches_on_a_stream_of_their_own() {
     let streams = streams(&timeline);
     let compute = stream(&timeline);
     assert!(!compute.iter().any(|(name, ..)| name.starts_with("Memcpy HtoD")), "a batch copied in the compute stream");
-    let copies: Vec<&String> =
-        streams.iter().filter(|(_, spans)| spans.iter().any(|(name, ..)| name.starts_with("Memcpy HtoD"))).map(|(label, _)| label).collect();
+    let copies: Vec<&String> = streams
+        .iter()
+        .filter(|(_, spans)| spans.iter().any(|(name, ..)| name.starts_with("Memcpy HtoD")))
+        .map(|(label, _)| label)
+        .collect();
     assert_eq!(copies.len(), 1, "one copy stream: {copies:?}");
 }
 
@@ -90,7 +93,9 @@ fn the_data_parallel_runs_nccl_all_reduces_run_during_backward_on_their_own_stre
     let backward = ranges_named(&timeline, ranges::BACKWARD);
     let nccl: Vec<(String, f64)> = streams(&timeline)
         .into_iter()
-        .flat_map(|(label, spans)| spans.into_iter().filter(|(name, ..)| name.starts_with("ncclDevKernel_AllReduce")).map(move |s| (label.clone(), s.1)))
+        .flat_map(|(label, spans)| {
+            spans.into_iter().filter(|(name, ..)| name.starts_with("ncclDevKernel_AllReduce")).map(move |s| (label.clone(), s.1))
+        })
         .collect();
     let compute = stream(&timeline);
     assert!(!compute.iter().any(|(name, ..)| name.starts_with("nccl")), "NCCL's kernels share the compute stream");
