@@ -24,9 +24,12 @@ fn timeline(name: &str) -> Timeline {
     Timeline::new([(0, Trace::parse(&text).unwrap())])
 }
 
+/// Spans of a lane as (name, start, end).
+type Spans = Vec<(String, f64, f64)>;
+
 /// Each CUDA stream's lane (Kineto labels the device's process `GPU 0`, and names each
 /// stream's thread `stream N`) as its label and its spans (name, start, end), in time order.
-fn streams(timeline: &Timeline) -> Vec<(String, Vec<(String, f64, f64)>)> {
+fn streams(timeline: &Timeline) -> Vec<(String, Spans)> {
     let lanes = timeline.lanes().iter().filter(|l| l.kind == LaneKind::Thread && l.label.starts_with("GPU 0 · stream"));
     lanes
         .map(|lane| {
@@ -39,7 +42,7 @@ fn streams(timeline: &Timeline) -> Vec<(String, Vec<(String, f64, f64)>)> {
 }
 
 /// The compute stream: the one that runs the most kernels.
-fn stream(timeline: &Timeline) -> Vec<(String, f64, f64)> {
+fn stream(timeline: &Timeline) -> Spans {
     streams(timeline).into_iter().map(|(_, spans)| spans).max_by_key(Vec::len).expect("a CUDA stream lane")
 }
 
