@@ -503,8 +503,8 @@ cmd_test() {
     say "running every test (cargo nextest; each test's time in the report)"
     # One build for the tests and the run command: the tests run the release binaries that
     # `run` starts.
+    # (nextest runs no doc tests; the workspace has none: its doc comments' examples are text.)
     cargo nextest run --release --workspace --no-fail-fast --hide-progress-bar
-    cargo test -q --release --workspace --doc
     say "running the front-end's component tests in headless Chromium"
     # No -q here: cargo would hand it to wasm-bindgen-test-runner, which refuses it.
     CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner CHROMEDRIVER=/usr/bin/chromedriver \
