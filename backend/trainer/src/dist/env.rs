@@ -63,7 +63,7 @@ impl RankEnv {
     /// round-robin where the node has fewer GPUs than ranks (the launcher then gives each rank
     /// an NCCL host of its own, see [`super::launch`]).
     pub fn gpu(&self) -> tch::Device {
-        tch::Device::Cuda(gpu_of(self.local_rank, tch::Cuda::device_count()))
+        tch::Device::Cuda(gpu_of(self.local_rank, visible_gpus()))
     }
 
     /// Whether every rank is on this machine's loopback (the local launcher).
@@ -72,9 +72,14 @@ impl RankEnv {
     }
 }
 
+/// The GPUs this process sees (within CUDA_VISIBLE_DEVICES); 0 on a CPU build or machine.
+pub(super) fn visible_gpus() -> usize {
+    usize::try_from(tch::Cuda::device_count()).unwrap_or(0)
+}
+
 /// The GPU of local rank `local_rank` among `gpus` visible ones (round-robin).
-fn gpu_of(local_rank: usize, gpus: i64) -> usize {
-    local_rank % usize::try_from(gpus).unwrap_or(0).max(1)
+fn gpu_of(local_rank: usize, gpus: usize) -> usize {
+    local_rank % gpus.max(1)
 }
 
 /// The first host of a Slurm node list: `nid[001234-001237,001240],login01` -> `nid001234`.

@@ -42,7 +42,7 @@ pub fn run(program: &Path, args: &[String], nproc: usize, port: u16) -> Result<O
     // the cores, a rank's threads then wait on each other at every operation (cpu_tiny on two
     // threads: 58 samples/s against 489 with passive waits, 521 on one thread; BENCHMARKS.md).
     let wait_policy = std::env::var("OMP_WAIT_POLICY").unwrap_or_else(|_| "PASSIVE".to_owned());
-    let shared_gpus = gpus_shared(nproc, tch::Cuda::device_count());
+    let shared_gpus = gpus_shared(nproc, super::env::visible_gpus());
     if let Some(gpus) = shared_gpus {
         eprintln!(
             "[launch] {nproc} ranks share {gpus} GPU(s): each rank is an NCCL host of its own (NCCL_HOSTID), so NCCL \
@@ -88,9 +88,8 @@ pub fn run(program: &Path, args: &[String], nproc: usize, port: u16) -> Result<O
 /// The number of GPUs when `nproc` ranks must share them (more ranks than GPUs), else None.
 /// NCCL refuses two ranks of one host on one GPU ("Duplicate GPU detected"); ranks that each
 /// name a host of their own pass that check and talk over its socket transport.
-fn gpus_shared(nproc: usize, gpus: i64) -> Option<usize> {
-    let gpus = usize::try_from(gpus).ok().filter(|&g| g > 0)?;
-    (nproc > gpus).then_some(gpus)
+fn gpus_shared(nproc: usize, gpus: usize) -> Option<usize> {
+    (gpus > 0 && nproc > gpus).then_some(gpus)
 }
 
 /// Waits until all ranks succeed or one fails.
