@@ -59,6 +59,76 @@ START=$SECONDS
 clock() { local s=$((SECONDS - START)); printf '%d:%02d' $((s / 60)) $((s % 60)); }
 say() { printf '\033[1m==> [%s] %s\033[0m\n' "$(clock)" "$*" >&2; }
 
+# Cargo rebuilds a crate when one of its sources is newer than the crate's last build. Every file
+# of a new clone is newer than the shared cache's builds, so a clone rebuilt every workspace
+# crate four ways (wasm, binaries, lints, tests: about 9 minutes) although nothing had changed.
+# So each build records the checkout's sources (content hash and time) beside its outputs, and
+# the next build, from any clone, first gives each file whose content matches its record the
+# recorded time (cargo then sees exactly what it saw that build) and every other file the
+# present time (newer than every output, so whatever reads it is rebuilt). The record vouches
+# for the outputs only while no workspace crate was built after it (a build that bypassed this
+# script makes every source new again), and builds from different checkouts take turns (a lock)
+# so that none records over another's outputs. A build started inside one (a test that runs
+# `scalebook.sh install`) builds the same checkout, under the lock its caller holds.
+SOURCES_RECORD="$CARGO_TARGET_DIR/.scalebook-sources"
+
+# The checkout's files as git sees them (tracked, and untracked but not ignored), that exist.
+existing_sources() {
+    local file
+    git -C "$ROOT" ls-files -co --exclude-standard -z | while IFS= read -r -d '' file; do
+        [ -f "$ROOT/$file" ] && printf '%s\0' "$file"
+    done
+}
+
+# One line per source: content hash, time (to the nanosecond, through links), path.
+describe_sources() {
+    local files=()
+    mapfile -d '' files < <(existing_sources)
+    [ ${#files[@]} -eq 0 ] && return
+    (cd "$ROOT" && paste -d' ' <(sha256sum -- "${files[@]}" | cut -c1-64) <(stat -L -c '%.9Y %n' -- "${files[@]}"))
+}
+
+record_sources() {
+    describe_sources > "$SOURCES_RECORD.new" && mv "$SOURCES_RECORD.new" "$SOURCES_RECORD"
+}
+
+restore_sources() {
+    local sha time path stale
+    declare -A recorded=()
+    stale=$(find "$CARGO_TARGET_DIR" -maxdepth 5 -path '*/.fingerprint/scalebook-*' -newer "$SOURCES_RECORD" -print -quit 2>/dev/null || echo missing)
+    if [ -z "$stale" ]; then
+        while read -r sha time path; do recorded[$path]="$sha $time"; done < "$SOURCES_RECORD"
+    fi
+    while read -r sha time path; do
+        case "${recorded[$path]:-}" in
+            "$sha $time") ;;
+            "$sha "*) touch -c -d "@${recorded[$path]#* }" "$ROOT/$path" ;;
+            *) touch -c "$ROOT/$path" ;;
+        esac
+    done < <(describe_sources)
+}
+
+# cargo for a build of this checkout, its sources' times restored first and recorded after.
+checkout_cargo() {
+    if [ -n "${SCALEBOOK_SOURCES_HELD:-}" ] || ! git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
+        cargo "$@"
+        return
+    fi
+    mkdir -p "$CARGO_TARGET_DIR"
+    local lock status=0
+    exec {lock}>"$SOURCES_RECORD.lock"
+    if ! flock -n "$lock"; then
+        say "waiting for another checkout's build that shares $CARGO_TARGET_DIR"
+        flock "$lock"
+    fi
+    restore_sources
+    # The lock is this script's: a process cargo leaves behind (a test's daemon) never holds it.
+    SCALEBOOK_SOURCES_HELD=1 cargo "$@" {lock}>&- || status=$?
+    record_sources
+    exec {lock}>&-
+    return "$status"
+}
+
 apt_install() {
     local missing=()
     for pkg in "$@"; do
@@ -189,19 +259,44 @@ setup() {
 # goes into one directory named by its content's hash (so a browser can keep it for good and an
 # upgrade can never leave a stale part behind), with gzip and brotli copies of each file for the
 # server to pick by Accept-Encoding. frontend/index.html is the page's template (Trunk reads it
-# as it is); its data-trunk lines become plain ones in static/dist/index.html. The packing is
-# skipped when neither the module, the template nor this script changed.
+# as it is); its data-trunk lines become plain ones in static/dist/index.html. The packing (a
+# minute) is done once for a given module, template and script, in the cache, which every
+# clone then copies from.
 WASM_RUSTFLAGS="--cfg erase_components --cfg scalebook_split -Clink-args=--emit-relocs"
 build_frontend() {
     say "building the front-end (wasm)"
-    RUSTFLAGS="$WASM_RUSTFLAGS" cargo build -q --profile "$WASM_PROFILE" -p scalebook-frontend --target wasm32-unknown-unknown
+    RUSTFLAGS="$WASM_RUSTFLAGS" checkout_cargo build -q --profile "$WASM_PROFILE" -p scalebook-frontend --target wasm32-unknown-unknown
     local wasm="$CARGO_TARGET_DIR/wasm32-unknown-unknown/$WASM_PROFILE/scalebook-frontend.wasm"
     local dist="$ROOT/static/dist" template="$ROOT/frontend/index.html" inputs
     inputs=$(cat "$wasm" "$template" "$ROOT/scalebook.sh" | sha256sum | cut -c1-16)
     [ "$(cat "$dist/.inputs" 2>/dev/null)" = "$inputs" ] && [ -f "$dist/index.html" ] && return
+    local packed="$CACHE/packed/$inputs"
+    [ -f "$packed/index.html" ] || pack_frontend "$wasm" "$template" "$packed"
+    local name
+    name=$(basename "$(dirname "$(ls "$packed"/scalebook-*/scalebook.js)")")
+    mkdir -p "$dist"
+    rm -rf "${dist:?}/$name"
+    cp -r "$packed/$name" "$dist/$name"
+    cp "$packed/index.html" "$dist/index.html.new"
+    # The page in one rename, then only this build's module and the one before it are kept
+    # (a browser that loaded the old page just before may still ask for the old one's parts).
+    local previous file
+    previous=$(sed -n 's|.*data-module="dist/\([^/"]*\)/.*|\1|p' "$dist/index.html" 2>/dev/null || true)
+    mv "$dist/index.html.new" "$dist/index.html"
+    for file in "$dist"/scalebook-*; do
+        case "$(basename "$file")" in "$name" | "${previous:-none}") ;; *) rm -rf "$file" ;; esac
+    done
+    echo "$inputs" > "$dist/.inputs"
+}
+
+# Packs `wasm` and the page `template` into `packed` (its module directory and index.html),
+# whole or not at all; the cache keeps the three newest packings.
+pack_frontend() {
+    local wasm=$1 template=$2 packed=$3
     say "packing the front-end (wasm-split, wasm-bindgen, wasm-opt, zopfli, brotli)"
     local work
-    work=$(mktemp -d)
+    mkdir -p "$(dirname "$packed")"
+    work=$(mktemp -d "$(dirname "$packed")/.packing.XXXXXX")
     wasm-split-cli --target web --out-name scalebook "$wasm" "$work/split" 2>/dev/null
     wasm-bindgen --target web --no-typescript --keep-lld-exports --no-demangle --out-dir "$work/out" \
         --out-name scalebook "$work/split/scalebook.wasm"
@@ -216,34 +311,27 @@ build_frontend() {
     local hash name file
     hash=$(cd "$work/out" && find . -type f | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)
     name="scalebook-$hash"
-    mkdir -p "$dist"
-    rm -rf "${dist:?}/$name"
-    mv "$work/out" "$dist/$name"
-    for file in "$dist/$name"/*; do
+    mkdir -p "$work/packed"
+    mv "$work/out" "$work/packed/$name"
+    for file in "$work/packed/$name"/*; do
         zopfli -c "$file" > "$file.gz"
         brotli -q 11 -k -f "$file"
     done
-    rm -rf "$work"
     local boot="<link rel=\"modulepreload\" href=\"dist/$name/scalebook.js\"><link rel=\"preload\" as=\"fetch\" crossorigin href=\"dist/$name/scalebook_bg.wasm\"><script type=\"module\" data-module=\"dist/$name/scalebook\" src=\"boot.js\"></script>"
     sed -e "s|<link data-trunk rel=\"rust\"[^>]*>|$boot|" \
         -e 's|<link data-trunk rel="css" href="../static/\([^"]*\)"[^>]*>|<link rel="stylesheet" href="\1">|' \
         -e 's|<link data-trunk rel="icon" href="../static/\([^"]*\)"[^>]*>|<link rel="icon" href="\1">|' \
         -e '/<link data-trunk rel="copy-dir"/d' \
-        "$template" > "$dist/index.html.new"
-    # The page in one rename, then only this build's module and the one before it are kept
-    # (a browser that loaded the old page just before may still ask for the old one's parts).
-    local previous
-    previous=$(sed -n 's|.*data-module="dist/\([^/"]*\)/.*|\1|p' "$dist/index.html" 2>/dev/null || true)
-    mv "$dist/index.html.new" "$dist/index.html"
-    for file in "$dist"/scalebook-*; do
-        case "$(basename "$file")" in "$name" | "${previous:-none}") ;; *) rm -rf "$file" ;; esac
-    done
-    echo "$inputs" > "$dist/.inputs"
+        "$template" > "$work/packed/index.html"
+    rm -rf "$packed"
+    mv "$work/packed" "$packed"
+    rm -rf "$work"
+    ls -dt "$(dirname "$packed")"/* | tail -n +4 | xargs -r rm -rf
 }
 
 build_native() {
     say "building the server and the trainer (release)"
-    cargo build -q --release --bins
+    checkout_cargo build -q --release --bins
 }
 
 # The front-end as Trunk builds it, into frontend/dist (for `check-trunk`).
@@ -475,8 +563,8 @@ cmd_bench() {
 check_house_rules() {
     say "checking formatting (cargo fmt --check) and lints (clippy, native and wasm32)"
     cargo fmt --all --check
-    cargo clippy -q --release --all-targets -- -D warnings
-    RUSTFLAGS="$WASM_RUSTFLAGS" cargo clippy -q --profile "$WASM_PROFILE" -p scalebook-frontend --target wasm32-unknown-unknown --all-targets -- -D warnings
+    checkout_cargo clippy -q --release --all-targets -- -D warnings
+    RUSTFLAGS="$WASM_RUSTFLAGS" checkout_cargo clippy -q --profile "$WASM_PROFILE" -p scalebook-frontend --target wasm32-unknown-unknown --all-targets -- -D warnings
 }
 
 # cargo-nextest runs the native tests: every test in a process of its own, tests of different
@@ -500,9 +588,13 @@ cmd_test() {
     # The chapters' data block shows the CPU configs' dataset, as it does after `run`.
     ensure_synthetic_data
     check_house_rules
-    say "running every test (cargo nextest; each test's time in the report)"
     # One build for the tests and the run command: the tests run the release binaries that
-    # `run` starts.
+    # `run` starts. The tests are built first, under the build lock, and run after (a test
+    # that installs Scalebook builds this checkout again, finding everything built).
+    say "building the tests"
+    checkout_cargo test -q --release --workspace --no-run
+    checkout_cargo test -q -p scalebook-frontend --target wasm32-unknown-unknown --no-run
+    say "running every test (cargo nextest; each test's time in the report)"
     # (nextest runs no doc tests; the workspace has none: its doc comments' examples are text.)
     cargo nextest run --release --workspace --no-fail-fast --hide-progress-bar
     say "running the front-end's component tests in headless Chromium"
@@ -525,7 +617,7 @@ case "${1:-}" in
     run) shift; cmd_run "$@" ;;
     test) shift; cmd_test "$@" ;;
     check-trunk) shift; cmd_check_trunk "$@" ;;
-    cargo) shift; exec cargo "$@" ;;
+    cargo) shift; checkout_cargo "$@" ;;
     setup) shift; setup "${APT_TEST[@]}" "${APT_INSTALL[@]}" ;;
     install) shift; cmd_install "$@" ;;
     bench) shift; cmd_bench "$@" ;;

@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 
 fn main() {
-    println!("cargo:rerun-if-changed=csrc");
+    watch(Path::new("csrc"));
     let lib = PathBuf::from(std::env::var("DEP_TCH_LIBTORCH_LIB").expect("torch-sys reports its libtorch directory"));
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     let include = lib.parent().expect("libtorch's lib/ has a parent").join("include");
@@ -59,6 +59,20 @@ fn main() {
     }
     println!("cargo:rustc-link-lib=torch_cpu");
     println!("cargo:rustc-link-lib=c10");
+}
+
+/// Rebuild when a file under `dir` changes: each file, not the directory, whose own time
+/// changes in every new clone although no source did (scalebook.sh gives a clone's unchanged
+/// files the times of the build that compiled them, and cargo then compiles nothing again).
+fn watch(dir: &Path) {
+    for entry in std::fs::read_dir(dir).expect("csrc/ is readable") {
+        let path = entry.expect("csrc/ lists its entries").path();
+        if path.is_dir() {
+            watch(&path);
+        } else {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+    }
 }
 
 /// The site-packages the wheel's torch/ sits in (through a link to it, as the setup makes),

@@ -12,6 +12,9 @@
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROOT=$PWD
+# The trainer's tests find the project's files from their package's directory, which cargo
+# (and nextest) name at run time; here the bundle's test binaries run without either.
+export CARGO_MANIFEST_DIR=$ROOT/backend/trainer
 OUT=${OUT:-/tmp/scalebook-gpu}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1

@@ -12,7 +12,7 @@ use wasm_bindgen::{JsCast, JsValue};
 use crate::library::Library;
 
 /// The project's training configs, as the server serves them.
-pub const CONFIGS: &str = include_str!("../../config/ViT.yaml");
+pub const CONFIGS: &str = include_str!("../shipped/ViT.yaml");
 
 /// A mounted component; it is unmounted and removed when dropped.
 pub struct Mounted {

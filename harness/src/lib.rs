@@ -24,13 +24,16 @@ pub use serve::{Serve, Served};
 pub use trace::write_kineto_trace;
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The workspace root: servers start here by default, as users run them, so they find
-/// `config/` and `static/`.
+/// `config/` and `static/`. Found at run time, upwards from the test's package (cargo and
+/// nextest start a test there): a path compiled in would make every test that links this
+/// crate build again in each new clone of the project.
 pub fn workspace() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    root.canonicalize().unwrap_or(root)
+    let package = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| std::env::current_dir().unwrap_or_default(), PathBuf::from);
+    let package = package.canonicalize().unwrap_or(package);
+    package.ancestors().find(|dir| dir.join("scalebook.sh").is_file()).map_or(package.clone(), Path::to_path_buf)
 }
 
 /// A binary this workspace builds (`scalebook`, `scalebook-train`), found from the running

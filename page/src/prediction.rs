@@ -155,8 +155,8 @@ mod tests {
     use super::*;
 
     fn prediction() -> Prediction {
-        let config = ConfigFile::parse(include_str!("../../config/ViT.yaml")).unwrap().get("short").unwrap();
-        let clusters = Clusters::parse(include_str!("../../config/clusters.yaml")).unwrap();
+        let config = ConfigFile::parse(include_str!("../shipped/ViT.yaml")).unwrap().get("short").unwrap();
+        let clusters = Clusters::parse(include_str!("../shipped/clusters.yaml")).unwrap();
         let cluster = clusters.get("perlmutter").unwrap();
         let layout = scalebook_shared::layout::Layout::new(config.sizes(1), &config.parallel_order).unwrap();
         let estimate = estimate(&config, &layout, cluster, &cluster.gpus[0], &EstimateOptions::default()).unwrap();
@@ -215,9 +215,9 @@ mod tests {
 
     #[test]
     fn the_step_is_split_as_the_estimate_splits_it_with_each_groups_traffic() {
-        let mut config = ConfigFile::parse(include_str!("../../config/ViT.yaml")).unwrap().get("mp").unwrap();
+        let mut config = ConfigFile::parse(include_str!("../shipped/ViT.yaml")).unwrap().get("mp").unwrap();
         config.tensor_parallel = 4;
-        let clusters = Clusters::parse(include_str!("../../config/clusters.yaml")).unwrap();
+        let clusters = Clusters::parse(include_str!("../shipped/clusters.yaml")).unwrap();
         let cluster = clusters.get("perlmutter").unwrap();
         let layout = scalebook_shared::layout::Layout::new(config.sizes(16), &config.parallel_order).unwrap();
         let estimate = estimate(&config, &layout, cluster, &cluster.gpus[0], &EstimateOptions::default()).unwrap();

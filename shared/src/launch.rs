@@ -142,7 +142,7 @@ mod tests {
     use crate::protocol::SlurmRequest;
 
     fn served() -> ConfigFile {
-        ConfigFile::parse(include_str!("../../config/ViT.yaml")).unwrap()
+        ConfigFile::parse(include_str!("../shipped/ViT.yaml")).unwrap()
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use scalebook_shared::Error;
 use scalebook_shared::cluster::{Clusters, ExecutorKind};
 
-const SHIPPED: &str = include_str!("../../config/clusters.yaml");
+const SHIPPED: &str = include_str!("../shipped/clusters.yaml");
 
 #[test]
 fn the_shipped_file_describes_local_and_perlmutter() {

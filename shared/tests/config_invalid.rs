@@ -4,7 +4,7 @@
 use scalebook_shared::config::{ConfigFile, TrainConfig};
 use scalebook_shared::{Error, Problems};
 
-const SHIPPED: &str = include_str!("../../config/ViT.yaml");
+const SHIPPED: &str = include_str!("../shipped/ViT.yaml");
 
 fn config(name: &str) -> TrainConfig {
     ConfigFile::parse(SHIPPED).unwrap().get(name).unwrap()

@@ -3,7 +3,7 @@
 
 use scalebook_shared::config::{AmpMode, BenchyTrial, ConfigFile, DEFAULT_CONFIG, DataLoaderKind, ModelBackend, Optimizer, TrainConfig};
 
-const SHIPPED: &str = include_str!("../../config/ViT.yaml");
+const SHIPPED: &str = include_str!("../shipped/ViT.yaml");
 
 fn shipped() -> ConfigFile {
     ConfigFile::parse(SHIPPED).unwrap()

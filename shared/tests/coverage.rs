@@ -16,7 +16,7 @@ const ROWS: usize = 252;
 const EDITIONS: &[&str] = &["sc24", "sc25"];
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("..")
 }
 
 fn read(path: &str) -> String {

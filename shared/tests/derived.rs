@@ -4,7 +4,7 @@ use proptest::prelude::*;
 use scalebook_shared::Error;
 use scalebook_shared::config::{ConfigFile, ParamCount, TrainConfig, compute_split_shapes, lr_at};
 
-const SHIPPED: &str = include_str!("../../config/ViT.yaml");
+const SHIPPED: &str = include_str!("../shipped/ViT.yaml");
 
 fn config(name: &str, overrides: &[&str]) -> TrainConfig {
     let mut config = ConfigFile::parse(SHIPPED).unwrap().get(name).unwrap();

@@ -9,11 +9,11 @@ use scalebook_shared::estimate::{Collective, Estimate, EstimateOptions, Link, Me
 use scalebook_shared::layout::{Layout, Sizes, Token};
 
 fn perlmutter() -> Cluster {
-    Clusters::parse(include_str!("../../config/clusters.yaml")).unwrap().get("perlmutter").unwrap().clone()
+    Clusters::parse(include_str!("../shipped/clusters.yaml")).unwrap().get("perlmutter").unwrap().clone()
 }
 
 fn config(name: &str, set: &[&str]) -> TrainConfig {
-    let mut config = ConfigFile::parse(include_str!("../../config/ViT.yaml")).unwrap().get(name).unwrap();
+    let mut config = ConfigFile::parse(include_str!("../shipped/ViT.yaml")).unwrap().get(name).unwrap();
     config.apply_overrides(set).unwrap();
     config
 }
@@ -210,7 +210,7 @@ fn json_reads_back() {
 
 #[test]
 fn every_problem_is_reported_at_once() {
-    let cluster = Clusters::parse(include_str!("../../config/clusters.yaml")).unwrap();
+    let cluster = Clusters::parse(include_str!("../shipped/clusters.yaml")).unwrap();
     let local = cluster.get("local").unwrap();
     let pm = perlmutter();
     let layout = Layout::new(Sizes { tp: 4, cp: 1, dp: 2, pp: 2 }, "tp-cp-dp-pp").unwrap();

@@ -27,8 +27,8 @@ use scalebook_shared::config::{ConfigFile, TrainConfig};
 use scalebook_shared::estimate::{Estimate, EstimateOptions, estimate};
 use scalebook_shared::layout::{Layout, Sizes};
 
-const CONFIGS: &str = include_str!("../../config/ViT.yaml");
-const CLUSTERS: &str = include_str!("../../config/clusters.yaml");
+const CONFIGS: &str = include_str!("../shipped/ViT.yaml");
+const CLUSTERS: &str = include_str!("../shipped/clusters.yaml");
 
 const MEMORY_TOLERANCE: f64 = 0.12;
 const THROUGHPUT_TOLERANCE: f64 = 0.25;

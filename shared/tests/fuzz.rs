@@ -13,13 +13,13 @@ use scalebook_shared::config::{ConfigFile, TrainConfig};
 use scalebook_shared::layout::Layout;
 use scalebook_shared::protocol::SlurmRequest;
 
-const SHIPPED: &str = include_str!("../../config/ViT.yaml");
-const CLUSTERS: &str = include_str!("../../config/clusters.yaml");
+const SHIPPED: &str = include_str!("../shipped/ViT.yaml");
+const CLUSTERS: &str = include_str!("../shipped/clusters.yaml");
 /// The longest refusal text accepted for any input: a short excerpt of it, the rule, the bound.
 const MAX_PROBLEM_CHARS: usize = 600;
 
 fn corpus<T: serde::de::DeserializeOwned>(name: &str) -> Vec<T> {
-    let path = format!("{}/tests/fuzz-corpus/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/tests/fuzz-corpus/{name}", std::env::var("CARGO_MANIFEST_DIR").unwrap());
     std::fs::read_to_string(&path).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect()
 }
 

@@ -14,7 +14,7 @@ use scalebook_shared::profile::{ranges, trace_file};
 const RECORDINGS: [&str; 5] = ["h200-short-0workers", "h200-short-8workers", "h200-short_opt", "h200-short_opt-fed", "h200-dp2-nccl"];
 
 fn dir(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../static")).join(recorded::DIR).join(name)
+    PathBuf::from(format!("{}/../static", std::env::var("CARGO_MANIFEST_DIR").unwrap())).join(recorded::DIR).join(name)
 }
 
 fn timeline(name: &str) -> Timeline {

@@ -108,7 +108,7 @@ mod tests {
     use super::*;
 
     fn root() -> std::path::PathBuf {
-        std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        std::path::PathBuf::from(format!("{}/../..", std::env::var("CARGO_MANIFEST_DIR").unwrap()))
     }
 
     #[test]

@@ -177,7 +177,7 @@ mod tests {
     use scalebook_shared::protocol::RunState;
 
     fn served() -> ConfigFile {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/ViT.yaml");
+        let path = format!("{}/../../config/ViT.yaml", std::env::var("CARGO_MANIFEST_DIR").unwrap());
         ConfigFile::parse(&std::fs::read_to_string(path).unwrap()).unwrap()
     }
 

@@ -190,18 +190,18 @@ mod tests {
     use scalebook_shared::protocol::SlurmRequest;
 
     fn configs() -> ConfigFile {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/ViT.yaml");
+        let path = format!("{}/../../config/ViT.yaml", std::env::var("CARGO_MANIFEST_DIR").unwrap());
         ConfigFile::parse(&std::fs::read_to_string(path).unwrap()).unwrap()
     }
 
     fn clusters() -> Clusters {
-        Clusters::parse(include_str!("../../../config/clusters.yaml")).unwrap()
+        Clusters::parse(include_str!("../shipped/clusters.yaml")).unwrap()
     }
 
     /// This machine's limits, reading data from the project's `data/` and the tutorial
     /// container's `/data`.
     fn limits() -> LaunchLimits {
-        let workspace = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+        let workspace = std::path::PathBuf::from(format!("{}/../..", std::env::var("CARGO_MANIFEST_DIR").unwrap()));
         let mut limits = LaunchLimits::of_this_machine(&workspace, &[]).unwrap();
         limits.data_roots.push("/data".into());
         limits

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../..")
 }
 
 fn config(args: &[&str]) -> Output {

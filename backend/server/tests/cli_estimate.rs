@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../..")
 }
 
 fn estimate(args: &[&str]) -> Output {

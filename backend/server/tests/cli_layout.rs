@@ -19,7 +19,7 @@ struct Case {
 const TOKENS: [&str; 9] = ["dp", "tp", "cp", "pp", "tp-cp", "dp-cp", "tp-pp", "tp-dp", "tp-dp-cp"];
 
 fn cases() -> Vec<Case> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/tests/data/rank-groups.json");
+    let path = format!("{}/../../shared/tests/data/rank-groups.json", std::env::var("CARGO_MANIFEST_DIR").unwrap());
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 

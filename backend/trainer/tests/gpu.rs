@@ -19,7 +19,7 @@ fn gpu() -> Device {
 }
 
 fn short() -> TrainConfig {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/ViT.yaml")).unwrap();
+    let text = std::fs::read_to_string(format!("{}/../../config/ViT.yaml", std::env::var("CARGO_MANIFEST_DIR").unwrap())).unwrap();
     ConfigFile::parse(&text).unwrap().get("short").unwrap()
 }
 

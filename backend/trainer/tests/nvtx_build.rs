@@ -9,7 +9,7 @@ use std::process::Command;
 /// include directories.
 fn compiles(file: &str, define: &str, extra: &[std::path::PathBuf]) {
     let include = std::path::Path::new(env!("SCALEBOOK_LIBTORCH_INCLUDE"));
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("csrc").join(file);
+    let source = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("csrc").join(file);
     let compiler = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let out = Command::new(compiler)
         .args(["-std=c++17", "-fsyntax-only", define, "-D_GLIBCXX_USE_CXX11_ABI=1", "-DGLOG_USE_GLOG_EXPORT", "-w"])

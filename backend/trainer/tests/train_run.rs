@@ -12,7 +12,7 @@ use tch::Tensor;
 const BIN: &str = env!("CARGO_BIN_EXE_scalebook-train");
 
 fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../..")
 }
 
 /// A fresh directory, removed when the test ends (pass or fail).

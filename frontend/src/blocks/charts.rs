@@ -252,7 +252,7 @@ mod tests {
     use crate::runs::Runs;
     use crate::testing::{Mounted, mount, settle};
 
-    const BASELINE: &[u8] = include_bytes!("../../../static/reference/baseline-base-1gpu.tfevents");
+    const BASELINE: &[u8] = include_bytes!("../../shipped/baseline-base-1gpu.tfevents");
     const BASELINE_NAME: &str = "events.out.tfevents.1698839594.baseline.0";
 
     fn charts(tags: &[&str]) -> Mounted {

@@ -246,7 +246,7 @@ mod tests {
 
     use super::*;
 
-    const BASELINE: &[u8] = include_bytes!("../../../static/reference/baseline-base-1gpu.tfevents");
+    const BASELINE: &[u8] = include_bytes!("../../shipped/baseline-base-1gpu.tfevents");
 
     fn settings(axis: XAxis) -> Settings {
         Settings { axis, smoothing: 0.0, log: false, utc_offset_minutes: 0 }

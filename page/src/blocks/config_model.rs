@@ -151,7 +151,7 @@ mod tests {
 
     use super::*;
 
-    const CONFIGS: &str = include_str!("../../../config/ViT.yaml");
+    const CONFIGS: &str = include_str!("../../shipped/ViT.yaml");
 
     fn draft(name: &str) -> Draft {
         Draft::new(name, ConfigFile::parse(CONFIGS).unwrap().get(name).unwrap())

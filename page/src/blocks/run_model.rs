@@ -132,7 +132,7 @@ mod tests {
 
     use super::*;
 
-    const CONFIGS: &str = include_str!("../../../config/ViT.yaml");
+    const CONFIGS: &str = include_str!("../../shipped/ViT.yaml");
 
     fn file() -> ConfigFile {
         ConfigFile::parse(CONFIGS).unwrap()

@@ -531,7 +531,7 @@ mod tests {
 
     #[test]
     fn a_variant_runs_on_dp_times_its_model_parallel_ranks() {
-        let file = ConfigFile::parse(include_str!("../../../config/ViT.yaml")).unwrap();
+        let file = ConfigFile::parse(include_str!("../../shipped/ViT.yaml")).unwrap();
         let variant =
             |dp, overrides: &[&str]| Variant { label: "v".into(), dp, overrides: overrides.iter().map(|o| (*o).to_owned()).collect() };
         assert_eq!(ranks(Some(&file), "cpu_mp", &variant(2, &["tensor_parallel=2"])), 4);

@@ -238,7 +238,7 @@ mod tests {
 
     /// The shipped clusters plus a one-node CPU cluster like the test setup's.
     fn clusters() -> Clusters {
-        let shipped = include_str!("../../../config/clusters.yaml");
+        let shipped = include_str!("../../shipped/clusters.yaml");
         let cpu = "
 cpubox:
   executor: slurm

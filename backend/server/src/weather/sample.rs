@@ -159,7 +159,7 @@ mod tests {
     use super::*;
 
     fn configs() -> ConfigFile {
-        ConfigFile::parse(include_str!("../../../../config/ViT.yaml")).unwrap()
+        ConfigFile::parse(include_str!("../../shipped/ViT.yaml")).unwrap()
     }
 
     fn query(pairs: &[(&str, &str)]) -> SampleQuery {

@@ -33,7 +33,7 @@ pub fn generate_sized(dir: &Path, steps: usize, [h, w]: [usize; 2]) {
 /// overrides.
 pub fn launch_config(config: &str, nproc: usize, data: &Path, run_dir: &Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new(trainer());
-    cmd.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+    cmd.current_dir(format!("{}/../..", std::env::var("CARGO_MANIFEST_DIR").unwrap()))
         .args(["launch", "--nproc", &nproc.to_string(), "--", "train", "--config", config, "--seed", "4", "--run-dir"])
         .arg(run_dir);
     for o in data_dir_overrides(&data.display().to_string()) {
