@@ -11,15 +11,18 @@ use wasm_bindgen::closure::Closure;
 
 use crate::chapters::{self, ChapterIndex, ChapterPage, Pager, TableOfContents};
 use crate::classroom::{Classroom, ClassroomControls};
+use crate::kept::Kept;
 use crate::library::{Library, Ready, load, when_loaded};
 use crate::net::urls;
 use crate::runs::Runs;
 
 #[component]
 pub fn App() -> impl IntoView {
-    provide_context(Library::load());
+    let library = Library::load();
+    provide_context(library);
     let runs = Runs::start();
     provide_context(runs);
+    provide_context(Kept::new());
 
     let index = load("table of contents", urls::resolve("chapters/index.json"), |text| {
         serde_json::from_str::<ChapterIndex>(text).map_err(|e| format!("chapters/index.json: {e}"))
@@ -33,6 +36,12 @@ pub fn App() -> impl IntoView {
     let classroom = Classroom::start(runs, current);
     provide_context(classroom);
     let _ = window_event_listener(ev::hashchange, move |_| {
+        // The link pasted into this tab: its token is taken (and taken out of the address)
+        // before the fragment is read as a chapter.
+        if urls::adopt_token_from_address() {
+            runs.token_arrived();
+            library.retry_failed();
+        }
         let slug = chapters::slug_from_hash(&window().location().hash().unwrap_or_default());
         if let Some(slug) = &slug {
             classroom.navigated(slug);

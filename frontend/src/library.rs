@@ -82,6 +82,19 @@ impl Library {
     }
 }
 
+impl Library {
+    /// Loads the server's files again where they failed (the page had no token, and has one
+    /// now).
+    pub fn retry_failed(&self) {
+        if self.configs.get_untracked().is_some_and(|loaded| loaded.is_err()) {
+            self.configs.refetch();
+        }
+        if self.clusters.get_untracked().is_some_and(|loaded| loaded.is_err()) {
+            self.clusters.refetch();
+        }
+    }
+}
+
 /// Shows `children` with what `loaded` yields: "Loading the …" until it is here, and the
 /// reason if it cannot be loaded.
 pub fn when_loaded<T, F, V>(

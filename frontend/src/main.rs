@@ -10,6 +10,7 @@ mod classroom;
 mod clock;
 mod download;
 mod ids;
+mod kept;
 mod library;
 mod net;
 mod routing;

@@ -69,22 +69,16 @@ impl Size {
     }
 }
 
-/// The rules that keep a learner's run small: at most `max_local_ranks` ranks (a larger run
-/// runs alone, holding up the whole room), and no larger in any measure than the largest
-/// learner config as the instructor wrote it in `served`. A learner may still change anything
-/// within that (a smaller model, another learning rate, fewer steps), as the chapters invite.
-pub fn learner_size_problems(
-    effective: &TrainConfig,
-    world: u32,
-    max_local_ranks: usize,
-    settings: &LearnerRuns,
-    served: &ConfigFile,
-) -> Problems {
+/// The rules that keep a learner's run small: at most the ranks the instructor allows
+/// (`settings.ranks`), and no larger in any measure than the largest learner config as the
+/// instructor wrote it in `served`. A learner may still change anything within that (a smaller
+/// model, another learning rate, fewer steps), as the chapters invite.
+pub fn learner_size_problems(effective: &TrainConfig, world: u32, settings: &LearnerRuns, served: &ConfigFile) -> Problems {
     let mut problems = Problems::default();
-    if world as usize > max_local_ranks {
+    if world > settings.ranks {
         problems.push(
             "dp",
-            format!("a learner's run has at most {max_local_ranks} ranks (the server's --max-local-ranks); this one has {world}"),
+            format!("a learner's run has at most {} ranks (the instructor's --learner-ranks); this one has {world}", settings.ranks),
         );
     }
     let most = Size::largest(settings.configs.iter().filter_map(|name| served.get(name).ok()).map(|config| Size::of(&config)));
@@ -147,7 +141,7 @@ mod tests {
 
     #[test]
     fn a_learner_launches_learner_configs_on_this_machine_only() {
-        let rules = LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30 };
+        let rules = LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30, ranks: 2 };
         let mut request = LaunchRequest { config: "cpu_tiny".into(), overrides: vec![], dp: 1, executor: ExecutorSpec::Local, seed: None };
         assert!(learner_problems(&rules, &request).is_empty());
         request.config = "short".into();
@@ -159,13 +153,16 @@ mod tests {
     #[test]
     fn a_learners_run_is_no_larger_than_the_largest_learner_config() {
         let file = served();
-        let rules = LearnerRuns { per_learner: 1, configs: vec!["cpu_tiny".into(), "cpu_short".into()], time_limit_minutes: 30 };
+        let rules = LearnerRuns { per_learner: 1, configs: vec!["cpu_tiny".into(), "cpu_short".into()], time_limit_minutes: 30, ranks: 2 };
         let fields = |config: &TrainConfig, world| -> Vec<String> {
-            learner_size_problems(config, world, 1, &rules, &file).0.into_iter().map(|p| p.field).collect()
+            learner_size_problems(config, world, &rules, &file).0.into_iter().map(|p| p.field).collect()
         };
         let (tiny, short) = (file.get("cpu_tiny").unwrap(), file.get("cpu_short").unwrap());
         assert!(fields(&tiny, 1).is_empty() && fields(&short, 1).is_empty());
-        assert_eq!(fields(&tiny, 2), ["dp"]);
+        assert!(fields(&short, 2).is_empty(), "two ranks, as the distributed chapters' layouts");
+        assert_eq!(fields(&tiny, 3), ["dp"]);
+        let message = learner_size_problems(&tiny, 4, &rules, &file).0[0].message.clone();
+        assert_eq!(message, "a learner's run has at most 2 ranks (the instructor's --learner-ranks); this one has 4");
         // Within the bounds a learner may change anything: a smaller model trained longer.
         let mut changed = tiny.clone();
         changed.apply_overrides(&["num_iters=64", "lr=1.0e-3"]).unwrap();
@@ -173,14 +170,14 @@ mod tests {
         let mut large = short.clone();
         large.apply_overrides(&["embed_dim=256", "global_batch_size=16", "num_iters=129"]).unwrap();
         assert_eq!(fields(&large, 1), ["embed_dim", "global_batch_size", "num_iters"]);
-        let message = learner_size_problems(&large, 1, 1, &rules, &file).0[0].message.clone();
+        let message = learner_size_problems(&large, 1, &rules, &file).0[0].message.clone();
         assert!(message.starts_with("a learner's run has at most"), "{message}");
         // As few samples as cpu_short, spread over 1024 epochs of one sample, each validating
         // the whole validation set: hours of validation, maps and checkpoints.
         let mut endless = short.clone();
         endless.apply_overrides(&["global_batch_size=1", "limit_nsamples=1", "num_iters=1024", "limit_nsamples_val=None"]).unwrap();
         assert_eq!(fields(&endless, 1), ["limit_nsamples", "limit_nsamples_val"]);
-        let message = learner_size_problems(&endless, 1, 1, &rules, &file).0[0].message.clone();
+        let message = learner_size_problems(&endless, 1, &rules, &file).0[0].message.clone();
         assert!(message.contains("at most 64 epochs") && message.contains("this one has 1024"), "{message}");
         let mut profiled = short.clone();
         profiled.apply_overrides(&["profile=5:8"]).unwrap();

@@ -91,7 +91,12 @@ impl Browser {
 
     /// Waits for `css` to match and for its text to satisfy `pred`; returns the text.
     pub async fn wait_text(&self, css: &str, pred: impl Fn(&str) -> bool) -> anyhow::Result<String> {
-        let deadline = Instant::now() + WAIT;
+        self.wait_text_for(css, pred, WAIT).await
+    }
+
+    /// As [`Browser::wait_text`], with its own time limit.
+    pub async fn wait_text_for(&self, css: &str, pred: impl Fn(&str) -> bool, limit: Duration) -> anyhow::Result<String> {
+        let deadline = Instant::now() + limit;
         let mut last = String::new();
         loop {
             if let Ok(el) = self.client.find(Locator::Css(css)).await {

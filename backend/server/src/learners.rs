@@ -33,11 +33,17 @@ pub const DEFAULT_LEARNER_CONFIGS: [&str; 2] = ["cpu_tiny", "cpu_short"];
 /// queue (and the run directories it creates) stays bounded whatever the room does.
 pub const MAX_ACTIVE_LEARNER_RUNS: usize = 256;
 
-/// The learner settings of `scalebook serve`: `per_learner` runs at once each, of the
-/// configs `named` (or the defaults the served file has), each stopped after
-/// `time_limit_minutes`. An unknown name is an error naming the flag, so a typo stops the
+/// The learner settings of `scalebook serve`: `per_learner` runs at once each, of at most
+/// `ranks` ranks, of the configs `named` (or the defaults the served file has), each stopped
+/// after `time_limit_minutes`. An unknown name is an error naming the flag, so a typo stops the
 /// server at start instead of refusing every learner's launch.
-pub fn settings(per_learner: u32, named: &[String], served: &ConfigFile, time_limit_minutes: u32) -> Result<LearnerRuns, String> {
+pub fn settings(
+    per_learner: u32,
+    ranks: u32,
+    named: &[String],
+    served: &ConfigFile,
+    time_limit_minutes: u32,
+) -> Result<LearnerRuns, String> {
     let known = |name: &str| served.names().any(|n| n == name);
     if let Some(unknown) = named.iter().find(|name| !known(name)) {
         let names: Vec<&str> = served.names().collect();
@@ -57,7 +63,7 @@ pub fn settings(per_learner: u32, named: &[String], served: &ConfigFile, time_li
     if time_limit_minutes == 0 {
         return Err("--learner-time-limit 0: a learner's run needs at least a minute".into());
     }
-    Ok(LearnerRuns { per_learner, configs, time_limit_minutes })
+    Ok(LearnerRuns { per_learner, configs, time_limit_minutes, ranks })
 }
 
 /// Ended runs kept per learner; launching more removes their oldest.
@@ -204,18 +210,18 @@ mod tests {
     #[test]
     fn settings_default_to_the_cpu_configs_and_name_an_unknown_one_by_its_flag() {
         let file = served();
-        assert_eq!(settings(0, &["cpu_tiny".into()], &file, 30).unwrap(), LearnerRuns::default());
-        assert!(settings(0, &["nope".into()], &file, 30).is_err(), "a typo must stop the server even before learners may launch");
-        assert_eq!(settings(2, &[], &file, 30).unwrap().configs, ["cpu_tiny", "cpu_short"]);
+        assert_eq!(settings(0, 2, &["cpu_tiny".into()], &file, 30).unwrap(), LearnerRuns::default());
+        assert!(settings(0, 2, &["nope".into()], &file, 30).is_err(), "a typo must stop the server even before learners may launch");
+        assert_eq!(settings(2, 2, &[], &file, 30).unwrap().configs, ["cpu_tiny", "cpu_short"]);
         assert_eq!(
-            settings(1, &["cpu_mp".into()], &file, 5).unwrap(),
-            LearnerRuns { per_learner: 1, configs: vec!["cpu_mp".into()], time_limit_minutes: 5 }
+            settings(1, 2, &["cpu_mp".into()], &file, 5).unwrap(),
+            LearnerRuns { per_learner: 1, configs: vec!["cpu_mp".into()], time_limit_minutes: 5, ranks: 2 }
         );
-        let err = settings(2, &["cpu_tiny".into(), "cpu_huge".into()], &file, 30).unwrap_err();
+        let err = settings(2, 2, &["cpu_tiny".into(), "cpu_huge".into()], &file, 30).unwrap_err();
         assert!(err.starts_with("--learner-config cpu_huge: the config file has no such config"), "{err}");
         let bare = ConfigFile::parse("only:\n  lr: 1.0e-3\n").unwrap();
-        assert!(settings(1, &[], &bare, 30).unwrap_err().contains("--learner-config"));
-        assert!(settings(1, &[], &file, 0).unwrap_err().starts_with("--learner-time-limit 0"));
+        assert!(settings(1, 2, &[], &bare, 30).unwrap_err().contains("--learner-config"));
+        assert!(settings(1, 2, &[], &file, 0).unwrap_err().starts_with("--learner-time-limit 0"));
     }
 
     #[test]

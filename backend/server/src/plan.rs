@@ -58,8 +58,6 @@ pub struct Policy<'a> {
     pub configs: &'a ConfigFile,
     pub clusters: Option<&'a Clusters>,
     pub limits: &'a LaunchLimits,
-    /// The most rank processes that run here at once (`--max-local-ranks`).
-    pub max_local_ranks: usize,
 }
 
 /// Checks `request` by `launcher` against the policy, reporting every problem at once: a
@@ -80,7 +78,7 @@ pub fn plan(policy: &Policy<'_>, request: LaunchRequest, launcher: Launcher) -> 
         // A learner's run trains on this machine's CPU, within the sizes learners may launch.
         Some(_) => {
             let (settings, served) = (&policy.limits.learners, policy.configs);
-            invalid(launch::learner_size_problems(&plan.effective, plan.layout.world(), policy.max_local_ranks, settings, served))?;
+            invalid(launch::learner_size_problems(&plan.effective, plan.layout.world(), settings, served))?;
             Some(TrainDevice::Cpu)
         }
     };
@@ -209,7 +207,7 @@ mod tests {
 
     fn plan(configs: &ConfigFile, request: LaunchRequest) -> Result<LaunchPlan, Error> {
         let (clusters, limits) = (clusters(), limits());
-        let policy = Policy { configs, clusters: Some(&clusters), limits: &limits, max_local_ranks: 2 };
+        let policy = Policy { configs, clusters: Some(&clusters), limits: &limits };
         super::plan(&policy, request, Launcher::Instructor)
     }
 
@@ -298,7 +296,7 @@ mod tests {
         let fields = fields(plan(&configs(), on_perlmutter(request("cpu_tiny", &["num_heads=7"]), hostile)).unwrap_err());
         assert!(fields.contains(&"slurm.account".to_owned()) && fields.len() >= 2, "{fields:?}");
         let (configs, limits) = (configs(), limits());
-        let policy = Policy { configs: &configs, clusters: None, limits: &limits, max_local_ranks: 2 };
+        let policy = Policy { configs: &configs, clusters: None, limits: &limits };
         let err = super::plan(&policy, on_perlmutter(request("cpu_tiny", &[]), SlurmRequest::default()), Launcher::Instructor).unwrap_err();
         assert!(err.to_string().contains("no clusters file"), "{err}");
     }

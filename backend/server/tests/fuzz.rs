@@ -43,7 +43,7 @@ fn load() -> Served {
 fn check(served: &Served, text: &str) {
     let Ok(request) = serde_json::from_str::<ClientRequest>(text) else { return };
     let (ClientMessage::Launch(launch) | ClientMessage::PreviewSlurm(launch)) = request.message else { return };
-    let policy = Policy { configs: &served.configs, clusters: Some(&served.clusters), limits: &served.limits, max_local_ranks: 2 };
+    let policy = Policy { configs: &served.configs, clusters: Some(&served.clusters), limits: &served.limits };
     // As the instructor launches it, and as a learner does (whose rules come first).
     let learner = LearnerLaunch { learner: Learner::parse("0123456789ab").unwrap(), per_learner: 1 };
     for launcher in [Launcher::Instructor, Launcher::Learner(learner)] {

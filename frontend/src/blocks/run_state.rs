@@ -111,9 +111,8 @@ impl RunState {
     pub fn learner_problems(&self) -> Problems {
         let (Some(allowed), Some(request)) = (self.learner.get(), self.request()) else { return Problems::default() };
         let (config, file) = (self.effective(), self.library.configs.ready());
-        let max_local_ranks = self.runs.server.with(|s| s.as_ref().map(|s| s.max_local_ranks));
-        let sized = match (&config, &file, max_local_ranks) {
-            (Some(config), Some(file), Some(ranks)) => Some((config, &**file, ranks)),
+        let sized = match (&config, &file) {
+            (Some(config), Some(file)) => Some((config, &**file)),
             _ => None,
         };
         run_model::learner_problems(&allowed, &request, sized)

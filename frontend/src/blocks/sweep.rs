@@ -11,17 +11,23 @@ use super::run_status::ViewerNote;
 use super::sweep_axes::{waiting, x_ticks, y_ticks};
 use super::sweep_board::ScalingBoard;
 use super::sweep_model::{
-    BAR_HEIGHT, CURVES_HEIGHT, Figures, LABEL_WIDTH, LossAxis, Measure, Progress, WIDTH, bars, bars_height, curves, labels, loss_curve,
+    self, BAR_HEIGHT, CURVES_HEIGHT, Figures, LABEL_WIDTH, LossAxis, Measure, Progress, WIDTH, bars, bars_height, curves, labels,
+    loss_curve,
 };
 use super::sweep_state::SweepState;
 use super::sweep_verdicts::Agreement;
 use crate::ids::unique_id;
+use crate::kept::Kept;
 use crate::library::Ready;
+use crate::routing::slug_from_hash;
 use crate::runs::Runs;
 
 #[component]
 pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> impl IntoView {
-    let state = SweepState::new(config, variants, measure);
+    let hash = window().location().hash().unwrap_or_default();
+    let memory = sweep_model::memory_key(&hash, &config, measure, &variants);
+    let state =
+        expect_context::<Kept>().get_or_make(&memory, || SweepState::new(memory.clone(), slug_from_hash(&hash), config, variants, measure));
     let SweepState { runs, library, chosen, ids, progress, variants, .. } = state;
     let busy = move || state.busy();
     let blocked = move || state.blocked();
@@ -41,7 +47,9 @@ pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> i
                         view! { <option value=n.to_owned() selected=selected>{n.to_owned()}</option> }
                     }).collect_view())}
                 </select>
-                <Show when=move || runs.may_launch() fallback=|| view! { <ViewerNote /> }>
+                // The instructor, and a learner whom the instructor lets launch (one variant
+                // at a time counts one of their runs).
+                <Show when=move || runs.may_launch() || runs.learner_runs().is_some() fallback=|| view! { <ViewerNote /> }>
                     <button type="button" class="run-sweep" on:click=start disabled=blocked>"Run all"</button>
                 </Show>
                 <span class="muted sweep-status" data-progress=move || progress.with(Progress::name)>{status}</span>

@@ -1,6 +1,7 @@
 //! The sweep block's signals and the effects that launch its variants one after another, so
 //! the component itself only lays them out. What they decide is `scalebook_page`'s sweep
-//! model.
+//! model. The state is kept for the page's life ([`crate::kept`]): a sweep runs to its end
+//! wherever the page goes, and its block finds it again.
 
 use leptos::prelude::*;
 use scalebook_page::prediction::model_flops;
@@ -27,6 +28,8 @@ pub struct SweepState {
     pub variants: StoredValue<Vec<Variant>>,
     /// Where the runs are remembered ([`sweep_model::memory_key`]).
     memory: StoredValue<String>,
+    /// The chapter the sweep's runs are charted in.
+    chapter: StoredValue<Option<String>>,
     /// Each variant's measured figure (throughput, or peak memory), once its run has one.
     pub values: Memo<Vec<Option<f64>>>,
     /// Each variant's prediction, recorded as its run launched.
@@ -34,10 +37,10 @@ pub struct SweepState {
 }
 
 impl SweepState {
-    pub fn new(config: String, variants: Vec<Variant>, measure: Measure) -> SweepState {
+    /// The sweep of `config` remembered under `memory`, in `chapter`.
+    pub fn new(memory: String, chapter: Option<String>, config: String, variants: Vec<Variant>, measure: Measure) -> SweepState {
         let runs = expect_context::<Runs>();
         let library = expect_context::<Library>();
-        let memory = sweep_model::memory_key(&window().location().hash().unwrap_or_default(), &config, &variants);
         let ids = RwSignal::new((0..variants.len()).map(|i| remembered(&format!("{memory}:{i}"))).collect::<Vec<_>>());
         for id in ids.get_untracked().iter().flatten() {
             runs.watch(id);
@@ -68,11 +71,13 @@ impl SweepState {
             progress: RwSignal::new(Progress::Idle),
             variants: StoredValue::new(variants),
             memory: StoredValue::new(memory),
+            chapter: StoredValue::new(chapter),
             values,
             predictions,
         };
         state.settle_launches();
         state.go_on_when_a_run_ends();
+        state.launch_when_a_learner_run_ends();
         state
     }
 
@@ -125,7 +130,8 @@ impl SweepState {
             return;
         };
         let name = Some(variant.label.clone());
-        match self.runs.launch_named(sweep_model::request(self.chosen.get_untracked(), variant, self.seed()), name) {
+        let request = sweep_model::request(self.chosen.get_untracked(), variant, self.seed());
+        match self.runs.launch_in(request, name, self.chapter.get_value()) {
             Ok(ticket) => self.progress.set(Progress::Launching { index, ticket }),
             Err(message) => self.progress.set(Progress::Stopped(message)),
         }
@@ -171,6 +177,7 @@ impl SweepState {
                     self.progress.set(Progress::Running(index));
                 }
                 Launched::Stop(why) => self.progress.set(Progress::Stopped(why)),
+                Launched::Wait => self.progress.set(Progress::Waiting(index)),
                 Launched::Nothing => {}
             }
         });
@@ -189,6 +196,18 @@ impl SweepState {
                 Some(Next::Launch(next)) => self.launch(next),
                 Some(Next::Stop(why)) => self.progress.set(Progress::Stopped(why)),
                 None => {}
+            }
+        });
+    }
+
+    /// A learner's variant refused for now (their runs at once all in use) is launched again
+    /// as soon as one of their runs ends.
+    fn launch_when_a_learner_run_ends(self) {
+        Effect::new(move |_| {
+            let Progress::Waiting(index) = self.progress.get() else { return };
+            let allowed = self.runs.learner_runs().map_or(0, |learner| learner.per_learner as usize);
+            if self.runs.learner_runs_in_use() < allowed {
+                self.launch(index);
             }
         });
     }

@@ -46,10 +46,11 @@ impl Fragment {
 /// Reads the token from the address the user opened (the fragment `#token=...` that
 /// Scalebook prints, or the older query `?token=...`), keeps it for this tab and removes it
 /// from the address bar, so it does not end up on a projector, in a screenshot or in history.
-/// The chapter route (`#/slug`), if the address has one, stays.
-pub fn adopt_token_from_address() {
+/// The chapter route (`#/slug`), if the address has one, stays. Says whether the address
+/// carried a token: at start, or later when the link is pasted into the open tab.
+pub fn adopt_token_from_address() -> bool {
     let window = leptos::prelude::window();
-    let Ok(address) = web_sys::Url::new(&window.location().href().unwrap_or_default()) else { return };
+    let Ok(address) = web_sys::Url::new(&window.location().href().unwrap_or_default()) else { return false };
     let params = address.search_params();
     let from_query = params.get("token");
     let hash = address.hash();
@@ -57,12 +58,13 @@ pub fn adopt_token_from_address() {
     let from_fragment =
         fragment.token.as_deref().map(|t| js_sys::decode_uri_component(t).map(String::from).unwrap_or_else(|_| t.to_owned()));
     // The fragment is the form Scalebook prints now: it wins over a leftover query.
-    if let (Some(token), Some(storage)) = (from_fragment.or(from_query.clone()), session_storage()) {
-        let _ = storage.set_item(TOKEN_KEY, &token);
+    let token = from_fragment.or(from_query.clone());
+    if let (Some(token), Some(storage)) = (&token, session_storage()) {
+        let _ = storage.set_item(TOKEN_KEY, token);
     }
     let fragment_changed = hash.strip_prefix('#').unwrap_or(&hash) != fragment.rest;
     if from_query.is_none() && !fragment_changed {
-        return;
+        return token.is_some();
     }
     params.delete("token");
     let query = params.to_string().as_string().filter(|q| !q.is_empty()).map(|q| format!("?{q}")).unwrap_or_default();
@@ -71,6 +73,7 @@ pub fn adopt_token_from_address() {
     if let Ok(history) = window.history() {
         let _ = history.replace_state_with_url(&JsValue::NULL, "", Some(&cleaned));
     }
+    token.is_some()
 }
 
 /// This tab's token, if its address ever carried one.

@@ -2,8 +2,8 @@
 //! lid, a restarted server) it reconnects with growing pauses and tells its owner, who
 //! resubscribes from the last sequence numbers it saw. A silent socket (no heartbeat for
 //! well over the server's 20 s period) counts as dropped, since a dead TCP connection can take
-//! minutes to report itself. A socket the server refused for its token is not tried again:
-//! the same token would be refused again, every half second.
+//! minutes to report itself. A socket the server refused for its token is not tried again
+//! (the same token would be refused again, every half second) until the page gets another.
 //!
 //! Each connection is one of gloo's `WebSocket`s, read by a task of its own (see [`read`]).
 //! The socket is not split into gloo's sink and stream: those two halves share it, so dropping
@@ -161,6 +161,19 @@ impl Socket {
         let mut inner = self.0.borrow_mut();
         inner.ws = None;
         inner.state.set(ConnectionState::Refused);
+    }
+
+    /// Connects again at once after [`Socket::give_up`] (the page has another token now).
+    pub fn try_again(&self) {
+        {
+            let mut inner = self.0.borrow_mut();
+            if inner.state.get_untracked() != ConnectionState::Refused {
+                return;
+            }
+            inner.failures = 0;
+            inner.state.set(ConnectionState::Connecting);
+        }
+        self.connect();
     }
 
     /// Drops the current socket (closed, failed or silent) and schedules the next attempt,

@@ -174,13 +174,13 @@ impl Runs {
     /// Sends a launch from the chapter on screen; the answer appears under the returned ticket
     /// in [`Runs::answer`], and the run is charted in that chapter.
     pub fn launch(&self, request: LaunchRequest) -> Result<u64, String> {
-        self.launch_named(request, None)
+        self.launch_in(request, None, slug_from_hash(&window().location().hash().unwrap_or_default()))
     }
 
-    /// [`Runs::launch`] of a run the charts' legends call `name` (a sweep's variant).
-    pub fn launch_named(&self, request: LaunchRequest, name: Option<String>) -> Result<u64, String> {
+    /// [`Runs::launch`] from `chapter`, whichever is on screen, of a run the charts' legends
+    /// call `name` (a sweep's variant: the sweep goes on while the learner reads another).
+    pub fn launch_in(&self, request: LaunchRequest, name: Option<String>, chapter: Option<String>) -> Result<u64, String> {
         let ticket = self.request(&ClientMessage::Launch(request))?;
-        let chapter = slug_from_hash(&window().location().hash().unwrap_or_default());
         self.naming.update_value(|n| {
             n.insert(ticket, RunName { chapter, name });
         });
@@ -374,6 +374,17 @@ impl Runs {
             ServerMessage::Heartbeat { time, slurm_at } => self.slurm_at.set(slurm_at.map(|at| (time, at))),
             ServerMessage::Pong { .. } | ServerMessage::ShareRun { .. } => {}
         }
+    }
+
+    /// The page got a token after it opened (its link pasted into the tab): a socket the
+    /// server refused connects again with it.
+    pub fn token_arrived(&self) {
+        self.notice.set(None);
+        self.socket.with_value(|socket| {
+            if let Some(socket) = socket {
+                socket.try_again();
+            }
+        });
     }
 
     /// An error that answers no waiting request: about a run, or for the page as a whole.

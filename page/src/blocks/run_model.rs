@@ -72,13 +72,13 @@ pub fn layout_request(config: String, sizes: Sizes, order: &str, slurm: Option<S
 }
 
 /// A learner's rules for `request`, as the server will check them (`shared::launch`), each
-/// naming the field that broke it. The size rules need the effective config, the file and the
-/// server's most local ranks; without them only the request's own rules are checked.
-pub fn learner_problems(allowed: &LearnerRuns, request: &LaunchRequest, sized: Option<(&TrainConfig, &ConfigFile, usize)>) -> Problems {
+/// naming the field that broke it. The size rules need the effective config and the file;
+/// without them only the request's own rules are checked.
+pub fn learner_problems(allowed: &LearnerRuns, request: &LaunchRequest, sized: Option<(&TrainConfig, &ConfigFile)>) -> Problems {
     let mut problems = launch::learner_problems(allowed, request);
-    if let Some((config, file, max_local_ranks)) = sized {
+    if let Some((config, file)) = sized {
         let world = u32::try_from(config.world(request.dp as usize)).unwrap_or(u32::MAX);
-        problems.0.extend(launch::learner_size_problems(config, world, max_local_ranks, allowed, file).0);
+        problems.0.extend(launch::learner_size_problems(config, world, allowed, file).0);
     }
     problems
 }
@@ -139,7 +139,7 @@ mod tests {
     }
 
     fn learner(per_learner: u32) -> LearnerRuns {
-        LearnerRuns { per_learner, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30 }
+        LearnerRuns { per_learner, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30, ranks: 2 }
     }
 
     fn open_gate() -> Gate {
@@ -183,11 +183,11 @@ mod tests {
         let file = file();
         let config = effective(&file, "cpu_tiny", &["embed_dim=100000".into()]).unwrap();
         let asked = request("cpu_tiny".into(), vec!["embed_dim=100000".into()], 1, None);
-        let problems = learner_problems(&learner(1), &asked, Some((&config, &file, 2)));
+        let problems = learner_problems(&learner(1), &asked, Some((&config, &file)));
         assert!(problems.0.iter().any(|p| p.field == "embed_dim"), "{problems:?}");
         let plain = request("cpu_tiny".into(), vec![], 1, None);
         let config = effective(&file, "cpu_tiny", &[]).unwrap();
-        assert!(learner_problems(&learner(1), &plain, Some((&config, &file, 2))).is_empty());
+        assert!(learner_problems(&learner(1), &plain, Some((&config, &file))).is_empty());
         let other = request("base".into(), vec![], 1, None);
         assert!(learner_problems(&learner(1), &other, None).0.iter().any(|p| p.field == "config"));
     }

@@ -5,7 +5,7 @@
 use scalebook_shared::charts::{Scale, format_tick, linear_ticks};
 use scalebook_shared::config::ConfigFile;
 use scalebook_shared::metrics::tags;
-use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, RunId, RunState, Series};
+use scalebook_shared::protocol::{ErrorCode, ExecutorSpec, LaunchRequest, RunId, RunState, Series};
 use scalebook_shared::sweep::Variant;
 
 use super::run_model::effective;
@@ -65,6 +65,9 @@ pub enum Progress {
     },
     /// Variant `index` is running.
     Running(usize),
+    /// Variant `index` waits for one of the learner's own runs to end: they have as many
+    /// queued or running as the instructor allows at once.
+    Waiting(usize),
     Stopped(String),
 }
 
@@ -75,13 +78,14 @@ impl Progress {
             Progress::Idle => "idle",
             Progress::Launching { .. } => "launching",
             Progress::Running(_) => "running",
+            Progress::Waiting(_) => "waiting",
             Progress::Stopped(_) => "stopped",
         }
     }
 
     /// Whether a variant is on its way: the sweep may not start again, nor its config change.
     pub fn busy(&self) -> bool {
-        matches!(self, Progress::Launching { .. } | Progress::Running(_))
+        matches!(self, Progress::Launching { .. } | Progress::Running(_) | Progress::Waiting(_))
     }
 
     /// The line beside "Run all": which variant runs, why the sweep stopped, or (idle) whether
@@ -93,6 +97,12 @@ impl Progress {
             Progress::Launching { index, .. } | Progress::Running(index) => {
                 format!("Running {} of {}: {}", index + 1, variants.len(), label(variants, *index))
             }
+            Progress::Waiting(index) => format!(
+                "{} of {}, {}, waits for one of your runs to end (you may have as many at once as the instructor allows).",
+                index + 1,
+                variants.len(),
+                label(variants, *index)
+            ),
             Progress::Stopped(why) => why.clone(),
         }
     }
@@ -108,10 +118,12 @@ fn label(variants: &[Variant], index: usize) -> &str {
 }
 
 /// Where the block remembers its runs across reloads (each variant's under this key with
-/// `:index` after it): one memory per chapter (the page's `hash`), config and set of variants,
-/// so an edited sweep does not show another sweep's runs.
-pub fn memory_key(hash: &str, config: &str, variants: &[Variant]) -> String {
-    format!("scalebook-sweep:{hash}:{config}:{}", labels(variants).join("/"))
+/// `:index` after it): one memory per chapter (the page's `hash`), config, measure and set of
+/// variants as they run (label, ranks and changes), so neither an edited sweep nor another
+/// block whose variants carry the same labels shows this sweep's runs.
+pub fn memory_key(hash: &str, config: &str, measure: Measure, variants: &[Variant]) -> String {
+    let variants: Vec<String> = variants.iter().map(|v| format!("{}|dp={} {}", v.label, v.dp, v.overrides.join(" "))).collect();
+    format!("scalebook-sweep:{hash}:{config}:{measure:?}:{}", variants.join("/"))
 }
 
 /// The seed every variant of the sweep remembered under `memory_key` runs with: one for all,
@@ -136,6 +148,9 @@ pub enum Launched {
     Run(RunId),
     /// Refused: the sweep stops, saying why.
     Stop(String),
+    /// Refused for now (the learner's runs at once are all in use): launch it again when one
+    /// of theirs ends.
+    Wait,
     /// A batch script (never asked for by a sweep): nothing.
     Nothing,
 }
@@ -144,6 +159,7 @@ pub enum Launched {
 pub fn launched(variants: &[Variant], index: usize, answer: Answer) -> Launched {
     match answer {
         Answer::Launched(id) => Launched::Run(id),
+        Answer::Refused(report) if report.code == ErrorCode::QuotaExceeded => Launched::Wait,
         Answer::Refused(report) => {
             let problems: Vec<String> = report.problems.0.iter().map(ToString::to_string).collect();
             Launched::Stop(format!("“{}” was refused: {} {}", label(variants, index), report.message, problems.join("; ")))
@@ -369,7 +385,7 @@ pub fn loss_curve(series: &[Series], tag: &str, axis: LossAxis) -> Option<Vec<(f
 #[cfg(test)]
 mod tests {
     use scalebook_shared::Problem;
-    use scalebook_shared::protocol::{Bucket, ErrorCode, ErrorReport};
+    use scalebook_shared::protocol::{Bucket, ErrorReport};
 
     use super::*;
 
@@ -398,10 +414,22 @@ mod tests {
     }
 
     #[test]
+    fn blocks_whose_variants_share_their_labels_remember_their_runs_apart() {
+        let weak = variants();
+        let mut strong = variants();
+        strong.iter_mut().for_each(|v| v.overrides = vec!["global_batch_size=8".into()]);
+        let key = |variants: &[Variant], measure| memory_key("#data-parallel", "cpu_short", measure, variants);
+        assert_ne!(key(&weak, Measure::Scaling), key(&strong, Measure::Scaling), "the same labels, other changes");
+        assert_ne!(key(&weak, Measure::Scaling), key(&weak, Measure::Efficiency), "the same variants, another measure");
+        assert_eq!(key(&weak, Measure::Scaling), key(&variants(), Measure::Scaling), "the same block, found again");
+    }
+
+    #[test]
     fn the_sweep_runs_its_variants_in_turn_and_stops_at_a_failure() {
         let v = variants();
-        assert_eq!(memory_key("#ddp", "cpu_tiny", &v), "scalebook-sweep:#ddp:cpu_tiny:one rank/two ranks");
-        let seed = seed(&memory_key("#ddp", "cpu_tiny", &v));
+        let key = memory_key("#ddp", "cpu_tiny", Measure::Throughput, &v);
+        assert_eq!(key, "scalebook-sweep:#ddp:cpu_tiny:Throughput:one rank|dp=1 lr=0.1/two ranks|dp=2 lr=0.1");
+        let seed = seed(&key);
         let asked = request("cpu_tiny".into(), v[1].clone(), seed);
         assert_eq!((asked.dp, asked.overrides.as_slice(), &asked.executor), (2, &["lr=0.1".to_owned()][..], &ExecutorSpec::Local));
         assert_eq!(request("cpu_tiny".into(), v[0].clone(), seed).seed, asked.seed, "one seed for every variant");
@@ -421,6 +449,8 @@ mod tests {
         report.problems.0.push(Problem::new("dp", "too many ranks"));
         let Launched::Stop(why) = launched(&v, 1, Answer::Refused(report)) else { panic!("a refusal goes on") };
         assert!(why.starts_with("“two ranks” was refused: no. ") && why.contains("too many ranks"), "{why}");
+        let full = ErrorReport::new(ErrorCode::QuotaExceeded, "learner1 has 1 run queued or running");
+        assert_eq!(launched(&v, 1, Answer::Refused(full)), Launched::Wait, "a learner's full quota waits, it does not stop");
     }
 
     #[test]
@@ -431,12 +461,18 @@ mod tests {
         assert_eq!(Progress::Launching { index: 1, ticket: 7 }.status(&v, false), "Running 2 of 2: two ranks");
         assert_eq!(Progress::Running(0).status(&v, true), "Running 1 of 2: one rank");
         assert_eq!(Progress::Stopped("why".into()).status(&v, true), "why");
-        let busy: Vec<(&str, bool)> =
-            [Progress::Idle, Progress::Launching { index: 0, ticket: 1 }, Progress::Running(0), Progress::Stopped("x".into())]
-                .iter()
-                .map(|p| (p.name(), p.busy()))
-                .collect();
-        assert_eq!(busy, [("idle", false), ("launching", true), ("running", true), ("stopped", false)]);
+        assert!(Progress::Waiting(1).status(&v, false).starts_with("2 of 2, two ranks, waits for one of your runs to end"));
+        let busy: Vec<(&str, bool)> = [
+            Progress::Idle,
+            Progress::Launching { index: 0, ticket: 1 },
+            Progress::Running(0),
+            Progress::Waiting(1),
+            Progress::Stopped("x".into()),
+        ]
+        .iter()
+        .map(|p| (p.name(), p.busy()))
+        .collect();
+        assert_eq!(busy, [("idle", false), ("launching", true), ("running", true), ("waiting", true), ("stopped", false)]);
         assert_eq!(labels(&v), ["one rank", "two ranks"]);
     }
 

@@ -164,6 +164,16 @@ pub struct LearnerRuns {
     /// Minutes a learner's run may train before it is stopped (`--learner-time-limit`).
     #[serde(default)]
     pub time_limit_minutes: u32,
+    /// The most ranks one learner's run may have (`--learner-ranks`): the distributed
+    /// chapters' hands-on layouts need two. A run larger than the machine's
+    /// `--max-local-ranks` waits for the machine and then runs alone.
+    #[serde(default = "one_rank")]
+    pub ranks: u32,
+}
+
+/// What a server that predates `--learner-ranks` allowed.
+fn one_rank() -> u32 {
+    1
 }
 
 impl LearnerRuns {

@@ -520,7 +520,7 @@ mod tests {
             heartbeat_secs: 20,
             max_local_ranks: 1,
             role: Role::Viewer,
-            learner_runs: LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30 },
+            learner_runs: LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30, ranks: 2 },
             learner: Some(LearnerIdentity {
                 key: LearnerKey::parse(&"ab".repeat(16)).unwrap(),
                 learner: Learner::parse("0123456789ab").unwrap(),

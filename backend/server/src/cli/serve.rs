@@ -95,6 +95,12 @@ pub struct ServeArgs {
     /// holds the room's slots for hours.
     #[arg(long, value_name = "MINUTES", default_value_t = 30)]
     learner_time_limit: u32,
+    /// The most ranks one learner's run may have: two lets every chapter's hands-on layout run
+    /// (dp, tp or cp of 2). A run of more ranks than --max-local-ranks waits for the machine
+    /// and then runs alone, so a room of N learners needs about 2N cores to keep every one of
+    /// them training at once.
+    #[arg(long, value_name = "RANKS", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    learner_ranks: u32,
     /// A directory runs may read data from, besides the project's `data/` (repeatable). A
     /// launch naming data anywhere else is refused.
     #[arg(long = "data-root", value_name = "DIR")]
@@ -181,7 +187,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let trainer = command.trainer.clone();
     let mut limits = LaunchLimits::of_this_machine(&command.workdir, &args.data_roots)?;
     limits.learners =
-        learners::settings(args.viewer_runs, &args.learner_configs, &configs.file, args.learner_time_limit).map_err(anyhow::Error::msg)?;
+        learners::settings(args.viewer_runs, args.learner_ranks, &args.learner_configs, &configs.file, args.learner_time_limit)
+            .map_err(anyhow::Error::msg)?;
     let store = RunStore::open(&args.runs_dir).with_context(|| format!("cannot open the runs directory {}", args.runs_dir.display()))?;
     let ws = WsSettings {
         heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)),

@@ -430,12 +430,7 @@ impl Session {
     async fn plan(&self, request: LaunchRequest, launcher: Launcher) -> Result<LaunchPlan, ErrorReport> {
         let state = self.state.clone();
         let planned = tokio::task::spawn_blocking(move || {
-            let policy = Policy {
-                configs: &state.configs.file,
-                clusters: state.clusters.clusters.as_ref(),
-                limits: &state.limits,
-                max_local_ranks: state.runs.max_local_ranks(),
-            };
+            let policy = Policy { configs: &state.configs.file, clusters: state.clusters.clusters.as_ref(), limits: &state.limits };
             plan::plan(&policy, request, launcher)
         })
         .await

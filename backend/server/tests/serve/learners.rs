@@ -130,7 +130,7 @@ async fn a_learner_launches_within_the_rules_and_cancels_only_their_own_runs() {
     let (mut a, mut b) = (server.connect_viewer().await, server.connect_viewer().await);
     let info = welcome(&mut a, None).await;
     let configs = vec!["cpu_tiny".into(), "cpu_short".into()];
-    assert_eq!(info.learner_runs, LearnerRuns { per_learner: 2, configs, time_limit_minutes: 30 });
+    assert_eq!(info.learner_runs, LearnerRuns { per_learner: 2, configs, time_limit_minutes: 30, ranks: 2 });
     let me = info.learner.unwrap();
     let other = learner(&mut b).await;
     assert_ne!(me.learner, other.learner);
@@ -154,9 +154,18 @@ async fn a_learner_launches_within_the_rules_and_cancels_only_their_own_runs() {
     // (1024 steps of cpu_tiny's 16 samples are also 256 epochs, each validating.)
     let expected = vec!["embed_dim", "num_iters", "limit_nsamples", "limit_nsamples_val"];
     assert_eq!((refused.code, fields(&refused)), (ErrorCode::InvalidLaunch, expected));
+    // Four ranks, no (--learner-ranks is 2 by default)...
+    let mut four = launch("four-ranks", &["num_iters=4"]);
+    four["dp"] = 4.into();
+    let refused = launched(&mut a, four).await.unwrap_err();
+    assert_eq!((refused.code, fields(&refused)), (ErrorCode::InvalidLaunch, vec!["dp"]));
+    assert!(refused.problems.0[0].message.contains("at most 2 ranks (the instructor's --learner-ranks)"), "{refused:?}");
 
-    // Two at once, not three.
-    let first = launched(&mut a, launch("a1", &["num_iters=4"])).await.unwrap();
+    // Two at once, not three; ... two ranks, yes, as the distributed chapters' layouts, though
+    // the machine runs one rank at a time (the run waits for it, then runs alone).
+    let mut two_ranks = launch("a1", &["num_iters=4"]);
+    two_ranks["dp"] = 2.into();
+    let first = launched(&mut a, two_ranks).await.unwrap();
     let second = launched(&mut a, launch("a2", &["num_iters=4"])).await.unwrap();
     let refused = launched(&mut a, launch("a3", &["num_iters=4"])).await.unwrap_err();
     assert_eq!(refused.code, ErrorCode::QuotaExceeded, "{refused:?}");

@@ -294,16 +294,21 @@ fn steps(marks: &[Mark]) -> Vec<(u64, f64, f64)> {
     marks.iter().filter_map(|m| Some((number(m)?, m.start, m.end))).collect()
 }
 
-/// The time in each range that starts inside step `step`.
+/// The time in each range that starts inside step `step`, within the step: each instant of a
+/// range counted once, however many threads marked it (a rank's intra-op threads may each
+/// carry the range they work for), so no range is longer than its step.
 fn split(marks: &[Mark], step: u64, start: f64, end: f64) -> StepSplit {
-    let mut ranges_in: Vec<RangeTime> = Vec::new();
+    let mut intervals: Vec<(&str, Vec<(f64, f64)>)> = Vec::new();
     let inside = marks.iter().filter(|m| (start..end).contains(&m.start) && !m.name.starts_with(ranges::STEP_PREFIX));
     for mark in inside {
-        match ranges_in.iter_mut().find(|r| r.name == mark.name) {
-            Some(range) => range.us += mark.end - mark.start,
-            None => ranges_in.push(RangeTime { name: mark.name.clone(), us: mark.end - mark.start }),
+        let interval = (mark.start, mark.end.min(end));
+        match intervals.iter_mut().find(|(name, _)| *name == mark.name) {
+            Some((_, list)) => list.push(interval),
+            None => intervals.push((&mark.name, vec![interval])),
         }
     }
+    let mut ranges_in: Vec<RangeTime> =
+        intervals.into_iter().map(|(name, list)| RangeTime { name: name.to_owned(), us: measure(&union(list)) }).collect();
     let order = |name: &str| ranges::STEP.iter().position(|s| *s == name).unwrap_or(ranges::STEP.len());
     ranges_in.sort_by_key(|r| order(&r.name));
     StepSplit { step, total_us: end - start, ranges: ranges_in }
@@ -432,6 +437,23 @@ mod tests {
         assert_eq!((rank.communication_us, rank.overlapped_us), (20.0, 5.0));
         // Rank 0's collective runs on the thread that computes: nothing overlaps it.
         assert_eq!(read(0, &trace(0, 0.0)).overlapped_us, 0.0);
+    }
+
+    #[test]
+    fn a_range_marked_on_several_threads_counts_once_and_within_its_step() {
+        // Step 5 of `trace` (0..100 µs), its backward (40..80) also marked on two more
+        // threads, and a data wait on another that runs past the step's end.
+        let mut text = trace(0, 0.0);
+        let extra = [("backward", 2, 45.0, 30.0), ("backward", 3, 42.0, 36.0), ("data_wait", 2, 95.0, 35.0)].map(|(name, tid, ts, dur)| {
+            format!(r#"{{"ph":"X","cat":"user_annotation","name":"{name}","pid":1,"tid":{tid},"ts":{ts},"dur":{dur}}}"#)
+        });
+        text = text.replacen("\"traceEvents\":[", &format!("\"traceEvents\":[{},", extra.join(",")), 1);
+        let step = read(0, &text).steps.into_iter().find(|s| s.step == 5).unwrap();
+        let time = |name: &str| step.ranges.iter().find(|r| r.name == name).unwrap().us;
+        assert_eq!(time("backward"), 40.0, "40..80 on three threads: 40 µs once, not 40 + 30 + 36");
+        assert_eq!(time("data_wait"), 15.0, "0..10, and 95..130 up to the step's end");
+        let trainer: f64 = step.ranges.iter().filter(|r| !r.name.starts_with("c10d::")).map(|r| r.us).sum();
+        assert!(trainer <= step.total_us, "{trainer} µs of ranges in a {} µs step", step.total_us);
     }
 
     #[test]
