@@ -1,7 +1,7 @@
 //! Presenter mode between two real pages under a proxy prefix: the instructor's page presents,
 //! a learner's page opened later through the viewer link lands where the instructor is and
 //! follows (chapter, open answer, runs charted, smoothing), breaks away when its learner picks
-//! another chapter, and catches up again; the instructor sees how many follow. A presentation
+//! another chapter (its charts its own again), and catches up again; the instructor sees how many follow. A presentation
 //! outlives the presenter's reload, and a follower is taken through a chapter's opening text
 //! paragraph by paragraph, not only from block to block.
 
@@ -64,6 +64,14 @@ async fn a_viewer_follows_the_presenting_instructor_and_can_break_away() -> anyh
     viewer.click("nav.toc a[href='#/rank-groups']").await?;
     viewer.wait_attr(".classroom button.follow", "aria-pressed", |p| p == "false").await?;
     instructor.wait_text(".classroom .audience", |t| t.starts_with("0 following")).await?;
+    // Broken away, the learner's charts are their own again: the instructor's run was shown
+    // while following, never put in the learner's own chart list.
+    viewer.click("nav.toc a[href='#/single-gpu']").await?;
+    viewer.wait_attr("article.chapter", "data-chapter", |c| c == "single-gpu").await?;
+    // (The charts are drawn, the tutorial's baseline with whatever runs they show.)
+    viewer.wait_text(".charts", |t| t.contains("tutorial baseline")).await?;
+    let shown = viewer.eval(&format!("return document.querySelector(\"{}\") !== null", series_css(STEP_LOSS, &run))).await?;
+    assert_eq!(shown, false, "the presenter's run stayed on the learner's own charts");
     instructor.click("nav.toc a[href='#/data-loading']").await?;
     viewer.click(".classroom button.catch-up").await?;
     viewer.wait_attr("article.chapter", "data-chapter", |c| c == "data-loading").await?;

@@ -36,7 +36,10 @@ async fn a_layout_launched_from_its_estimate_lands_beside_its_prediction() -> an
     // While it trains: its step, a bar, and the time left. Its two ranks' first steps wait for
     // the cores while other tests train beside it (over 90 s, seen in a clean clone's run).
     let progress = format!("{BLOCK} .current-run .run-progress");
-    browser.wait_text_for(&progress, |t| t.contains(" left"), Duration::from_secs(300)).await?;
+    if let Err(e) = browser.wait_text_for(&progress, |t| t.contains(" left"), Duration::from_secs(300)).await {
+        let block = browser.eval(&format!("return document.querySelector('{BLOCK}').innerText")).await?;
+        anyhow::bail!("{e}; the block said: {}", block.as_str().unwrap_or_default());
+    }
     let state = browser.attr(&format!("{BLOCK} .current-run .run-state"), "data-state").await;
     assert_eq!(state.as_deref(), Some("running"), "time left is shown while the run trains");
     // At its end: predicted, measured and their ratio, for each quantity.

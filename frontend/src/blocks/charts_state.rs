@@ -51,7 +51,8 @@ impl ChartsState {
         let library = expect_context::<Library>();
         // The chapter's first chart block starts the page's axis and smoothing from its spec.
         let own = ChartControls { axis: spec.axis, smoothing: spec.smoothing };
-        let controls = use_context::<Classroom>().map_or_else(|| RwSignal::new(None), |classroom| classroom.charts);
+        let classroom = use_context::<Classroom>();
+        let controls = classroom.map_or_else(|| RwSignal::new(None), |classroom| classroom.charts);
         if controls.get_untracked().is_none() {
             controls.set(Some(own));
         }
@@ -62,13 +63,17 @@ impl ChartsState {
         // The chapter this block is in: its charts show the runs launched from it.
         let chapter = slug_from_hash(&window().location().hash().unwrap_or_default());
         let sources = Memo::new(move |_| {
-            let shown = runs.names.with(|names| runs.charted.with(|charted| names::in_chapter(charted, names, chapter.as_deref())));
+            // A following page shows what the presentation charts; its own list, otherwise.
+            let shown = match classroom.and_then(Classroom::presented_charts) {
+                Some(view) => view.named(),
+                None => runs.names.with(|names| runs.charted.with(|charted| names::named_in_chapter(charted, names, chapter.as_deref()))),
+            };
             let charted: Vec<Option<Curve>> = shown
                 .iter()
-                .map(|id| {
+                .map(|(id, name)| {
                     let series = runs.stream(id)?.series.get();
                     let config = runs.record(id).map(|r| r.config);
-                    let label = runs.names.with(|n| names::label(id, n.get(id), config.as_deref()));
+                    let label = names::label(id, name.as_deref(), config.as_deref());
                     Some(Curve::run(id.to_string(), label, start_wall(&series).unwrap_or(0.0), series))
                 })
                 .collect();

@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use leptos::ev;
 use leptos::prelude::*;
-use scalebook_shared::protocol::{ClientMessage, Presentation, Role, RunId};
+use scalebook_page::runs::names;
+use scalebook_shared::protocol::{ChartView, ClientMessage, Presentation, Role, RunId};
 
 use crate::net::session_storage;
 use crate::routing;
@@ -50,6 +51,8 @@ pub struct Classroom {
     outbox: StoredValue<Outbox>,
     /// What this page shows of the presentation in the chapter on screen, when following.
     shown: StoredValue<Option<Presentation>>,
+    /// The presentation's charts as this page follows them, set once their runs stream.
+    presented_view: RwSignal<Option<ChartView>>,
     /// Whether the first `welcome` has set the default of following.
     greeted: StoredValue<bool>,
     class_following: StoredValue<ClassFollowing>,
@@ -64,7 +67,9 @@ impl Classroom {
         let place = RwSignal::new(Place::default());
         let open_quiz = RwSignal::new(None);
         let here = Memo::new(move |_| {
-            runs.charted.with(|charted| model::presentation(&current.get(), place.get(), open_quiz.get(), charted, charts.get()))
+            let chapter = current.get();
+            let shown = runs.names.with(|names| runs.charted.with(|charted| names::named_in_chapter(charted, names, Some(&chapter))));
+            model::presentation(&chapter, place.get(), open_quiz.get(), &shown, charts.get())
         });
         let classroom = Classroom {
             presenting: RwSignal::new(false),
@@ -76,6 +81,7 @@ impl Classroom {
             here,
             outbox: StoredValue::new(Outbox::default()),
             shown: StoredValue::new(None),
+            presented_view: RwSignal::new(None),
             greeted: StoredValue::new(false),
             class_following: StoredValue::new(ClassFollowing::default()),
             runs,
@@ -135,6 +141,7 @@ impl Classroom {
     /// Follows the presentation (going where it is now: catching up), or breaks away.
     pub fn set_following(self, on: bool) {
         self.shown.set_value(None);
+        self.presented_view.set(None);
         self.following.set(on);
         self.runs.send(&ClientMessage::Follow { following: on });
     }
@@ -148,13 +155,24 @@ impl Classroom {
         self.runs.presentation.with(|presented| presented.as_ref().and_then(|p| p.charts.runs.last().cloned()))
     }
 
+    /// What the presentation charts, while this page follows it (reactive): a following page's
+    /// charts show these runs, named as the presenter names them, instead of the learner's own
+    /// (which come back, untouched, when it stops following).
+    pub fn presented_charts(self) -> Option<ChartView> {
+        if !self.following.get() || self.presenting.get() {
+            return None;
+        }
+        self.presented_view.get()
+    }
+
     /// Whether this page shows something else than the presentation (see [`model::differs`]).
     pub fn differs(self) -> bool {
-        self.runs.presentation.with(|presented| {
-            presented
-                .as_ref()
-                .is_some_and(|p| self.runs.charted.with(|charted| model::differs(p, &self.current.get(), charted, self.charts.get())))
-        })
+        let chapter = self.current.get();
+        let shown = match self.presented_charts() {
+            Some(view) => view.runs,
+            None => self.runs.names.with(|names| self.runs.charted.with(|charted| names::in_chapter(charted, names, Some(&chapter)))),
+        };
+        self.runs.presentation.with(|presented| presented.as_ref().is_some_and(|p| model::differs(p, &chapter, &shown, self.charts.get())))
     }
 
     /// The learner went to `chapter` (a hash change): leaving the presented chapter by hand
@@ -251,12 +269,19 @@ impl Classroom {
         }
     }
 
-    /// Goes where `presented` is: the charted runs at once, then the chapter, then (once that
-    /// chapter is `rendered`) whatever changed in it.
+    /// Goes where `presented` is: its charted runs streaming at once (the charts show them,
+    /// [`Classroom::presented_charts`]), then the chapter, then (once that chapter is
+    /// `rendered`) whatever changed in it.
     fn follow(self, presented: Option<Presentation>, rendered: Option<String>) {
-        let Some(presented) = presented else { return };
-        if self.runs.charted.with_untracked(|charted| *charted != presented.charts.runs) {
-            self.runs.show_charted(&presented.charts.runs);
+        let Some(presented) = presented else {
+            self.presented_view.set(None);
+            return;
+        };
+        if self.presented_view.with_untracked(|view| view.as_ref() != Some(&presented.charts)) {
+            for id in &presented.charts.runs {
+                self.runs.watch(id);
+            }
+            self.presented_view.set(Some(presented.charts.clone()));
         }
         if self.current.get_untracked() != presented.chapter {
             routing::navigate(&presented.chapter);

@@ -301,15 +301,6 @@ impl Runs {
         save_charted(&self.charted.get_untracked());
     }
 
-    /// Charts exactly `ids` for a presentation this page follows: the learner's own list stays
-    /// saved, and comes back with the next visit.
-    pub fn show_charted(&self, ids: &[RunId]) {
-        for id in ids {
-            self.watch(id);
-        }
-        self.charted.set(ids.to_vec());
-    }
-
     fn handle(&self, reply: ServerReply) {
         // The request this answers, if it is one this page waits on.
         let ticket = reply.id.as_ref().and_then(|id| self.requests.try_update_value(|r| r.settle(id)).flatten());

@@ -28,9 +28,16 @@ pub struct Place {
     pub element: Option<u32>,
 }
 
-/// Where a page is and what its charts show, as the presentation it would send. A page with no
-/// chart controls yet (no chart block rendered) presents the protocol's defaults.
-pub fn presentation(chapter: &str, place: Place, quiz: Option<u32>, runs: &[RunId], controls: Option<ChartControls>) -> Presentation {
+/// Where a page is and what its charts show (the runs of `chapter`'s charts, each with its
+/// name), as the presentation it would send. A page with no chart controls yet (no chart block
+/// rendered) presents the protocol's defaults.
+pub fn presentation(
+    chapter: &str,
+    place: Place,
+    quiz: Option<u32>,
+    runs: &[(RunId, Option<String>)],
+    controls: Option<ChartControls>,
+) -> Presentation {
     let defaults = ChartView::default();
     let controls = controls.unwrap_or(ChartControls { axis: defaults.axis, smoothing: defaults.smoothing });
     Presentation {
@@ -39,9 +46,13 @@ pub fn presentation(chapter: &str, place: Place, quiz: Option<u32>, runs: &[RunI
         element: place.element,
         quiz,
         charts: ChartView {
-            runs: runs.iter().take(MAX_PRESENTED_RUNS).cloned().collect(),
+            runs: runs.iter().take(MAX_PRESENTED_RUNS).map(|(id, _)| id.clone()).collect(),
             axis: controls.axis,
             smoothing: controls.smoothing,
+            names: match runs.iter().any(|(_, name)| name.is_some()) {
+                true => runs.iter().take(MAX_PRESENTED_RUNS).map(|(_, name)| name.clone()).collect(),
+                false => Vec::new(),
+            },
         },
     }
 }
@@ -220,14 +231,32 @@ mod tests {
 
     #[test]
     fn a_page_presents_its_place_and_at_most_the_runs_the_server_takes() {
-        let runs: Vec<RunId> = (0..MAX_PRESENTED_RUNS + 2).map(|i| run(&format!("r{i}"))).collect();
+        let runs: Vec<(RunId, Option<String>)> = (0..MAX_PRESENTED_RUNS + 2).map(|i| (run(&format!("r{i}")), None)).collect();
         let p = presentation("single-gpu", Place { block: Some(2), element: Some(7) }, None, &runs, None);
         assert_eq!((p.block, p.element), (Some(2), Some(7)));
-        assert_eq!(p.charts.runs, runs[..MAX_PRESENTED_RUNS]);
+        assert_eq!(p.charts.runs, runs[..MAX_PRESENTED_RUNS].iter().map(|(id, _)| id.clone()).collect::<Vec<_>>());
+        assert!(p.charts.names.is_empty(), "no names to send");
         assert_eq!((p.charts.axis, p.charts.smoothing), (ChartView::default().axis, ChartView::default().smoothing));
         assert!(p.problems().is_empty());
         let wall = presentation("single-gpu", Place::default(), None, &[], Some(ChartControls { axis: XAxis::Wall, smoothing: 0.9 }));
         assert_eq!((wall.charts.axis, wall.charts.smoothing), (XAxis::Wall, 0.9));
+    }
+
+    #[test]
+    fn a_presentation_carries_its_chapters_runs_named_as_the_presenter_sees_them() {
+        use crate::runs::names::{RunName, RunNames, named_in_chapter};
+        let mut names = RunNames::default();
+        names.insert(run("r1"), RunName { chapter: Some("data-parallel".into()), name: Some("2 ranks".into()) });
+        names.insert(run("r2"), RunName { chapter: Some("large-batch".into()), name: None });
+        let charted = [run("r1"), run("r2"), run("r3")];
+        let shown = named_in_chapter(&charted, &names, Some("data-parallel"));
+        let p = presentation("data-parallel", Place::default(), None, &shown, None);
+        assert_eq!(p.charts.runs, [run("r1"), run("r3")], "another chapter's run stays with the presenter");
+        assert_eq!(p.charts.named(), [(run("r1"), Some("2 ranks".to_owned())), (run("r3"), None)]);
+        assert!(p.problems().is_empty());
+        let mut long = p.clone();
+        long.charts.names[0] = Some("x".repeat(201));
+        assert_eq!(long.problems().0[0].field, "charts.names");
     }
 
     #[test]

@@ -47,10 +47,22 @@ pub fn in_chapter(charted: &[RunId], names: &RunNames, chapter: Option<&str>) ->
         .collect()
 }
 
-/// The legend's words for a run: its variant's name when a sweep ran it, else its id; with the
-/// config it ran.
-pub fn label(id: &RunId, name: Option<&RunName>, config: Option<&str>) -> String {
-    let first = name.and_then(|n| n.name.clone()).unwrap_or_else(|| id.to_string());
+/// [`in_chapter`], each run with its name (a sweep's variant): what a chart shows, and what a
+/// presenting page sends so that a following page shows the same runs named the same way.
+pub fn named_in_chapter(charted: &[RunId], names: &RunNames, chapter: Option<&str>) -> Vec<(RunId, Option<String>)> {
+    in_chapter(charted, names, chapter)
+        .into_iter()
+        .map(|id| {
+            let name = names.get(&id).and_then(|n| n.name.clone());
+            (id, name)
+        })
+        .collect()
+}
+
+/// The legend's words for a run: its variant's `name` when a sweep ran it, else its id; with
+/// the config it ran.
+pub fn label(id: &RunId, name: Option<&str>, config: Option<&str>) -> String {
+    let first = name.map_or_else(|| id.to_string(), str::to_owned);
     match config {
         Some(config) => format!("{first} ({config})"),
         None => first,
@@ -79,8 +91,10 @@ mod tests {
         assert_eq!(in_chapter(&charted, &names, Some("large-batch")), [id("r1"), id("r3"), id("r4")]);
         assert_eq!(in_chapter(&charted, &names, Some("data-parallel")), [id("r2"), id("r3"), id("r4")]);
         assert_eq!(in_chapter(&charted, &names, None).len(), 4, "outside a chapter, every run");
-        assert_eq!(label(&id("r1"), names.get(&id("r1")), Some("cpu_short")), "Linear rule (cpu_short)");
-        assert_eq!(label(&id("r2"), names.get(&id("r2")), Some("cpu_short")), "r2 (cpu_short)");
+        let named = named_in_chapter(&charted, &names, Some("large-batch"));
+        assert_eq!(named[0], (id("r1"), Some("Linear rule".to_owned())));
+        assert_eq!(label(&named[0].0, named[0].1.as_deref(), Some("cpu_short")), "Linear rule (cpu_short)");
+        assert_eq!(label(&id("r2"), None, Some("cpu_short")), "r2 (cpu_short)");
         assert_eq!(label(&id("r4"), None, None), "r4");
     }
 

@@ -46,15 +46,30 @@ pub struct Presentation {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChartView {
+    /// The runs the presented chapter's charts show (not every run the presenter charts).
     pub runs: Vec<RunId>,
     pub axis: XAxis,
     /// TensorBoard's smoothing weight, 0 to [`MAX_SMOOTHING`].
     pub smoothing: f64,
+    /// Each run's name in the presenter's legend (a sweep's variant), beside `runs`: a
+    /// following page names them as the presenter sees them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<Option<String>>,
 }
+
+/// The longest run name a presentation carries (bytes).
+pub const MAX_PRESENTED_NAME_LEN: usize = 200;
 
 impl Default for ChartView {
     fn default() -> Self {
-        ChartView { runs: Vec::new(), axis: XAxis::Step, smoothing: crate::charts::DEFAULT_SMOOTHING }
+        ChartView { runs: Vec::new(), axis: XAxis::Step, smoothing: crate::charts::DEFAULT_SMOOTHING, names: Vec::new() }
+    }
+}
+
+impl ChartView {
+    /// The presented runs, each with its name (`None`: named by its id).
+    pub fn named(&self) -> Vec<(RunId, Option<String>)> {
+        self.runs.iter().enumerate().map(|(i, id)| (id.clone(), self.names.get(i).cloned().flatten())).collect()
     }
 }
 
@@ -77,6 +92,10 @@ impl Presentation {
         }
         if self.charts.runs.len() > MAX_PRESENTED_RUNS {
             problems.push("charts.runs", format!("{} runs, at most {MAX_PRESENTED_RUNS} may be charted", self.charts.runs.len()));
+        }
+        let names = &self.charts.names;
+        if names.len() > self.charts.runs.len() || names.iter().flatten().any(|name| name.len() > MAX_PRESENTED_NAME_LEN) {
+            problems.push("charts.names", format!("at most one name a run, each at most {MAX_PRESENTED_NAME_LEN} bytes"));
         }
         let smoothing = self.charts.smoothing;
         if !smoothing.is_finite() || !(0.0..=MAX_SMOOTHING).contains(&smoothing) {

@@ -246,6 +246,7 @@ pub fn place(k: usize, run: &RunId) -> Presentation {
             runs: vec![run.clone()],
             axis: if k.is_multiple_of(2) { XAxis::Step } else { XAxis::Relative },
             smoothing: 0.6,
+            names: Vec::new(),
         },
     }
 }

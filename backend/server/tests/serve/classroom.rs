@@ -18,7 +18,12 @@ fn presentation(chapter: &str, runs: &[&str]) -> Presentation {
         block: Some(2),
         element: Some(7),
         quiz: Some(5),
-        charts: ChartView { runs: runs.iter().map(|r| RunId::parse(r).unwrap()).collect(), axis: XAxis::Relative, smoothing: 0.8 },
+        charts: ChartView {
+            runs: runs.iter().map(|r| RunId::parse(r).unwrap()).collect(),
+            axis: XAxis::Relative,
+            smoothing: 0.8,
+            names: Vec::new(),
+        },
     }
 }
 
