@@ -206,9 +206,10 @@ mod tests {
         working.switch("cpu_tiny".into());
         settle().await;
         assert!(fields().is_empty(), "{:?}", fields());
-        // A model larger than any learner config, on more ranks than this server runs at once.
+        // A model larger than any learner config, on more ranks than the instructor lets a
+        // learner run (two).
         working.overrides.set(vec!["embed_dim=4096".into()]);
-        working.dp.set(2);
+        working.dp.set(4);
         settle().await;
         assert_eq!(fields(), ["dp", "embed_dim"]);
         assert!(block.text(".learner-problems li[data-field='embed_dim']").contains("reduce embed_dim or depth"));
