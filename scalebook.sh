@@ -19,6 +19,16 @@
 # libtorch, the tools and the compiled dependencies.
 set -euo pipefail
 
+# Started from a test (the install tests run `scalebook.sh install` inside a test binary), the
+# environment carries cargo's variables for that test's package. Some build scripts watch them
+# (ring's watches CARGO_MANIFEST_DIR), so a build with them rebuilt ring, rustls and everything
+# above, and the next build without them rebuilt it all back: minutes on every test run.
+unset CARGO_MANIFEST_DIR CARGO_MANIFEST_PATH CARGO_PKG_NAME CARGO_PKG_VERSION \
+    CARGO_PKG_VERSION_MAJOR CARGO_PKG_VERSION_MINOR CARGO_PKG_VERSION_PATCH CARGO_PKG_VERSION_PRE \
+    CARGO_PKG_AUTHORS CARGO_PKG_DESCRIPTION CARGO_PKG_HOMEPAGE CARGO_PKG_REPOSITORY \
+    CARGO_PKG_LICENSE CARGO_PKG_LICENSE_FILE CARGO_PKG_RUST_VERSION CARGO_PKG_README \
+    CARGO_CRATE_NAME CARGO_BIN_NAME CARGO_PRIMARY_PACKAGE CARGO_TARGET_TMPDIR
+
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${SCALEBOOK_CACHE:-$HOME/.cache/scalebook}
 
