@@ -26,11 +26,23 @@ pub struct WorkingConfig {
     pub problems: RwSignal<usize>,
     /// Data-parallel ranks to run it on.
     pub dp: RwSignal<u32>,
+    /// Where the run block sends it: [`LOCAL`] or a Slurm cluster's name (the editor checks
+    /// it against this machine only when it runs here).
+    pub target: RwSignal<String>,
 }
+
+/// The run block's target for this machine.
+pub const LOCAL: &str = "local";
 
 impl WorkingConfig {
     pub fn new() -> WorkingConfig {
-        WorkingConfig { name: RwSignal::new(None), overrides: RwSignal::new(Vec::new()), problems: RwSignal::new(0), dp: RwSignal::new(1) }
+        WorkingConfig {
+            name: RwSignal::new(None),
+            overrides: RwSignal::new(Vec::new()),
+            problems: RwSignal::new(0),
+            dp: RwSignal::new(1),
+            target: RwSignal::new(LOCAL.to_owned()),
+        }
     }
 
     /// The chapter's working config, taking `name` and `dp` if no block has named one yet.

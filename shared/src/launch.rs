@@ -123,6 +123,39 @@ pub fn learner_size_problems(effective: &TrainConfig, world: u32, settings: &Lea
     problems
 }
 
+/// Bytes one rank holds per parameter when training in fp32 with Adam: the weights, their
+/// gradients and the two moments.
+const TRAINING_BYTES_PER_PARAM: u64 = 16;
+
+/// The bound every run on this server's machine keeps, whoever launches it: its `world` ranks'
+/// weights, gradients and Adam state fit in the machine's `memory_bytes`. The page checks it
+/// as the config is edited, the server when the launch arrives. A model too large is blamed on
+/// the one of `embed_dim` and `depth` that `overrides` changed last (a learner who raised
+/// `embed_dim` is told about `embed_dim`), else on `depth`.
+pub fn machine_memory_problems(config: &TrainConfig, world: u32, memory_bytes: u64, overrides: &[String]) -> Problems {
+    let mut problems = Problems::default();
+    let params = ParamCount::of(config).total;
+    let needed = params.saturating_mul(TRAINING_BYTES_PER_PARAM).saturating_mul(u64::from(world));
+    if needed > memory_bytes {
+        problems.push(
+            size_key(overrides),
+            format!(
+                "a model of {params} parameters needs {} GiB for weights, gradients and Adam state on {world} rank(s); \
+                 this machine has {} GiB: reduce depth or embed_dim",
+                needed >> 30,
+                memory_bytes >> 30
+            ),
+        );
+    }
+    problems
+}
+
+/// The key a model too large is blamed on (see [`machine_memory_problems`]).
+fn size_key(overrides: &[String]) -> &'static str {
+    let key = |o: &String| o.split_once('=').map(|(k, _)| k.trim().to_owned());
+    overrides.iter().rev().filter_map(key).find_map(|k| ["embed_dim", "depth"].into_iter().find(|s| *s == k)).unwrap_or("depth")
+}
+
 /// Epochs a learner's run may have even when no learner config has as many: a small model
 /// trained longer, as the chapters invite, is many short epochs.
 pub const LEARNER_EPOCHS: u64 = 64;

@@ -14,6 +14,7 @@ pub mod machine;
 pub mod metrics;
 pub mod numbers;
 pub mod profile;
+pub mod program;
 pub mod protocol;
 pub mod published;
 pub mod rundir;

@@ -72,7 +72,7 @@ async fn a_class_of_many_scalebooks_runs_under_jupyterhub() -> anyhow::Result<()
     // through the Hub.
     let link = instructor_socket
         .recv_until(WAIT, |m| match m {
-            ServerMessage::ClassLink { link: Some(Secret(link)) } => Some(link.clone()),
+            ServerMessage::ClassLink { link: Some(Secret(link)), .. } => Some(link.clone()),
             _ => None,
         })
         .await?;

@@ -124,7 +124,11 @@ pub async fn code(State(state): State<Arc<AppState>>, Query(query): Query<CodeQu
 pub async fn run_maps(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<MapIndex>, ApiError> {
     let id = known_run(&state, &id).await?;
     let index = maps::index(&state.runs.store().run_dir(&id)).await;
-    index.map(Json).map_err(|e| ApiError::internal(format!("run {id}: {e}")))
+    index.map(Json).map_err(|e| match e.kind() {
+        // A link the run left where its maps go: refused, as its other files are.
+        std::io::ErrorKind::PermissionDenied => ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, format!("run {id}: {e}")),
+        _ => ApiError::internal(format!("run {id}: {e}")),
+    })
 }
 
 /// One of run `id`'s maps, by the name its index gives.

@@ -9,7 +9,8 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 
 use scalebook_shared::Problems;
-use scalebook_shared::config::{DataPathKind, MAX_STATS_FILE_BYTES, ParamCount, TrainConfig};
+use scalebook_shared::config::{DataPathKind, MAX_STATS_FILE_BYTES, TrainConfig};
+use scalebook_shared::launch;
 use scalebook_shared::protocol::LearnerRuns;
 
 /// Data-loading workers one rank may start, per core of the machine.
@@ -17,9 +18,6 @@ const WORKERS_PER_CORE: usize = 4;
 /// The most optimizer steps a local run may plan (its learning-rate horizon): years of CPU
 /// time, yet far below the integer overflows a hostile config aims at.
 pub const MAX_LOCAL_ITERS: usize = 100_000_000;
-/// Bytes one rank holds per parameter when training in fp32 with Adam: the weights, their
-/// gradients and the two moments.
-const TRAINING_BYTES_PER_PARAM: u64 = 16;
 
 #[derive(Debug, Clone)]
 pub struct LaunchLimits {
@@ -67,19 +65,7 @@ impl LaunchLimits {
         if config.num_iters > MAX_LOCAL_ITERS {
             problems.push("num_iters", format!("{} is more than the {MAX_LOCAL_ITERS} steps a local run may plan", config.num_iters));
         }
-        let params = ParamCount::of(config).total;
-        let needed = params.saturating_mul(TRAINING_BYTES_PER_PARAM).saturating_mul(u64::from(world));
-        if needed > self.memory_bytes {
-            problems.push(
-                size_key(overrides),
-                format!(
-                    "a model of {params} parameters needs {} GiB for weights, gradients and Adam state on {world} rank(s); \
-                     this machine has {} GiB: reduce depth or embed_dim",
-                    needed >> 30,
-                    self.memory_bytes >> 30
-                ),
-            );
-        }
+        problems.0.extend(launch::machine_memory_problems(config, world, self.memory_bytes, overrides).0);
         for (key, kind, path) in config.data_paths() {
             self.check_local_path(key, kind, &path, problems);
         }
@@ -156,14 +142,6 @@ fn total_memory() -> io::Result<u64> {
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map(|kib| kib * 1024)
         .ok_or_else(|| io::Error::other("/proc/meminfo has no MemTotal line"))
-}
-
-/// The key a model too large for the machine is blamed on: the one of `embed_dim` and `depth`
-/// the launch changed last (a learner who raised `embed_dim` is told about `embed_dim`), else
-/// `depth`.
-fn size_key(overrides: &[String]) -> &'static str {
-    let key = |o: &String| o.split_once('=').map(|(k, _)| k.trim().to_owned());
-    overrides.iter().rev().filter_map(key).find_map(|k| ["embed_dim", "depth"].into_iter().find(|s| *s == k)).unwrap_or("depth")
 }
 
 #[cfg(test)]

@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 
 use axum::Router;
 use axum::extract::Request;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use tower_http::compression::CompressionLayer;
 use tower_http::services::{ServeDir, ServeFile};
 
@@ -46,6 +46,16 @@ pub fn router<S: Clone + Send + Sync + 'static>(dir: PathBuf) -> Router<S> {
         .fallback_service(files)
         .layer(CompressionLayer::new().br(true).gzip(true))
         .layer(middleware::from_fn(cache_control))
+        .layer(middleware::from_fn(no_nul))
+}
+
+/// A path with a NUL byte (`%00`) names no file: not found, said before the file service
+/// asks the file system, which cannot take such a name (a `HEAD` would answer 500).
+async fn no_nul(request: Request, next: Next) -> Response {
+    if request.uri().path().contains("%00") {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    next.run(request).await
 }
 
 async fn cache_control(request: Request, next: Next) -> Response {

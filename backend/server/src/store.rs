@@ -17,10 +17,21 @@ pub struct RunStore {
 }
 
 impl RunStore {
-    /// Opens (creating if needed) the runs directory. The path is made absolute, because the
-    /// trainer is handed paths inside it.
+    /// Opens (creating if needed) the runs directory, made its owner's only: what is in it
+    /// (a learner's runs, their logs, the kept class link) is nobody else's business, and a
+    /// directory nobody else may enter keeps even the files of older versions to its owner.
+    /// The path is made absolute, because the trainer is handed paths inside it.
     pub fn open(dir: &Path) -> io::Result<RunStore> {
-        std::fs::create_dir_all(dir)?;
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        let mode = std::fs::metadata(dir)?.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            match std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
+                Ok(()) => tracing::info!("the runs directory {} is now yours only (it was mode {mode:o})", dir.display()),
+                Err(e) => tracing::warn!("the runs directory {} stays readable by others (mode {mode:o}): {e}", dir.display()),
+            }
+        }
         Ok(RunStore { dir: std::fs::canonicalize(dir)? })
     }
 
@@ -184,6 +195,22 @@ mod tests {
             assert!(matches!(e.kind(), io::ErrorKind::PermissionDenied | io::ErrorKind::InvalidInput), "{refused}: {e}");
         }
         assert_eq!(read("missing").unwrap_err().kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn the_runs_directory_is_its_owners_only_whether_made_or_found() {
+        use std::os::unix::fs::PermissionsExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let made = dir.path().join("new/runs");
+        RunStore::open(&made).unwrap();
+        assert_eq!(mode(&made), 0o700);
+        let found = dir.path().join("old");
+        std::fs::create_dir(&found).unwrap();
+        std::fs::set_permissions(&found, std::fs::Permissions::from_mode(0o755)).unwrap();
+        RunStore::open(&found).unwrap();
+        assert_eq!(mode(&found), 0o700, "a runs directory of an older version is made private");
     }
 
     #[test]

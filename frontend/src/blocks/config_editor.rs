@@ -14,7 +14,8 @@ use super::config_model::{Checked, Draft, launch_overrides};
 use super::derived_values::DerivedValues;
 use crate::ids::unique_id;
 use crate::library::{Library, when_loaded};
-use crate::working::WorkingConfig;
+use crate::runs::Runs;
+use crate::working::{LOCAL, WorkingConfig};
 
 /// `fields`: the keys the lesson is about, shown first with every other group folded (and the
 /// YAML view folded too); empty, the editor opens its usual groups.
@@ -49,7 +50,8 @@ fn Editor(file: Arc<ConfigFile>, name: String, working: WorkingConfig, lesson: V
     let draft = RwSignal::new(restored);
     let yaml = RwSignal::new(draft.with_untracked(Draft::to_yaml));
     let yaml_error = RwSignal::new(None::<String>);
-    let checked = Memo::new(move |_| draft.with(|d| d.check(working.dp.get())));
+    let machine = machine_memory(working);
+    let checked = Memo::new(move |_| draft.with(|d| d.check(working.dp.get(), machine.get())));
     Effect::new(move |_| {
         checked.with(|c| {
             working.overrides.set(launch_overrides(&c.changes));
@@ -115,6 +117,18 @@ fn Editor(file: Arc<ConfigFile>, name: String, working: WorkingConfig, lesson: V
         </section>
     }
     .into_any()
+}
+
+/// The memory of the machine `working` runs on, while it runs on this server's machine and
+/// the server has said how much it has: what the editor checks the model's size against, as
+/// the launch does.
+fn machine_memory(working: WorkingConfig) -> Signal<Option<u64>> {
+    let runs = use_context::<Runs>();
+    Signal::derive(move || {
+        let here = working.target.with(|t| t == LOCAL);
+        let memory = runs.and_then(|runs| runs.server.with(|info| info.as_ref().map(|info| info.memory_bytes)));
+        memory.filter(|bytes| here && *bytes > 0)
+    })
 }
 
 #[component]
@@ -243,6 +257,7 @@ mod tests {
     use std::cell::Cell;
     use std::rc::Rc;
 
+    use scalebook_shared::protocol::{LearnerRuns, Role, ServerInfo};
     use wasm_bindgen::JsCast;
     use wasm_bindgen_test::wasm_bindgen_test;
 
@@ -285,5 +300,36 @@ mod tests {
         assert!(editor.find(".error").is_none());
         assert_eq!(working.overrides.get_untracked(), ["depth=3"]);
         assert!(editor.text("dd[data-derived='parameters']").contains(','), "derived values are shown for a valid config");
+    }
+
+    #[wasm_bindgen_test]
+    async fn a_model_too_large_for_this_machine_is_named_as_it_is_typed_unless_it_runs_elsewhere() {
+        let (runs, working) = (Runs::unconnected(), WorkingConfig::new());
+        let editor = mount(move || {
+            provide_configs();
+            provide_context(runs);
+            provide_context(working);
+            view! { <ConfigEditor config="cpu_short".to_owned() dp=1 fields=vec![] /> }
+        });
+        runs.server.set(Some(ServerInfo {
+            version: "test".into(),
+            configs: vec!["cpu_short".into()],
+            max_message_bytes: 65536,
+            heartbeat_secs: 20,
+            max_local_ranks: 1,
+            memory_bytes: 24 << 30,
+            role: Role::Instructor,
+            learner_runs: LearnerRuns::default(),
+            learner: None,
+        }));
+        settle().await;
+        editor.input("input[data-field=embed_dim]", "65536");
+        settle().await;
+        assert!(editor.text(".error[data-field=embed_dim]").contains("this machine has 24 GiB"), "{}", editor.text(".field-problems"));
+        assert_eq!(working.problems.get_untracked(), 1, "the launch waits for it");
+        // Sent to a Slurm cluster, this machine's memory is not the bound.
+        working.target.set("perlmutter".into());
+        settle().await;
+        assert!(editor.find(".error").is_none(), "{}", editor.text(".error"));
     }
 }

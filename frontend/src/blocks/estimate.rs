@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use leptos::prelude::*;
+use scalebook_page::blocks::hardware_words::Hardware;
 use scalebook_shared::cluster::{Cluster, Clusters, ExecutorKind};
 use scalebook_shared::config::ConfigFile;
 use scalebook_shared::estimate::{Estimate, EstimateOptions, estimate};
@@ -29,9 +30,13 @@ const HERE: &str = "@this-machine";
 #[component]
 pub fn EstimateBlock(config: String, grid: GridSpec, cluster: Option<String>, gpu: Option<String>) -> impl IntoView {
     let library = expect_context::<Library>();
-    let state = LayoutState::new(&grid);
-    let config_name = RwSignal::new(config);
     let gpu_name = RwSignal::new(gpu);
+    let hardware = Signal::derive(move || match gpu_name.get().as_deref() == Some(HERE) {
+        true => Hardware::CpuCores,
+        false => Hardware::Gpus,
+    });
+    let state = LayoutState::new(&grid, hardware);
+    let config_name = RwSignal::new(config);
     let inputs = move || async move { Ok((library.configs.await?, library.clusters.await?)) };
     view! {
         <section class="block estimate-block" aria-label="Estimate of one training step">
@@ -77,7 +82,7 @@ fn EstimateFor(
 ) -> impl IntoView {
     let names: Vec<String> = configs.names().map(str::to_owned).collect();
     let gpus: Vec<String> = cluster.gpus.iter().map(|g| g.name.clone()).collect();
-    let here = Memo::new(move |_| gpu_name.get().as_deref() == Some(HERE));
+    let here = Memo::new(move |_| state.hardware.get() == Hardware::CpuCores);
     // Fetched the first time this machine is chosen.
     let machine = LocalResource::new(move || {
         let wanted = here.get();
@@ -142,7 +147,7 @@ fn EstimateFor(
         <div class="estimate-columns">
             <RankGrid state traffic />
             {move || match result.get() {
-                Ok(estimate) => view! { <EstimateView estimate /> }.into_any(),
+                Ok(estimate) => view! { <EstimateView estimate hardware=state.hardware.get() /> }.into_any(),
                 Err(e) => view! {
                     <div class="estimate-problems" role="alert">
                         <p>"No estimate for this combination:"</p>

@@ -1,10 +1,11 @@
 //! One step's estimate as a learner reads it: does it fit, how fast, where the time and the
-//! memory go, and what every collective moves.
+//! memory go, and what every collective moves; per GPU, or per rank on this machine's cores.
 
 use leptos::prelude::*;
 use scalebook_shared::charts::format_number;
 use scalebook_shared::estimate::Estimate;
 
+use scalebook_page::blocks::hardware_words::Hardware;
 use scalebook_page::prediction::model_flops;
 use scalebook_page::units::{bytes, seconds};
 
@@ -12,13 +13,14 @@ use scalebook_page::units::{bytes, seconds};
 const PART_COLOURS: [&str; 8] = ["#0072B2", "#56B4E9", "#009E73", "#8FD3B6", "#E69F00", "#F3C979", "#999999", "#CC79A7"];
 
 #[component]
-pub fn EstimateView(estimate: Estimate) -> impl IntoView {
+pub fn EstimateView(estimate: Estimate, hardware: Hardware) -> impl IntoView {
     let memory = estimate.memory_gb;
     let limit = estimate.memory_limit_gb;
+    let per = hardware.per_unit();
     let verdict = if estimate.fits {
-        format!("Fits: {:.1} of {limit:.0} GB per GPU", memory.total)
+        format!("Fits: {:.1} of {limit:.0} GB {per}", memory.total)
     } else {
-        format!("Will not fit in {limit:.0} GB: needs {:.1} GB per GPU (out of memory)", memory.total)
+        format!("Will not fit in {limit:.0} GB: needs {:.1} GB {per} (out of memory)", memory.total)
     };
     let scale = memory.total.max(limit);
     let bar = memory
@@ -60,7 +62,7 @@ pub fn EstimateView(estimate: Estimate) -> impl IntoView {
                     <td>{c.phase.name()}</td>
                     <td>{c.what.clone()}</td>
                     <td>{format!("{} × {}", c.count, bytes(c.bytes))}</td>
-                    <td>{c.link.name()}</td>
+                    <td>{hardware.link(c.link)}</td>
                     <td>{seconds(c.seconds)}{c.overlapped.then_some(" (overlapped)")}</td>
                 </tr>
             }
@@ -90,7 +92,7 @@ pub fn EstimateView(estimate: Estimate) -> impl IntoView {
             <p class=if estimate.fits { "verdict ok" } else { "verdict error" } data-fits=estimate.fits.to_string() role="status">
                 <strong>{verdict}</strong>
             </p>
-            <div class="memory-bar" role="img" aria-label=format!("memory per GPU: {:.1} GB of {limit:.0} GB", memory.total)>
+            <div class="memory-bar" role="img" aria-label=format!("memory {per}: {:.1} GB of {limit:.0} GB", memory.total)>
                 {bar}
                 <span class="limit" style=format!("left: {:.2}%", limit / scale * 100.0)></span>
             </div>
@@ -98,7 +100,7 @@ pub fn EstimateView(estimate: Estimate) -> impl IntoView {
             <p>
                 {format!("{} precision, local batch {}, {} tokens per rank. ", estimate.precision.name(), estimate.local_batch_size, estimate.tokens_per_rank)}
                 <strong class="samples-per-sec" data-value=estimate.samples_per_sec.to_string()>{format!("{} samples/s", format_number(estimate.samples_per_sec))}</strong>
-                {format!(" ({} per step, {} TFLOP/s per GPU{}).", seconds(estimate.step_time_s), format_number(estimate.tflops_per_gpu), mfu)}
+                {format!(" ({} per step, {} TFLOP/s {per}{}).", seconds(estimate.step_time_s), format_number(estimate.tflops_per_gpu), mfu)}
             </p>
             <details>
                 <summary>"Where the step's time goes"</summary>
@@ -116,14 +118,14 @@ pub fn EstimateView(estimate: Estimate) -> impl IntoView {
             <details>
                 <summary>"Memory if the training state were sharded (ZeRO)"</summary>
                 <table>
-                    <thead><tr><th>"stage"</th><th>"per GPU"</th><th></th></tr></thead>
+                    <thead><tr><th>"stage"</th><th>{per.clone()}</th><th></th></tr></thead>
                     <tbody>{zero}</tbody>
                 </table>
             </details>
             <details class="recompute-what-if">
                 <summary>"Memory against time: activation recomputation"</summary>
                 <table>
-                    <thead><tr><th>"activations"</th><th>"per GPU"</th><th></th><th>"step"</th></tr></thead>
+                    <thead><tr><th>"activations"</th><th>{per}</th><th></th><th>"step"</th></tr></thead>
                     <tbody>
                         <tr>
                             <td>{recompute_now}</td>

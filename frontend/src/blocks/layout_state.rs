@@ -1,8 +1,9 @@
-//! A layout being explored: sizes, order and node size as the learner types them, the token
-//! whose groups colour the grid, and the rank under the pointer or selected. Shared by the
-//! controls, the grid and the estimate beside it.
+//! A layout being explored: sizes, order and node size as the learner types them, what its
+//! ranks run on, the token whose groups colour the grid, and the rank under the pointer or
+//! selected. Shared by the controls, the grid and the estimate beside it.
 
 use leptos::prelude::*;
+use scalebook_page::blocks::hardware_words::Hardware;
 use scalebook_shared::layout::{Dim, Layout, Placement, Sizes, Token};
 use scalebook_shared::{Error, Problems};
 
@@ -15,6 +16,8 @@ pub struct LayoutState {
     pub sizes: RwSignal<Sizes>,
     pub order: RwSignal<String>,
     pub gpus_per_node: RwSignal<u32>,
+    /// A cluster's GPUs, `gpus_per_node` to a node; or this machine's cores, every rank on it.
+    pub hardware: Signal<Hardware>,
     pub colour: RwSignal<Token>,
     pub selected: RwSignal<Option<u32>>,
     pub hovered: RwSignal<Option<u32>>,
@@ -24,19 +27,26 @@ pub struct LayoutState {
 }
 
 impl LayoutState {
-    pub fn new(spec: &GridSpec) -> LayoutState {
+    pub fn new(spec: &GridSpec, hardware: Signal<Hardware>) -> LayoutState {
         let sizes = RwSignal::new(spec.sizes);
         let order = RwSignal::new(spec.order.clone());
         let gpus_per_node = RwSignal::new(spec.gpus_per_node);
+        let layout = Memo::new(move |_| Layout::new(sizes.get(), &order.get()));
+        // This machine is one node, whatever the node size typed for a cluster.
+        let per_node = move || match hardware.get() {
+            Hardware::Gpus => gpus_per_node.get(),
+            Hardware::CpuCores => layout.with(|l| l.as_ref().map_or(1, Layout::world)),
+        };
         LayoutState {
             sizes,
             order,
             gpus_per_node,
+            hardware,
             colour: RwSignal::new(spec.colour),
             selected: RwSignal::new(None),
             hovered: RwSignal::new(None),
-            layout: Memo::new(move |_| Layout::new(sizes.get(), &order.get())),
-            placement: Memo::new(move |_| Placement::new(gpus_per_node.get())),
+            layout,
+            placement: Memo::new(move |_| Placement::new(per_node())),
         }
     }
 
@@ -97,13 +107,16 @@ pub fn LayoutControls(state: LayoutState) -> impl IntoView {
                     on:input=move |ev| state.order.set(event_target_value(&ev)) />
                 <ProblemsFor problems field="order" />
             </div>
-            <div class="control">
-                <label for=gpus_id.clone()>"GPUs per node"</label>
-                <input id=gpus_id type="number" min="1" data-field="gpus_per_node"
-                    prop:value=move || state.gpus_per_node.get()
-                    on:input=move |ev| state.gpus_per_node.set(event_target_value(&ev).trim().parse().unwrap_or(0)) />
-                <ProblemsFor problems field="gpus_per_node" />
-            </div>
+            // This machine's cores have no nodes to size.
+            <Show when=move || state.hardware.get() == Hardware::Gpus>
+                <div class="control">
+                    <label for=gpus_id.clone()>"GPUs per node"</label>
+                    <input id=gpus_id.clone() type="number" min="1" data-field="gpus_per_node"
+                        prop:value=move || state.gpus_per_node.get()
+                        on:input=move |ev| state.gpus_per_node.set(event_target_value(&ev).trim().parse().unwrap_or(0)) />
+                    <ProblemsFor problems field="gpus_per_node" />
+                </div>
+            </Show>
             <div class="control">
                 <label for=colour_id.clone()>"colour by"</label>
                 <select id=colour_id data-field="colour"

@@ -1,8 +1,8 @@
-//! The rank grid: nodes and their GPUs, coloured by the groups of a chosen token. Pointing at
-//! (or selecting) a rank outlines each of its groups and lists them with their coordinates,
-//! whether they stay inside one node (NVLink) or cross the network, and the collective the
-//! tutorial runs over them. The same `shared` layout code as `scalebook layout`, so the groups
-//! are the CLI's.
+//! The rank grid: nodes and their GPUs (or this machine's rank processes), coloured by the
+//! groups of a chosen token. Pointing at (or selecting) a rank outlines each of its groups and
+//! lists them with their coordinates, whether they stay inside one node (NVLink) or cross the
+//! network, and the collective the tutorial runs over them. The same `shared` layout code as
+//! `scalebook layout`, so the groups are the CLI's.
 
 use leptos::prelude::*;
 use scalebook_shared::estimate::GroupTraffic;
@@ -15,6 +15,7 @@ use super::layout_state::{LayoutControls, LayoutState};
 use crate::ids::unique_id;
 use crate::library::{Library, Ready};
 use scalebook_page::blocks::grid_groups::{TUTORIAL_TOKENS, first_groups, list};
+use scalebook_page::blocks::hardware_words::Hardware;
 use scalebook_page::units::{bytes, seconds};
 
 /// The config a grid's layout runs with unless the learner picks another: the small model
@@ -32,7 +33,7 @@ const WIDTH: f64 = 720.0;
 
 #[component]
 pub fn RankGridBlock(spec: GridSpec) -> impl IntoView {
-    let state = LayoutState::new(&spec);
+    let state = LayoutState::new(&spec, Signal::stored(Hardware::Gpus));
     let library = expect_context::<Library>();
     let config = RwSignal::new(RUN_WITH.to_owned());
     let config_id = unique_id("grid-config");
@@ -61,11 +62,12 @@ pub fn RankGrid(state: LayoutState, traffic: Signal<Vec<GroupTraffic>>) -> impl 
         let (Ok(layout), Ok(placement)) = (state.layout.get(), state.placement.get()) else {
             return view! { <p class="muted">"Fix the layout above to see its ranks."</p> }.into_any();
         };
+        let hardware = state.hardware.get();
         view! {
             <div class="rank-grid">
-                <GridPicture state layout=layout.clone() placement />
-                <RankDetails state layout=layout.clone() placement traffic />
-                <GroupTable layout placement traffic />
+                <GridPicture state layout=layout.clone() placement hardware />
+                <RankDetails state layout=layout.clone() placement traffic hardware />
+                <GroupTable layout placement traffic hardware />
             </div>
         }
         .into_any()
@@ -73,7 +75,7 @@ pub fn RankGrid(state: LayoutState, traffic: Signal<Vec<GroupTraffic>>) -> impl 
 }
 
 #[component]
-fn GridPicture(state: LayoutState, layout: Layout, placement: Placement) -> impl IntoView {
+fn GridPicture(state: LayoutState, layout: Layout, placement: Placement, hardware: Hardware) -> impl IntoView {
     let world = layout.world();
     let geometry = Geometry::new(world, placement.gpus_per_node(), WIDTH);
     let fills = {
@@ -109,11 +111,8 @@ fn GridPicture(state: LayoutState, layout: Layout, placement: Placement) -> impl
             })
             .collect_view()
     });
-    let description = format!(
-        "{world} ranks on {} nodes of {} GPUs. Arrow keys choose a rank; its groups are listed below.",
-        world.div_ceil(placement.gpus_per_node()),
-        placement.gpus_per_node()
-    );
+    let description =
+        format!("{}. Arrow keys choose a rank; its groups are listed below.", hardware.ranks_placed(world, placement.gpus_per_node()));
     view! {
         <figure class="grid-picture">
             <svg node_ref=svg class="rank-grid-svg" xmlns="http://www.w3.org/2000/svg"
@@ -146,19 +145,24 @@ fn GridPicture(state: LayoutState, layout: Layout, placement: Placement) -> impl
 }
 
 #[component]
-fn RankDetails(state: LayoutState, layout: Layout, placement: Placement, traffic: Signal<Vec<GroupTraffic>>) -> impl IntoView {
+fn RankDetails(
+    state: LayoutState,
+    layout: Layout,
+    placement: Placement,
+    traffic: Signal<Vec<GroupTraffic>>,
+    hardware: Hardware,
+) -> impl IntoView {
     move || {
         let Some(rank) = state.focus() else {
             return view! { <p class="muted rank-details">"Point at a rank, or focus the grid and use the arrow keys, to see its groups."</p> }.into_any();
         };
         let Some(coords) = layout.coords(rank) else { return ().into_any() };
-        let node = placement.node_of(rank);
         let rows = TUTORIAL_TOKENS
             .iter()
             .filter_map(|&token| {
                 let group = layout.group_of(token, rank)?;
                 let position = layout.group_rank(token, rank)?;
-                let link = link_name(group.len(), placement.crosses_nodes(&group));
+                let link = hardware.group_link(group.len(), placement.crosses_nodes(&group));
                 let load = traffic.with(|t| t.iter().find(|g| g.group == token).map(traffic_text));
                 Some(view! {
                     <tr data-token=token.to_string()>
@@ -175,8 +179,8 @@ fn RankDetails(state: LayoutState, layout: Layout, placement: Placement, traffic
             <div class="rank-details" aria-live="polite">
                 <p>
                     <strong data-rank=rank>{format!("Rank {rank}")}</strong>
-                    {format!(" — node {node}, GPU {} of it; coordinates tp {}, cp {}, dp {}, pp {}",
-                        rank % placement.gpus_per_node(), coords.tp, coords.cp, coords.dp, coords.pp)}
+                    {format!(" — {}; coordinates tp {}, cp {}, dp {}, pp {}",
+                        hardware.rank_place(rank, placement.gpus_per_node()), coords.tp, coords.cp, coords.dp, coords.pp)}
                 </p>
                 <table>
                     <thead><tr><th>"group"</th><th>"its ranks"</th><th>"rank in group"</th><th>"link"</th><th>"collective"</th></tr></thead>
@@ -189,7 +193,7 @@ fn RankDetails(state: LayoutState, layout: Layout, placement: Placement, traffic
 }
 
 #[component]
-fn GroupTable(layout: Layout, placement: Placement, traffic: Signal<Vec<GroupTraffic>>) -> impl IntoView {
+fn GroupTable(layout: Layout, placement: Placement, traffic: Signal<Vec<GroupTraffic>>, hardware: Hardware) -> impl IntoView {
     let rows = TUTORIAL_TOKENS
         .iter()
         .map(|&token| {
@@ -209,7 +213,7 @@ fn GroupTable(layout: Layout, placement: Placement, traffic: Signal<Vec<GroupTra
                 <tr data-token=token.to_string() data-count=count>
                     <th scope="row"><code>{token.to_string()}</code></th>
                     <td>{format!("{count} × {}", layout.group_size(token))}</td>
-                    <td>{link_name(layout.group_size(token) as usize, crosses)}</td>
+                    <td>{hardware.group_link(layout.group_size(token) as usize, crosses)}</td>
                     <td>{token.collective()}{move || load().map(|l| format!(" — {l}"))}</td>
                     <td class="mono groups" data-groups=serde_json::to_string(&listed).unwrap_or_default()>{text}</td>
                 </tr>
@@ -227,16 +231,8 @@ fn GroupTable(layout: Layout, placement: Placement, traffic: Signal<Vec<GroupTra
     }
 }
 
-fn link_name(group_size: usize, crosses: bool) -> &'static str {
-    match (group_size, crosses) {
-        (0..=1, _) => "none (one rank)",
-        (_, true) => "network (across nodes)",
-        (_, false) => "NVLink (one node)",
-    }
-}
-
 fn traffic_text(t: &GroupTraffic) -> String {
-    format!("{} per step, {} ({})", bytes(t.bytes_per_step), seconds(t.seconds_per_step), t.operations.join(", "))
+    format!("{} per step, {} ({})", bytes(t.bytes_per_step), seconds(t.seconds_per_step), t.operations_text())
 }
 
 #[cfg(test)]

@@ -9,11 +9,12 @@ use leptos::prelude::*;
 use scalebook_page::blocks::run_model::changes_line;
 use scalebook_shared::cluster::ExecutorKind;
 
-use super::run_state::{LOCAL, RunState};
+use super::run_state::RunState;
 use super::run_status::{CurrentRun, Refusal, RunList, ViewerNote};
 use super::slurm_fields::SlurmFields;
 use crate::ids::unique_id;
 use crate::library::Ready;
+use crate::working::LOCAL;
 
 #[component]
 pub fn RunBlock(config: String, dp: u32) -> impl IntoView {
@@ -113,6 +114,7 @@ mod tests {
             max_message_bytes: 65536,
             heartbeat_secs: 20,
             max_local_ranks: 1,
+            memory_bytes: 24 << 30,
             role,
             learner_runs: LearnerRuns::default(),
             learner: None,

@@ -1,7 +1,9 @@
 //! Where a run's ranks ran, once every rank has said, drawn under where its layout places
 //! them: one box per node, a square per rank coloured by its tensor- (or context-, or data-)
 //! parallel group, and a red edge on every rank that ran on another node than predicted. Read
-//! again when the run's state changes (its ranks record themselves as they start).
+//! again when the run's state changes (its ranks record themselves as they start), into a
+//! signal: a resource read again under the block's `Suspense` would send the whole block back
+//! to "Loading" as the run ends, its log scrolled back to its first lines (see `data_fetch`).
 
 use leptos::prelude::*;
 use scalebook_page::blocks::grid_geometry::PALETTE;
@@ -9,7 +11,8 @@ use scalebook_page::placement::{Cell, Picture, seen};
 use scalebook_shared::protocol::{RunId, RunRecord};
 use scalebook_shared::rundir::RankPlacement;
 
-use crate::net::{fetch, urls};
+use super::data_fetch::fetch_json;
+use crate::net::urls;
 
 /// A rank's square and the gap around it, in SVG units.
 const CELL: f64 = 26.0;
@@ -22,13 +25,16 @@ const MAX_DRAWN: usize = 256;
 
 #[component]
 pub fn RunPlacement(id: RunId, record: Memo<Option<RunRecord>>) -> impl IntoView {
-    let loaded = LocalResource::new(move || {
-        let url = urls::api(&format!("runs/{id}/placement"));
-        let _state = record.with(|r| r.as_ref().map(RunRecord::state));
-        async move { fetch::text(&url).await.ok().and_then(|text| serde_json::from_str::<Vec<RankPlacement>>(&text).ok()) }
+    let loaded = RwSignal::new(None::<Vec<RankPlacement>>);
+    let url = urls::api(&format!("runs/{id}/placement"));
+    Effect::new(move |_| {
+        record.with(|r| r.as_ref().map(RunRecord::state));
+        fetch_json(url.clone(), move |answer: Result<Vec<RankPlacement>, String>| {
+            loaded.try_set(answer.ok());
+        });
     });
     move || {
-        let places = loaded.get().flatten()?;
+        let places = loaded.get()?;
         let layout = record.with(|r| r.as_ref().map(|r| r.layout.clone()))?;
         let seen = seen(&places, &layout).filter(|_| layout.world() > 1)?;
         let picture = (places.len() <= MAX_DRAWN).then(|| seen.picture(&layout));

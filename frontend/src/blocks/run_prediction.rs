@@ -9,28 +9,34 @@ use scalebook_shared::estimate::Prediction;
 use scalebook_shared::protocol::{RunId, Series};
 use scalebook_shared::rundir;
 
+use super::data_fetch::fetch_json;
 use crate::net::{fetch, urls};
 
-/// Run `id`'s prediction, loaded once: `None` inside when it has none (a run from before
-/// predictions, one the server could not predict).
-pub fn load(id: &RunId) -> LocalResource<Option<Prediction>> {
-    let id = id.clone();
-    LocalResource::new(move || {
-        let id = id.clone();
-        async move { fetch(&id).await }
-    })
+/// Run `id`'s prediction, fetched once into a signal: `None` until it is here, and for a run
+/// that has none (from before predictions, or one the server could not predict). A signal, not
+/// a resource, so the run's block never goes back to "Loading" for it (see `data_fetch`).
+pub fn load(id: &RunId) -> RwSignal<Option<Prediction>> {
+    let loaded = RwSignal::new(None);
+    fetch_json(url(id), move |answer: Result<Prediction, String>| {
+        loaded.try_set(answer.ok());
+    });
+    loaded
 }
 
 /// Run `id`'s prediction from the server, if it has one.
 pub async fn fetch(id: &RunId) -> Option<Prediction> {
-    let url = urls::api(&format!("runs/{id}/files/{}", rundir::PREDICTION));
-    fetch::text(&url).await.ok().and_then(|text| serde_json::from_str::<Prediction>(&text).ok())
+    fetch::text(&url(id)).await.ok().and_then(|text| serde_json::from_str::<Prediction>(&text).ok())
+}
+
+/// Where run `id`'s prediction is read from.
+fn url(id: &RunId) -> String {
+    urls::api(&format!("runs/{id}/files/{}", rundir::PREDICTION))
 }
 
 #[component]
-pub fn RunPrediction(id: RunId, series: ArcRwSignal<Vec<Series>>, loaded: LocalResource<Option<Prediction>>) -> impl IntoView {
+pub fn RunPrediction(id: RunId, series: ArcRwSignal<Vec<Series>>, loaded: RwSignal<Option<Prediction>>) -> impl IntoView {
     move || {
-        let prediction = loaded.get().flatten()?;
+        let prediction = loaded.get()?;
         let table = series.with(|s| rows(&prediction, s));
         let mut flags: Vec<String> = table.iter().filter_map(|r| Some(format!("{}: {}", r.quantity, r.verdict()?))).collect();
         if table.first().and_then(Row::ratio).is_some_and(|r| r < 1.0 - STATED_ERROR) {

@@ -15,9 +15,6 @@ use crate::net::ws::ConnectionState;
 use crate::runs::{Runs, Whose};
 use crate::working::WorkingConfig;
 
-/// Where runs go when no cluster is chosen.
-pub const LOCAL: &str = "local";
-
 #[derive(Clone, Copy)]
 pub struct RunState {
     pub runs: Runs,
@@ -25,7 +22,7 @@ pub struct RunState {
     pub working: WorkingConfig,
     /// The run the block shows (remembered across reloads).
     pub current: RwSignal<Option<RunId>>,
-    /// `LOCAL` or a cluster's name.
+    /// `LOCAL` or a cluster's name (the working config's).
     pub target: RwSignal<String>,
     pub slurm: RwSignal<SlurmRequest>,
     pub waiting: RwSignal<Option<Waiting>>,
@@ -56,7 +53,7 @@ impl RunState {
             remember(&memory_key, &id);
             current.set(Some(id));
         });
-        let target = RwSignal::new(LOCAL.to_owned());
+        let target = working.target;
         let learner = Memo::new(move |_| runs.learner_runs());
         let slurm_cluster = Memo::new(move |_| {
             let clusters = library.clusters.ready().filter(|_| learner.with(Option::is_none))?;

@@ -8,7 +8,7 @@ use leptos::prelude::*;
 use scalebook_page::progress::Progress;
 use scalebook_shared::Problems;
 use scalebook_shared::estimate::Prediction;
-use scalebook_shared::protocol::{RunId, RunState, Series, run_list};
+use scalebook_shared::protocol::{RunId, Series, run_list};
 
 use super::run_placement::RunPlacement;
 use super::run_prediction::{self, RunPrediction};
@@ -20,6 +20,9 @@ use crate::storage;
 /// Log lines shown (the stream keeps more).
 const LOG_LINES_SHOWN: usize = 200;
 
+/// A log box scrolled this close to its end counts as at its end (rounding, a last half line).
+const TAIL_SLACK_PX: i32 = 8;
+
 #[component]
 pub fn CurrentRun(id: RunId, runs: Runs) -> impl IntoView {
     let stream = runs.watch(&id);
@@ -28,22 +31,24 @@ pub fn CurrentRun(id: RunId, runs: Runs) -> impl IntoView {
         Memo::new(move |_| runs.record(&id))
     };
     let log = NodeRef::<leptos::html::Pre>::new();
-    let lines = stream.log.clone();
     let error_log = stream.log.clone();
-    Effect::new(move |_| {
-        lines.track();
-        if let Some(pre) = log.get() {
-            pre.set_scroll_top(pre.scroll_height());
-        }
-    });
-    let prediction = run_prediction::load(&id);
-    let cancel_id = id.clone();
+    let lines = stream.log.clone();
     let log_text = move || {
-        stream.log.with(|lines| {
+        lines.with(|lines| {
             let skip = lines.len().saturating_sub(LOG_LINES_SHOWN);
             lines[skip..].iter().map(|l| l.text.as_str()).collect::<Vec<_>>().join("\n")
         })
     };
+    // The text and the scroll are set together, after each other: a scroll made before the
+    // text was drawn would leave the last lines (a run's result) below the box.
+    Effect::new(move |_| {
+        let text = log_text();
+        if let Some(pre) = log.get() {
+            follow_tail(&pre, &text);
+        }
+    });
+    let prediction = run_prediction::load(&id);
+    let cancel_id = id.clone();
     view! {
         <div class="current-run" data-run=id.to_string()>
             {move || record.get().map(|r| {
@@ -54,13 +59,17 @@ pub fn CurrentRun(id: RunId, runs: Runs) -> impl IntoView {
                 view! {
                     <p class="run-state" data-state=format!("{state:?}").to_lowercase()>
                         <span class=format!("badge state-{}", state.label().replace(' ', "-"))>{state.label()}</span>
-                        {format!(" run {} of {}", r.id, r.config)}
-                        {reason.map(|why| view! { <span class="reason">{format!(": {why}")}</span> })}
+                        // One item of the line's flex row, its reason right after the config:
+                        // the row's gap would stand between them otherwise.
+                        <span class="run-what">
+                            {format!(" run {} of {}", r.id, r.config)}
+                            {reason.map(|why| view! { <span class="reason">{format!(": {why}")}</span> })}
+                        </span>
                         {(!state.is_final() && may).then(|| view! {
                             <button type="button" class="cancel" on:click=move |_| { runs.cancel(&cancel_id); }>"Cancel"</button>
                         })}
-                        // The server refuses a run with no checkpoint, and says so.
-                        {(state.is_final() && state != RunState::Completed && may).then(|| view! {
+                        // Offered only where the server found a checkpoint to go on from.
+                        {(r.resumable() && may).then(|| view! {
                             <button type="button" class="resume" title="Go on from its last checkpoint (saved after every epoch)"
                                 on:click=move |_| { runs.resume(&resume_id); }>"Resume"</button>
                         })}
@@ -72,17 +81,27 @@ pub fn CurrentRun(id: RunId, runs: Runs) -> impl IntoView {
             <RunProgress series=stream.series.clone() running=Signal::derive(move || record.with(|r| r.as_ref().is_some_and(|r| !r.state().is_final()))) prediction />
             <RunPrediction id=id.clone() series=stream.series.clone() loaded=prediction />
             <RunPlacement id=id.clone() record />
-            <pre class="log" node_ref=log tabindex="0" aria-label="Log of the run">{log_text}</pre>
+            <pre class="log" node_ref=log tabindex="0" aria-label="Log of the run"></pre>
         </div>
+    }
+}
+
+/// Shows `text` in the log box `pre`, which stays at its end if it was there (a reader who
+/// scrolled up to older lines is left where they are).
+fn follow_tail(pre: &web_sys::HtmlElement, text: &str) {
+    let at_end = pre.scroll_top() + pre.client_height() >= pre.scroll_height() - TAIL_SLACK_PX;
+    pre.set_text_content(Some(text));
+    if at_end {
+        pre.set_scroll_top(pre.scroll_height());
     }
 }
 
 /// A run's step out of the steps it takes, as a bar, and while it goes the time it has left
 /// (at the predicted pace until a step is measured).
 #[component]
-fn RunProgress(series: ArcRwSignal<Vec<Series>>, running: Signal<bool>, prediction: LocalResource<Option<Prediction>>) -> impl IntoView {
+fn RunProgress(series: ArcRwSignal<Vec<Series>>, running: Signal<bool>, prediction: RwSignal<Option<Prediction>>) -> impl IntoView {
     let progress = Memo::new(move |_| {
-        let step_s = prediction.get().flatten().map(|p| p.estimate.step_time_s);
+        let step_s = prediction.with(|p| p.as_ref().map(|p| p.estimate.step_time_s));
         series.with(|s| Progress::of(s, step_s))
     });
     move || {
@@ -197,4 +216,88 @@ pub fn remembered(key: &str) -> Option<RunId> {
 
 pub fn remember(key: &str, id: &RunId) {
     storage::keep(key, id.as_str());
+}
+
+#[cfg(test)]
+mod tests {
+    use scalebook_shared::protocol::{LogLine, RunRecord, RunState};
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    use super::*;
+    use crate::runs::test_record;
+    use crate::testing::{Mounted, mount, settle};
+
+    /// Run `r1` as the run block shows it, under a `Suspense` as every block is, its log in a
+    /// box a few lines high as the page's style draws it.
+    fn mount_run(runs: Runs) -> Mounted {
+        mount(move || {
+            view! {
+                <style>"pre.log { max-height: 4rem; overflow: auto; }"</style>
+                <Suspense fallback=|| view! { <p class="block-loading">"Loading this block…"</p> }>
+                    <CurrentRun id=RunId::parse("r1").unwrap() runs />
+                </Suspense>
+            }
+        })
+    }
+
+    fn lines(range: std::ops::Range<u64>) -> Vec<LogLine> {
+        range.map(|seq| LogLine { seq, text: format!("line {seq}") }).collect()
+    }
+
+    /// Run `r1`, launched and then ended in `state` for `reason`.
+    fn ended(state: RunState, reason: &str, checkpoint: bool) -> RunRecord {
+        let mut record = test_record("r1", None);
+        record.transition(state, 1.0, Some(reason.to_owned()));
+        RunRecord { checkpoint, ..record }
+    }
+
+    fn scrolled(block: &Mounted) -> String {
+        let Some(pre) = block.find("pre.log").and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok()) else { return "no pre".into() };
+        format!(
+            "top {} client {} height {} loading {}",
+            pre.scroll_top(),
+            pre.client_height(),
+            pre.scroll_height(),
+            block.find(".block-loading").is_some()
+        )
+    }
+
+    /// Whether the log box shows its last line.
+    fn at_the_end(block: &Mounted) -> bool {
+        let Some(pre) = block.find("pre.log").and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok()) else { return false };
+        pre.scroll_height() > pre.client_height() && pre.scroll_top() + pre.client_height() >= pre.scroll_height() - 1
+    }
+
+    #[wasm_bindgen_test]
+    async fn the_log_stays_at_its_end_as_the_run_ends() {
+        let runs = Runs::unconnected();
+        runs.records.set(vec![test_record("r1", None)]);
+        let block = mount_run(runs);
+        runs.watch(&RunId::parse("r1").unwrap()).add_log(lines(1..40));
+        settle().await;
+        assert!(at_the_end(&block), "the running log follows its tail: {}", scrolled(&block));
+        // The run ends: its state changes, and its last lines (the result) arrive.
+        runs.records.set(vec![ended(RunState::Completed, "done", false)]);
+        runs.watch(&RunId::parse("r1").unwrap()).add_log(lines(40..45));
+        for _ in 0..5 {
+            settle().await;
+        }
+        assert!(block.find(".block-loading").is_none(), "the block went back to loading");
+        assert!(at_the_end(&block), "the log left its end: {}", block.text("pre.log"));
+    }
+
+    #[wasm_bindgen_test]
+    async fn the_state_line_reads_as_one_sentence_and_offers_resume_only_with_a_checkpoint() {
+        let runs = Runs::unconnected();
+        runs.records.set(vec![ended(RunState::Cancelled, "cancelled before it started", false)]);
+        let block = mount_run(runs);
+        settle().await;
+        // The config and its reason in one item of the row: no gap before the colon.
+        assert_eq!(block.text(".run-state .run-what").trim(), "run r1 of cpu_tiny: cancelled before it started");
+        assert!(block.find(".run-state button.resume").is_none(), "Resume offered with no checkpoint");
+        runs.records.set(vec![ended(RunState::Cancelled, "cancelled", true)]);
+        settle().await;
+        assert!(block.find(".run-state button.resume").is_some(), "no Resume although a checkpoint is there");
+    }
 }

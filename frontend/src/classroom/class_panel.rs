@@ -1,12 +1,13 @@
 //! The class panel of the owner's page (an instructor's link: the owner of this server), opened
-//! from the header. Two parts:
+//! from the header. Its parts:
 //!
 //! - **Join a class**: a learner pastes the class link their instructor gave them; it is
 //!   checked as they type, each problem named beside the field; Join makes this server follow
 //!   that class, and the panel says where it stands (reaching it, following, refused) with a
 //!   Leave button.
 //! - **Your class**, when this server has a class listener: the class link to hand out (Copy),
-//!   a New class link button (the old link stops working), and the roster of followers.
+//!   a New class link button (the old link stops working), and the roster of followers;
+//!   without one, **Hold a class**: the flag that starts one.
 
 use leptos::prelude::*;
 use scalebook_shared::protocol::{ClassState, ClientMessage, Secret};
@@ -26,7 +27,25 @@ pub fn ClassPanel(id: &'static str) -> impl IntoView {
             <Show when=move || runs.class.with(|state| class_model::offers_join(runs.class_link.with(Option::is_some), state))>
                 <JoinClass runs />
             </Show>
+            <Show when=move || class_model::offers_hold(runs.class_link.with(Option::is_some))>
+                <HoldClass />
+            </Show>
         </div>
+    }
+}
+
+/// How to hold a class, on a server without a class listener.
+#[component]
+fn HoldClass() -> impl IntoView {
+    view! {
+        <section class="hold-class">
+            <h2>"Hold a class"</h2>
+            <p class="muted">
+                "To hold a class of your own, serve with a class listener: "
+                <code>{class_model::HOLD_COMMAND}</code>
+                " (or add the flag to the command of your Jupyter entry). Its class link then shows here, to hand out to your learners: see \"A class of many Scalebooks\" in the README."
+            </p>
+        </section>
     }
 }
 
@@ -129,7 +148,7 @@ fn copy_from(input: &web_sys::HtmlInputElement) -> bool {
 #[cfg(test)]
 mod tests {
     use scalebook_shared::layout::Sizes;
-    use scalebook_shared::protocol::{Follower, RunId, RunState, RunSummary};
+    use scalebook_shared::protocol::{ChartView, Follower, Presentation, RunId, RunState, RunSummary};
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
@@ -158,6 +177,7 @@ mod tests {
         settle().await;
         assert!(panel.find(".your-class").is_none(), "a server without a class listener has no class of its own");
         assert!(panel.find(".join-class").is_some());
+        assert!(panel.text(".hold-class").contains("--class-listen"), "nothing says how to hold a class: {}", panel.text(".class-panel"));
         assert!(panel.find("button.join").unwrap().has_attribute("disabled"));
         panel.input(".class-link-field", "scalebook-class://login01:8443/#token=abc");
         settle().await;
@@ -170,7 +190,7 @@ mod tests {
         assert!(!panel.find("button.join").unwrap().has_attribute("disabled"));
         assert_eq!(panel.text(".link-problems li.ok"), "a class link to login01:8443");
 
-        runs.class.set(ClassState::Connecting { address: "login01:8443".into(), attempt: 1 });
+        runs.class.set(ClassState::Connecting { address: "login01:8443".into(), attempt: 1, warning: None });
         settle().await;
         assert_eq!(panel.attr(".class-state", "data-state").as_deref(), Some("connecting"));
         assert!(panel.text(".class-state").starts_with("reaching login01:8443, attempt 2…"));
@@ -201,13 +221,25 @@ mod tests {
         settle().await;
         assert_eq!(panel.text(".roster-counts"), "2 followers, 1 following");
         assert!(panel.find(".join-class").is_none(), "the class's own server offers to join another");
+        assert!(panel.find(".hold-class").is_none(), "it holds one already");
         assert_eq!(
             panel.find("input.class-link").unwrap().unchecked_into::<web_sys::HtmlInputElement>().value(),
             runs.class_link.get_untracked().unwrap().0
         );
         let names = || texts(&panel, "table.roster tbody td.name");
         assert_eq!(names(), ["ada", "ada", "bob"]);
+        // Before anyone presents, nobody has broken away; once a presentation is on, bob has.
+        assert_eq!(texts(&panel, "table.roster tbody td.following"), ["will follow", "will follow", "not following"]);
+        runs.presentation.set(Some(Presentation {
+            chapter: "intro".into(),
+            block: None,
+            element: None,
+            quiz: None,
+            charts: ChartView::default(),
+        }));
+        settle().await;
         assert_eq!(texts(&panel, "table.roster tbody td.following"), ["following", "following", "broke away"]);
+        assert_eq!(panel.attr("table.roster tr[data-follower='2'] td.following", "data-standing").as_deref(), Some("broke away"));
         // One Remove per follower.
         assert_eq!(panel.root.query_selector_all("table.roster button.remove").unwrap().length(), 2);
 

@@ -1,5 +1,6 @@
-//! The classroom's controls in the page header: "Present", the head count and the class panel's
-//! toggle on an instructor's page; "Following the instructor" and "Catch up" on a page that can
+//! The classroom's controls in the page header: "Present", the head count, the class panel's
+//! toggle and, while its port is taken, why the class listener does not listen, on an
+//! instructor's page; "Following the instructor" and "Catch up" on a page that can
 //! follow a presentation. With nothing presented, a learner's header shows none of it. The
 //! header stays at the top of the window, so the controls do too.
 
@@ -43,6 +44,9 @@ pub fn ClassroomControls() -> impl IntoView {
                 <Show when=move || panel_open.get()>
                     <ClassPanel id=PANEL_ID />
                 </Show>
+                {move || runs.class_unbound.get().map(|why| view! {
+                    <span class="class-unbound" role="alert">"Class listener not listening: " {why}</span>
+                })}
             </Show>
             <Show when=may_follow>
                 <button type="button" class="follow" aria-pressed=move || following.get().to_string()

@@ -69,10 +69,27 @@ pub fn scroll_to(target: Scroll) {
     }
 }
 
+/// The answer (`<details>`) of the quiz block at `position`.
+fn answer(position: u32) -> Option<web_sys::Element> {
+    nth(blocks(), position)?.query_selector("details").ok().flatten()
+}
+
 /// Opens or closes the answer of the quiz at `position` (its `<details>`).
 pub fn set_answer_open(position: u32, open: bool) {
-    let Some(details) = nth(blocks(), position).and_then(|b| b.query_selector("details").ok().flatten()) else { return };
+    let Some(details) = answer(position) else { return };
     let _ = if open { details.set_attribute("open", "") } else { details.remove_attribute("open") };
+}
+
+/// Scrolls the quiz at `position`'s answer into view, at once, if any of it is out of view
+/// (see [`model::reveal_target`]).
+pub fn reveal_answer(position: u32) {
+    let Some(details) = answer(position) else { return };
+    let window = window();
+    let rect = details.get_bounding_client_rect();
+    let bottom = window.inner_height().ok().and_then(|h| h.as_f64()).unwrap_or(0.0);
+    if let Some(y) = model::reveal_target(window.scroll_y().unwrap_or(0.0), rect.top(), rect.bottom(), top(), bottom) {
+        window.scroll_to_with_x_and_y(window.scroll_x().unwrap_or(0.0), y);
+    }
 }
 
 #[cfg(test)]
@@ -115,6 +132,41 @@ mod tests {
         assert_eq!(place(), Place { block: Some(0), element: Some(3) });
         scroll_to(Scroll::Element(4));
         assert_eq!(place(), Place { block: None, element: Some(4) });
+        window().scroll_to_with_x_and_y(0.0, 0.0);
+        drop(page);
+    }
+
+    #[wasm_bindgen_test]
+    async fn an_answer_opened_below_the_window_is_brought_into_view() {
+        let page = mount(|| {
+            view! {
+                <article class="chapter">
+                    <div class="prose"><p style="height: 300px; margin: 0">"Opening"</p></div>
+                    <section class="block quiz">
+                        <details><summary>"Answer"</summary><p style="height: 200px; margin: 0">"Because."</p></details>
+                    </section>
+                    <div style="height: 3000px"></div>
+                </article>
+            }
+        });
+        settle().await;
+        let height = window().inner_height().unwrap().as_f64().unwrap();
+        // The answer's summary just shows at the window's bottom edge: opened, its text is below.
+        let summary_top = answer(0).unwrap().get_bounding_client_rect().top() + window().scroll_y().unwrap();
+        window().scroll_to_with_x_and_y(0.0, summary_top - height + 10.0);
+        set_answer_open(0, true);
+        reveal_answer(0);
+        let rect = answer(0).unwrap().get_bounding_client_rect();
+        assert!(
+            rect.bottom() <= height + 0.5 && rect.top() >= 0.0,
+            "the answer spans {}..{} of a window {height} high",
+            rect.top(),
+            rect.bottom()
+        );
+        // In view already: nothing moves.
+        let before = window().scroll_y().unwrap();
+        reveal_answer(0);
+        assert_eq!(window().scroll_y().unwrap(), before);
         window().scroll_to_with_x_and_y(0.0, 0.0);
         drop(page);
     }

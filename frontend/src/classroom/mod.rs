@@ -303,6 +303,10 @@ impl Classroom {
         if let Some(target) = steps.scroll_to {
             dom::scroll_to(target);
         }
+        // The presenter's window may show more below its place than this one does.
+        if let Some(quiz) = steps.open_quiz {
+            dom::reveal_answer(quiz);
+        }
         self.shown.set_value(Some(presented));
     }
 }

@@ -44,6 +44,11 @@ pub fn Roster(runs: Runs) -> impl IntoView {
 #[component]
 fn RosterRow(row: Row, runs: Runs) -> impl IntoView {
     let (follower, name) = (row.follower, row.name.clone());
+    // Nobody breaks away from a presentation that has not started.
+    let standing = {
+        let row = row.clone();
+        Memo::new(move |_| row.standing(runs.presentation.with(Option::is_some)))
+    };
     let run = row.run.clone();
     let chart = row.copy().zip(run.as_ref().map(|r| r.id.clone())).map(|(copy, upstream)| {
         let charted = {
@@ -67,7 +72,7 @@ fn RosterRow(row: Row, runs: Runs) -> impl IntoView {
     view! {
         <tr data-follower=row.follower data-run=run.as_ref().map(|r| r.id.to_string())>
             <td class="name">{row.name.clone()}</td>
-            <td class="following" data-following=row.following.to_string()>{row.following_label()}</td>
+            <td class="following" data-standing=move || standing.get().label()>{move || standing.get().label()}</td>
             <td class="since">{local_clock(row.since)}</td>
             <td class="mono">{run.as_ref().map(|r| r.config.clone())}</td>
             <td class="mono">{run.as_ref().map(|r| r.layout_text())}</td>

@@ -62,6 +62,9 @@ pub struct Runs {
     /// The link learners join this server's class with (told to an instructor's page; `None`:
     /// this server has no class listener).
     pub class_link: RwSignal<Option<Secret>>,
+    /// Why this server's class listener does not listen now (its port taken), while it tries
+    /// again (told to an instructor's page; `None`: it listens, or there is none).
+    pub class_unbound: RwSignal<Option<String>>,
     /// The follower servers in this server's class (told to an instructor's page).
     pub roster: RwSignal<Vec<Follower>>,
     /// Where this server stands with the class it follows.
@@ -106,6 +109,7 @@ impl Runs {
             presenter_connected: RwSignal::new(true),
             audience: RwSignal::new(Audience::default()),
             class_link: RwSignal::new(None),
+            class_unbound: RwSignal::new(None),
             roster: RwSignal::new(Vec::new()),
             class: RwSignal::new(ClassState::Alone),
             slurm_at: RwSignal::new(None),
@@ -358,7 +362,10 @@ impl Runs {
             ServerMessage::Presenting { presentation } => self.presentation.set(presentation),
             ServerMessage::Presenter { connected } => self.presenter_connected.set(connected),
             ServerMessage::Audience(audience) => self.audience.set(audience),
-            ServerMessage::ClassLink { link } => self.class_link.set(link),
+            ServerMessage::ClassLink { link, unbound } => {
+                self.class_link.set(link);
+                self.class_unbound.set(unbound);
+            }
             ServerMessage::Roster { followers } => self.roster.set(followers),
             ServerMessage::Class(state) => self.class.set(state),
             // A page is never a follower server: a class listener asks no page for runs.

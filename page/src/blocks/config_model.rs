@@ -8,6 +8,7 @@
 use indexmap::IndexMap;
 use scalebook_shared::Problems;
 use scalebook_shared::config::{FieldDiff, TrainConfig, yaml_value};
+use scalebook_shared::launch::machine_memory_problems;
 use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -71,8 +72,10 @@ impl Draft {
     }
 
     /// Applies every readable edit, and checks the result for a run on `dp` data-parallel
-    /// ranks (with the config's own tp and cp).
-    pub fn check(&self, dp: u32) -> Checked {
+    /// ranks (with the config's own tp and cp); on this server's machine (`machine`: its
+    /// memory in bytes), also against the bound a launch there is refused by, so a model too
+    /// large for it is named as it is typed, not at Launch.
+    pub fn check(&self, dp: u32, machine: Option<u64>) -> Checked {
         let mut problems = Problems::default();
         let mut readable = Vec::new();
         for edit in self.edits() {
@@ -90,6 +93,10 @@ impl Draft {
             problems.0.extend(e.problems().0);
         }
         let changes = self.named.diff(&config);
+        if let Some(memory_bytes) = machine {
+            let ranks = u32::try_from(world).unwrap_or(u32::MAX);
+            problems.0.extend(machine_memory_problems(&config, ranks, memory_bytes, &launch_overrides(&changes)).0);
+        }
         Checked { config, problems, changes, world }
     }
 
@@ -163,7 +170,7 @@ mod tests {
 
     #[test]
     fn an_untouched_config_is_valid_and_unchanged() {
-        let checked = draft("cpu_short").check(1);
+        let checked = draft("cpu_short").check(1, None);
         assert!(checked.problems.is_empty(), "{}", checked.problems);
         assert!(checked.changes.is_empty());
         assert_eq!(checked.world, 1);
@@ -174,7 +181,7 @@ mod tests {
         let mut d = draft("cpu_short");
         d.set("embed_dim", "130".into());
         d.set("depth", "lots".into());
-        let checked = d.check(1);
+        let checked = d.check(1, None);
         assert_eq!(fields(&checked.problems), ["depth", "embed_dim"], "{}", checked.problems);
         assert!(checked.problems.0[1].message.contains("not divisible by num_heads 4"));
         // The readable edit is applied; the unreadable one is not.
@@ -187,10 +194,10 @@ mod tests {
         let mut d = draft("cpu_short");
         d.set("embed_dim", "96".into());
         d.set("lr", "5E-4".into());
-        let overrides = launch_overrides(&d.check(1).changes);
+        let overrides = launch_overrides(&d.check(1, None).changes);
         let mut back = draft("cpu_short");
         back.apply(&overrides);
-        assert_eq!(launch_overrides(&back.check(1).changes), overrides);
+        assert_eq!(launch_overrides(&back.check(1, None).changes), overrides);
         assert_eq!(back.text("embed_dim"), "96");
     }
 
@@ -198,9 +205,31 @@ mod tests {
     fn the_world_comes_from_tp_cp_and_dp() {
         let mut d = draft("cpu_short");
         d.set("global_batch_size", "6".into());
-        let checked = d.check(4);
+        let checked = d.check(4, None);
         assert_eq!(checked.world, 4);
         assert!(checked.problems.0.iter().any(|p| p.field == "global_batch_size" && p.message.contains("dp 4")), "{}", checked.problems);
+    }
+
+    #[test]
+    fn a_model_too_large_for_this_machine_is_named_as_it_is_typed() {
+        const MACHINE: Option<u64> = Some(24 << 30);
+        let mut d = draft("cpu_short");
+        assert!(d.check(1, MACHINE).problems.is_empty());
+        // A valid config, which no launch here would take: named at its field, with the rule.
+        d.set("embed_dim", "65536".into());
+        let checked = d.check(1, MACHINE);
+        assert_eq!(fields(&checked.problems), ["embed_dim"], "{}", checked.problems);
+        let message = &checked.problems.0[0].message;
+        assert!(message.contains("for weights, gradients and Adam state") && message.contains("this machine has 24 GiB"), "{message}");
+        assert!(d.check(1, None).problems.is_empty(), "not checked for a run elsewhere");
+        // About 48 trillion parameters, both sizes changed: the later field of the form.
+        d.set("depth", "930".into());
+        let checked = d.check(1, MACHINE);
+        assert_eq!(fields(&checked.problems), ["depth"], "{}", checked.problems);
+        assert!(checked.problems.0[0].message.starts_with("a model of 479"), "{}", checked.problems);
+        // The bound counts every rank.
+        assert!(draft("cpu_short").check(4, Some(1 << 50)).problems.is_empty());
+        assert_eq!(fields(&draft("cpu_short").check(4, Some(1 << 20)).problems), ["depth"]);
     }
 
     #[test]
@@ -209,7 +238,7 @@ mod tests {
         let yaml = d.to_yaml().replace("  depth: 2\n", "  depth: 3\n").replace("  lr: 0.00025\n", "  lr: 5E-4\n");
         d.read_yaml(&yaml).unwrap();
         assert_eq!(d.text("depth"), "3");
-        let checked = d.check(1);
+        let checked = d.check(1, None);
         assert_eq!(launch_overrides(&checked.changes), ["depth=3", "lr=0.0005"]);
         // Reading back what it writes changes nothing.
         let before = d.clone();
@@ -223,7 +252,7 @@ mod tests {
         d.set("depth", "7".into());
         d.read_yaml("embed_dim: 96\nnum_iter: 3\n").unwrap();
         assert_eq!(d.text("depth"), "2", "a key left out goes back to the named value");
-        let checked = d.check(1);
+        let checked = d.check(1, None);
         assert_eq!(checked.config.embed_dim, 96);
         let unknown = checked.problems.0.iter().find(|p| p.field == "num_iter").unwrap();
         assert!(unknown.message.contains("did you mean `num_iters`"), "{unknown}");

@@ -7,6 +7,7 @@ pub mod config_model;
 pub mod figures;
 pub mod grid_geometry;
 pub mod grid_groups;
+pub mod hardware_words;
 pub mod latitude_plot;
 pub mod maps_model;
 pub mod picture;

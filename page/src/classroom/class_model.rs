@@ -31,9 +31,13 @@ pub fn check_link(text: &str) -> LinkCheck {
 pub fn state_words(state: &ClassState) -> String {
     match state {
         ClassState::Alone => "not in a class".into(),
-        ClassState::Connecting { address, attempt: 0 } => format!("reaching {address}…"),
-        // As the connection indicator counts: the attempt now under way.
-        ClassState::Connecting { address, attempt } => format!("reaching {address}, attempt {}…", attempt + 1),
+        ClassState::Connecting { address, attempt: 0, .. } => format!("reaching {address}…"),
+        // As the connection indicator counts: the attempt now under way; and what the last one
+        // met (a port someone else holds is tried for as long as it takes).
+        ClassState::Connecting { address, attempt, warning } => match warning {
+            Some(warning) => format!("reaching {address}, attempt {}… (the last one: {warning})", attempt + 1),
+            None => format!("reaching {address}, attempt {}…", attempt + 1),
+        },
         ClassState::Joined { address } => format!("following the class at {address}"),
         ClassState::Refused { address, reason } => format!("refused by {address}: {reason}"),
     }
@@ -53,6 +57,16 @@ pub fn state_name(state: &ClassState) -> &'static str {
 /// class of its own (`has_listener`), unless it is in another class anyway (then it says so).
 pub fn offers_join(has_listener: bool, state: &ClassState) -> bool {
     !has_listener || *state != ClassState::Alone
+}
+
+/// The command that serves with a class listener, as the README's "A class of many
+/// Scalebooks" gives it: what the panel tells an instructor whose server has none.
+pub const HOLD_COMMAND: &str = "scalebook serve --class-listen 0.0.0.0:8443";
+
+/// Whether the panel says how to hold a class: on a server without a class listener, where
+/// "Join a class" would otherwise be all it offers, so an instructor learns how to start one.
+pub fn offers_hold(has_listener: bool) -> bool {
+    !has_listener
 }
 
 /// Whether the page offers to present: not while this server follows a class, whose
@@ -99,8 +113,12 @@ mod tests {
     fn the_class_state_reads_as_words() {
         let address = || "login01:8443".to_owned();
         assert_eq!(state_words(&ClassState::Alone), "not in a class");
-        assert_eq!(state_words(&ClassState::Connecting { address: address(), attempt: 0 }), "reaching login01:8443…");
-        assert_eq!(state_words(&ClassState::Connecting { address: address(), attempt: 2 }), "reaching login01:8443, attempt 3…");
+        assert_eq!(state_words(&ClassState::Connecting { address: address(), attempt: 0, warning: None }), "reaching login01:8443…");
+        let retrying = ClassState::Connecting { address: address(), attempt: 2, warning: None };
+        assert_eq!(state_words(&retrying), "reaching login01:8443, attempt 3…");
+        let squatted = ClassState::Connecting { address: address(), attempt: 2, warning: Some("not the instructor's".into()) };
+        assert_eq!(state_words(&squatted), "reaching login01:8443, attempt 3… (the last one: not the instructor's)");
+        assert!(!may_join(&squatted), "still in the class: it comes back by itself");
         assert_eq!(state_words(&ClassState::Joined { address: address() }), "following the class at login01:8443");
         let refused = ClassState::Refused { address: address(), reason: "removed by the instructor".into() };
         assert_eq!(state_words(&refused), "refused by login01:8443: removed by the instructor");
@@ -119,5 +137,13 @@ mod tests {
         // The instructor's server, with its class listener: no "Join a class" to confuse.
         assert!(!offers_join(true, &ClassState::Alone));
         assert!(offers_join(true, &joined), "in a class all the same: say so, with Leave");
+    }
+
+    #[test]
+    fn a_server_without_a_class_listener_says_how_to_hold_a_class() {
+        assert!(offers_hold(false) && !offers_hold(true));
+        // The flag `scalebook serve` starts a class listener with, and an address to listen on.
+        assert!(HOLD_COMMAND.starts_with("scalebook serve --class-listen "), "{HOLD_COMMAND}");
+        assert!(HOLD_COMMAND.rsplit(' ').next().is_some_and(|address| address.parse::<std::net::SocketAddr>().is_ok()));
     }
 }

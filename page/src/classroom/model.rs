@@ -180,6 +180,19 @@ pub fn scroll_target(scroll_y: f64, element_top: f64, top: f64) -> f64 {
     (scroll_y + element_top - top).max(0.0)
 }
 
+/// The window's scroll position that brings an element spanning `top` to `bottom` (relative to
+/// the window, now scrolled to `scroll_y`) into the view between `view_top` (just below the
+/// sticky header) and `view_bottom`, or `None` when all of it is in view. The least scroll
+/// that shows its bottom, but never past its top: a follower's window, shorter than the
+/// presenter's, sees an answer the presenter opened below it, from its start when it is tall.
+pub fn reveal_target(scroll_y: f64, top: f64, bottom: f64, view_top: f64, view_bottom: f64) -> Option<f64> {
+    if top >= view_top && bottom <= view_bottom {
+        return None;
+    }
+    let by = if top < view_top { top - view_top } else { (bottom - view_bottom).min(top - view_top) };
+    Some((scroll_y + by).max(0.0))
+}
+
 /// Whether joining and leaving a class makes a page follow: a page follows the class it joins
 /// (or opens in) by default, as a viewer's page follows its instructor, and stops when the
 /// class is left or refuses it. A reconnection to the same class changes nothing, so a
@@ -369,15 +382,31 @@ mod tests {
     }
 
     #[test]
+    fn an_opened_answer_below_the_window_is_scrolled_into_view() {
+        // A window from 48 (below the header) to 600 px, scrolled 1000 px down the chapter.
+        let reveal = |top, bottom| reveal_target(1000.0, top, bottom, 48.0, 600.0);
+        assert_eq!(reveal(300.0, 500.0), None, "in view: the learner's place stays");
+        // Its bottom 150 px below the window: up by just that much.
+        assert_eq!(reveal(400.0, 750.0), Some(1150.0));
+        // Taller than the window: its top just below the header.
+        assert_eq!(reveal(500.0, 1400.0), Some(1452.0));
+        // Wholly below: the same rule.
+        assert_eq!(reveal(900.0, 1000.0), Some(1400.0));
+        // Above the window: back up to its top.
+        assert_eq!(reveal(-200.0, 100.0), Some(752.0));
+        assert_eq!(reveal_target(10.0, -100.0, 0.0, 48.0, 600.0), Some(0.0), "never before the page's top");
+    }
+
+    #[test]
     fn a_page_follows_the_class_it_joins_until_it_leaves() {
         let mut rule = ClassFollowing::default();
         let joined = |address: &str| ClassState::Joined { address: address.into() };
-        let connecting = ClassState::Connecting { address: "h:1".into(), attempt: 0 };
+        let connecting = ClassState::Connecting { address: "h:1".into(), attempt: 0, warning: None };
         assert_eq!(rule.changed(&ClassState::Alone), None, "a page that never joined keeps what it does");
         assert_eq!(rule.changed(&connecting), None);
         assert_eq!(rule.changed(&joined("h:1")), Some(true), "joined: follow");
         // A dropped connection to the class, then back: the learner's own choice stays.
-        assert_eq!(rule.changed(&ClassState::Connecting { address: "h:1".into(), attempt: 2 }), None);
+        assert_eq!(rule.changed(&ClassState::Connecting { address: "h:1".into(), attempt: 2, warning: None }), None);
         assert_eq!(rule.changed(&joined("h:1")), None);
         // Another class: follow it.
         assert_eq!(rule.changed(&joined("h:2")), Some(true));

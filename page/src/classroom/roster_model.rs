@@ -120,6 +120,33 @@ impl Sort {
     }
 }
 
+/// Where a follower stands with the presentation, as the roster's "following" column says it.
+/// Only a follower that left a presentation under way has broken away: before one starts (or
+/// after it ends) nobody has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// A page of it follows the presentation on now.
+    Following,
+    /// No page of it follows the presentation on now.
+    BrokeAway,
+    /// Nobody presents; a page of it will follow when someone does.
+    WillFollow,
+    /// Nobody presents, and no page of it would follow.
+    NotFollowing,
+}
+
+impl Standing {
+    /// The column's words (also its `data-standing`, which styles a break-away).
+    pub fn label(self) -> &'static str {
+        match self {
+            Standing::Following => "following",
+            Standing::BrokeAway => "broke away",
+            Standing::WillFollow => "will follow",
+            Standing::NotFollowing => "not following",
+        }
+    }
+}
+
 /// One row of the roster: a follower, and one of its runs if it shares any.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
@@ -141,8 +168,14 @@ impl Row {
         self.run.as_ref().and_then(|run| shared_copy_id(&self.name, &run.id))
     }
 
-    pub fn following_label(&self) -> &'static str {
-        if self.following { "following" } else { "broke away" }
+    /// Where its learner stands with the presentation, `presenting` telling whether one is on.
+    pub fn standing(&self, presenting: bool) -> Standing {
+        match (presenting, self.following) {
+            (true, true) => Standing::Following,
+            (true, false) => Standing::BrokeAway,
+            (false, true) => Standing::WillFollow,
+            (false, false) => Standing::NotFollowing,
+        }
     }
 
     pub fn loss(&self) -> String {
@@ -243,8 +276,18 @@ mod tests {
         assert_eq!(order(Sort::default()), ["Ada/a1", "Ada/a2", "bob/", "Cy/c1"]);
         // One Remove button per follower.
         assert_eq!(rows.iter().map(|r| r.first).collect::<Vec<_>>(), [true, false, true, true]);
-        assert_eq!((rows[2].following_label(), rows[0].following_label()), ("broke away", "following"));
+        let standing = |row: &Row, presenting| row.standing(presenting).label();
+        assert_eq!((standing(&rows[2], true), standing(&rows[0], true)), ("broke away", "following"));
         assert_eq!((rows[0].loss(), rows[0].speed(), rows[3].loss()), ("0.4".into(), "90".into(), String::new()));
+    }
+
+    #[test]
+    fn nobody_has_broken_away_before_a_presentation_starts() {
+        let rows = rows(&roster(), Sort::default());
+        // bob's page does not follow, Ada's does: before anyone presents, neither has left one.
+        assert_eq!((rows[2].standing(false), rows[0].standing(false)), (Standing::NotFollowing, Standing::WillFollow));
+        assert!(rows.iter().all(|row| row.standing(false) != Standing::BrokeAway));
+        assert_eq!(rows[2].standing(true), Standing::BrokeAway);
     }
 
     #[test]

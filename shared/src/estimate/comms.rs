@@ -202,8 +202,16 @@ pub struct GroupTraffic {
     /// Buffer bytes of all its collectives in one step.
     pub bytes_per_step: u64,
     pub seconds_per_step: f64,
-    /// What it runs, e.g. `all-reduce ×48, all-reduce ×1`.
-    pub operations: Vec<String>,
+    /// What it runs: each operation once, with its calls per step summed over what it moves
+    /// (the dp group's gradient and loss all-reduces are `all-reduce` ×2).
+    pub operations: Vec<(Operation, u64)>,
+}
+
+impl GroupTraffic {
+    /// Its operations in words, e.g. `all-gather ×48, reduce-scatter ×48`.
+    pub fn operations_text(&self) -> String {
+        self.operations.iter().map(|(operation, count)| format!("{} ×{count}", operation.name())).collect::<Vec<_>>().join(", ")
+    }
 }
 
 /// The collectives summed per group, in the order the groups first appear.
@@ -226,7 +234,10 @@ pub(super) fn by_group(collectives: &[Collective]) -> Vec<GroupTraffic> {
         let group = &mut groups[index];
         group.bytes_per_step += c.bytes * c.count;
         group.seconds_per_step += c.seconds;
-        group.operations.push(format!("{} ×{}", c.operation.name(), c.count));
+        match group.operations.iter_mut().find(|(operation, _)| *operation == c.operation) {
+            Some((_, count)) => *count += c.count,
+            None => group.operations.push((c.operation, c.count)),
+        }
     }
     groups
 }
@@ -257,5 +268,37 @@ mod tests {
         assert!((Operation::ReduceScatter.ring_factor(2) - 0.5).abs() < 1e-12);
         // 100 MB all-reduced over 4 ranks at 200 GB/s: 1.5 · 0.1 / 200 s.
         assert!((operation_seconds(Operation::AllReduce, 4, 100_000_000, 200.0) - 0.00075).abs() < 1e-12);
+    }
+
+    fn collective(group: Token, operation: Operation, count: u64) -> Collective {
+        Collective {
+            group,
+            group_size: 2,
+            operation,
+            phase: Phase::Backward,
+            what: String::new(),
+            bytes: 4,
+            count,
+            link: Link::Nvlink,
+            bus_gb_per_s: 1.0,
+            seconds: 0.5,
+            overlapped: false,
+        }
+    }
+
+    #[test]
+    fn a_group_counts_each_operation_once() {
+        // dp's gradient all-reduce and its loss all-reduce: one operation, called twice a step.
+        let collectives = [
+            collective(Token::DP, Operation::AllReduce, 1),
+            collective(Token::CP, Operation::AllGather, 3),
+            collective(Token::DP, Operation::AllReduce, 1),
+            collective(Token::CP, Operation::ReduceScatter, 2),
+            collective(Token::CP, Operation::AllGather, 1),
+        ];
+        let groups = by_group(&collectives);
+        let texts: Vec<(Token, String)> = groups.iter().map(|g| (g.group, g.operations_text())).collect();
+        assert_eq!(texts, [(Token::DP, "all-reduce ×2".to_owned()), (Token::CP, "all-gather ×4, reduce-scatter ×2".to_owned())]);
+        assert_eq!((groups[0].bytes_per_step, groups[0].seconds_per_step), (8, 1.0));
     }
 }

@@ -224,12 +224,21 @@ pub struct Follower {
 pub enum ClassState {
     /// Following nobody.
     Alone,
-    /// Reaching the class listener at `address` (again, after `attempt` failures).
-    Connecting { address: String, attempt: u32 },
+    /// Reaching the class listener at `address` (again, after `attempt` failures), for as long
+    /// as it takes: a class listener that is away, or a port someone else holds (the link's
+    /// pinned certificate tells them apart), comes back by itself.
+    Connecting {
+        address: String,
+        attempt: u32,
+        /// What the last attempt met, for the learner (absent before the first failure).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        warning: Option<String>,
+    },
     /// Following the class at `address`.
     Joined { address: String },
-    /// The class refused this follower or cannot be trusted; nothing is retried until the
-    /// learner joins again. `reason` says what to do.
+    /// The class listener refused this follower (removed, or its link replaced), or the link
+    /// cannot be used; nothing is retried until the learner joins again. `reason` says what
+    /// to do.
     Refused { address: String, reason: String },
 }
 

@@ -325,10 +325,15 @@ pub enum ServerMessage {
         followers: Vec<Follower>,
     },
     /// The class link learners join with (`None`: this server has no class listener); sent to
-    /// instructor connections only, as they open and when a new link is made.
+    /// instructor connections only, as they open, when a new link is made, and when the class
+    /// listener starts or stops listening.
     ClassLink {
         #[serde(default)]
         link: Option<Secret>,
+        /// Why the class listener does not listen now (its port is taken, say), while it tries
+        /// again: learners cannot join until it does. Absent while it listens.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unbound: Option<String>,
     },
     /// Where this server stands with the class it follows; sent to every connection as it
     /// opens and on each change.
@@ -354,6 +359,11 @@ pub struct ServerInfo {
     /// How many local rank processes run at once: a run of N ranks counts N, one larger
     /// than the limit runs alone; the rest wait as `queued`.
     pub max_local_ranks: usize,
+    /// This machine's memory, bytes: what the ranks of a run here must fit in
+    /// ([`crate::launch::machine_memory_problems`]), checked by the page as a config is edited
+    /// (0: not said, not checked before the launch).
+    #[serde(default)]
+    pub memory_bytes: u64,
     /// What the link this connection came through may do.
     pub role: Role,
     /// What learners may launch (nothing unless the server was started with `--viewer-runs`).
@@ -519,6 +529,7 @@ mod tests {
             max_message_bytes: 65536,
             heartbeat_secs: 20,
             max_local_ranks: 1,
+            memory_bytes: 24 << 30,
             role: Role::Viewer,
             learner_runs: LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30, ranks: 2 },
             learner: Some(LearnerIdentity {
@@ -549,9 +560,12 @@ mod tests {
         round_trip_server(ServerMessage::Presenter { connected: false });
         let follower = Follower { id: 3, name: "learner1".into(), following: false, since: 1.7e9, runs: None };
         round_trip_server(ServerMessage::Roster { followers: vec![follower] });
-        round_trip_server(ServerMessage::ClassLink { link: Some(Secret("scalebook-class://h:1/".into())) });
-        round_trip_server(ServerMessage::ClassLink { link: None });
-        round_trip_server(ServerMessage::Class(ClassState::Connecting { address: "h:1".into(), attempt: 2 }));
+        round_trip_server(ServerMessage::ClassLink { link: Some(Secret("scalebook-class://h:1/".into())), unbound: None });
+        round_trip_server(ServerMessage::ClassLink { link: Some(Secret("x".into())), unbound: Some("port taken".into()) });
+        round_trip_server(ServerMessage::ClassLink { link: None, unbound: None });
+        round_trip_server(ServerMessage::Class(ClassState::Connecting { address: "h:1".into(), attempt: 2, warning: None }));
+        let warned = ClassState::Connecting { address: "h:1".into(), attempt: 3, warning: Some("not the instructor's".into()) };
+        round_trip_server(ServerMessage::Class(warned));
         assert_eq!(
             serde_json::to_value(ServerMessage::Audience(Audience { viewers: 3, followers: 1, following: 2 })).unwrap(),
             serde_json::json!({"type": "audience", "viewers": 3, "followers": 1, "following": 2})

@@ -238,6 +238,10 @@ pub struct RunRecord {
     /// most runs have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<Box<SlurmStatus>>,
+    /// Whether its directory held a checkpoint to go on from when it last ended (the server
+    /// looks as it records the end): a run without one cannot be resumed, so none is offered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub checkpoint: bool,
 }
 
 /// A device the server may fix for a run.
@@ -279,6 +283,7 @@ impl RunRecord {
             learner: None,
             device: None,
             slurm: None,
+            checkpoint: false,
         }
     }
 
@@ -295,6 +300,13 @@ impl RunRecord {
     /// The state now (`lost` for a record whose history was emptied by hand).
     pub fn state(&self) -> RunState {
         self.history.last().map_or(RunState::Lost, |change| change.state)
+    }
+
+    /// Whether it may go on from its last checkpoint: it ended before its last step and left
+    /// a checkpoint (the server refuses any other resume).
+    pub fn resumable(&self) -> bool {
+        let state = self.state();
+        state.is_final() && state != RunState::Completed && self.checkpoint
     }
 
     /// The reason given with the current state.
@@ -386,5 +398,25 @@ mod tests {
         assert_eq!(record.reason(), Some("CUDA out of memory"));
         let back: RunRecord = serde_json::from_str(&serde_json::to_string(&record).unwrap()).unwrap();
         assert_eq!(back, record);
+    }
+
+    #[test]
+    fn only_a_run_that_ended_early_with_a_checkpoint_is_resumable() {
+        let ended = |state: RunState, checkpoint: bool| {
+            let mut record = RunRecord::sample("r1", 1.0, None, RunState::Running);
+            record.transition(state, 2.0, None);
+            RunRecord { checkpoint, ..record }
+        };
+        assert!(ended(RunState::Cancelled, true).resumable());
+        assert!(ended(RunState::Failed, true).resumable());
+        // Cancelled before its first epoch ended: nothing to go on from.
+        assert!(!ended(RunState::Cancelled, false).resumable());
+        assert!(!ended(RunState::Completed, true).resumable());
+        assert!(!ended(RunState::Running, true).resumable(), "it has not ended");
+        // Written only when there is one, read as none from records written before.
+        let text = serde_json::to_string(&ended(RunState::Cancelled, false)).unwrap();
+        assert!(!text.contains("checkpoint"), "{text}");
+        let back: RunRecord = serde_json::from_str(&serde_json::to_string(&ended(RunState::Failed, true)).unwrap()).unwrap();
+        assert!(back.checkpoint);
     }
 }

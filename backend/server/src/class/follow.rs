@@ -7,8 +7,11 @@
 //! shows their summaries, and the points of those the instructor charts go up ([`sharing`]).
 //!
 //! A lost connection is retried with backoff and resumes every run from the lines its copy
-//! holds, so no point is lost or repeated. A refusal that retrying cannot mend (a certificate
-//! that is not the link's, a token no longer accepted, a removal) stops the following and says
+//! holds, so no point is lost or repeated. So is a class port that answers with a certificate
+//! that is not the link's: someone else holds the port while the instructor's Scalebook is
+//! down, and the pinned certificate keeps them out until the instructor's is back, so the room
+//! comes back by itself (the learner's page shows what the last attempt met). A refusal that
+//! retrying cannot mend (a token no longer accepted, a removal) stops the following and says
 //! what to do.
 
 mod mirror;
@@ -33,14 +36,12 @@ use tokio_tungstenite::tungstenite::{self, Message};
 
 use self::mirror::Mirror;
 use self::sharing::Sharing;
-use super::CLOSE_DISMISSED;
 use super::tls::{self, Unreached};
+use super::{CLOSE_DISMISSED, backoff};
 use crate::classroom::Classroom;
 use crate::runs::{RunManager, is_class_run};
 use crate::store;
 
-/// The longest wait between two attempts to reach a class listener that is away.
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// How often the learner's run summaries are looked at (and sent, when they changed).
 const SUMMARY_PERIOD: Duration = Duration::from_secs(3);
 /// How often the follower pings: the class listener drops connections silent both ways.
@@ -173,9 +174,9 @@ impl Following {
     async fn follow(self: Arc<Self>, link: ClassLink) {
         let address = link.address();
         let mut mirror = Mirror::new(self.runs.clone(), address.clone());
-        let mut attempt = 0u32;
+        let (mut attempt, mut warning) = (0u32, None);
         loop {
-            self.state.send_replace(ClassState::Connecting { address: address.clone(), attempt });
+            self.state.send_replace(ClassState::Connecting { address: address.clone(), attempt, warning: warning.take() });
             let ended = self.session(&link, &mut mirror).await;
             self.runs.class_left().await;
             match ended {
@@ -189,6 +190,7 @@ impl Following {
                     attempt = if joined { 1 } else { attempt.saturating_add(1) };
                     tracing::info!(%address, attempt, "the class is out of reach: {why}");
                     tokio::time::sleep(backoff(attempt)).await;
+                    warning = Some(why);
                 }
             }
         }
@@ -336,16 +338,6 @@ fn latest_figures(metrics: &std::path::Path) -> (Option<f64>, Option<f64>) {
     (latest([tags::step::LOSS_TRAIN, tags::LOSS_TRAIN]), latest([tags::step::SAMPLES_PER_SEC, tags::SAMPLES_PER_SEC]))
 }
 
-/// The wait after `failures` failures in a row: a quarter second, doubling, at most
-/// [`MAX_BACKOFF`], each shortened by a random part of up to half, so a room of followers that
-/// lost the class together does not come back in one burst.
-fn backoff(failures: u32) -> Duration {
-    let full = Duration::from_millis(250).saturating_mul(1 << failures.saturating_sub(1).min(5)).min(MAX_BACKOFF);
-    let mut byte = [0u8; 1];
-    let jitter = getrandom::fill(&mut byte).map_or(0.0, |()| f64::from(byte[0]) / 255.0);
-    full.mul_f64(1.0 - jitter / 2.0)
-}
-
 async fn send(socket: &mut Socket, message: &ClientMessage) -> Result<(), String> {
     let text = serde_json::to_string(message).map_err(|e| e.to_string())?;
     socket.send(Message::text(text)).await.map_err(|e| format!("cannot write to the class listener: {e}"))
@@ -389,13 +381,5 @@ mod tests {
         assert_eq!(Me::new(Some("  <b>x</b>"), false).name, "b-x--b-");
         assert_eq!(Me::new(Some("!!!"), false).name, "learner");
         assert_eq!(Me::new(Some(&"n".repeat(100)), false).name.len(), MAX_FOLLOWER_NAME_LEN);
-    }
-
-    #[test]
-    fn the_backoff_doubles_up_to_its_cap_less_a_random_part() {
-        for (failures, full) in [(1, Duration::from_millis(250)), (2, Duration::from_millis(500)), (30, MAX_BACKOFF)] {
-            let waits: Vec<Duration> = (0..20).map(|_| backoff(failures)).collect();
-            assert!(waits.iter().all(|w| *w <= full && *w >= full / 2), "{failures}: {waits:?}");
-        }
     }
 }

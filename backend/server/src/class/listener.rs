@@ -1,6 +1,9 @@
 //! The class listener's door: TCP connections pass the gate (strangers' deadline, caps, idle
 //! timeout) and then a TLS handshake, each on its own task, so a client that stalls its
-//! handshake holds up nobody else.
+//! handshake holds up nobody else. A class port someone else holds (anyone on a shared login
+//! node may bind it while the instructor's Scalebook is down) keeps neither the server nor the
+//! class down: the server starts without its class listener, says so on the instructor's page,
+//! and listens as soon as the port is free ([`listen_when_free`]).
 
 use std::io;
 use std::net::SocketAddr;
@@ -10,10 +13,12 @@ use std::time::Duration;
 use axum::extract::connect_info::Connected;
 use axum::serve::{IncomingStream, Listener};
 use rustls::ServerConfig;
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
+use super::{ClassKey, backoff};
 use crate::gate::{Connection, GatedListener, GatedStream};
 
 /// How long a TLS handshake may take.
@@ -69,6 +74,36 @@ impl Listener for TlsListener {
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(self.local)
+    }
+}
+
+/// Why the class listener does not listen on `addr`, as the instructor's page says it after
+/// "Class listener not listening: " (and the log after "the class listener ").
+pub fn unbound_words(addr: SocketAddr, error: &io::Error) -> String {
+    format!(
+        "cannot listen on {addr} ({error}): another program may hold the port; learners cannot join until it is free, and Scalebook tries again every few seconds"
+    )
+}
+
+/// Listens on `addr` once it can, trying again with a capped backoff (the first attempt failed
+/// already), and keeps `key` saying why it cannot meanwhile. Each failure after the first is
+/// logged at debug only: the first was said once, and the page says the rest.
+pub async fn listen_when_free(addr: SocketAddr, key: &ClassKey) -> TcpListener {
+    let mut failures = 1u32;
+    loop {
+        tokio::time::sleep(backoff(failures)).await;
+        match TcpListener::bind(addr).await {
+            Ok(tcp) => {
+                tracing::info!(%addr, "the class listener listens now");
+                key.set_unbound(None);
+                return tcp;
+            }
+            Err(e) => {
+                tracing::debug!(%addr, failures, "the class listener still cannot listen: {e}");
+                key.set_unbound(Some(unbound_words(addr, &e)));
+                failures = failures.saturating_add(1);
+            }
+        }
     }
 }
 

@@ -17,6 +17,7 @@ pub mod tls;
 pub mod upstream;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use scalebook_shared::protocol::{ClassLink, FOLLOWER_TOKEN_LEN, RunRecord};
 use tokio::sync::watch;
@@ -39,13 +40,16 @@ pub const CLOSE_DISMISSED: u16 = 4403;
 const TOKEN_FILE: &str = "follower-token";
 
 /// The class listener's half of the class link: where it is, its certificate's fingerprint,
-/// and the follower token, which the instructor can replace at any time.
+/// and the follower token, which the instructor can replace at any time; and whether it
+/// listens there now.
 pub struct ClassKey {
     dir: PathBuf,
     host: String,
     port: u16,
     fingerprint: String,
     token: watch::Sender<Token>,
+    /// Why the class listener does not listen now (its port taken), while it tries again.
+    unbound: watch::Sender<Option<String>>,
 }
 
 impl ClassKey {
@@ -57,7 +61,19 @@ impl ClassKey {
             Some(Ok(token)) => token,
             _ => new_token(dir)?,
         };
-        Ok(ClassKey { dir: dir.to_owned(), host, port, fingerprint, token: watch::Sender::new(token) })
+        let unbound = watch::Sender::new(None);
+        Ok(ClassKey { dir: dir.to_owned(), host, port, fingerprint, token: watch::Sender::new(token), unbound })
+    }
+
+    /// Says why the class listener does not listen now (`None`: it listens), for the
+    /// instructor's page.
+    pub fn set_unbound(&self, why: Option<String>) {
+        self.unbound.send_replace(why);
+    }
+
+    /// Why the class listener does not listen now, and every change from now on.
+    pub fn unbound(&self) -> watch::Receiver<Option<String>> {
+        self.unbound.subscribe()
     }
 
     /// The class link learners join with.
@@ -87,6 +103,20 @@ impl ClassKey {
     pub fn changes(&self) -> watch::Receiver<Token> {
         self.token.subscribe()
     }
+}
+
+/// The longest wait between two attempts to reach a class listener that is away, or to listen
+/// on a class port someone else holds.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// The wait after `failures` failures in a row: a quarter second, doubling, at most
+/// [`MAX_BACKOFF`], each shortened by a random part of up to half, so a room of followers that
+/// lost the class together does not come back in one burst.
+pub fn backoff(failures: u32) -> Duration {
+    let full = Duration::from_millis(250).saturating_mul(1 << failures.saturating_sub(1).min(5)).min(MAX_BACKOFF);
+    let mut byte = [0u8; 1];
+    let jitter = getrandom::fill(&mut byte).map_or(0.0, |()| f64::from(byte[0]) / 255.0);
+    full.mul_f64(1.0 - jitter / 2.0)
 }
 
 /// A new follower token, written to the class directory (readable by its owner only).
@@ -133,5 +163,13 @@ mod tests {
         assert!(changes.has_changed().unwrap());
         assert!(!key.accepts(&link.token) && key.accepts(&key.link().token));
         assert_eq!(ClassKey::open(dir.path(), "h".into(), 1, "ab".repeat(32)).unwrap().link(), key.link());
+    }
+
+    #[test]
+    fn the_backoff_doubles_up_to_its_cap_less_a_random_part() {
+        for (failures, full) in [(1, Duration::from_millis(250)), (2, Duration::from_millis(500)), (30, MAX_BACKOFF)] {
+            let waits: Vec<Duration> = (0..20).map(|_| backoff(failures)).collect();
+            assert!(waits.iter().all(|w| *w <= full && *w >= full / 2), "{failures}: {waits:?}");
+        }
     }
 }

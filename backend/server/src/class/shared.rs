@@ -199,6 +199,7 @@ fn record(local: &RunId, name: &str, run: &RunSummary) -> Result<RunRecord, Stri
         learner: None,
         device: None,
         slurm: None,
+        checkpoint: false,
     };
     if run.state != record.state() {
         record.transition(run.state, at, None);

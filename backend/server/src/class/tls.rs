@@ -73,13 +73,22 @@ pub fn fingerprint(certificate: &[u8]) -> String {
     hex(&Sha256::digest(certificate))
 }
 
-/// Writes `bytes` to `path` readable by its owner only, from the start.
+/// Writes `bytes` to `path` readable by its owner only, from the start. The file aside is
+/// made anew, never opened through a link: a link planted in its place (`x.partial` ->
+/// another file) would otherwise have that file overwritten with a secret, and given away.
+/// One a crash left behind is removed first (the link itself, not what it names).
 pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
 
     let partial = PathBuf::from(format!("{}.partial", path.display()));
-    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&partial)?;
+    if let Err(e) = std::fs::remove_file(&partial)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        return Err(e.into());
+    }
+    let no_follow = nix::fcntl::OFlag::O_NOFOLLOW.bits();
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).custom_flags(no_follow).mode(0o600).open(&partial)?;
     file.write_all(bytes)?;
     file.sync_all()?;
     std::fs::rename(partial, path)?;
@@ -185,8 +194,10 @@ pub async fn reach(link: &ClassLink) -> Result<TlsStream<TcpStream>, Unreached> 
         .await
         .map_err(|_| Unreached::Away(format!("{address} did not finish the TLS handshake")))?
         .map_err(|e| match mismatch_in(&e) {
-            Some(mismatch) => Unreached::Refused(format!(
-                "{mismatch}: this is not the instructor's class listener (a wrong link, or someone in between); ask your instructor for the class link again"
+            // Someone else may hold the class port while the instructor's Scalebook is down:
+            // the pinned certificate keeps them out, and the instructor's comes back to it.
+            Some(mismatch) => Unreached::Away(format!(
+                "{mismatch}: what answers at {address} is not the instructor's class listener (another program holds the port, or the link is wrong); trying again (if it lasts, ask your instructor for the class link again)"
             )),
             None => Unreached::Away(format!("TLS with {address} failed: {e}")),
         })
@@ -213,5 +224,20 @@ mod tests {
         let mode = std::fs::metadata(dir.path().join(KEY)).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         assert!(made.server_config().is_ok());
+    }
+
+    #[test]
+    fn a_link_planted_where_a_secret_is_written_aside_is_not_followed() {
+        use std::os::unix::fs::PermissionsExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let (secret, elsewhere) = (dir.path().join(".class-link"), dir.path().join("elsewhere"));
+        std::fs::write(&elsewhere, "theirs").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join(".class-link.partial")).unwrap();
+        write_private(&secret, b"token").unwrap();
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "theirs", "the link's target was written");
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "token");
+        let meta = std::fs::symlink_metadata(&secret).unwrap();
+        assert!(meta.is_file() && meta.permissions().mode() & 0o777 == 0o600, "{meta:?}");
     }
 }

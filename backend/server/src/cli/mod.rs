@@ -42,6 +42,7 @@ enum Command {
 pub use scalebook_shared::rundir::exit_code::INVALID_INPUT as EXIT_INVALID_INPUT;
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    private_by_default();
     match cli.command {
         Command::Serve(args) => serve::run(*args),
         Command::Layout(args) => layout::run(args),
@@ -50,4 +51,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tb(cmd) => tb::run(cmd),
         Command::Supervise(args) => supervise::run(args),
     }
+}
+
+/// Makes everything this process writes, and every process it starts (the supervisor, the
+/// trainer, `sbatch` and so the job), its owner's only: runs hold what a learner did, their
+/// logs and copies of the class's runs, the kept class link its token. One setting at the
+/// start, before anything is written, so no file is ever made readable by others first.
+fn private_by_default() {
+    use nix::sys::stat::{Mode, umask};
+
+    umask(Mode::from_bits_truncate(0o077));
 }

@@ -13,7 +13,7 @@ use axum::extract::Request;
 use scalebook_server::auth::{Keyring, Token, Tokens};
 use scalebook_server::base_path::BasePath;
 use scalebook_server::class::follow::{Following, Me};
-use scalebook_server::class::listener::TlsListener;
+use scalebook_server::class::listener::{self, TlsListener};
 use scalebook_server::class::shared::SharedRuns;
 use scalebook_server::class::tls::Identity;
 use scalebook_server::class::{self, ClassKey};
@@ -137,7 +137,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     class_dir: Option<PathBuf>,
     /// Follow the class of this class link (`scalebook-class://...`; `@FILE` reads it from a
-    /// file). Prefer $SCALEBOOK_CLASS_LINK: a command line is visible to every user (`ps`).
+    /// file only you can read, mode 600). Prefer $SCALEBOOK_CLASS_LINK (which may be `@FILE`
+    /// too): a command line is visible to every user (`ps`).
     #[arg(long, value_name = "LINK")]
     follow: Option<String>,
     /// The name the instructor's roster shows for this server when it follows a class
@@ -182,7 +183,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let follow = class_link_to_follow(args.follow.as_deref())?;
     let clusters_path = args.clusters.clone().unwrap_or_else(|| configs.path.with_file_name("clusters.yaml"));
     let clusters = ClustersFile::load(&clusters_path)?;
-    let supervisor = std::env::current_exe().context("cannot find this program's own path")?;
+    let supervisor = scalebook_shared::program::restartable(std::env::current_exe().context("cannot find this program's own path")?);
     let command = trainer_command(&args, &supervisor)?;
     let trainer = command.trainer.clone();
     let mut limits = LaunchLimits::of_this_machine(&command.workdir, &args.data_roots)?;
@@ -319,39 +320,79 @@ fn class_link_to_follow(flag: Option<&str>) -> anyhow::Result<Option<ClassLink>>
     let given = flag.map(str::to_owned).or_else(|| std::env::var(CLASS_LINK_VARIABLE).ok().filter(|l| !l.is_empty()));
     let Some(given) = given else { return Ok(None) };
     let text = match given.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path).with_context(|| format!("--follow: cannot read the class link from {path}"))?,
+        Some(path) => read_private_link(Path::new(path))?,
         None => given,
     };
     ClassLink::parse(&text).map(Some).map_err(|problems| anyhow::anyhow!("--follow: not a class link: {problems}"))
 }
 
-/// The class listener: its key, and its TLS listener until it serves.
+/// The class link in the file `path`, which only its owner may read or write: the link holds
+/// the class's token, and a file others can read hands it to every user of the machine.
+fn read_private_link(path: &Path) -> anyhow::Result<String> {
+    use std::os::unix::fs::PermissionsExt;
+
+    let shown = path.display();
+    let mode = std::fs::metadata(path).with_context(|| format!("--follow: cannot read the class link from {shown}"))?.permissions().mode();
+    anyhow::ensure!(
+        mode & 0o077 == 0,
+        "--follow: {shown} is readable or writable by others (mode {:o}), and a class link holds the class's token: a class link file is its owner's only (chmod 600 {shown})",
+        mode & 0o777
+    );
+    std::fs::read_to_string(path).with_context(|| format!("--follow: cannot read the class link from {shown}"))
+}
+
+/// The class listener: its key, its TLS settings, and its TCP listener until it serves (or
+/// what kept it from listening: it tries again as it serves).
 struct ClassListener {
     key: Arc<ClassKey>,
-    listener: TlsListener,
+    addr: SocketAddr,
+    tls: Arc<rustls::ServerConfig>,
+    tcp: std::io::Result<tokio::net::TcpListener>,
 }
 
 impl ClassListener {
+    /// The class listener of `addr`. A fixed port that is taken does not stop the server
+    /// (anyone on a shared login node can take it while this one is down): it is said once in
+    /// the log and on the instructor's page, and tried again as it serves. A port of the
+    /// system's choosing (0) that cannot be had is a setting to fix: the server stops.
     async fn bind(addr: SocketAddr, host: Option<String>, dir: Option<&Path>) -> anyhow::Result<ClassListener> {
         let dir = class::directory(dir)?;
         let machine = nix::unistd::gethostname().ok().and_then(|name| name.into_string().ok()).unwrap_or_else(|| "localhost".into());
         let host = host.unwrap_or_else(|| if addr.ip().is_unspecified() { machine.clone() } else { addr.ip().to_string() });
         let names = vec![host.clone(), machine, "localhost".into()];
         let identity = Identity::load_or_make(&dir, names)?;
-        let tcp = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("--class-listen: cannot listen on {addr}"))?;
-        let port = tcp.local_addr()?.port();
+        let tcp = tokio::net::TcpListener::bind(addr).await;
+        let port = match &tcp {
+            Ok(tcp) => tcp.local_addr()?.port(),
+            Err(e) if addr.port() != 0 => {
+                tracing::warn!("the class listener {}", listener::unbound_words(addr, e));
+                addr.port()
+            }
+            Err(e) => anyhow::bail!("--class-listen: cannot listen on {addr}: {e}"),
+        };
         let key = Arc::new(ClassKey::open(&dir, host, port, identity.fingerprint())?);
+        if let Err(e) = &tcp {
+            key.set_unbound(Some(listener::unbound_words(addr, e)));
+        }
+        Ok(ClassListener { key, addr, tls: identity.server_config()?, tcp })
+    }
+
+    /// Serves followers until the process ends (once it listens).
+    async fn serve(self, state: Arc<AppState>) {
+        let tcp = match self.tcp {
+            Ok(tcp) => tcp,
+            Err(_) => listener::listen_when_free(self.addr, &self.key).await,
+        };
         // A room joins at once, and a follower shows its token only after the TLS handshake:
         // room for many strangers (past it, the oldest is still closed for a newcomer).
         let gated = GatedListener::new(tcp, GateLimits { max_strangers: CLASS_STRANGERS, ..GateLimits::default() });
-        Ok(ClassListener { key, listener: TlsListener::new(gated, identity.server_config()?)? })
-    }
-
-    /// Serves followers until the process ends.
-    async fn serve(self, state: Arc<AppState>) {
+        let listener = match TlsListener::new(gated, self.tls) {
+            Ok(listener) => listener,
+            Err(e) => return tracing::warn!("the class listener cannot start: {e}"),
+        };
         let router = routes::class_router(state, self.key);
         let make = ServiceExt::<Request>::into_make_service_with_connect_info::<Connection>(router);
-        if let Err(e) = axum::serve(self.listener, make).await {
+        if let Err(e) = axum::serve(listener, make).await {
             tracing::warn!("the class listener stopped: {e}");
         }
     }

@@ -89,6 +89,7 @@ pub fn start_run(store: &RunStore, source: &SourceRun, first_wall: Option<f64>) 
         learner: None,
         device: None,
         slurm: None,
+        checkpoint: false,
     };
     Ok((record, EventCopy::start(&dir)))
 }

@@ -18,11 +18,6 @@ use scalebook_shared::rundir::ExitRecord;
 /// child, so there is no exit to wait for).
 const ADOPTED_POLL: Duration = Duration::from_millis(500);
 
-/// The slots a local run takes: one per rank process.
-fn ranks(record: &RunRecord) -> usize {
-    record.layout.world() as usize
-}
-
 /// Whether a run trains on this machine (a run read from a logdir, or copied from the class
 /// this server follows, is recorded as the instructor launched it, but runs elsewhere: it
 /// takes no slot, and is never started here).
@@ -49,28 +44,31 @@ impl RunManager {
         }
     }
 
-    /// Starts queued local runs in their [`queue`] order (the instructor's oldest first, then
-    /// the learners' by turns) while their ranks fit in the limit. A run larger than the whole
-    /// limit starts once nothing else runs; no run overtakes one ahead of it in that order that
-    /// is waiting for room, so large runs are never starved by small ones.
+    /// Starts queued local runs as [`queue::plan`] says (the instructor's oldest first, then
+    /// the learners' by turns, while their ranks fit in the limit), and gives each run left
+    /// waiting the reason it waits, so its state line says what it waits for.
     pub(super) fn schedule(self: &Arc<Self>) {
         let to_start: Vec<RunId> = {
             let mut records = self.lock();
             let local: Vec<&RunRecord> = records.values().filter(|r| is_local(r)).collect();
-            let mut used: usize = local.iter().filter(|r| r.state() == RunState::Running).map(|r| ranks(r)).sum();
-            let mut queued = Vec::new();
-            for record in queue::start_order(&local) {
-                if used > 0 && used + ranks(record) > self.executors.max_local_ranks {
-                    break;
-                }
-                used += ranks(record);
-                queued.push(record.id.clone());
-            }
+            let plan = queue::plan(&local, self.executors.max_local_ranks);
+            let queued: Vec<RunId> = plan.start.iter().map(|r| r.id.clone()).collect();
+            let waiting: Vec<(RunId, String)> =
+                plan.waiting.into_iter().filter(|(r, why)| r.reason() != Some(why.as_str())).map(|(r, why)| (r.id.clone(), why)).collect();
             for id in &queued {
                 if let Some(record) = records.get_mut(id) {
                     // Recorded as running before the process exists: a server killed in
                     // between leaves a run that is found `lost`, never one started twice.
                     record.transition(RunState::Running, now(), None);
+                    self.save(record);
+                }
+            }
+            // Still queued, for a new reason: worth showing, not worth a history entry.
+            for (id, why) in waiting {
+                if let Some(record) = records.get_mut(&id) {
+                    if let Some(last) = record.history.last_mut() {
+                        last.reason = Some(why);
+                    }
                     self.save(record);
                 }
             }
@@ -128,6 +126,7 @@ impl RunManager {
             if !r.state().is_final() {
                 let (state, reason) = outcome::decide(exit.as_ref(), r.cancel_requested, &words.log_tail);
                 r.transition(state, now(), reason);
+                r.checkpoint = words.checkpoint;
             }
         });
         self.summarise_profile(&id);

@@ -43,10 +43,13 @@ use self::records::RecordWriter;
 const LOG_TAIL_BYTES: u64 = 16 << 10;
 
 /// What a run's files say about how it ended: the exit status its supervisor or batch script
-/// recorded (`exit.json`), and the end of its job log.
+/// recorded (`exit.json`), the end of its job log, and whether it left a checkpoint to go on
+/// from (what its record tells the pages, which offer Resume only then).
+#[derive(Debug, Default)]
 struct LastWords {
     exit: Option<ExitRecord>,
     log_tail: String,
+    checkpoint: bool,
 }
 
 impl LastWords {
@@ -57,9 +60,10 @@ impl LastWords {
                 .ok()
                 .and_then(|text| serde_json::from_str(&text).map_err(|e| tracing::warn!("{}: {e}", dir.join(rundir::EXIT).display())).ok());
             let log_tail = store::read_tail(&dir.join(rundir::JOB_LOG), LOG_TAIL_BYTES).unwrap_or_default();
-            LastWords { exit, log_tail }
+            let checkpoint = rundir::RunDir::new(&dir).checkpoint_position().is_file();
+            LastWords { exit, log_tail, checkpoint }
         };
-        tokio::task::spawn_blocking(read).await.unwrap_or(LastWords { exit: None, log_tail: String::new() })
+        tokio::task::spawn_blocking(read).await.unwrap_or_default()
     }
 }
 
@@ -466,4 +470,19 @@ pub fn for_clients(mut record: RunRecord) -> RunRecord {
         record.handle = None;
     }
     record
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_last_words_say_whether_a_checkpoint_is_there_to_go_on_from() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!LastWords::read(dir.path().to_owned()).await.checkpoint, "a run that saved none");
+        let position = rundir::RunDir::new(dir.path()).checkpoint_position();
+        std::fs::create_dir_all(position.parent().unwrap()).unwrap();
+        std::fs::write(&position, "{}").unwrap();
+        assert!(LastWords::read(dir.path().to_owned()).await.checkpoint);
+    }
 }

@@ -9,11 +9,62 @@
 //! run records alone, so a restarted server keeps it. No learner waits forever: every other
 //! learner gets at most one more turn than it before its run, and the room's learner runs are
 //! bounded ([`crate::learners::MAX_ACTIVE_LEARNER_RUNS`]).
+//!
+//! [`plan`] takes the runs in that order while their ranks fit, and says why each of the
+//! others waits, which its state line shows.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use scalebook_shared::protocol::{Learner, RunRecord, RunState};
+
+/// What a schedule does now: the queued runs that start, and why each other queued run waits.
+#[derive(Debug, Default, PartialEq)]
+pub struct Plan<'a> {
+    pub start: Vec<&'a RunRecord>,
+    pub waiting: Vec<(&'a RunRecord, String)>,
+}
+
+/// The slots a local run takes: one per rank process.
+fn ranks(record: &RunRecord) -> usize {
+    record.layout.world() as usize
+}
+
+/// The queued runs among `local` that start now, in [`start_order`], while their ranks fit in
+/// `max_ranks` (a run larger than that starts once nothing else runs); and why each of the
+/// others waits. No run overtakes one ahead of it that waits for room, so large runs are never
+/// starved by small ones.
+pub fn plan<'a>(local: &[&'a RunRecord], max_ranks: usize) -> Plan<'a> {
+    let mut used: usize = local.iter().filter(|r| r.state() == RunState::Running).map(|r| ranks(r)).sum();
+    let mut plan = Plan::default();
+    for record in start_order(local) {
+        let blocked = !plan.waiting.is_empty() || (used > 0 && used + ranks(record) > max_ranks);
+        if blocked {
+            let reason = waiting_reason(plan.waiting.len(), ranks(record), used, max_ranks);
+            plan.waiting.push((record, reason));
+        } else {
+            used += ranks(record);
+            plan.start.push(record);
+        }
+    }
+    plan
+}
+
+/// Why a run of `ranks` ranks waits with `used` of `max_ranks` ranks in use, `ahead` runs
+/// waiting before it.
+fn waiting_reason(ahead: usize, ranks: usize, used: usize, max_ranks: usize) -> String {
+    let runs = |n: usize| if n == 1 { "1 queued run".to_owned() } else { format!("{n} queued runs") };
+    let rank_s = |n: usize| if n == 1 { "1 rank".to_owned() } else { format!("{n} ranks") };
+    match ahead {
+        0 if ranks > max_ranks => format!(
+            "waiting for the {} in use to free up: its {} are more than the {max_ranks} this machine runs at once, so it runs alone",
+            rank_s(used),
+            rank_s(ranks)
+        ),
+        0 => format!("waiting for {} to free up ({used} of {max_ranks} in use)", rank_s(used + ranks - max_ranks)),
+        ahead => format!("waiting behind {} ({used} of {max_ranks} ranks in use)", runs(ahead)),
+    }
+}
 
 /// The queued runs among `local` (every run of this machine, whatever its state), in the order
 /// they may start.
@@ -107,6 +158,57 @@ mod tests {
         // A run that ended before anything now queued was created is history: oldest first.
         let runs = [run("a1", 1.0, Some('a'), Some((1.0, Some(1.5)))), run("a2", 2.0, Some('a'), None), run("b1", 3.0, Some('b'), None)];
         assert_eq!(order(&runs), ["a2", "b1"]);
+    }
+
+    /// A run of `world` data-parallel ranks, as [`run`] makes it.
+    fn wide(id: &str, created: f64, by: Option<char>, trained: Option<(f64, Option<f64>)>, world: u32) -> RunRecord {
+        let layout =
+            scalebook_shared::layout::Layout::new(scalebook_shared::layout::Sizes { dp: world, ..Default::default() }, "tp-cp-dp").unwrap();
+        RunRecord { layout, ..run(id, created, by, trained) }
+    }
+
+    /// What [`plan`] does with `runs` on a machine of `max` ranks: the runs it starts, and each
+    /// waiting run with why.
+    fn planned(runs: &[RunRecord], max: usize) -> (Vec<&str>, Vec<(&str, String)>) {
+        let all: Vec<&RunRecord> = runs.iter().collect();
+        let plan = plan(&all, max);
+        (plan.start.iter().map(|r| r.id.as_str()).collect(), plan.waiting.iter().map(|(r, why)| (r.id.as_str(), why.clone())).collect())
+    }
+
+    #[test]
+    fn each_waiting_run_says_what_it_waits_for() {
+        // Two ranks, one taken: a one-rank run starts, the two-rank run after it waits for
+        // a rank, and the learner's run behind it waits its turn.
+        let runs = [
+            wide("i1", 1.0, None, Some((1.0, None)), 1),
+            run("i2", 2.0, None, None),
+            wide("i3", 3.0, None, None, 2),
+            run("a1", 4.0, Some('a'), None),
+        ];
+        let (start, waiting) = planned(&runs, 2);
+        assert_eq!(start, ["i2"]);
+        assert_eq!(
+            waiting,
+            [
+                ("i3", "waiting for 2 ranks to free up (2 of 2 in use)".to_owned()),
+                ("a1", "waiting behind 1 queued run (2 of 2 ranks in use)".to_owned())
+            ]
+        );
+        // A run larger than the machine waits until it can run alone.
+        let runs = [wide("i1", 1.0, None, Some((1.0, None)), 1), wide("i2", 2.0, None, None, 4)];
+        let (start, waiting) = planned(&runs, 2);
+        assert!(start.is_empty());
+        assert_eq!(
+            waiting,
+            [(
+                "i2",
+                "waiting for the 1 rank in use to free up: its 4 ranks are more than the 2 this machine runs at once, so it runs alone"
+                    .to_owned()
+            )]
+        );
+        // Once nothing runs, it starts; nobody waits.
+        let runs = [wide("i2", 2.0, None, None, 4)];
+        assert_eq!(planned(&runs, 2), (vec!["i2"], vec![]));
     }
 
     #[test]

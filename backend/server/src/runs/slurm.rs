@@ -87,6 +87,7 @@ impl RunManager {
     async fn apply(&self, id: &RunId, job_id: u64, observation: Observation) {
         let Some(record) = self.get(id) else { return };
         let words = LastWords::read(self.store.run_dir(id)).await;
+        let checkpoint = words.checkpoint;
         let (verdict, seen) = match observation {
             Observation::Seen(info) => (states::judge(&info, record.cancel_requested, &words.log_tail), Some(info)),
             // Slurm has forgotten the job (no accounting, and it ended long enough ago): the
@@ -137,6 +138,7 @@ impl RunManager {
                     if !r.state().is_final() {
                         r.transition(state, now(), reason);
                         r.slurm = status;
+                        r.checkpoint = checkpoint;
                     }
                 });
                 self.summarise_profile(id);

@@ -8,12 +8,19 @@ use std::path::{Path, PathBuf};
 use scalebook_shared::rundir::{MAPS_DIR, MAPS_INDEX};
 use scalebook_shared::weather::{MapIndex, is_map_file};
 
-/// The maps of the run in `run_dir` so far: none before its first epoch has ended.
+/// The maps of the run in `run_dir` so far: none before its first epoch has ended. Read as the
+/// maps are ([`crate::store::open_beneath`]): never through a link (a `maps` that a job made a
+/// link to another directory), which is refused, naming it.
 pub async fn index(run_dir: &Path) -> io::Result<MapIndex> {
-    match tokio::fs::read(run_dir.join(MAPS_DIR).join(MAPS_INDEX)).await {
+    let (dir, relative) = (run_dir.to_owned(), Path::new(MAPS_DIR).join(MAPS_INDEX));
+    let read = tokio::task::spawn_blocking(move || {
+        let mut bytes = Vec::new();
+        crate::store::open_beneath(&dir, &relative).and_then(|mut file| io::Read::read_to_end(&mut file, &mut bytes)).map(|_| bytes)
+    });
+    match read.await.map_err(io::Error::other)? {
         Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| io::Error::other(format!("{MAPS_DIR}/{MAPS_INDEX} does not parse: {e}"))),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(MapIndex::default()),
-        Err(e) => Err(e),
+        Err(e) => Err(io::Error::new(e.kind(), format!("{MAPS_DIR}/{MAPS_INDEX} is not read: {e}"))),
     }
 }
 
@@ -59,5 +66,18 @@ mod tests {
         std::fs::create_dir_all(dir.path().join(MAPS_DIR)).unwrap();
         std::fs::write(dir.path().join(MAPS_DIR).join(MAPS_INDEX), "{\"maps\": [").unwrap();
         assert!(index(dir.path()).await.unwrap_err().to_string().contains("does not parse"));
+    }
+
+    #[tokio::test]
+    async fn an_index_behind_a_linked_maps_directory_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (run, elsewhere) = (dir.path().join("run"), dir.path().join("elsewhere"));
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join(MAPS_INDEX), r#"{"maps": []}"#).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, run.join(MAPS_DIR)).unwrap();
+        let refused = index(&run).await.unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied, "{refused}");
+        assert!(refused.to_string().contains("maps/index.json") && refused.to_string().contains("symbolic link"), "{refused}");
     }
 }

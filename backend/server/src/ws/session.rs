@@ -445,6 +445,7 @@ impl Session {
             max_message_bytes: self.state.ws.max_message_bytes,
             heartbeat_secs: self.state.ws.heartbeat.as_secs(),
             max_local_ranks: self.state.runs.max_local_ranks(),
+            memory_bytes: self.state.limits.memory_bytes,
             role: self.role,
             learner_runs: self.state.limits.learners.clone(),
             learner: self.learner.clone(),
@@ -649,17 +650,25 @@ pub async fn forward_roster(mut rosters: watch::Receiver<Roster>, out: Outbox) {
     }
 }
 
-/// Sends an instructor's connection the class link (none without a class listener), then
-/// each new one.
+/// Sends an instructor's connection the class link (none without a class listener) with
+/// whether its class listener listens, then again at each new link and each change of that.
 pub async fn forward_class_links(key: Option<Arc<ClassKey>>, out: Outbox) {
-    let link = |key: &ClassKey| Some(Secret(key.link().to_string()));
     let Some(key) = key else {
-        let _ = out.send(encode(&ServerMessage::ClassLink { link: None })).await;
+        let _ = out.send(encode(&ServerMessage::ClassLink { link: None, unbound: None })).await;
         return;
     };
-    let mut changes = key.changes();
+    let (mut changes, mut unbound) = (key.changes(), key.unbound());
     loop {
-        if out.send(encode(&ServerMessage::ClassLink { link: link(&key) })).await.is_err() || changes.changed().await.is_err() {
+        let link = Some(Secret(key.link().to_string()));
+        let message = ServerMessage::ClassLink { link, unbound: unbound.borrow_and_update().clone() };
+        if out.send(encode(&message)).await.is_err() {
+            return;
+        }
+        let changed = tokio::select! {
+            changed = changes.changed() => changed,
+            changed = unbound.changed() => changed,
+        };
+        if changed.is_err() {
             return;
         }
     }

@@ -23,7 +23,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::harness::{Client, RUN_TIMEOUT, Server, collect, temp_dir, tiny_overrides};
+use crate::harness::{Client, RUN_TIMEOUT, Server, assert_private, collect, serve_in, temp_dir, tiny_overrides, write_stub_page};
 use crate::roles::refusal;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -90,15 +90,19 @@ async fn the_class_listener_takes_only_the_follower_token_and_refuses_all_but_re
     let wrong = ClassLink { fingerprint: "00".repeat(32), ..link.clone() };
     let refused = follower_socket(&wrong, &link.token).await.err().expect("a wrong fingerprint was accepted");
     assert!(refused.to_lowercase().contains("fingerprint"), "{refused}");
-    // A learner's server given such a link says so, and stops trying.
+    // A learner's server given such a link (or meeting someone else on the class port) says
+    // so, and keeps trying: only the instructor's certificate ends the wait.
     let learner_keys = temp_dir("class-wrong-keys");
     let env = [("XDG_DATA_HOME", learner_keys.path().display().to_string())];
     let learner = Server::start_with_env("class-wrong", &["--follow", &wrong.to_string()], &[(env[0].0, env[0].1.as_str())]);
     let mut page = learner.connect().await;
-    let ClassState::Refused { reason, .. } = class_state(&mut page, |s| matches!(s, ClassState::Refused { .. })).await else {
-        unreachable!()
+    let retried = |s: &ClassState| match s {
+        ClassState::Refused { .. } => panic!("a certificate not the link's ended the following: {s:?}"),
+        ClassState::Connecting { attempt, warning: Some(_), .. } => *attempt >= 2,
+        _ => false,
     };
-    assert!(reason.contains("fingerprint") && reason.contains("ask your instructor"), "{reason}");
+    let ClassState::Connecting { warning: Some(warning), .. } = class_state(&mut page, retried).await else { unreachable!() };
+    assert!(warning.contains("fingerprint") && warning.contains("not the instructor's class listener"), "{warning}");
 
     let mut follower = follower_socket(&link, &link.token).await.unwrap();
     follower.send(&ClientMessage::Hello { version: PROTOCOL_VERSION, token: None, learner_key: None }).await;
@@ -145,7 +149,7 @@ async fn a_new_class_link_disconnects_the_old_ones_followers_and_a_removed_follo
     let (server, link) = instructor("class-renew", class_dir.path());
     let mut instructor = server.connect().await;
     let shown = |m: &ServerMessage| match m {
-        ServerMessage::ClassLink { link: Some(Secret(text)) } => Some(text.clone()),
+        ServerMessage::ClassLink { link: Some(Secret(text)), .. } => Some(text.clone()),
         _ => None,
     };
     assert_eq!(instructor.recv_until(WAIT, shown).await, link.to_string(), "the page shows the class link to the instructor");
@@ -345,9 +349,14 @@ async fn a_follower_server_relays_the_class_and_copies_every_point_exactly_once_
     let png = learner_server.get(&format!("/api/runs/{local}/maps/{map}"));
     assert!(png.status == 200 && png.bytes.starts_with(b"\x89PNG"), "{} {}", png.status, png.body);
     assert_eq!(learner_server.get(&format!("/api/runs/{local}/files/config.yaml")).status, 200);
+    // The instructor's copy of the learner's run is the instructor's only.
+    let private = assert_private(&instructor_server.runs_dir);
+    assert!(private.iter().any(|p| p.starts_with(instructor_server.run_dir(&copy))), "{private:?}");
     instructor_server.kill();
     let kept = learner_server.get(&format!("/api/runs/{local}/maps/{map}"));
     assert_eq!((kept.status, kept.bytes), (200, png.bytes));
+    // The learner's copies (with what was fetched from upstream) are the learner's only.
+    assert_private(&learner_server.runs_dir);
 
     // The learner cannot stop the instructor's run from their server.
     let cancel = serde_json::json!({"type": "cancel", "run": local}).to_string();
@@ -378,4 +387,72 @@ async fn a_class_joined_from_the_page_is_followed_again_after_a_restart_until_th
     page.send(&ClientMessage::LeaveClass).await;
     class_state(&mut page, |s| *s == ClassState::Alone).await;
     assert!(!kept.exists(), "the link is kept after leaving");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_class_port_leaves_the_server_up_saying_so_and_the_class_comes_when_it_is_free() {
+    // Someone else holds the class port as the instructor's Scalebook starts, and hangs up on
+    // whoever connects.
+    let squatter = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = squatter.local_addr().unwrap().to_string();
+    let squatter = tokio::spawn(async move {
+        while let Ok((hung_up, _)) = squatter.accept().await {
+            drop(hung_up);
+        }
+    });
+    let keys = temp_dir("class-squatted-keys");
+    let dir = keys.path().display().to_string();
+    let server = Server::start("class-squatted", &["--class-listen", &address, "--class-dir", &dir]);
+    assert_eq!(server.get("/api/runs").status, 200, "the server answers without its class listener");
+    let link = ClassLink::parse(server.class_link.as_deref().expect("no class link printed")).unwrap();
+    let mut instructor = server.connect().await;
+    let unbound = |m: &ServerMessage| match m {
+        ServerMessage::ClassLink { link: Some(_), unbound } => Some(unbound.clone()),
+        _ => None,
+    };
+    let why = instructor.recv_until(WAIT, unbound).await.expect("the page is not told the class listener does not listen");
+    assert!(why.contains(&address) && why.contains("another program"), "{why}");
+
+    // A learner joins meanwhile: their server keeps trying, saying what it meets.
+    let learner_keys = temp_dir("class-squatted-learner-keys");
+    let env = [("SCALEBOOK_CLASS_LINK", link.to_string()), ("XDG_DATA_HOME", learner_keys.path().display().to_string())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let learner = Server::start_with_env("class-squatted-learner", &["--class-name", "learner1"], &env);
+    let mut page = learner.connect().await;
+    class_state(&mut page, |s| matches!(s, ClassState::Connecting { attempt: 2.., warning: Some(_), .. })).await;
+
+    // The port comes free: the class listener listens, the page hears of it, the learner joins.
+    squatter.abort();
+    assert!(squatter.await.unwrap_err().is_cancelled());
+    instructor.recv_until(WAIT, |m| unbound(m).filter(Option::is_none)).await;
+    class_state(&mut page, |s| matches!(s, ClassState::Joined { .. })).await;
+    instructor
+        .recv_until(WAIT, |m| {
+            matches!(m, ServerMessage::Roster { followers } if followers.iter().any(|f| f.name == "learner1")).then_some(())
+        })
+        .await;
+    // Said once in the log, however many times it was tried.
+    let log = std::fs::read_to_string(&server.log).unwrap();
+    assert_eq!(log.matches("the class listener cannot listen").count(), 1, "{log}");
+}
+
+#[test]
+fn a_class_link_file_others_can_read_is_refused_naming_the_rule() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = temp_dir("class-link-file");
+    write_stub_page(&dir.path().join("static"));
+    let file = dir.path().join("class-link");
+    std::fs::write(&file, format!("scalebook-class://h:1/#token={}&sha256={}", "0".repeat(32), "ab".repeat(32))).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let follow = format!("@{}", file.display());
+    let output =
+        serve_in(dir.path(), &[]).env("SCALEBOOK_CLASS_LINK", &follow).command().stdin(std::process::Stdio::null()).output().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("mode 644") && stderr.contains("chmod 600"), "{stderr}");
+    // Its owner's only, it is taken.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let server = Server::start_with_env("class-link-file-private", &[], &[("SCALEBOOK_CLASS_LINK", &follow)]);
+    assert_eq!(server.get("/api/runs").status, 200);
 }

@@ -40,6 +40,29 @@ pub async fn ping_throughout(mut client: Client, stop: tokio::sync::watch::Recei
     slowest
 }
 
+/// Walks `dir` and fails, naming the first, if it or anything under it may be read, written or
+/// entered by anyone but its owner (links, whose own mode means nothing, aside); returns every
+/// path it checked. (With the usual umask of 022, anything made without care is 0755 or 0644.)
+pub fn assert_private(dir: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+
+    let mut checked = Vec::new();
+    let mut left = vec![dir.to_owned()];
+    while let Some(path) = left.pop() {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        if meta.is_symlink() {
+            continue;
+        }
+        let mode = meta.permissions().mode() & 0o777;
+        assert_eq!(mode & 0o077, 0, "{} is mode {mode:o}: others may reach it", path.display());
+        if meta.is_dir() {
+            left.extend(std::fs::read_dir(&path).unwrap().map(|entry| entry.unwrap().path()));
+        }
+        checked.push(path);
+    }
+    checked
+}
+
 /// A fresh directory under the target directory, removed when dropped.
 pub fn temp_dir(name: &str) -> TempDir {
     tempfile::Builder::new().prefix(&format!("serve-{name}-")).tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()

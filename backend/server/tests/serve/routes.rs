@@ -122,3 +122,14 @@ async fn the_viewer_link_only_reads_whatever_the_route() {
         assert_eq!((status, body["code"].as_str()), (StatusCode::FORBIDDEN, Some("forbidden")), "{method}: {body}");
     }
 }
+
+#[tokio::test]
+async fn a_static_path_with_a_nul_byte_is_not_found_whatever_the_method() {
+    let app = app();
+    for method in ["HEAD", "GET"] {
+        for path in ["/dist/%00", "/dist/a%00b.js", "/%00"] {
+            let (status, _, _) = ask(&app, method, path, None).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}");
+        }
+    }
+}

@@ -73,6 +73,9 @@ async fn cancel_stops_every_process_of_a_run_and_queued_runs_wait_their_turn() {
         .await;
     assert!(start_ticks > 0);
     assert_eq!(server.get(&format!("/api/runs/{waiting}")).json()["history"][0]["state"], "queued");
+    // Its state line says what it waits for.
+    let why = server.wait_for(&waiting, |r| r.reason().map(str::to_owned)).await;
+    assert_eq!(why, "waiting for 1 rank to free up (1 of 1 in use)");
     // Cancelled before it ever started.
     client.send(&ClientMessage::Cancel { run: waiting.clone() }).await;
     let state = client.recv_until(Duration::from_secs(60), |m| ended(m, &waiting)).await;

@@ -9,7 +9,7 @@ use scalebook_shared::protocol::{
     ClientMessage, ErrorCode, ErrorReport, PROTOCOL_VERSION, RunId, RunState, Secret, ServerMessage, TOKEN_HEADER,
 };
 
-use crate::harness::{Client, Server, http_get, http_over, temp_dir};
+use crate::harness::{Client, Server, assert_private, http_get, http_over, temp_dir, tiny_overrides};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -456,4 +456,27 @@ async fn a_thousand_silent_or_half_sent_connections_never_lock_the_owner_out() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     still_serving(&mut owner, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_files_and_directories_are_its_owners_only() {
+    use scalebook_shared::rundir::{EVENTS_DIR, JOB_LOG, MAPS_DIR, METRICS, PROFILE_DIR, RECORD};
+
+    let server = Server::start("private-runs", &[]);
+    let mut client = server.connect().await;
+    let id = client.launch("cpu_tiny", tiny_overrides(&["profile=2:4"])).await;
+    let state = server.wait_for(&id, |r| r.state().is_final().then(|| r.state())).await;
+    assert_eq!(state, RunState::Completed);
+    // The server's own summary of the profile, written when a page first asks for it.
+    let summary = server.get(&format!("/api/runs/{id}/profile/summary"));
+    assert_eq!(summary.status, 200, "{}", summary.body);
+    let checked = assert_private(&server.runs_dir);
+    let run = server.run_dir(&id);
+    for file in [RECORD, METRICS, JOB_LOG] {
+        assert!(checked.contains(&run.join(file)), "the run wrote no {file}: {checked:?}");
+    }
+    // The trainer's TensorBoard logdir, maps and traces, and the server's summary beside them.
+    for dir in [EVENTS_DIR, MAPS_DIR, PROFILE_DIR] {
+        assert!(checked.iter().any(|p| p.parent() == Some(run.join(dir).as_path())), "nothing in {dir}: {checked:?}");
+    }
 }

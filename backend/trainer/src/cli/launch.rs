@@ -19,7 +19,7 @@ pub struct LaunchArgs {
 }
 
 pub fn run(args: LaunchArgs) -> anyhow::Result<ExitCode> {
-    let program = std::env::current_exe()?;
+    let program = scalebook_shared::program::restartable(std::env::current_exe()?);
     let port = match args.master_port {
         Some(p) => p,
         None => launch::free_port()?,

@@ -129,7 +129,7 @@ fn step_op_seconds() -> f64 {
 /// Seconds of one all-reduce of `size` (`--kib N` or `--mib N`) between two local ranks: this
 /// program's own launcher and `bench-collectives`.
 fn all_reduce_seconds(unit: &str, size: usize) -> anyhow::Result<f64> {
-    let me = std::env::current_exe().context("finding this program to launch it")?;
+    let me = scalebook_shared::program::restartable(std::env::current_exe().context("finding this program to launch it")?);
     let out = std::process::Command::new(me)
         .args(["launch", "--nproc", "2", "--", "bench-collectives", unit, &size.to_string(), "--iters", "20"])
         .output()

@@ -73,6 +73,8 @@ pub fn render(input: &ScriptInput<'_>) -> Result<String, Error> {
 
     let mut body = String::new();
     let exit = quote(&utf8(&input.run_dir.join(rundir::EXIT))?);
+    body.push_str("\n# The run's files are yours only, whatever umask the compute node's shell starts with.\n");
+    body.push_str("umask 077\n");
     body.push_str("\n# An earlier attempt's status is not this one's.\n");
     let _ = writeln!(body, "rm -f {exit}");
     let _ = writeln!(body, "cd {}", quote(&utf8(input.workdir)?));
@@ -204,6 +206,7 @@ mod tests {
         let first_command = script.lines().position(|l| !l.is_empty() && !l.starts_with('#')).unwrap();
         assert!(script.lines().skip(first_command).all(|l| !l.starts_with("#SBATCH")));
         for line in [
+            "umask 077",
             "rm -f /scratch/runs/r1/exit.json",
             "cd '/home/me/my scalebook'",
             "export HDF5_USE_FILE_LOCKING=FALSE",
