@@ -119,9 +119,13 @@ restore_sources() {
 }
 
 # cargo for a build of this checkout, its sources' times restored first and recorded after.
-checkout_cargo() {
+checkout_cargo() { checkout_build cargo "$@"; }
+
+# A build of this checkout by COMMAND ARGS... (cargo, or Trunk, which runs cargo), under the lock
+# and with the sources' times restored first and recorded after.
+checkout_build() {
     if [ -n "${SCALEBOOK_SOURCES_HELD:-}" ] || ! git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
-        cargo "$@"
+        "$@"
         return
     fi
     mkdir -p "$CARGO_TARGET_DIR"
@@ -133,7 +137,7 @@ checkout_cargo() {
     fi
     restore_sources
     # The lock is this script's: a process cargo leaves behind (a test's daemon) never holds it.
-    SCALEBOOK_SOURCES_HELD=1 cargo "$@" {lock}>&- || status=$?
+    SCALEBOOK_SOURCES_HELD=1 "$@" {lock}>&- || status=$?
     record_sources
     exec {lock}>&-
     return "$status"
@@ -347,7 +351,7 @@ build_native() {
 # The front-end as Trunk builds it, into frontend/dist (for `check-trunk`).
 build_frontend_with_trunk() {
     say "building the front-end with trunk (Trunk.toml)"
-    (cd "$ROOT" && trunk build --release --config Trunk.toml >/dev/null)
+    (cd "$ROOT" && checkout_build trunk build --release --config Trunk.toml >/dev/null)
 }
 
 # `run`'s paths are relative to where it was called from; the server starts in the checkout.

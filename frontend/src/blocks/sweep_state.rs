@@ -6,7 +6,7 @@
 use leptos::prelude::*;
 use scalebook_page::prediction::model_flops;
 use scalebook_shared::estimate::Prediction;
-use scalebook_shared::protocol::RunId;
+use scalebook_shared::protocol::{RunId, RunState};
 use scalebook_shared::sweep::Variant;
 
 use super::run_prediction;
@@ -157,7 +157,15 @@ impl SweepState {
     pub fn status(&self) -> String {
         let progress = self.progress.get();
         let all_ran = progress == Progress::Idle && self.values.with(|v| v.iter().all(Option::is_some));
-        self.variants.with_value(|v| progress.status(v, all_ran))
+        let queued = self.queued_reason(&progress);
+        self.variants.with_value(|v| progress.status(v, all_ran, queued.as_deref()))
+    }
+
+    /// Why the server still holds the running variant's run in its queue, if it does.
+    fn queued_reason(&self, progress: &Progress) -> Option<String> {
+        let Progress::Running(index) = progress else { return None };
+        let record = self.ids.with(|ids| ids.get(*index).cloned().flatten()).and_then(|id| self.runs.record(&id))?;
+        (record.state() == RunState::Queued).then(|| record.reason().unwrap_or("waiting for its turn").to_owned())
     }
 
     /// The launch answered: watch the run, or stop and say why the server refused it.

@@ -89,11 +89,16 @@ impl Progress {
     }
 
     /// The line beside "Run all": which variant runs, why the sweep stopped, or (idle) whether
-    /// every variant has a result (`all_ran`).
-    pub fn status(&self, variants: &[Variant], all_ran: bool) -> String {
+    /// every variant has a result (`all_ran`). `queued` is why the server still holds the
+    /// running variant's run in its queue (its place among the room's runs), if it does.
+    pub fn status(&self, variants: &[Variant], all_ran: bool, queued: Option<&str>) -> String {
         match self {
             Progress::Idle if all_ran => "All variants ran.".to_owned(),
             Progress::Idle => "Runs each variant here, one after another.".to_owned(),
+            Progress::Running(index) if queued.is_some() => {
+                let why = queued.unwrap_or_default();
+                format!("{} of {}, {}, is queued on the server: {why}", index + 1, variants.len(), label(variants, *index))
+            }
             Progress::Launching { index, .. } | Progress::Running(index) => {
                 format!("Running {} of {}: {}", index + 1, variants.len(), label(variants, *index))
             }
@@ -456,12 +461,17 @@ mod tests {
     #[test]
     fn the_status_says_which_variant_runs_or_why_the_sweep_stopped() {
         let v = variants();
-        assert_eq!(Progress::Idle.status(&v, false), "Runs each variant here, one after another.");
-        assert_eq!(Progress::Idle.status(&v, true), "All variants ran.");
-        assert_eq!(Progress::Launching { index: 1, ticket: 7 }.status(&v, false), "Running 2 of 2: two ranks");
-        assert_eq!(Progress::Running(0).status(&v, true), "Running 1 of 2: one rank");
-        assert_eq!(Progress::Stopped("why".into()).status(&v, true), "why");
-        assert!(Progress::Waiting(1).status(&v, false).starts_with("2 of 2, two ranks, waits for one of your runs to end"));
+        assert_eq!(Progress::Idle.status(&v, false, None), "Runs each variant here, one after another.");
+        assert_eq!(Progress::Idle.status(&v, true, None), "All variants ran.");
+        assert_eq!(Progress::Launching { index: 1, ticket: 7 }.status(&v, false, None), "Running 2 of 2: two ranks");
+        assert_eq!(Progress::Running(0).status(&v, true, None), "Running 1 of 2: one rank");
+        assert_eq!(
+            Progress::Running(1).status(&v, false, Some("waiting behind 1 queued run (1 of 1 ranks in use)")),
+            "2 of 2, two ranks, is queued on the server: waiting behind 1 queued run (1 of 1 ranks in use)",
+            "a variant the server holds in its queue says its place there"
+        );
+        assert_eq!(Progress::Stopped("why".into()).status(&v, true, None), "why");
+        assert!(Progress::Waiting(1).status(&v, false, None).starts_with("2 of 2, two ranks, waits for one of your runs to end"));
         let busy: Vec<(&str, bool)> = [
             Progress::Idle,
             Progress::Launching { index: 0, ticket: 1 },
