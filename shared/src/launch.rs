@@ -8,6 +8,7 @@
 
 use crate::Problems;
 use crate::config::{ConfigFile, ERA5_TRAIN_SAMPLES, ParamCount, TrainConfig, tokens_per_sample};
+use crate::estimate::{self, RunLoad};
 use crate::profile::StepWindow;
 use crate::protocol::{ExecutorSpec, LaunchRequest, LearnerRuns};
 
@@ -69,11 +70,19 @@ impl Size {
     }
 }
 
-/// The rules that keep a learner's run small: at most the ranks the instructor allows
+/// The rules that keep a learner's run small: its shape ([`learner_shape_problems`]) and what
+/// it asks of the machine ([`learner_load_problems`]).
+pub fn learner_size_problems(effective: &TrainConfig, world: u32, settings: &LearnerRuns, served: &ConfigFile) -> Problems {
+    let mut problems = learner_shape_problems(effective, world, settings, served);
+    problems.0.extend(learner_load_problems(effective, world, settings, served).0);
+    problems
+}
+
+/// The rules on a learner's run as configured: at most the ranks the instructor allows
 /// (`settings.ranks`), and no larger in any measure than the largest learner config as the
 /// instructor wrote it in `served`. A learner may still change anything within that (a smaller
 /// model, another learning rate, fewer steps), as the chapters invite.
-pub fn learner_size_problems(effective: &TrainConfig, world: u32, settings: &LearnerRuns, served: &ConfigFile) -> Problems {
+pub fn learner_shape_problems(effective: &TrainConfig, world: u32, settings: &LearnerRuns, served: &ConfigFile) -> Problems {
     let mut problems = Problems::default();
     if world > settings.ranks {
         problems.push(
@@ -121,6 +130,90 @@ pub fn learner_size_problems(effective: &TrainConfig, world: u32, settings: &Lea
         );
     }
     problems
+}
+
+/// Trace bytes the trainer writes per transformer block per profiled step on one rank: every
+/// op of a block's forward, backward and optimizer update is an event. Measured: a learner's
+/// `depth=64` run profiled for 8 steps wrote 278.8 MB (issue #49), 545 kB a block a step.
+pub const TRACE_BYTES_PER_BLOCK_STEP: u64 = 545_000;
+
+/// The rules that bound what a learner's run asks of the machine beyond its size: memory
+/// (its ranks' weights, optimizer state and saved activations, from [`estimate::run_load`])
+/// within the instructor's share, work a step and trace bytes no more than the largest
+/// learner config's. A deep, narrow model passes the parameter bound and fails these.
+pub fn learner_load_problems(effective: &TrainConfig, world: u32, settings: &LearnerRuns, served: &ConfigFile) -> Problems {
+    let mut problems = Problems::default();
+    let Ok(load) = estimate::run_load(effective, world) else {
+        return problems; // the config's own rules name what is wrong with it
+    };
+    let largest = settings.configs.iter().filter_map(|name| served.get(name).ok());
+    let (mut most, mut most_depth) = (RunLoad { memory_bytes: 0.0, flops_per_step: 0.0, ops_per_step: 0.0 }, 0);
+    for config in largest {
+        let run = estimate::run_load(&config, 1).unwrap_or(most);
+        most = RunLoad {
+            flops_per_step: most.flops_per_step.max(run.flops_per_step),
+            ops_per_step: most.ops_per_step.max(run.ops_per_step),
+            ..most
+        };
+        most_depth = most_depth.max(config.depth);
+    }
+    let memory = load.memory_bytes * f64::from(world);
+    if let Some(share) = settings.memory_share_bytes
+        && memory > share as f64
+    {
+        problems.push(
+            "depth",
+            format!(
+                "a learner's run may use {} of memory, its share of this machine (the instructor's --learner-memory-share, \
+                 by default the machine's memory over the learner runs it runs at once); \
+                 this one needs {} for weights, Adam state and activations: reduce depth, embed_dim or global_batch_size",
+                mib(share as f64),
+                mib(memory)
+            ),
+        );
+    }
+    let work = [
+        (load.flops_per_step / 1e9, most.flops_per_step / 1e9, "GFLOP", "reduce depth, embed_dim or global_batch_size"),
+        (load.ops_per_step, most.ops_per_step, "ops (each a CPU's turn, however small)", "reduce depth"),
+    ];
+    for (value, bound, what, fix) in work {
+        if value > bound {
+            problems.push(
+                "depth",
+                format!(
+                    "a learner's step may run at most {bound:.1} {what}, as the largest learner config's; this one runs {value:.1}: {fix}"
+                ),
+            );
+        }
+    }
+    // A window past the step bound is refused by it already (see `learner_size_problems`).
+    if let Ok(Some(window)) = StepWindow::parse(&effective.profile)
+        && window.steps().len() <= MAX_LEARNER_PROFILE_STEPS
+    {
+        let trace = |depth: usize, steps: usize, ranks: u32| {
+            TRACE_BYTES_PER_BLOCK_STEP.saturating_mul((depth * steps) as u64).saturating_mul(u64::from(ranks))
+        };
+        let (bytes, bound) =
+            (trace(effective.depth, window.steps().len(), world), trace(most_depth, MAX_LEARNER_PROFILE_STEPS, settings.ranks));
+        if bytes > bound {
+            problems.push(
+                "profile",
+                format!(
+                    "a learner's profile may write at most {} of traces (the largest learner config's depth {most_depth}, \
+                     {MAX_LEARNER_PROFILE_STEPS} steps, {} ranks); this one would write {}: profile fewer steps or reduce depth",
+                    mib(bound as f64),
+                    settings.ranks,
+                    mib(bytes as f64)
+                ),
+            );
+        }
+    }
+    problems
+}
+
+/// `bytes` in MiB, as a bound is said.
+fn mib(bytes: f64) -> String {
+    format!("{:.1} MiB", bytes / f64::from(1u32 << 20))
 }
 
 /// Bytes one rank holds per parameter when training in fp32 with Adam: the weights, their
@@ -174,7 +267,8 @@ mod tests {
 
     #[test]
     fn a_learner_launches_learner_configs_on_this_machine_only() {
-        let rules = LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30, ranks: 2 };
+        let rules =
+            LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30, ranks: 2, memory_share_bytes: None };
         let mut request = LaunchRequest { config: "cpu_tiny".into(), overrides: vec![], dp: 1, executor: ExecutorSpec::Local, seed: None };
         assert!(learner_problems(&rules, &request).is_empty());
         request.config = "short".into();
@@ -186,7 +280,13 @@ mod tests {
     #[test]
     fn a_learners_run_is_no_larger_than_the_largest_learner_config() {
         let file = served();
-        let rules = LearnerRuns { per_learner: 1, configs: vec!["cpu_tiny".into(), "cpu_short".into()], time_limit_minutes: 30, ranks: 2 };
+        let rules = LearnerRuns {
+            per_learner: 1,
+            configs: vec!["cpu_tiny".into(), "cpu_short".into()],
+            time_limit_minutes: 30,
+            ranks: 2,
+            memory_share_bytes: None,
+        };
         let fields = |config: &TrainConfig, world| -> Vec<String> {
             learner_size_problems(config, world, &rules, &file).0.into_iter().map(|p| p.field).collect()
         };
@@ -202,7 +302,7 @@ mod tests {
         assert!(fields(&changed, 1).is_empty());
         let mut large = short.clone();
         large.apply_overrides(&["embed_dim=256", "global_batch_size=16", "num_iters=129"]).unwrap();
-        assert_eq!(fields(&large, 1), ["embed_dim", "global_batch_size", "num_iters"]);
+        assert_eq!(fields(&large, 1), ["embed_dim", "global_batch_size", "num_iters", "depth"], "its step computes more too");
         let message = learner_size_problems(&large, 1, &rules, &file).0[0].message.clone();
         assert!(message.starts_with("a learner's run has at most"), "{message}");
         // As few samples as cpu_short, spread over 1024 epochs of one sample, each validating
@@ -217,5 +317,70 @@ mod tests {
         assert!(fields(&profiled, 1).is_empty());
         profiled.apply_overrides(&["profile=1:129"]).unwrap();
         assert_eq!(fields(&profiled, 1), ["profile"]);
+    }
+
+    /// The learner rules of a room that gives each run `share` bytes.
+    fn room(share: Option<u64>) -> LearnerRuns {
+        let configs = vec!["cpu_tiny".into(), "cpu_short".into()];
+        LearnerRuns { per_learner: 1, configs, time_limit_minutes: 30, ranks: 2, memory_share_bytes: share }
+    }
+
+    /// `name` of the shipped file with `overrides`, and the problems of its load on `world` ranks.
+    fn load_problems(name: &str, overrides: &[&str], world: u32, rules: &LearnerRuns) -> Vec<(String, String)> {
+        let file = served();
+        let mut config = file.get(name).unwrap();
+        config.apply_overrides(overrides).unwrap();
+        learner_load_problems(&config, world, rules, &file).0.into_iter().map(|p| (p.field, p.message)).collect()
+    }
+
+    #[test]
+    fn the_learner_configs_are_within_their_own_load() {
+        let rules = room(Some(1 << 30));
+        for (name, world) in [("cpu_tiny", 1), ("cpu_tiny", 2), ("cpu_short", 1), ("cpu_short", 2), ("cpu_mp", 2)] {
+            assert_eq!(load_problems(name, &["profile=5:8"], world, &rules), [], "{name} on {world} rank(s)");
+        }
+    }
+
+    #[test]
+    fn a_deep_narrow_profiled_run_is_refused_for_its_work_and_trace() {
+        // Fewer parameters than cpu_short, so the parameter bound lets it through.
+        let deep = ["depth=64", "embed_dim=32", "profile=5:13"];
+        let file = served();
+        let mut config = file.get("cpu_short").unwrap();
+        config.apply_overrides(&deep).unwrap();
+        assert!(ParamCount::of(&config).total < ParamCount::of(&file.get("cpu_short").unwrap()).total);
+        let problems = load_problems("cpu_short", &deep, 1, &room(None));
+        let fields: Vec<&str> = problems.iter().map(|(field, _)| field.as_str()).collect();
+        assert_eq!(fields, ["depth", "depth", "profile"]);
+        assert!(problems[0].1.starts_with("a learner's step may run at most"), "{}", problems[0].1);
+        let trace = &problems[2].1;
+        assert!(trace.contains("at most 33.3 MiB of traces") && trace.contains("depth 4, 8 steps, 2 ranks"), "{trace}");
+        assert!(trace.contains("would write 266.1 MiB"), "{trace}");
+    }
+
+    #[test]
+    fn a_run_thousands_of_blocks_deep_is_refused() {
+        let problems = load_problems("cpu_tiny", &["depth=4096", "embed_dim=8", "num_heads=2"], 1, &room(Some(1 << 30)));
+        let fields: Vec<&str> = problems.iter().map(|(field, _)| field.as_str()).collect();
+        assert_eq!(fields, ["depth"], "{problems:?}");
+        assert!(problems[0].1.contains("ops (each a CPU's turn, however small)"), "{}", problems[0].1);
+    }
+
+    #[test]
+    fn a_run_is_refused_past_the_memory_share_and_says_the_share() {
+        let file = served();
+        let short = file.get("cpu_short").unwrap();
+        let needed = estimate::run_load(&short, 2).unwrap().memory_bytes * 2.0;
+        assert_eq!(load_problems("cpu_short", &[], 2, &room(Some(needed.ceil() as u64))), []);
+        let share = (needed * 0.9) as u64;
+        let problems = load_problems("cpu_short", &[], 2, &room(Some(share)));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        let (field, message) = &problems[0];
+        assert_eq!(field, "depth");
+        let said = format!(
+            "may use {} of memory, its share of this machine (the instructor's --learner-memory-share, by default",
+            mib(share as f64)
+        );
+        assert!(message.contains(&said), "{message}");
     }
 }

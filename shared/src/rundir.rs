@@ -99,6 +99,12 @@ pub fn placement_file(rank: usize) -> String {
     format!("rank{rank}.json")
 }
 
+/// The rank a [`placement_file`] belongs to, from its name (`rank3.json` is rank 3).
+pub fn placement_rank(file: &str) -> Option<usize> {
+    let rank = file.strip_prefix("rank")?.strip_suffix(".json")?;
+    rank.parse().ok().filter(|r| placement_file(*r) == file)
+}
+
 /// One rank's place ([`PLACEMENT_DIR`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RankPlacement {
@@ -148,6 +154,14 @@ mod tests {
         assert_eq!(template, r#"{"code":$status,"signal":null}"#);
         let written = template.replace("$status", "3");
         assert_eq!(serde_json::from_str::<ExitRecord>(&written).unwrap(), ExitRecord { code: Some(3), ..ExitRecord::default() });
+    }
+
+    #[test]
+    fn a_placement_files_rank_reads_back_from_its_name_only() {
+        assert_eq!(placement_rank(&placement_file(7)), Some(7));
+        for other in ["rank.json", "rank07.json", "rank+7.json", "rank7.json.tmp", "summary.json"] {
+            assert_eq!(placement_rank(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -244,14 +244,26 @@ pub async fn run_placement(State(state): State<Arc<AppState>>, Path(id): Path<St
     let id = known_run(&state, &id).await?;
     let world = state.runs.record(&id).await.map_or(0, |r| r.layout.world() as usize);
     let dir = state.runs.store().run_dir(&id).join(rundir::PLACEMENT_DIR);
-    let read = move || {
-        (0..world)
-            .filter_map(|rank| std::fs::read_to_string(dir.join(rundir::placement_file(rank))).ok())
-            .filter_map(|text| serde_json::from_str::<RankPlacement>(&text).ok())
-            .collect::<Vec<_>>()
-    };
-    let places = tokio::task::spawn_blocking(read).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    let places = tokio::task::spawn_blocking(move || placements(&dir, world)).await.map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(Json(places))
+}
+
+/// The places the ranks below `world` wrote in `dir`, by rank. Read from the files there, not
+/// tried rank by rank: a run's layout may claim a million ranks (a shared run's copy says what
+/// its follower says), and only ranks that ran wrote a file.
+fn placements(dir: &std::path::Path, world: usize) -> Vec<RankPlacement> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut ranks: Vec<usize> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| rundir::placement_rank(&e.file_name().to_string_lossy()))
+        .filter(|r| *r < world)
+        .collect();
+    ranks.sort_unstable();
+    ranks
+        .into_iter()
+        .filter_map(|rank| std::fs::read_to_string(dir.join(rundir::placement_file(rank))).ok())
+        .filter_map(|text| serde_json::from_str::<RankPlacement>(&text).ok())
+        .collect()
 }
 
 /// The id in a path, of a run the server knows.
@@ -304,4 +316,23 @@ fn chunks(file: tokio::io::Take<tokio::fs::File>) -> impl futures_util::Stream<I
             Err(e) => Some((Err(e), None)),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placements_are_the_files_of_ranks_within_the_world_in_rank_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let place = |rank: usize| RankPlacement { rank, local_rank: rank % 4, node: format!("nid{}", rank / 4) };
+        for rank in [5, 0, 2, 9] {
+            std::fs::write(dir.path().join(rundir::placement_file(rank)), serde_json::to_string(&place(rank)).unwrap()).unwrap();
+        }
+        std::fs::write(dir.path().join("notes.txt"), "not a rank").unwrap();
+        // A layout of a million ranks reads the four files there, not a million names.
+        assert_eq!(placements(dir.path(), 1 << 20), [place(0), place(2), place(5), place(9)]);
+        assert_eq!(placements(dir.path(), 6), [place(0), place(2), place(5)], "a rank past the world is not the run's");
+        assert_eq!(placements(&dir.path().join("none"), 4), []);
+    }
 }

@@ -8,6 +8,7 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::net::IpAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -78,7 +79,7 @@ impl Gate {
 
     /// Lets `stream` in as a stranger, closing the oldest stranger if there is no room; `None`
     /// when the server holds all the connections it may.
-    fn admit(self: &Arc<Self>, stream: &TcpStream) -> Option<Arc<Visitor>> {
+    fn admit(self: &Arc<Self>, stream: &TcpStream, peer: IpAddr) -> Option<Arc<Visitor>> {
         let mut state = self.lock();
         if state.open >= self.limits.max_connections {
             return None;
@@ -94,7 +95,7 @@ impl Gate {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         state.open += 1;
         state.strangers.push_back((id, stream.as_raw_fd()));
-        Some(Arc::new(Visitor { id, gate: self.clone(), authenticated: AtomicBool::new(false) }))
+        Some(Arc::new(Visitor { id, gate: self.clone(), authenticated: AtomicBool::new(false), peer }))
     }
 
     fn forget_stranger(state: &mut GateState, id: u64) {
@@ -107,6 +108,8 @@ pub struct Visitor {
     id: u64,
     gate: Arc<Gate>,
     authenticated: AtomicBool,
+    /// The client's address, which bounds what one client may do however many connections it opens.
+    peer: IpAddr,
 }
 
 /// The connection a request came on (axum's `ConnectInfo` of the gated listener).
@@ -119,6 +122,11 @@ impl Connection {
         if !self.0.authenticated.swap(true, Ordering::SeqCst) {
             Gate::forget_stranger(&mut self.0.gate.lock(), self.0.id);
         }
+    }
+
+    /// The address the connection came from.
+    pub fn peer(&self) -> IpAddr {
+        self.0.peer
     }
 }
 
@@ -143,7 +151,7 @@ impl Listener for GatedListener {
                     continue;
                 }
             };
-            let Some(visitor) = self.gate.admit(&stream) else {
+            let Some(visitor) = self.gate.admit(&stream, addr.ip()) else {
                 tracing::warn!("{addr}: refused, the server holds {} connections", self.gate.limits.max_connections);
                 continue;
             };

@@ -7,7 +7,8 @@
 //! fresh quota, which is why the whole room's learner runs are bounded too
 //! ([`MAX_ACTIVE_LEARNER_RUNS`]).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -36,7 +37,8 @@ pub const MAX_ACTIVE_LEARNER_RUNS: usize = 256;
 /// The learner settings of `scalebook serve`: `per_learner` runs at once each, of at most
 /// `ranks` ranks, of the configs `named` (or the defaults the served file has), each stopped
 /// after `time_limit_minutes`. An unknown name is an error naming the flag, so a typo stops the
-/// server at start instead of refusing every learner's launch.
+/// server at start instead of refusing every learner's launch. The memory share is set beside
+/// it, from the machine ([`memory_share`]).
 pub fn settings(
     per_learner: u32,
     ranks: u32,
@@ -63,7 +65,19 @@ pub fn settings(
     if time_limit_minutes == 0 {
         return Err("--learner-time-limit 0: a learner's run needs at least a minute".into());
     }
-    Ok(LearnerRuns { per_learner, configs, time_limit_minutes, ranks })
+    Ok(LearnerRuns { per_learner, configs, time_limit_minutes, ranks, memory_share_bytes: None })
+}
+
+/// The memory one learner's run may use, all its ranks together: `share_gib` as the instructor
+/// set it (`--learner-memory-share`), else the machine's `memory_bytes` over the learner runs
+/// it runs at once (`max_local_ranks` ranks train at once, a learner's run has up to
+/// `learner_ranks`; at least one run). A share that is not a positive number stops the server.
+pub fn memory_share(share_gib: Option<f64>, memory_bytes: u64, max_local_ranks: usize, learner_ranks: u32) -> Result<u64, String> {
+    match share_gib {
+        Some(gib) if gib.is_finite() && gib > 0.0 => Ok((gib * f64::from(1u32 << 30)) as u64),
+        Some(gib) => Err(format!("--learner-memory-share {gib}: a learner's run needs some memory (a number of GiB above 0)")),
+        None => Ok(memory_bytes / (max_local_ranks / learner_ranks.max(1) as usize).max(1) as u64),
+    }
 }
 
 /// Ended runs kept per learner; launching more removes their oldest.
@@ -114,6 +128,47 @@ impl Identities {
         st.known.push_back(identity.learner.clone());
         Some(identity)
     }
+}
+
+/// Learner launches one client address may make at once, and then one per
+/// [`LAUNCH_EVERY`]: a room behind one proxy (a JupyterHub's) launches its first runs
+/// together, while one client opening many connections, each a fresh learner with its own
+/// quota, fills the room's [`MAX_ACTIVE_LEARNER_RUNS`] in minutes rather than seconds.
+pub const LAUNCH_BURST: f64 = 64.0;
+pub const LAUNCH_EVERY: Duration = Duration::from_secs(1);
+/// Client addresses whose launch rate is remembered; past this, those whose bucket has
+/// filled again are forgotten (they lose nothing), and if none has, all of them.
+const KNOWN_CLIENTS: usize = 4096;
+
+/// The launch rate of each client address, bounding learner launches whoever they claim to be.
+#[derive(Default)]
+pub struct LaunchRates {
+    clients: Mutex<HashMap<IpAddr, RateLimiter>>,
+}
+
+impl LaunchRates {
+    /// Whether a learner launch from `client` at `now` may go ahead; `None` (a connection the
+    /// gate did not see) shares one bucket.
+    pub fn allow(&self, client: Option<IpAddr>, now: Instant) -> bool {
+        let mut clients = self.clients.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if clients.len() >= KNOWN_CLIENTS {
+            clients.retain(|_, limiter| !limiter.full(now));
+            if clients.len() >= KNOWN_CLIENTS {
+                clients.clear();
+            }
+        }
+        let client = client.unwrap_or(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED));
+        let limiter = clients.entry(client).or_insert_with(|| RateLimiter::new(1.0 / LAUNCH_EVERY.as_secs_f64(), LAUNCH_BURST, now));
+        limiter.allow(now)
+    }
+}
+
+/// What a client launching faster than [`LaunchRates`] allows is told.
+pub fn launch_rate_refusal() -> String {
+    format!(
+        "this address launched {LAUNCH_BURST} learner runs just now, the most it may at once; then one every {} s: try again in a few seconds",
+        LAUNCH_EVERY.as_secs()
+    )
 }
 
 /// The learner a key stands for: the first 48 bits of SHA-256 over a fixed prefix and the key,
@@ -215,13 +270,37 @@ mod tests {
         assert_eq!(settings(2, 2, &[], &file, 30).unwrap().configs, ["cpu_tiny", "cpu_short"]);
         assert_eq!(
             settings(1, 2, &["cpu_mp".into()], &file, 5).unwrap(),
-            LearnerRuns { per_learner: 1, configs: vec!["cpu_mp".into()], time_limit_minutes: 5, ranks: 2 }
+            LearnerRuns { per_learner: 1, configs: vec!["cpu_mp".into()], time_limit_minutes: 5, ranks: 2, memory_share_bytes: None }
         );
         let err = settings(2, 2, &["cpu_tiny".into(), "cpu_huge".into()], &file, 30).unwrap_err();
         assert!(err.starts_with("--learner-config cpu_huge: the config file has no such config"), "{err}");
         let bare = ConfigFile::parse("only:\n  lr: 1.0e-3\n").unwrap();
         assert!(settings(1, 2, &[], &bare, 30).unwrap_err().contains("--learner-config"));
         assert!(settings(1, 2, &[], &file, 0).unwrap_err().starts_with("--learner-time-limit 0"));
+    }
+
+    #[test]
+    fn one_client_launches_a_burst_then_at_the_rate_and_others_are_not_held_up() {
+        let (rates, start) = (LaunchRates::default(), Instant::now());
+        let (one, other) = (Some(IpAddr::from([10, 0, 0, 1])), Some(IpAddr::from([10, 0, 0, 2])));
+        let burst = (0..100).filter(|_| rates.allow(one, start)).count();
+        assert_eq!(burst, LAUNCH_BURST as usize);
+        assert!(rates.allow(other, start), "another client launches while the first waits");
+        assert!(!rates.allow(one, start + LAUNCH_EVERY / 2));
+        assert!(rates.allow(one, start + LAUNCH_EVERY));
+        // The room's 256 runs take this one client minutes, not seconds.
+        let filled = (MAX_ACTIVE_LEARNER_RUNS as f64 - LAUNCH_BURST) * LAUNCH_EVERY.as_secs_f64();
+        assert!(filled >= 180.0, "{filled} s");
+        assert!(launch_rate_refusal().contains("64 learner runs just now"), "{}", launch_rate_refusal());
+    }
+
+    #[test]
+    fn a_learner_runs_memory_share_is_the_machines_over_the_runs_it_runs_at_once() {
+        let machine = 24 << 30;
+        assert_eq!(memory_share(None, machine, 1, 2), Ok(machine), "one run at a time, even of two ranks");
+        assert_eq!(memory_share(None, machine, 8, 2), Ok(6 << 30), "four runs of two ranks at once");
+        assert_eq!(memory_share(Some(0.5), machine, 8, 2), Ok(1 << 29), "the instructor's share wins");
+        assert!(memory_share(Some(0.0), machine, 8, 2).unwrap_err().starts_with("--learner-memory-share 0"));
     }
 
     #[test]

@@ -19,6 +19,11 @@ impl RateLimiter {
         RateLimiter { per_sec, burst, tokens: burst, last: now }
     }
 
+    /// Whether the bucket has filled again by `now`: forgetting it loses nothing.
+    pub fn full(&self, now: Instant) -> bool {
+        self.tokens + now.saturating_duration_since(self.last).as_secs_f64() * self.per_sec >= self.burst
+    }
+
     /// Whether a message arriving at `now` may be handled.
     pub fn allow(&mut self, now: Instant) -> bool {
         let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
@@ -48,6 +53,7 @@ mod tests {
         // One second later: ten more tokens, capped at the burst of five.
         let later = start + Duration::from_secs(1);
         assert_eq!((0..20).filter(|_| limiter.allow(later)).count(), 5);
+        assert!(!limiter.full(later) && limiter.full(later + Duration::from_millis(500)));
         // At exactly the average rate every message passes.
         let mut t = later;
         for _ in 0..100 {

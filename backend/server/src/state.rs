@@ -13,7 +13,7 @@ use crate::class::ClassKey;
 use crate::class::follow::Following;
 use crate::class::shared::SharedRuns;
 use crate::classroom::Classroom;
-use crate::learners::Identities;
+use crate::learners::{Identities, LaunchRates};
 use crate::limits::LaunchLimits;
 use crate::runs::RunManager;
 
@@ -117,4 +117,6 @@ pub struct AppState {
     pub following: Arc<Following>,
     /// The learner identities viewers launch under.
     pub identities: Identities,
+    /// Each client address's rate of learner launches.
+    pub launch_rates: LaunchRates,
 }

@@ -125,7 +125,13 @@ mod tests {
     fn learner_welcome(per_learner: u32) -> ServerInfo {
         let key = LearnerKey::parse(&"0a".repeat(16)).unwrap();
         ServerInfo {
-            learner_runs: LearnerRuns { per_learner, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30, ranks: 2 },
+            learner_runs: LearnerRuns {
+                per_learner,
+                configs: vec!["cpu_tiny".into()],
+                time_limit_minutes: 30,
+                ranks: 2,
+                memory_share_bytes: None,
+            },
             learner: Some(LearnerIdentity { key, learner: Learner::parse("aaaaaaaaaaaa").unwrap() }),
             ..welcome(Role::Viewer)
         }

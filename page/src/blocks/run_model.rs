@@ -139,7 +139,7 @@ mod tests {
     }
 
     fn learner(per_learner: u32) -> LearnerRuns {
-        LearnerRuns { per_learner, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30, ranks: 2 }
+        LearnerRuns { per_learner, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30, ranks: 2, memory_share_bytes: None }
     }
 
     fn open_gate() -> Gate {

@@ -3,6 +3,7 @@
 //! The page holds the series and the log in signals; what they gain from each arrival is
 //! decided here, so resuming and dropping repeats are tested without a browser.
 
+use scalebook_shared::metrics::MAX_TAGS;
 use scalebook_shared::protocol::{Bucket, ClientMessage, LogLine, RunId, SeqPoint, Series};
 
 /// Log lines kept per run; older ones scroll away (the whole log is a file of the run).
@@ -52,13 +53,16 @@ impl Cursor {
     }
 }
 
-/// Appends each point to its tag's series (a new series for a new tag), as a bucket of one.
+/// Appends each point to its tag's series (a new series for a new tag, up to [`MAX_TAGS`]), as
+/// a bucket of one.
 pub fn append_points(series: &mut Vec<Series>, points: &[SeqPoint]) {
     for p in points {
         let bucket = Bucket::of(std::slice::from_ref(&p.point));
         let Some(bucket) = bucket else { continue };
+        let full = series.len() >= MAX_TAGS;
         match series.iter_mut().find(|s| s.tag == p.point.tag) {
             Some(s) => s.buckets.push(bucket),
+            None if full => {}
             None => series.push(Series { tag: p.point.tag.clone(), buckets: vec![bucket] }),
         }
     }
@@ -113,6 +117,16 @@ mod tests {
         // Nothing fresh: nothing returned, the cursor stays.
         assert!(cursor.fresh_points(vec![point(5, "Loss/train", 0.7)]).is_empty());
         assert_eq!(cursor.points, Some(5));
+    }
+
+    #[test]
+    fn a_run_of_thousands_of_tags_charts_at_most_max_tags() {
+        let mut series = Vec::new();
+        let points: Vec<SeqPoint> = (1..=20_101).map(|seq| point(seq, &format!("tag{seq}"), 1.0)).collect();
+        append_points(&mut series, &points);
+        assert_eq!(series.len(), MAX_TAGS);
+        append_points(&mut series, &[point(20_102, "tag1", 0.5)]);
+        assert_eq!(steps(&series, "tag1"), [1, 20_102], "a charted tag keeps its points");
     }
 
     #[test]

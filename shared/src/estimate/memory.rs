@@ -135,13 +135,17 @@ pub(super) struct Memory {
     pub zero: Vec<ZeroWhatIf>,
 }
 
+/// Bytes one rank's `saved` tensors hold at the end of its forward pass, over its local batch.
+pub(super) fn activation_bytes(shape: &Shape, saved: &[SavedTensor]) -> f64 {
+    let batch = shape.local_batch as f64;
+    saved.iter().map(|t| t.bytes_per_sample * t.count as f64 * batch).sum()
+}
+
 pub(super) fn memory(shape: &Shape, params: &ParamSplit, factors: &EstimateFactors, limit_gb: f64) -> Memory {
     let gib = |bytes: f64| bytes / GIB;
     let p = params.per_rank as f64;
     let saved = saved_tensors(shape);
-    let batch = shape.local_batch as f64;
-    let activation_bytes: f64 = saved.iter().map(|t| t.bytes_per_sample * t.count as f64 * batch).sum();
-    let activations = gib(activation_bytes);
+    let activations = gib(activation_bytes(shape, &saved));
     let weight_copies = if shape.precision.is_half() { gib(shape.element_bytes() * params.matmul_weights as f64) } else { 0.0 };
     let mut breakdown = MemoryBreakdown {
         total: 0.0,

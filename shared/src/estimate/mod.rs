@@ -155,12 +155,7 @@ pub fn estimate(
     if !problems.is_empty() {
         return Err(Error::Invalid(problems));
     }
-    let precision = match config.amp_mode {
-        AmpMode::Fp16 => Precision::Fp16,
-        AmpMode::Bf16 => Precision::Bf16,
-        AmpMode::None if options.tf32 => Precision::Tf32,
-        AmpMode::None => Precision::Fp32,
-    };
+    let precision = precision(config, options);
     let shape = Shape::new(config, &derived, precision);
     let params = ParamSplit::of(&shape);
     let flops = Flops::of(&shape);
@@ -206,6 +201,47 @@ pub fn estimate(
     terms.extend(terms::outputs(&estimate, &rates));
     estimate.terms = terms;
     Ok(estimate)
+}
+
+/// The matmul precision `config` trains in, as the trainer picks it.
+fn precision(config: &TrainConfig, options: &EstimateOptions) -> Precision {
+    match config.amp_mode {
+        AmpMode::Fp16 => Precision::Fp16,
+        AmpMode::Bf16 => Precision::Bf16,
+        AmpMode::None if options.tf32 => Precision::Tf32,
+        AmpMode::None => Precision::Fp32,
+    }
+}
+
+/// What a run asks whatever machine runs it: the model's own part of the
+/// estimate, without a cluster's factors (runtime, allocator cache), so that the page can
+/// bound a learner's run before it knows the machine.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunLoad {
+    /// One rank's weights, gradients, Adam's moments and activations saved for backward (bytes).
+    pub memory_bytes: f64,
+    /// FLOPs of one step on one rank (its local batch, forward and backward): the ranks a run
+    /// may have are bounded apart, and a chapter's dp = 2 with the local batch kept doubles
+    /// the run's work, not a rank's.
+    pub flops_per_step: f64,
+    /// Ops of one step (forward with backward, and the optimizer's): on a CPU a deep, narrow
+    /// model's step is mostly these, whatever its FLOPs.
+    pub ops_per_step: f64,
+}
+
+/// The [`RunLoad`] of `config` on `world` ranks, from the same model [`estimate`] uses.
+pub fn run_load(config: &TrainConfig, world: u32) -> Result<RunLoad, Error> {
+    let derived = config.derived(world as usize, None)?;
+    let shape = Shape::new(config, &derived, precision(config, &EstimateOptions::default()));
+    let params = ParamSplit::of(&shape);
+    let state = 4.0 * FP32 * params.per_rank as f64;
+    let activations = memory::activation_bytes(&shape, &memory::saved_tensors(&shape));
+    let ops = step::ops(&shape);
+    Ok(RunLoad {
+        memory_bytes: state + activations,
+        flops_per_step: Flops::of(&shape).rank_step.total(),
+        ops_per_step: ops.forward + ops.optimizer,
+    })
 }
 
 /// The layout must be the one the config describes, so that the estimate and a launch agree.

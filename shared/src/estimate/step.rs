@@ -100,11 +100,25 @@ pub(super) fn rates(shape: &Shape, gpu: &GpuKind, factors: &EstimateFactors) -> 
 /// What a step's ops cost beyond their arithmetic: each forward op with its backward, and the
 /// optimizer's ops (tensor by tensor, or a few multi-tensor calls when fused).
 fn overhead_seconds(shape: &Shape, factors: &EstimateFactors) -> f64 {
+    let ops = ops(shape);
+    ops.forward * factors.seconds_per_op + ops.optimizer * factors.seconds_per_plain_op
+}
+
+/// The ops of one step, by who runs them.
+pub(super) struct Ops {
+    /// Forward ops, each with its autograd record and backward.
+    pub forward: f64,
+    /// The optimizer's ops, outside autograd.
+    pub optimizer: f64,
+}
+
+/// The ops of one step of `shape`: what a step costs beyond its arithmetic, and what a
+/// profiler records of it.
+pub(super) fn ops(shape: &Shape) -> Ops {
     let depth = shape.depth as f64;
-    let forward_ops = depth * OPS_PER_BLOCK + OPS_AROUND_BLOCKS;
     let tensors = depth * PARAMS_PER_BLOCK + PARAMS_AROUND_BLOCKS;
-    let optimizer_ops = if shape.fused_optimizer { tensors + 4.0 } else { tensors * ADAM_OPS_PER_TENSOR };
-    forward_ops * factors.seconds_per_op + optimizer_ops * factors.seconds_per_plain_op
+    let optimizer = if shape.fused_optimizer { tensors + 4.0 } else { tensors * ADAM_OPS_PER_TENSOR };
+    Ops { forward: depth * OPS_PER_BLOCK + OPS_AROUND_BLOCKS, optimizer }
 }
 
 /// Bytes the forward pass's element-wise ops read and write in one block, per unit of width,

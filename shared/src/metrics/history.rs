@@ -108,6 +108,12 @@ struct Thinning {
     series: Series,
 }
 
+/// The most tags a run's charts carry: the tutorial's runs have a few dozen, and a run that
+/// writes thousands (a bug, or a hostile copy) would give every chart picker thousands of
+/// options and every point a long search. Points of further tags are left out of the charts
+/// (they stay in the run's file).
+pub const MAX_TAGS: usize = 256;
+
 impl Thinned {
     pub fn new(max_buckets: usize) -> Thinned {
         Thinned { max_buckets: max_buckets.max(2), tags: Vec::new() }
@@ -117,6 +123,7 @@ impl Thinned {
     pub fn push(&mut self, point: &MetricPoint) {
         let at = match self.tags.iter().position(|t| t.series.tag == point.tag) {
             Some(at) => at,
+            None if self.tags.len() >= MAX_TAGS => return,
             None => {
                 self.tags.push(Thinning { width: 1, series: Series { tag: point.tag.clone(), buckets: Vec::new() } });
                 self.tags.len() - 1
@@ -163,8 +170,10 @@ pub fn bucketize<P: Borrow<MetricPoint>>(points: &[P], max_buckets: usize) -> Ve
 pub fn series<'a>(points: impl IntoIterator<Item = &'a MetricPoint>, max_buckets: usize) -> Vec<Series> {
     let mut by_tag: Vec<(&str, Vec<&MetricPoint>)> = Vec::new();
     for point in points {
+        let full = by_tag.len() >= MAX_TAGS;
         match by_tag.iter_mut().find(|(tag, _)| *tag == point.tag) {
             Some((_, list)) => list.push(point),
+            None if full => {}
             None => by_tag.push((&point.tag, vec![point])),
         }
     }
@@ -177,6 +186,18 @@ mod tests {
 
     fn point(step: u64, tag: &str, value: f64) -> MetricPoint {
         MetricPoint { step, epoch: 1 + step / 10, wall: 100.0 + step as f64, tag: tag.into(), value }
+    }
+
+    #[test]
+    fn a_run_charts_at_most_max_tags_tags() {
+        let points: Vec<_> = (0..MAX_TAGS as u64 + 100).map(|s| point(s, &format!("tag{s}"), 1.0)).collect();
+        let mut thinned = Thinned::new(10);
+        points.iter().for_each(|p| thinned.push(p));
+        assert_eq!(thinned.series().len(), MAX_TAGS);
+        assert_eq!(series(&points, 10).len(), MAX_TAGS);
+        // A tag already charted keeps its points.
+        thinned.push(&point(1_000, "tag0", 2.0));
+        assert_eq!(thinned.series()[0].buckets.len(), 2);
     }
 
     #[test]

@@ -5,7 +5,7 @@ mod history;
 mod line;
 pub mod nonfinite;
 
-pub use history::{Bucket, Series, Thinned, bucketize, series};
+pub use history::{Bucket, MAX_TAGS, Series, Thinned, bucketize, series};
 
 use serde::{Deserialize, Serialize};
 

@@ -188,6 +188,11 @@ pub struct LearnerRuns {
     /// `--max-local-ranks` waits for the machine and then runs alone.
     #[serde(default = "one_rank")]
     pub ranks: u32,
+    /// The memory one learner's run may use, all its ranks together, in bytes
+    /// (`--learner-memory-share`; by default the machine's memory over the learner runs it
+    /// runs at once). `None` from a server that predates the share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_share_bytes: Option<u64>,
 }
 
 /// What a server that predates `--learner-ranks` allowed.

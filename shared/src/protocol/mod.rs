@@ -531,7 +531,13 @@ mod tests {
             max_local_ranks: 1,
             memory_bytes: 24 << 30,
             role: Role::Viewer,
-            learner_runs: LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30, ranks: 2 },
+            learner_runs: LearnerRuns {
+                per_learner: 2,
+                configs: vec!["cpu_tiny".into()],
+                time_limit_minutes: 30,
+                ranks: 2,
+                memory_share_bytes: None,
+            },
             learner: Some(LearnerIdentity {
                 key: LearnerKey::parse(&"ab".repeat(16)).unwrap(),
                 learner: Learner::parse("0123456789ab").unwrap(),

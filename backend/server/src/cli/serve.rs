@@ -22,7 +22,7 @@ use scalebook_server::executor::TrainerCommand;
 use scalebook_server::executor::local::LocalExecutor;
 use scalebook_server::executor::slurm::{SlurmCommands, SlurmExecutor};
 use scalebook_server::gate::{Connection, GateLimits, GatedListener};
-use scalebook_server::learners::{self, Identities};
+use scalebook_server::learners::{self, Identities, LaunchRates};
 use scalebook_server::limits::LaunchLimits;
 use scalebook_server::predict::{Predictor, default_machine_cache};
 use scalebook_server::routes;
@@ -40,8 +40,10 @@ const VIEWER_TOKEN_VARIABLE: &str = "SCALEBOOK_VIEWER_TOKEN";
 /// Where the class link to follow may come from instead of `--follow` (it holds the class's
 /// token, and a command line is visible to every user of the machine).
 const CLASS_LINK_VARIABLE: &str = "SCALEBOOK_CLASS_LINK";
-/// Connections the class listener holds before they showed the follower token.
-const CLASS_STRANGERS: usize = 1024;
+/// How long a connection to the class listener has to show the follower token: a follower
+/// does in well under a second (its TLS handshake, then its first request); a silent
+/// connection holds a descriptor no longer than this.
+const CLASS_STRANGER_DEADLINE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -101,6 +103,11 @@ pub struct ServeArgs {
     /// them training at once.
     #[arg(long, value_name = "RANKS", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
     learner_ranks: u32,
+    /// The memory one learner's run may use, all its ranks together, in GiB (default: this
+    /// machine's memory over the learner runs it runs at once, --max-local-ranks over
+    /// --learner-ranks). A launch predicted to need more is refused, naming the share.
+    #[arg(long, value_name = "GIB")]
+    learner_memory_share: Option<f64>,
     /// A directory runs may read data from, besides the project's `data/` (repeatable). A
     /// launch naming data anywhere else is refused.
     #[arg(long = "data-root", value_name = "DIR")]
@@ -190,6 +197,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     limits.learners =
         learners::settings(args.viewer_runs, args.learner_ranks, &args.learner_configs, &configs.file, args.learner_time_limit)
             .map_err(anyhow::Error::msg)?;
+    if limits.learners.per_learner > 0 {
+        let share = learners::memory_share(args.learner_memory_share, limits.memory_bytes, args.max_local_ranks, args.learner_ranks);
+        limits.learners.memory_share_bytes = Some(share.map_err(anyhow::Error::msg)?);
+    }
     let store = RunStore::open(&args.runs_dir).with_context(|| format!("cannot open the runs directory {}", args.runs_dir.display()))?;
     let ws = WsSettings {
         heartbeat: Duration::from_secs(args.heartbeat_secs.max(1)),
@@ -238,6 +249,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             shared: SharedRuns::new(runs.clone()),
             following: following.clone(),
             identities: Identities::default(),
+            launch_rates: LaunchRates::default(),
         });
         // A link given now wins over the one a page joined with before.
         if let Some(link) = follow.or_else(|| following.kept_link()) {
@@ -383,9 +395,11 @@ impl ClassListener {
             Ok(tcp) => tcp,
             Err(_) => listener::listen_when_free(self.addr, &self.key).await,
         };
-        // A room joins at once, and a follower shows its token only after the TLS handshake:
-        // room for many strangers (past it, the oldest is still closed for a newcomer).
-        let gated = GatedListener::new(tcp, GateLimits { max_strangers: CLASS_STRANGERS, ..GateLimits::default() });
+        // Strangers get the gate's usual share (past it, the oldest is closed for a newcomer)
+        // and a short deadline, so no number of silent connections here takes the descriptors
+        // the owner's own listener needs; a follower closed early tries again after a backoff.
+        let limits = GateLimits { stranger_deadline: CLASS_STRANGER_DEADLINE, ..GateLimits::default() };
+        let gated = GatedListener::new(tcp, limits);
         let listener = match TlsListener::new(gated, self.tls) {
             Ok(listener) => listener,
             Err(e) => return tracing::warn!("the class listener cannot start: {e}"),

@@ -87,7 +87,7 @@ async fn connection(state: Arc<AppState>, admission: Admission, door: Option<Con
     let mut heartbeat = interval_at(Instant::now() + period, period);
     let shared = state.shared.clone();
     let runs = state.runs.clone();
-    let mut session = Session::new(state, role, out.clone());
+    let mut session = Session::new(state, role, out.clone(), door.as_ref().map(Connection::peer));
     tasks.push(tokio::spawn(forward_updates(runs.clone(), role, session.learners(), out.clone())));
     if role == Role::Follower {
         tasks.push(tokio::spawn(forward_asks(shared, session.names(), out)));

@@ -3,6 +3,7 @@
 //! stays open, so one bad request never costs a learner their live charts.
 
 use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -55,10 +56,12 @@ pub struct Session {
     /// The learner of `learner`, for the task that sends this connection the run list again
     /// when it missed updates (the page's own runs come whole).
     learner_seen: watch::Sender<Option<Learner>>,
+    /// The client's address (`None` off the gated listeners), which bounds its learner launches.
+    peer: Option<IpAddr>,
 }
 
 impl Session {
-    pub fn new(state: Arc<AppState>, role: Role, out: Outbox) -> Session {
+    pub fn new(state: Arc<AppState>, role: Role, out: Outbox, peer: Option<IpAddr>) -> Session {
         let limiter = RateLimiter::new(state.ws.messages_per_sec, state.ws.burst, Instant::now());
         let seat = state.classroom.join(role);
         let key_changes = state.class.as_ref().filter(|_| role == Role::Follower).map(|key| key.changes());
@@ -77,6 +80,7 @@ impl Session {
             key_changes,
             name,
             learner_seen,
+            peer,
         }
     }
 
@@ -188,6 +192,9 @@ impl Session {
             }
             ClientMessage::Launch(request) => {
                 let launcher = self.launcher()?;
+                if matches!(launcher, Launcher::Learner(_)) && !self.state.launch_rates.allow(self.peer, Instant::now()) {
+                    return Err(ErrorReport::new(ErrorCode::RateLimited, learners::launch_rate_refusal()));
+                }
                 let plan = self.plan(request, launcher).await?;
                 let record = runs.launch(plan).await.map_err(|e| report(&e, None))?;
                 Ok(Some(ServerMessage::Launched { run: record.id }))

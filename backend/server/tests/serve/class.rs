@@ -78,6 +78,26 @@ async fn collect_all(client: &mut Client, id: &RunId, seen: &mut BTreeMap<u64, M
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_to_the_class_listener_are_closed_past_its_share_and_within_seconds() {
+    let class_dir = temp_dir("class-strangers");
+    let (server, link) = instructor("class-strangers", class_dir.path());
+    let mut strangers = Vec::new();
+    for _ in 0..600 {
+        strangers.push(TcpStream::connect((link.host.as_str(), link.port)).await.unwrap());
+    }
+    let opened = std::time::Instant::now();
+    // The listener holds 256 strangers: the oldest are closed as newer ones arrive, well
+    // before any stranger's deadline (5 s) could have closed them...
+    crate::security::until_closed(&strangers, 600 - 256, opened + Duration::from_secs(4)).await;
+    // ...while the owner is answered on the main listener...
+    assert_eq!(server.get("/api/health").status, 200);
+    let mut owner = server.connect().await;
+    crate::security::still_serving(&mut owner, 1).await;
+    // ...and no silent connection outlives its deadline.
+    crate::security::until_closed(&strangers, 600, opened + Duration::from_secs(20)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_class_listener_takes_only_the_follower_token_and_refuses_all_but_reading() {
     let class_dir = temp_dir("class-keys");
     let (server, link) = instructor("class-listener", class_dir.path());

@@ -110,6 +110,47 @@ async fn without_viewer_runs_a_learner_launches_nothing() {
     assert_eq!(welcome(&mut instructor, None).await.learner, None);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_launch_over_its_memory_share_is_refused_naming_the_share() {
+    let server = Server::start("learners-share", &["--viewer-runs", "1", "--learner-memory-share", "0.001"]);
+    let mut viewer = server.connect_viewer().await;
+    assert_eq!(welcome(&mut viewer, None).await.learner_runs.memory_share_bytes, Some(1_073_741));
+    let refused = launched(&mut viewer, launch("over-share", &["num_iters=4"])).await.unwrap_err();
+    assert_eq!((refused.code, fields(&refused)), (ErrorCode::InvalidLaunch, vec!["depth"]), "{refused:?}");
+    let message = &refused.problems.0[0].message;
+    assert!(message.starts_with("a learner's run may use 1.0 MiB of memory, its share of this machine"), "{message}");
+    assert!(std::fs::read_dir(&server.runs_dir).unwrap().next().is_none(), "a refused launch created a run");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_launches_at_a_bounded_rate_however_many_connections_it_opens() {
+    let server = Server::start("learners-rate", &["--viewer-runs", "2"]);
+    // Five connections, five fresh learners, each launching (and refused for its config: an
+    // attempt costs as much as a launch).
+    let started = std::time::Instant::now();
+    let mut refusals = Vec::new();
+    for n in 0..5 {
+        let mut viewer = server.connect_viewer().await;
+        learner(&mut viewer).await;
+        for k in 0..30 {
+            let mut wrong = launch(&format!("c{n}-{k}"), &[]);
+            wrong["config"] = "short".into();
+            refusals.push(launched(&mut viewer, wrong).await.unwrap_err());
+        }
+    }
+    // The bucket refills a launch a second while the attempts go on, however slowly they go.
+    let refilled = started.elapsed().as_secs() as usize + 1;
+    let codes: Vec<ErrorCode> = refusals.iter().map(|e| e.code).collect();
+    let planned = codes.iter().filter(|c| **c == ErrorCode::InvalidLaunch).count();
+    assert_eq!(codes[..64], [ErrorCode::InvalidLaunch; 64], "the first 64 are planned: {codes:?}");
+    assert!(planned <= 64 + refilled, "{planned} planned in {refilled} s: {codes:?}");
+    // A refusal for the rate, not the quota: a sweep stops and says so, rather than waiting
+    // for one of its learner's runs to end (none may be running).
+    let limited: Vec<_> = refusals.iter().filter(|e| e.code == ErrorCode::RateLimited).collect();
+    assert_eq!(planned + limited.len(), codes.len(), "{codes:?}");
+    assert!(limited.first().is_some_and(|e| e.message.contains("launched 64 learner runs just now")), "{limited:?}");
+}
+
 #[test]
 fn an_unknown_learner_config_stops_the_server_naming_the_flag() {
     let dir = temp_dir("learners-typo");
@@ -130,7 +171,9 @@ async fn a_learner_launches_within_the_rules_and_cancels_only_their_own_runs() {
     let (mut a, mut b) = (server.connect_viewer().await, server.connect_viewer().await);
     let info = welcome(&mut a, None).await;
     let configs = vec!["cpu_tiny".into(), "cpu_short".into()];
-    assert_eq!(info.learner_runs, LearnerRuns { per_learner: 2, configs, time_limit_minutes: 30, ranks: 2 });
+    let share = info.learner_runs.memory_share_bytes;
+    assert!(share.is_some_and(|bytes| bytes > 1 << 30), "the machine's memory over one run at a time: {share:?}");
+    assert_eq!(info.learner_runs, LearnerRuns { per_learner: 2, configs, time_limit_minutes: 30, ranks: 2, memory_share_bytes: share });
     let me = info.learner.unwrap();
     let other = learner(&mut b).await;
     assert_ne!(me.learner, other.learner);

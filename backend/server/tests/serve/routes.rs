@@ -62,6 +62,7 @@ fn app() -> App {
         classroom,
         runs,
         identities: Default::default(),
+        launch_rates: Default::default(),
     });
     let tokens = Arc::new(Tokens::new(Token::generate().unwrap(), None).unwrap());
     let router = routes::router(state, static_dir, Keyring::Links(tokens.clone())).unwrap();

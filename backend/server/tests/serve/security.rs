@@ -22,7 +22,7 @@ async fn error(client: &mut Client) -> ErrorReport {
         .await
 }
 
-async fn still_serving(client: &mut Client, nonce: u64) {
+pub(crate) async fn still_serving(client: &mut Client, nonce: u64) {
     client.send(&ClientMessage::Ping { nonce }).await;
     let pong = client.recv_until(WAIT, |m| matches!(m, ServerMessage::Pong { .. }).then(|| m.clone())).await;
     assert_eq!(pong, ServerMessage::Pong { nonce });
@@ -440,7 +440,13 @@ async fn a_thousand_silent_or_half_sent_connections_never_lock_the_owner_out() {
     let mut owner = server.connect().await;
     still_serving(&mut owner, 1).await;
     // The server kept only its share of strangers (256): the rest were closed, oldest first.
-    let deadline = std::time::Instant::now() + WAIT;
+    until_closed(&strangers, 1000 - 256, std::time::Instant::now() + WAIT).await;
+    still_serving(&mut owner, 2).await;
+}
+
+/// Waits until the server has closed at least `count` of `strangers` (each reads an end of
+/// file or an error), failing at `deadline`.
+pub(crate) async fn until_closed(strangers: &[tokio::net::TcpStream], count: usize, deadline: std::time::Instant) {
     loop {
         let closed = strangers
             .iter()
@@ -449,13 +455,12 @@ async fn a_thousand_silent_or_half_sent_connections_never_lock_the_owner_out() {
                 Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
             })
             .count();
-        if closed >= 1000 - 256 {
-            break;
+        if closed >= count {
+            return;
         }
-        assert!(std::time::Instant::now() < deadline, "only {closed} of 1000 strangers were closed");
+        assert!(std::time::Instant::now() < deadline, "only {closed} of {} strangers were closed", strangers.len());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    still_serving(&mut owner, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
