@@ -208,9 +208,10 @@ mod tests {
         settle().await;
         let fields =
             || -> Vec<String> { all(&block, ".learner-problems li").iter().filter_map(|li| li.get_attribute("data-field")).collect() };
-        // cpu_short is not a learner config, larger than cpu_tiny (the largest there is), and
-        // validates on more samples than a learner may train on.
-        assert_eq!(fields(), ["config", "embed_dim", "global_batch_size", "num_iters", "limit_nsamples_val"]);
+        // cpu_short is not a learner config, larger than cpu_tiny (the largest there is), in
+        // its size and in its work a step (FLOPs, and ops), and validates on more samples than
+        // a learner may train on.
+        assert_eq!(fields(), ["config", "embed_dim", "global_batch_size", "num_iters", "limit_nsamples_val", "depth", "depth"]);
         working.switch("cpu_tiny".into());
         settle().await;
         assert!(fields().is_empty(), "{:?}", fields());
@@ -219,7 +220,7 @@ mod tests {
         working.overrides.set(vec!["embed_dim=4096".into()]);
         working.dp.set(4);
         settle().await;
-        assert_eq!(fields(), ["dp", "embed_dim"]);
+        assert_eq!(fields(), ["dp", "embed_dim", "depth"], "its parameters, and its FLOPs a step");
         assert!(block.text(".learner-problems li[data-field='embed_dim']").contains("reduce embed_dim or depth"));
         assert!(block.find("button.launch").unwrap().has_attribute("disabled"));
         working.overrides.set(vec![]);
