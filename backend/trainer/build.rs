@@ -9,8 +9,8 @@
 //!   all-reduce overlapped with backward).
 //!
 //! With the `cuda` feature, the ranges are NVTX ranges too, comm.cpp is built with NCCL,
-//! `csrc/cuda_memory.cpp` (the caching allocator's peak) and `csrc/cuda_copy.cpp` (batches
-//! copied on a stream of their own) are built, and libtorch_cuda is linked even though
+//! `csrc/cuda_memory.cpp` (the caching allocator's peak), `csrc/cuda_copy.cpp` (batches
+//! copied on a stream of their own) and `csrc/cuda_clock.cpp` (phases timed by events) are built, and libtorch_cuda is linked even though
 //! nothing in Rust names it (the linker's --as-needed would otherwise drop it and CUDA would
 //! look unavailable).
 
@@ -49,7 +49,7 @@ fn main() {
     if cuda {
         let site = site_packages(&lib);
         let mut memory = build(&include, "csrc/cuda_memory.cpp");
-        memory.file("csrc/cuda_copy.cpp").define("USE_CUDA", None).include(site.join("nvidia/cu13/include"));
+        memory.file("csrc/cuda_copy.cpp").file("csrc/cuda_clock.cpp").define("USE_CUDA", None).include(site.join("nvidia/cu13/include"));
         memory.compile("scalebook_cuda_memory");
     }
 

@@ -13,6 +13,7 @@ Prints one JSON line per variant: {"variant", "compiled", "samples_per_sec",
 """
 
 import argparse
+import gzip
 import json
 import os
 import sys
@@ -34,7 +35,21 @@ VARIANTS = {
 }
 
 
-def measure(p, variant, compiled, warmup, steps):
+def trace(step, path):
+    """Two more steps under PyTorch's profiler, as a gzip-compressed Chrome trace at `path`."""
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(2):
+            with torch.profiler.record_function("step"):
+                step()
+        torch.cuda.synchronize()
+    prof.export_chrome_trace(path)
+    with open(path, "rb") as raw, gzip.open(path + ".gz", "wb") as packed:
+        packed.write(raw.read())
+    os.remove(path)
+
+
+def measure(p, variant, compiled, warmup, steps, trace_dir):
     tf32, amp, fused = VARIANTS[variant]
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
@@ -65,6 +80,8 @@ def measure(p, variant, compiled, warmup, steps):
         loss = step()
     loss = loss.item()
     elapsed = time.perf_counter() - start
+    if trace_dir:
+        trace(step, os.path.join(trace_dir, f"pytorch-{variant}{'-compiled' if compiled else ''}.trace.json"))
     return {
         "variant": variant,
         "compiled": compiled,
@@ -82,11 +99,12 @@ def main():
     parser.add_argument("--compiled", action="append", default=[], choices=sorted(VARIANTS), help="measured under torch.compile")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation happens here)")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--trace-dir", help="also write a profile of two steps per variant here")
     args = parser.parse_args()
     p = load_params(args.yaml_config, args.config, {})
     print(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__}), flush=True)
     for variant, compiled in [(v, False) for v in args.variant] + [(v, True) for v in args.compiled]:
-        print(json.dumps(measure(p, variant, compiled, args.warmup, args.steps)), flush=True)
+        print(json.dumps(measure(p, variant, compiled, args.warmup, args.steps, args.trace_dir)), flush=True)
         torch.cuda.empty_cache()
 
 

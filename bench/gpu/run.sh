@@ -5,10 +5,13 @@
 # training runs (profiled ones among them), a profiled dp=2 run over NCCL, and `short_opt`'s
 # steps alone beside a whole run; run directories and recordings come back under $OUT.
 #
-#     bash bench/gpu/run.sh [tests] [layouts] [bench] [runs] [dp2] [fed] [pytorch] [compiled]   # default: all
+#     bash bench/gpu/run.sh [tests] [layouts] [attention] [bench] [steps] [profiles] [runs] [serial]
+#                           [dp2] [fed] [pytorch] [compiled]   # default: all
 #
 # Everything it prints goes to $OUT/log.txt too; the last lines are a summary. Each part has
-# its own time limit, so a part that hangs costs its limit and not the lease.
+# its own time limit, so a part that hangs costs its limit and not the lease. Run directories,
+# recordings and traces are kept under /tmp/keep and packed at the end into two archives under
+# $OUT (the device tool brings back at most 8 files).
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROOT=$PWD
@@ -16,9 +19,10 @@ ROOT=$PWD
 # (and nextest) name at run time; here the bundle's test binaries run without either.
 export CARGO_MANIFEST_DIR=$ROOT/backend/trainer
 OUT=${OUT:-/tmp/scalebook-gpu}
-mkdir -p "$OUT"
+KEEP=/tmp/keep
+mkdir -p "$OUT" "$KEEP/runs" "$KEEP/traces"
 exec > >(tee "$OUT/log.txt") 2>&1
-parts=${*:-tests layouts bench runs dp2 fed pytorch compiled}
+parts=${*:-tests layouts attention bench steps profiles runs serial dp2 fed pytorch compiled}
 has() { [[ " $parts " == *" $1 "* ]]; }
 part() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 
@@ -67,6 +71,14 @@ data=(); for key in train:train valid:valid inf:test; do data+=(--set "${key%%:*
 for stat in time_means global_means global_stds; do data+=(--set "${stat}_path=/tmp/data/stats/$stat.npy"); done
 short=(--yaml-config config/ViT.yaml --config short "${data[@]}")
 python=(env -u LD_LIBRARY_PATH python3 bench/gpu/pytorch_steps.py --yaml-config config/ViT.yaml --config short --steps 20)
+# A run directory as a recording for the chapters, and its metrics and logs, kept for $OUT.
+keep() {
+    local run=$1 name=$2 what=$3
+    python3 bench/gpu/fixture.py "/tmp/runs/$run" "$name" --gpu "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --what "$what" &&
+        cp -r "static/recorded/$name" "$KEEP/runs/"
+    tar czf "$KEEP/runs/$run-run.tgz" -C /tmp/runs "$run/out.log" "$run/metrics.jsonl"
+}
+
 if has bench; then
     part "Scalebook steps (bench: one batch kept on the GPU, 20 timed steps)"
     timeout 80 "$TRAIN" bench "${short[@]}" --tf32 false --steps 20 --workers 0,8 --batches 24
@@ -77,6 +89,41 @@ if has bench; then
     done
 fi
 
+if has attention; then
+    part "attention kernels at short's shape, each pinned in turn"
+    timeout 120 env -u LD_LIBRARY_PATH python3 bench/gpu/attention.py --yaml-config config/ViT.yaml --config short
+fi
+
+# Steps alone of the trainer built before this session's changes (`scalebook-train-before`,
+# copied into the bundle by hand) beside this build's, with enable_jit's one q/k/v product.
+if has steps; then
+    part "Scalebook steps: before and after, bf16 and fp16 with fused Adam, enable_jit off and on"
+    for set in "amp_mode=bf16 enable_fused=true" "amp_mode=fp16 enable_fused=true" \
+               "amp_mode=bf16 enable_fused=true enable_jit=true" "amp_mode=fp16 enable_fused=true enable_jit=true"; do
+        args=(); for kv in $set; do args+=(--set "$kv"); done
+        for bin in scalebook-train-before scalebook-train; do
+            [ -x "$BUNDLE/$bin" ] || continue
+            [ "$bin" = scalebook-train-before ] && [[ $set == *enable_jit* ]] && continue
+            echo "--- $bin $set"
+            timeout 40 "$BUNDLE/$bin" bench "${short[@]}" "${args[@]}" --steps 20 --workers 0 --batches 1 | grep -E "^(Attention|training)"
+        done
+    done
+fi
+
+# Two profiled steps of the same model: Scalebook's (bf16, fused Adam, enable_jit off and on)
+# and PyTorch's eager and compiled, summed by kernel class (`bench/gpu/kernels.py`).
+if has profiles; then
+    part "profiles of two steps: Scalebook bf16 + fused Adam (enable_jit off, on), PyTorch eager and compiled"
+    for jit in false true; do
+        rm -rf "/tmp/runs/bf16-jit-$jit"
+        timeout 60 "$TRAIN" train "${short[@]}" --set amp_mode=bf16 --set enable_fused=true --set enable_jit=$jit \
+            --set limit_nsamples=96 --set limit_nsamples_val=16 --set num_iters=6 --seed 0 --profile 3:5 \
+            --run-dir "/tmp/runs/bf16-jit-$jit" 2>&1 | grep -E "Attention|Time taken|rror"
+        gzip -c "/tmp/runs/bf16-jit-$jit/profile/rank0.trace.json" >"$KEEP/traces/scalebook-bf16-jit-$jit.trace.json.gz"
+    done
+    timeout 200 "${python[@]}" --variant bf16+fused --compiled bf16+fused --trace-dir "$KEEP/traces"
+    python3 bench/gpu/kernels.py "$KEEP"/traces/*.trace.json.gz
+fi
 
 if has runs; then
     part "short-shaped runs for the chapters (128 samples, 2 epochs of 8 steps, steps 10 and 11 profiled)"
@@ -84,23 +131,31 @@ if has runs; then
     run() {
         local name=$1; shift
         echo "--- $name"
+        rm -rf "/tmp/runs/$name"
         timeout 90 "$TRAIN" train --yaml-config config/ViT.yaml "${few[@]}" --run-dir "/tmp/runs/$name" "$@" 2>&1 |
             grep -E "Time taken|Avg (train|val) loss|memory|DONE|rror"
-        tar czf "$OUT/$name.tgz" -C /tmp/runs --exclude=checkpoints "$name"
+        tar czf "$KEEP/runs/$name.tgz" -C /tmp/runs "$name/out.log" "$name/metrics.jsonl"
+        gzip -c "/tmp/runs/$name/profile/rank0.trace.json" >"$KEEP/traces/$name.trace.json.gz"
     }
     run short-0workers --config short
     run short-8workers --config short --set num_data_workers=8
     run short_opt --config short_opt
-    ls -la "$OUT"
 fi
 
-# A run directory as a recording for the chapters, and its metrics and logs, under $OUT.
-keep() {
-    local run=$1 name=$2 what=$3
-    python3 bench/gpu/fixture.py "/tmp/runs/$run" "$name" --gpu "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --what "$what" &&
-        tar czf "$OUT/$name.tgz" -C static/recorded "$name"
-    tar czf "$OUT/$run-run.tgz" -C /tmp/runs --exclude=checkpoints --exclude='*.trace.json' "$run"
-}
+# The tutorial's data-loading lesson: 0 workers reading one sample after another on the
+# training thread (`serial_read`), as its DataLoader does, against 8 workers.
+if has serial; then
+    part "the tutorial's 0 -> 8 workers lesson with the serial read (short, TF32)"
+    timeout 80 "$TRAIN" bench "${short[@]}" --set serial_read=true --steps 0 --workers 0,8 --batches 16
+    for workers in 0 8; do
+        echo "--- short, $workers workers, serial read"
+        rm -rf "/tmp/runs/short-serial-$workers"
+        timeout 120 "$TRAIN" train "${short[@]}" --set serial_read=true --set num_data_workers=$workers \
+            --set limit_nsamples=128 --set limit_nsamples_val=32 --set num_iters=16 --seed 0 --profile 10:12 \
+            --run-dir "/tmp/runs/short-serial-$workers" 2>&1 | grep -E "Time taken|Avg (train|val) loss|rror"
+        keep "short-serial-$workers" "h200-short-serial-${workers}workers" "short, $workers workers, samples read one by one (the tutorial's loader)"
+    done
+fi
 
 if has dp2; then
     part "dp=2 over NCCL on this one GPU, profiled (steps 5 and 6)"
@@ -129,5 +184,10 @@ if has compiled; then
     timeout 200 "${python[@]}" --compiled tf32 --compiled bf16+fused
 fi
 
+tar czf "$OUT/runs.tgz" -C "$KEEP" runs
+du -sh /tmp/runs/* 2>/dev/null
+tar cf "$OUT/traces.tar" -C "$KEEP" traces
+ls -la "$OUT"
+
 part summary
-grep -E "^(training|data loader|GPU memory):|^\{\"variant|Time taken for epoch|test result|gpu (layouts|tests) rc|^agreement" "$OUT/log.txt"
+grep -E "^(Attention|training|data loader|GPU memory):|^---|^\{\"(variant|dtype|trace)|Time taken for epoch|test result|gpu (layouts|tests) rc|^agreement" "$OUT/log.txt"

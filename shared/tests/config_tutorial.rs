@@ -55,6 +55,7 @@ fn tutorial_base() -> TrainConfig {
         overlap_grad_reduce: true,
         gradient_accumulation_steps: 1,
         activation_checkpointing: false,
+        serial_read: false,
         benchy_trial: BenchyTrial::Full,
         profile: String::new(),
     }

@@ -2,7 +2,8 @@
 //! measured and loads as a timeline with the step's ranges and a CUDA stream, and each shows
 //! what the chapters point at in it: the 0-worker run's host-to-device copy of the batch in the
 //! compute stream before the forward pass's first kernel, the fed `short_opt` run's copies on a
-//! stream of their own, and the dp = 2 run's NCCL all-reduce kernels during backward.
+//! stream of their own, the dp = 2 run's NCCL all-reduce kernels during backward, and the
+//! serial read's wait for every batch that 8 workers take away.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -11,7 +12,15 @@ use scalebook_shared::profile::recorded::{self, Recording};
 use scalebook_shared::profile::trace::{LaneKind, Timeline, Trace};
 use scalebook_shared::profile::{ranges, trace_file};
 
-const RECORDINGS: [&str; 5] = ["h200-short-0workers", "h200-short-8workers", "h200-short_opt", "h200-short_opt-fed", "h200-dp2-nccl"];
+const RECORDINGS: [&str; 7] = [
+    "h200-short-0workers",
+    "h200-short-8workers",
+    "h200-short_opt",
+    "h200-short_opt-fed",
+    "h200-dp2-nccl",
+    "h200-short-serial-0workers",
+    "h200-short-serial-8workers",
+];
 
 fn dir(name: &str) -> PathBuf {
     PathBuf::from(format!("{}/../static", std::env::var("CARGO_MANIFEST_DIR").unwrap())).join(recorded::DIR).join(name)
@@ -90,10 +99,25 @@ fn the_fed_run_copies_its_batches_on_a_stream_of_their_own() {
     assert_eq!(copies.len(), 1, "one copy stream: {copies:?}");
 }
 
+/// Each step's backward pass as the GPU ran it: from the end of the step's forward range on a
+/// CUDA stream (Kineto's copy there of the trainer's range) to the start of its optimizer
+/// range. The host's own backward range ends when it has queued the work, long before.
+fn gpu_backwards(timeline: &Timeline) -> Vec<(f64, f64)> {
+    let spans: Spans = streams(timeline).into_iter().flat_map(|(_, spans)| spans).collect();
+    let starts = |range: &'static str| spans.iter().filter(move |(name, ..)| name == range).map(|s| (s.1, s.2));
+    starts(ranges::FORWARD)
+        .filter_map(|(_, forward_end)| {
+            let optimizer = starts(ranges::OPTIMIZER).map(|s| s.0).filter(|start| *start >= forward_end).reduce(f64::min)?;
+            Some((forward_end, optimizer))
+        })
+        .collect()
+}
+
 #[test]
 fn the_data_parallel_runs_nccl_all_reduces_run_during_backward_on_their_own_stream() {
     let timeline = timeline("h200-dp2-nccl");
-    let backward = ranges_named(&timeline, ranges::BACKWARD);
+    let backward = gpu_backwards(&timeline);
+    assert_eq!(backward.len(), 2, "two profiled steps: {backward:?}");
     let nccl: Vec<(String, f64)> = streams(&timeline)
         .into_iter()
         .flat_map(|(label, spans)| {
@@ -101,8 +125,21 @@ fn the_data_parallel_runs_nccl_all_reduces_run_during_backward_on_their_own_stre
         })
         .collect();
     let compute = stream(&timeline);
-    assert!(!compute.iter().any(|(name, ..)| name.starts_with("nccl")), "NCCL's kernels share the compute stream");
+    assert!(!compute.iter().any(|(name, ..)| name.starts_with("ncclDevKernel")), "NCCL's kernels share the compute stream");
     let during = nccl.iter().filter(|(_, start)| backward.iter().any(|(b0, b1)| b0 <= start && start < b1)).count();
-    // DDP's buckets: every one but the last filled as backward ran, in both profiled steps.
+    // DDP's buckets: every one but the last filled as backward ran, in both profiled steps; the
+    // loss averaged for the log is the one all-reduce of each step after its optimizer.
     assert!(during >= 2 && during * 2 > nccl.len(), "{during} of {} all-reduce kernels start inside backward", nccl.len());
+}
+
+#[test]
+fn the_serial_read_makes_each_step_wait_for_its_batch_and_workers_take_the_wait_away() {
+    let waits = |name: &str| -> Vec<f64> { ranges_named(&timeline(name), ranges::DATA_WAIT).iter().map(|(a, b)| b - a).collect() };
+    let (serial, workers) = (waits("h200-short-serial-0workers"), waits("h200-short-serial-8workers"));
+    assert!(serial.len() == 2 && workers.len() == 2, "two profiled steps each: {serial:?} {workers:?}");
+    // A batch of 16 samples read one after another takes about 0.2 s (µs here); 8 workers
+    // have the next batch ready before the step asks.
+    let least_serial = serial.iter().copied().fold(f64::INFINITY, f64::min);
+    let most_workers = workers.iter().copied().fold(0.0, f64::max);
+    assert!(least_serial > 100_000.0 && most_workers < 1_000.0, "serial {serial:?}, 8 workers {workers:?}");
 }

@@ -11,6 +11,8 @@
 // CUDA-specific headers' inline versions would call the CUDA runtime from this object, and
 // the trainer does not link it (libtorch_cuda does).
 
+#include "error.h"
+
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/Event.h>
@@ -30,12 +32,6 @@ struct SbCopy {
 };
 
 namespace {
-
-void write_error(const std::exception& e, char* err, size_t err_len) {
-    if (err == nullptr || err_len == 0) return;
-    std::strncpy(err, e.what(), err_len - 1);
-    err[err_len - 1] = '\0';
-}
 
 // One copy stream per GPU, for the life of the process.
 c10::cuda::CUDAStream copy_stream(c10::DeviceIndex device) {

@@ -6,6 +6,8 @@
 // event and costs a flag check when no profiler is on. On a CUDA build it is also an NVTX
 // range (libtorch's own NVTX stub), so `nsys` shows the same names.
 
+#include "error.h"
+
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #ifdef SCALEBOOK_NVTX
@@ -23,12 +25,6 @@ namespace prof = torch::autograd::profiler;
 using torch::profiler::impl::ActivityType;
 using torch::profiler::impl::ProfilerConfig;
 using torch::profiler::impl::ProfilerState;
-
-void write_error(const std::exception& e, char* err, size_t err_len) {
-    if (err == nullptr || err_len == 0) return;
-    std::strncpy(err, e.what(), err_len - 1);
-    err[err_len - 1] = '\0';
-}
 
 std::set<ActivityType> activities(int cuda) {
     std::set<ActivityType> set{ActivityType::CPU};

@@ -16,6 +16,7 @@ fn spec(img: [i64; 2], patch: i64, dim: i64, depth: i64, heads: i64) -> VitSpec 
         dropout: 0.0,
         norm_eps: 1e-6,
         recompute: false,
+        fused_qkv: false,
     }
 }
 
@@ -112,4 +113,34 @@ fn patch_embedding_is_the_tutorials_strided_convolution() {
     assert_eq!(tokens.size(), vec![2, 4 * 6, 8]);
     let error = f64::try_from((&tokens - &conv).abs().max()).unwrap();
     assert!(error < 1e-4, "largest difference {error}");
+}
+
+/// `enable_jit`'s one q/k/v product is the same model: the same parameters under the same
+/// names (so checkpoints load either way), the same output and the same gradients.
+#[test]
+fn one_qkv_product_computes_what_three_do() {
+    let run = |fused: bool| {
+        tch::manual_seed(0);
+        let s = VitSpec { fused_qkv: fused, ..spec([36, 72], 6, 48, 2, 4) };
+        let vs = nn::VarStore::new(Device::Cpu);
+        let model = VisionTransformer::new(&vs.root(), &s);
+        let x = Tensor::randn([2, 20, 36, 72], (Kind::Float, Device::Cpu));
+        let y = model.forward(&x, true).unwrap();
+        y.square().sum(Kind::Float).backward();
+        let mut grads: Vec<(String, Tensor)> = vs.variables().into_iter().map(|(name, v)| (name, v.grad())).collect();
+        grads.sort_by(|a, b| a.0.cmp(&b.0));
+        (y.detach(), grads)
+    };
+    let ((y3, grads3), (y1, grads1)) = (run(false), run(true));
+    let max = |t: &Tensor| f64::try_from(t.abs().max()).unwrap();
+    // Relative to the tensor, or to the largest gradient where a tensor's is zero but for
+    // rounding (k's bias: softmax ignores what it adds to every score of a row).
+    let largest = grads3.iter().map(|(_, g)| max(g)).fold(0.0, f64::max);
+    let close = |a: &Tensor, b: &Tensor| max(&(a - b)) <= 1e-5 * max(a).max(1e-3 * largest);
+    assert!(close(&y3, &y1));
+    assert_eq!(grads3.iter().map(|g| &g.0).collect::<Vec<_>>(), grads1.iter().map(|g| &g.0).collect::<Vec<_>>());
+    assert!(grads3.iter().any(|(name, _)| name.ends_with("attn.q.weight")));
+    for ((name, a), (_, b)) in grads3.iter().zip(&grads1) {
+        assert!(close(a, b), "{name}: {} differs by {}, largest {largest}", max(a), max(&(a - b)));
+    }
 }

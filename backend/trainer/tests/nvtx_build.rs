@@ -1,6 +1,6 @@
 //! The CUDA build's C++, compiled here: a machine without CUDA still checks that
 //! `csrc/profile.cpp` builds the way the `cuda` feature builds it (with `SCALEBOOK_NVTX`), and
-//! `csrc/cuda_memory.cpp` and `csrc/cuda_copy.cpp` (built only by that feature), against the
+//! `csrc/cuda_memory.cpp`, `csrc/cuda_copy.cpp` and `csrc/cuda_clock.cpp` (built only by that feature), against the
 //! same libtorch headers as the CPU build.
 
 use std::process::Command;
@@ -28,7 +28,7 @@ fn the_cuda_builds_nvtx_ranges_compile() {
 }
 
 /// The CUDA build's allocator peak (`csrc/cuda_memory.cpp`) and batch copies on their own
-/// stream (`csrc/cuda_copy.cpp`), against the CUDA runtime headers the setup installs beside
+/// stream (`csrc/cuda_copy.cpp`) and phases timed by events (`csrc/cuda_clock.cpp`), against the CUDA runtime headers the setup installs beside
 /// libtorch.
 #[test]
 fn the_cuda_builds_allocator_peak_and_copy_stream_compile() {
@@ -36,7 +36,7 @@ fn the_cuda_builds_allocator_peak_and_copy_stream_compile() {
     // Through the link the setup makes to the wheel's torch/, to the site-packages beside it.
     let real = include.canonicalize().expect("libtorch's include directory");
     let site = real.parent().and_then(std::path::Path::parent).expect("torch/ sits in site-packages");
-    for file in ["cuda_memory.cpp", "cuda_copy.cpp"] {
+    for file in ["cuda_memory.cpp", "cuda_copy.cpp", "cuda_clock.cpp"] {
         compiles(file, "-DUSE_CUDA", &[site.join("nvidia/cu13/include")]);
     }
 }

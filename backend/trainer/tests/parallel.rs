@@ -31,6 +31,7 @@ fn spec() -> VitSpec {
         dropout: 0.0,
         norm_eps: 1e-6,
         recompute: false,
+        fused_qkv: false,
     }
 }
 
@@ -66,7 +67,7 @@ fn check<F: Fn()>(test: F, tp: u32, cp: u32, order: &str) {
     // Attention and MLP blocks alone.
     tch::manual_seed(1);
     let vs = nn::VarStore::new(Device::Cpu);
-    let attn = Attention::new(&(vs.root() / "attn"), 32, 4, 0.0);
+    let attn = Attention::new(&(vs.root() / "attn"), &spec);
     let mlp = Mlp::new(&(vs.root() / "mlp"), 32, 128, 0.0);
     let vars: HashMap<String, Tensor> = vs.variables();
     let pvs = nn::VarStore::new(Device::Cpu);

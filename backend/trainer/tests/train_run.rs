@@ -59,9 +59,12 @@ fn a_run_writes_the_tutorials_outputs_and_resumes_exactly() {
     let data = root.join("data");
     generate(&data);
 
-    // cpu_tiny: 16 samples / batch 4 = 4 iterations per epoch, 8 iterations = 2 epochs.
+    // cpu_tiny: 16 samples / batch 4 = 4 iterations per epoch, 8 iterations = 2 epochs. With
+    // two loader workers, which start on epoch 2 while epoch 1 validates: the resumed run
+    // below reads epoch 2 afresh, so its equal checkpoint says the early read kept the order.
+    let workers = ["--set", "num_data_workers=2"];
     let full = root.join("full");
-    let out = train(&full, &data, &[]);
+    let out = train(&full, &data, &workers);
     assert!(out.status.success(), "train failed: {}", String::from_utf8_lossy(&out.stderr));
 
     let log = std::fs::read_to_string(full.join("out.log")).unwrap();
@@ -101,10 +104,10 @@ fn a_run_writes_the_tutorials_outputs_and_resumes_exactly() {
 
     // The same run in two invocations: one epoch, then --resume.
     let split = root.join("split");
-    let out = train(&split, &data, &["--max-epochs", "1"]);
+    let out = train(&split, &data, &[&workers[..], &["--max-epochs", "1"]].concat());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(series(&points(&split), tags::LOSS_VALID).len(), 2);
-    let out = train(&split, &data, &["--resume"]);
+    let out = train(&split, &data, &[&workers[..], &["--resume"]].concat());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (a, b) = (checkpoint(&full), checkpoint(&split));
     assert_eq!(a.len(), b.len());

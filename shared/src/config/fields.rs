@@ -149,6 +149,9 @@ pub struct TrainConfig {
     /// Recompute each block's activations in backward instead of keeping them
     /// (`torch.utils.checkpoint` around every block).
     pub activation_checkpointing: bool,
+    /// With 0 workers, read a batch's samples one after another on the training thread, as
+    /// the tutorial's `DataLoader` does; otherwise they are spread over the compute threads.
+    pub serial_read: bool,
     pub benchy_trial: BenchyTrial,
     /// Steps to record with libtorch's profiler on every rank, `START:END` like a Python slice
     /// ([`crate::profile::StepWindow`]); empty records none.
@@ -202,6 +205,7 @@ impl Default for TrainConfig {
             overlap_grad_reduce: true,
             gradient_accumulation_steps: 1,
             activation_checkpointing: false,
+            serial_read: false,
             benchy_trial: BenchyTrial::Full,
             profile: String::new(),
         }
@@ -279,7 +283,7 @@ impl TrainConfig {
             field("global_batch_size", Count, Yaml, "samples per optimizer step over all dp ranks"),
             field("num_iters", Count, Yaml, "LR-schedule horizon; epochs = num_iters // iterations per epoch"),
             field("amp_mode", Choice(AmpMode::NAMES), Yaml, "mixed precision: none, fp16 (loss scaling) or bf16"),
-            field("enable_jit", Bool, Yaml, "compile the model and use fused Adam"),
+            field("enable_jit", Bool, Yaml, "what compiling fuses: fused Adam and one q/k/v matrix product"),
             field("expdir", Text, Yaml, "root directory of the run outputs"),
             field("lr_schedule", Text, Yaml, "learning-rate schedule; the tutorial handles only cosine"),
             field("lr", Number, Yaml, "Adam base learning rate"),
@@ -326,6 +330,12 @@ impl TrainConfig {
                 Bool,
                 Tuning,
                 "recompute each block's activations in backward: less memory, one more forward pass",
+            ),
+            field(
+                "serial_read",
+                Bool,
+                Tuning,
+                "with 0 workers, read a batch's samples one by one on the training thread, as the tutorial's loader does",
             ),
             field("benchy_trial", Choice(BenchyTrial::NAMES), Tuning, "full run, io (loading only) or synthetic (steps on one batch)"),
             field("profile", Text, Tuning, "steps to profile on every rank, START:END like a Python slice (5:8 is 5, 6, 7); empty: none"),

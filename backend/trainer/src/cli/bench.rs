@@ -34,6 +34,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let device = Device::cuda_if_available();
     if device.is_cuda() {
         scalebook_trainer::ffi::set_tf32(args.tf32)?;
+        println!("{}", scalebook_trainer::train::attention_line(&c, device));
     }
     println!("config {} on {device:?}, {} threads", args.config.config, tch::get_num_threads());
     if args.steps > 0 {
@@ -57,9 +58,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let dataset = Arc::new(Era5Dataset::open(Path::new(&c.train_data_path), c.img_size, c.n_in_channels, c.dt, c.limit_nsamples, stats)?);
     for workers in args.workers {
         let sampler = ShardedSampler::new(dataset.len(), 1, 0, true, 0)?;
-        let loader = DataLoader::new(dataset.clone(), sampler, c.global_batch_size, workers)?.for_device(device);
+        let loader = DataLoader::new(dataset.clone(), sampler, c.global_batch_size, workers)?.for_device(device).serial(c.serial_read);
         let rate = bench::data_loading(&loader, args.batches.min(loader.len()))?;
-        println!("data loader: {rate:8.2} samples/s  ({workers} workers)");
+        let how = if workers == 0 && c.serial_read { ", samples read one by one" } else { "" };
+        println!("data loader: {rate:8.2} samples/s  ({workers} workers{how})");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,8 @@
 //! The tutorial's `DataLoader`: batches of `local_batch_size` samples in the sampler's order,
 //! the incomplete last batch dropped, read either inline (0 workers, the tutorial's baseline:
 //! the batch is read when the step asks for it, its samples shared over the process's compute
-//! threads) or by worker threads that read and normalise ahead of the training step.
+//! threads, or read one by one as the tutorial's loader does with `serial_read`) or by worker
+//! threads that read and normalise ahead of the training step.
 //!
 //! Like PyTorch, batch k is produced by worker k mod W and handed over through that worker's
 //! own bounded queue, so batches arrive in sampler order whatever the timing, and a worker
@@ -42,6 +43,7 @@ pub struct DataLoader {
     batch_size: usize,
     num_workers: usize,
     pinned: bool,
+    serial: bool,
 }
 
 impl DataLoader {
@@ -56,12 +58,19 @@ impl DataLoader {
                 dataset.len()
             )));
         }
-        Ok(DataLoader { dataset, sampler, batch_size, num_workers, pinned: false })
+        Ok(DataLoader { dataset, sampler, batch_size, num_workers, pinned: false, serial: false })
     }
 
     /// Batches for `device`: in pinned host memory when it is a GPU, unchanged otherwise.
     pub fn for_device(mut self, device: Device) -> DataLoader {
         self.pinned = device.is_cuda();
+        self
+    }
+
+    /// With 0 workers, batches read one sample after another on the calling thread, as the
+    /// tutorial's loader does (`serial_read`), instead of over the compute threads.
+    pub fn serial(mut self, serial: bool) -> DataLoader {
+        self.serial = serial;
         self
     }
 
@@ -103,7 +112,8 @@ impl DataLoader {
         });
         let count = self.len();
         let source = if self.num_workers == 0 {
-            Source::Inline { threads: usize::try_from(tch::get_num_threads()).unwrap_or(1).max(1) }
+            let threads = if self.serial { 1 } else { usize::try_from(tch::get_num_threads()).unwrap_or(1).max(1) };
+            Source::Inline { threads }
         } else {
             Source::spawn(&plan, self.num_workers)
         };

@@ -2,6 +2,7 @@
 //! it sees a raw pointer.
 #![allow(unsafe_code)]
 
+mod clock;
 mod comm;
 mod copy;
 mod memory;
@@ -17,6 +18,7 @@ use torch_sys::C_tensor;
 
 use crate::Error;
 
+pub use clock::GpuMark;
 pub use comm::{ProcessGroup, ReduceOp, Region, Store, Traffic};
 pub use copy::InFlight;
 pub use memory::{SharedForward, float_bytes_mut, float_values_mut, keep_freed_memory};

@@ -4,7 +4,7 @@
 use tch::nn::ModuleT;
 use tch::{Tensor, nn};
 
-use super::{Attention, Mlp, init};
+use super::{Attention, Mlp, VitSpec, init};
 use crate::Error;
 use crate::ffi::Recomputable;
 
@@ -18,12 +18,14 @@ pub struct Block {
 }
 
 impl Block {
-    pub fn new(path: &nn::Path<'_>, dim: i64, num_heads: i64, mlp_ratio: i64, dropout: f64, drop_path: f64, eps: f64) -> Self {
+    /// A block of `spec`'s model whose residual branches are dropped at rate `drop_path`.
+    pub fn new(path: &nn::Path<'_>, spec: &VitSpec, drop_path: f64) -> Self {
+        let (dim, eps) = (spec.embed_dim, spec.norm_eps);
         Block {
             norm1: init::layer_norm(path / "norm1", dim, eps),
-            attn: Attention::new(&(path / "attn"), dim, num_heads, dropout),
+            attn: Attention::new(&(path / "attn"), spec),
             norm2: init::layer_norm(path / "norm2", dim, eps),
-            mlp: Mlp::new(&(path / "mlp"), dim, dim * mlp_ratio, dropout),
+            mlp: Mlp::new(&(path / "mlp"), dim, dim * spec.mlp_ratio, spec.dropout),
             drop_path,
         }
     }

@@ -9,7 +9,7 @@ mod mlp;
 mod spec;
 mod vit;
 
-pub use attention::Attention;
+pub use attention::{Attention, kernel as attention_kernel};
 pub use block::Block;
 pub use mlp::Mlp;
 pub use spec::VitSpec;

@@ -22,6 +22,10 @@ pub struct VitSpec {
     /// Recompute each block's activations in backward instead of keeping them
     /// (`activation_checkpointing`).
     pub recompute: bool,
+    /// One matrix product for q, k and v together (`enable_jit`, the tutorial's switch for
+    /// what compiling fuses): three weights concatenated in the forward pass, so the
+    /// parameters and checkpoints keep their three names.
+    pub fused_qkv: bool,
 }
 
 impl VitSpec {
@@ -55,6 +59,7 @@ impl From<&TrainConfig> for VitSpec {
             dropout: c.dropout,
             norm_eps: 1e-6,
             recompute: c.activation_checkpointing,
+            fused_qkv: c.enable_jit,
         }
     }
 }

@@ -38,7 +38,7 @@ impl VisionTransformer {
         let blocks = (0..spec.depth)
             .map(|i| {
                 let rate = drop_path_rate(spec.dropout, i, spec.depth);
-                shared_part(Block::new(&(path / "blocks" / i), d, spec.num_heads, spec.mlp_ratio, spec.dropout, rate, spec.norm_eps))
+                shared_part(Block::new(&(path / "blocks" / i), spec, rate))
             })
             .collect();
         VisionTransformer {

@@ -15,13 +15,18 @@ pub struct Autocast {
     kind: Option<Kind>,
 }
 
+/// The type autocast computes matrix products in under `mode` (none: float32 throughout).
+pub fn autocast_kind(mode: AmpMode) -> Option<Kind> {
+    match mode {
+        AmpMode::None => None,
+        AmpMode::Fp16 => Some(Kind::Half),
+        AmpMode::Bf16 => Some(Kind::BFloat16),
+    }
+}
+
 impl Autocast {
     pub fn enter(device: Device, mode: AmpMode) -> Result<Autocast, Error> {
-        let kind = match mode {
-            AmpMode::None => None,
-            AmpMode::Fp16 => Some(Kind::Half),
-            AmpMode::Bf16 => Some(Kind::BFloat16),
-        };
+        let kind = autocast_kind(mode);
         if let Some(kind) = kind {
             ffi::set_autocast(device, true, kind)?;
         }

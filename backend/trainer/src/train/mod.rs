@@ -5,6 +5,7 @@
 pub mod amp;
 pub mod bench;
 mod checkpoint;
+mod clock;
 mod feed;
 mod lanes;
 pub mod loss;
@@ -100,7 +101,8 @@ fn open_loaders(c: &TrainConfig, seed: u64, device: Device, log: &Logger, comm: 
     // DistributedSampler for training do; every rank of a tp-cp group reads the same shard.
     let loader = |ds: &Arc<Era5Dataset>| -> Result<DataLoader, Error> {
         Ok(DataLoader::new(ds.clone(), ShardedSampler::new(ds.len(), dp, dp_rank, true, seed)?, batch, c.num_data_workers)?
-            .for_device(device))
+            .for_device(device)
+            .serial(c.serial_read))
     };
     let (train, valid) = (loader(&train)?, loader(&valid)?);
     log.info(&format!("rank {rank}, data loader initialized"));
@@ -146,6 +148,15 @@ fn log_config(log: &Logger, opts: &RunOptions) {
 
 /// Runs (or resumes) training as configured, as one rank of `comm`'s layout. `log` carries
 /// the progress bar, if any; rank 0 writes the run's outputs.
+/// Which attention kernel the model's heads run on this GPU, a choice libtorch makes by
+/// shape, type and GPU, said in the log so that a profile's kernel names can be read.
+pub fn attention_line(config: &TrainConfig, device: Device) -> String {
+    let spec = VitSpec::from(config);
+    let kind = amp::autocast_kind(config.amp_mode).unwrap_or(tch::Kind::Float);
+    let (heads, dim) = (spec.num_heads, spec.head_dim());
+    format!("Attention: {} ({heads} heads of {dim} in {kind:?})", crate::model::attention_kernel(&spec, kind, device))
+}
+
 pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary, Error> {
     if comm.is_root() {
         check_run_dir(&opts.run_dir)?;
@@ -161,6 +172,7 @@ pub fn train(opts: &RunOptions, log: &Logger, comm: Rc<Comm>) -> Result<Summary,
     }
     if opts.device.is_cuda() {
         crate::ffi::set_tf32(opts.tf32)?;
+        log.info(&attention_line(&opts.config, opts.device));
     }
     let (mut run, epoch0) = start(opts, log, comm.clone())?;
     let num_epochs = run.num_epochs;
@@ -275,6 +287,7 @@ fn start<'a>(opts: &'a RunOptions, log: &'a Logger, comm: Rc<Comm>) -> Result<(R
         iters_per_epoch,
         num_epochs,
         steps,
+        ahead: None,
     };
     Ok((run, epoch0))
 }

@@ -1,7 +1,5 @@
 //! One training step and one evaluation pass, with the time of each phase measured.
 
-use std::time::Instant;
-
 use scalebook_shared::config::{AmpMode, TrainConfig};
 use scalebook_shared::layout::Token;
 use scalebook_shared::profile::ranges;
@@ -13,6 +11,7 @@ use crate::ffi::{Range, ReduceOp};
 use crate::model::{Forward, VisionTransformer, VitSpec};
 use crate::parallel::{Parallel, ParallelVit};
 use crate::train::amp::{Autocast, GradScaler};
+use crate::train::clock::{Mark, Phase};
 use crate::train::lanes::{Lanes, slices};
 use crate::train::loss::{l2_loss, training_loss, weighted_rmse};
 use crate::train::optim::Optimizer;
@@ -26,6 +25,14 @@ pub struct StepTimes {
     pub optimizer: f64,
     /// Whole-GPU used memory after the forward pass, in bytes, when probed on a GPU.
     pub memory_after_forward: Option<u64>,
+}
+
+/// The times of a step's phases, as they are measured.
+#[derive(Default)]
+struct Phases {
+    forward: Phase,
+    backward: Phase,
+    optimizer: Phase,
 }
 
 /// The model and everything that updates it.
@@ -89,69 +96,75 @@ impl Learner {
         }
         let size = input.size()[0];
         let micro = self.micro_batches.min(size.max(1) as usize);
-        let (mut loss, mut forward, mut backward, mut memory_after_forward) =
-            (Tensor::zeros([], (tch::Kind::Float, self.device)), 0.0, 0.0, None);
+        let mut phases = Phases::default();
+        let (mut loss, mut memory_after_forward) = (Tensor::zeros([], (tch::Kind::Float, self.device)), None);
         for (k, (start, len)) in slices(size, micro).enumerate() {
             let (x, y) = (input.narrow(0, start, len), target.narrow(0, start, len));
             let weight = len as f64 / size as f64;
             if let Some(sync) = self.sync.as_ref().filter(|_| k + 1 == micro) {
                 sync.before_last_backward(self.lanes.map_or(1, |lanes| lanes.count_for(len)));
             }
-            let t0 = Instant::now();
             let part = match self.lanes {
                 Some(lanes) => {
                     let outcome = lanes.forward_backward(self.model.as_ref(), &x, &y, self.amp, weight)?;
-                    (outcome.loss, outcome.forward.as_secs_f64(), outcome.backward.as_secs_f64(), None)
+                    phases.forward.add_seconds(outcome.forward.as_secs_f64());
+                    phases.backward.add_seconds(outcome.backward.as_secs_f64());
+                    outcome.loss
                 }
-                None => self.forward_backward(&x, &y, weight, t0, k == 0)?,
+                None => {
+                    let (part, memory) = self.forward_backward(&x, &y, weight, &mut phases, k == 0)?;
+                    memory_after_forward = memory_after_forward.or(memory);
+                    part
+                }
             };
-            loss += part.0;
-            forward += part.1;
-            backward += part.2;
-            memory_after_forward = memory_after_forward.or(part.3);
+            loss += part;
         }
-        let t1 = Instant::now();
+        let reduce_start = Mark::now(self.device)?;
         if let Some(sync) = &self.sync {
             let _range = Range::enter(ranges::GRAD_ALLREDUCE);
             sync.reduce_gradients()?;
         }
-        let backward = backward + self.synced_since(t1);
-        let t2 = Instant::now();
+        phases.backward.add(reduce_start, Mark::now(self.device)?);
+        let optimizer_start = Mark::now(self.device)?;
         let optimizer_range = Range::enter(ranges::OPTIMIZER);
         self.optimizer.step(lr, self.scaler.as_mut())?;
         if let Some(scaler) = &mut self.scaler {
             scaler.update();
         }
-        let optimizer = self.synced_since(t2);
+        phases.optimizer.add(optimizer_start, Mark::now(self.device)?);
         drop(optimizer_range);
-        Ok((self.dp_mean(loss.detach())?, StepTimes { forward, backward, optimizer, memory_after_forward }))
+        // Reading the loss waits for the step; the phases' marks are passed by then.
+        let loss = self.dp_mean(loss.detach())?;
+        let (forward, backward, optimizer) = (phases.forward.seconds()?, phases.backward.seconds()?, phases.optimizer.seconds()?);
+        Ok((loss, StepTimes { forward, backward, optimizer, memory_after_forward }))
     }
 
-    /// Forward, loss (weighted by `weight`) and backward on one lane: the loss, the forward and
-    /// backward times, and the GPU memory after the forward pass when `probe` asks.
+    /// Forward, loss (weighted by `weight`) and backward on one lane, their times added to
+    /// `phases`: the loss, and the GPU memory after the forward pass when `probe` asks.
     fn forward_backward(
         &self,
         input: &Tensor,
         target: &Tensor,
         weight: f64,
-        t0: Instant,
+        phases: &mut Phases,
         probe: bool,
-    ) -> Result<(Tensor, f64, f64, Option<u64>), Error> {
+    ) -> Result<(Tensor, Option<u64>), Error> {
+        let forward_start = Mark::now(self.device)?;
         let loss = training_loss(self.model.as_ref(), self.device, self.amp, input, target)? * weight;
-        let forward = self.synced_since(t0);
+        phases.forward.add(forward_start, Mark::now(self.device)?);
         let memory_after_forward = match self.device {
             Device::Cuda(i) if self.probe_memory && probe => crate::ffi::gpu_memory_used(i).ok(),
             _ => None,
         };
-        let t1 = Instant::now();
+        let backward_start = Mark::now(self.device)?;
         let backward_range = Range::enter(ranges::BACKWARD);
         match &self.scaler {
             Some(scaler) => scaler.scale(&loss).backward(),
             None => loss.backward(),
         }
-        let backward = self.synced_since(t1);
         drop(backward_range);
-        Ok((loss.detach(), forward, backward, memory_after_forward))
+        phases.backward.add(backward_start, Mark::now(self.device)?);
+        Ok((loss.detach(), memory_after_forward))
     }
 
     /// A scalar averaged over the data-parallel group.
@@ -178,13 +191,5 @@ impl Learner {
         let input = input.to_device(self.device);
         let _autocast = Autocast::enter(self.device, self.amp)?;
         tch::no_grad(|| self.model.forward(&input, false))
-    }
-
-    /// GPU work is asynchronous: wait for it before reading the clock.
-    fn synced_since(&self, start: Instant) -> f64 {
-        if let Device::Cuda(i) = self.device {
-            tch::Cuda::synchronize(i as i64);
-        }
-        start.elapsed().as_secs_f64()
     }
 }

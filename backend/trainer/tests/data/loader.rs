@@ -97,7 +97,7 @@ fn synthetic_train(dir: &Path) -> Arc<Era5Dataset> {
 }
 
 #[test]
-fn workers_deliver_the_same_batches_as_inline_reading() {
+fn workers_and_the_serial_read_deliver_the_same_batches_as_inline_reading() {
     let _serial = serial();
     let dir = temp_dir("workers");
     let dataset = synthetic_train(dir.path());
@@ -119,6 +119,8 @@ fn workers_deliver_the_same_batches_as_inline_reading() {
     for workers in [1, 3] {
         assert_eq!(batches(&loader(workers), 1), expected, "{workers} workers");
     }
+    // The tutorial's serial read: the same batches, read one sample after another.
+    assert_eq!(batches(&loader(0).serial(true), 1), expected, "serial read");
     assert_ne!(batches(&inline, 2), expected, "another epoch, another order");
 
     let batch = inline.epoch(0).next().unwrap().unwrap();
