@@ -92,10 +92,19 @@ pub fn learner_shape_problems(effective: &TrainConfig, world: u32, settings: &Le
     }
     let most = Size::largest(settings.configs.iter().filter_map(|name| served.get(name).ok()).map(|config| Size::of(&config)));
     let size = Size::of(effective);
+    // Where the instructor gave learners a share of memory, a step's batch is bounded by what
+    // its activations need (`learner_load_problems`); otherwise by the learner configs' batch.
+    let tokens_bound = if settings.memory_share_bytes.is_some() { u64::MAX } else { most.tokens_per_step };
     let bounds = [
         ("embed_dim", size.params, most.params, "parameters", "reduce embed_dim or depth"),
-        ("global_batch_size", size.tokens_per_step, most.tokens_per_step, "tokens a step", "reduce global_batch_size or img_size"),
-        ("num_iters", size.samples, most.samples, "training samples", "reduce num_iters or global_batch_size"),
+        ("global_batch_size", size.tokens_per_step, tokens_bound, "tokens a step", "reduce global_batch_size or img_size"),
+        (
+            "num_iters",
+            size.samples,
+            most.samples.saturating_mul(LEARNER_SAMPLES_FACTOR),
+            "training samples",
+            "reduce num_iters or global_batch_size",
+        ),
         (
             "limit_nsamples",
             size.epochs,
@@ -107,7 +116,7 @@ pub fn learner_shape_problems(effective: &TrainConfig, world: u32, settings: &Le
             "limit_nsamples_val",
             size.validation_samples,
             // Validating a sample costs less than training on it: as many as training may have.
-            most.validation_samples.max(most.samples),
+            most.validation_samples.max(most.samples.saturating_mul(LEARNER_SAMPLES_FACTOR)),
             "validation samples over the run",
             "set limit_nsamples_val lower",
         ),
@@ -147,11 +156,11 @@ pub fn learner_load_problems(effective: &TrainConfig, world: u32, settings: &Lea
         return problems; // the config's own rules name what is wrong with it
     };
     let largest = settings.configs.iter().filter_map(|name| served.get(name).ok());
-    let (mut most, mut most_depth) = (RunLoad { memory_bytes: 0.0, flops_per_step: 0.0, ops_per_step: 0.0 }, 0);
+    let (mut most, mut most_depth) = (RunLoad { memory_bytes: 0.0, flops_per_sample: 0.0, ops_per_step: 0.0 }, 0);
     for config in largest {
         let run = estimate::run_load(&config, 1).unwrap_or(most);
         most = RunLoad {
-            flops_per_step: most.flops_per_step.max(run.flops_per_step),
+            flops_per_sample: most.flops_per_sample.max(run.flops_per_sample),
             ops_per_step: most.ops_per_step.max(run.ops_per_step),
             ..most
         };
@@ -173,15 +182,15 @@ pub fn learner_load_problems(effective: &TrainConfig, world: u32, settings: &Lea
         );
     }
     let work = [
-        (load.flops_per_step / 1e9, most.flops_per_step / 1e9, "GFLOP", "reduce depth, embed_dim or global_batch_size"),
-        (load.ops_per_step, most.ops_per_step, "ops (each a CPU's turn, however small)", "reduce depth"),
+        (load.flops_per_sample / 1e9, most.flops_per_sample / 1e9, "GFLOP a sample", "reduce depth, embed_dim or img_size"),
+        (load.ops_per_step, most.ops_per_step, "ops a step (each a CPU's turn, however small)", "reduce depth"),
     ];
     for (value, bound, what, fix) in work {
         if value > bound {
             problems.push(
                 "depth",
                 format!(
-                    "a learner's step may run at most {bound:.1} {what}, as the largest learner config's; this one runs {value:.1}: {fix}"
+                    "a learner's run may do at most {bound:.1} {what}, as the largest learner config's; this one does {value:.1}: {fix}"
                 ),
             );
         }
@@ -249,6 +258,12 @@ fn size_key(overrides: &[String]) -> &'static str {
     overrides.iter().rev().filter_map(key).find_map(|k| ["embed_dim", "depth"].into_iter().find(|s| *s == k)).unwrap_or("depth")
 }
 
+/// How many times the largest learner config's training samples a learner's run may train on:
+/// SC22's rule for a larger batch (half the steps at eight times the batch) trains on four times
+/// the samples, and the large-batch chapter has learners run it; the instructor's time limit
+/// still ends a run that outlasts it.
+pub const LEARNER_SAMPLES_FACTOR: u64 = 4;
+
 /// Epochs a learner's run may have even when no learner config has as many: a small model
 /// trained longer, as the chapters invite, is many short epochs.
 pub const LEARNER_EPOCHS: u64 = 64;
@@ -301,8 +316,9 @@ mod tests {
         changed.apply_overrides(&["num_iters=64", "lr=1.0e-3"]).unwrap();
         assert!(fields(&changed, 1).is_empty());
         let mut large = short.clone();
-        large.apply_overrides(&["embed_dim=256", "global_batch_size=16", "num_iters=129"]).unwrap();
-        assert_eq!(fields(&large, 1), ["embed_dim", "global_batch_size", "num_iters", "depth"], "its step computes more too");
+        // Past the samples bound: more than four times cpu_short's 1,024.
+        large.apply_overrides(&["embed_dim=256", "global_batch_size=16", "num_iters=257"]).unwrap();
+        assert_eq!(fields(&large, 1), ["embed_dim", "global_batch_size", "num_iters", "depth"], "each sample computes more too");
         let message = learner_size_problems(&large, 1, &rules, &file).0[0].message.clone();
         assert!(message.starts_with("a learner's run has at most"), "{message}");
         // As few samples as cpu_short, spread over 1024 epochs of one sample, each validating
@@ -352,10 +368,32 @@ mod tests {
         let problems = load_problems("cpu_short", &deep, 1, &room(None));
         let fields: Vec<&str> = problems.iter().map(|(field, _)| field.as_str()).collect();
         assert_eq!(fields, ["depth", "depth", "profile"]);
-        assert!(problems[0].1.starts_with("a learner's step may run at most"), "{}", problems[0].1);
+        assert!(
+            problems[0].1.starts_with("a learner's run may do at most") && problems[0].1.contains("GFLOP a sample"),
+            "{}",
+            problems[0].1
+        );
         let trace = &problems[2].1;
         assert!(trace.contains("at most 33.3 MiB of traces") && trace.contains("depth 4, 8 steps, 2 ranks"), "{trace}");
         assert!(trace.contains("would write 266.1 MiB"), "{trace}");
+    }
+
+    /// The large-batch chapter's sweeps: the same samples in larger batches over fewer steps.
+    #[test]
+    fn a_larger_batch_over_fewer_steps_is_a_learners_run_where_memory_is_shared() {
+        let file = served();
+        let mut config = file.get("cpu_short").unwrap();
+        config.apply_overrides(&["global_batch_size=64", "num_iters=16", "limit_nsamples=256", "limit_nsamples_val=64"]).unwrap();
+        assert_eq!(learner_size_problems(&config, 1, &room(Some(2 << 30)), &file).0, []);
+        // Without a share of memory to bound its activations, the batch is bounded by the
+        // learner configs' own.
+        let fields: Vec<String> = learner_size_problems(&config, 1, &room(None), &file).0.into_iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["global_batch_size"]);
+        // With one, a batch whose activations do not fit is refused by the memory it needs.
+        config.apply_overrides(&["global_batch_size=1024", "num_iters=1", "limit_nsamples=1024", "limit_nsamples_val=1024"]).unwrap();
+        assert!(estimate::run_load(&config, 1).is_ok());
+        let fields: Vec<String> = learner_size_problems(&config, 1, &room(Some(2 << 30)), &file).0.into_iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["depth"]);
     }
 
     #[test]
@@ -363,7 +401,7 @@ mod tests {
         let problems = load_problems("cpu_tiny", &["depth=4096", "embed_dim=8", "num_heads=2"], 1, &room(Some(1 << 30)));
         let fields: Vec<&str> = problems.iter().map(|(field, _)| field.as_str()).collect();
         assert_eq!(fields, ["depth"], "{problems:?}");
-        assert!(problems[0].1.contains("ops (each a CPU's turn, however small)"), "{}", problems[0].1);
+        assert!(problems[0].1.contains("ops a step (each a CPU's turn, however small)"), "{}", problems[0].1);
     }
 
     #[test]

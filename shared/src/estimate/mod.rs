@@ -220,10 +220,10 @@ fn precision(config: &TrainConfig, options: &EstimateOptions) -> Precision {
 pub struct RunLoad {
     /// One rank's weights, gradients, Adam's moments and activations saved for backward (bytes).
     pub memory_bytes: f64,
-    /// FLOPs of one step on one rank (its local batch, forward and backward): the ranks a run
-    /// may have are bounded apart, and a chapter's dp = 2 with the local batch kept doubles
-    /// the run's work, not a rank's.
-    pub flops_per_step: f64,
+    /// FLOPs of one sample on one rank (forward and backward): the ranks a run may have and
+    /// the samples it trains on are bounded apart, so a larger batch over fewer steps, as the
+    /// large-batch chapter sweeps, asks no more of the machine than the steps it replaces.
+    pub flops_per_sample: f64,
     /// Ops of one step (forward with backward, and the optimizer's): on a CPU a deep, narrow
     /// model's step is mostly these, whatever its FLOPs.
     pub ops_per_step: f64,
@@ -239,7 +239,7 @@ pub fn run_load(config: &TrainConfig, world: u32) -> Result<RunLoad, Error> {
     let ops = step::ops(&shape);
     Ok(RunLoad {
         memory_bytes: state + activations,
-        flops_per_step: Flops::of(&shape).rank_step.total(),
+        flops_per_sample: Flops::of(&shape).rank_step.total() / derived.local_batch_size.max(1) as f64,
         ops_per_step: ops.forward + ops.optimizer,
     })
 }
