@@ -22,6 +22,7 @@ use super::layout_state::{LayoutControls, LayoutState};
 use super::rank_grid::RankGrid;
 use crate::ids::unique_id;
 use crate::library::{Library, when_loaded};
+use crate::net::fetched::fetched;
 use crate::net::{fetch, urls};
 
 /// The GPU select's value for this machine's cores.
@@ -83,11 +84,8 @@ fn EstimateFor(
     let names: Vec<String> = configs.names().map(str::to_owned).collect();
     let gpus: Vec<String> = cluster.gpus.iter().map(|g| g.name.clone()).collect();
     let here = Memo::new(move |_| state.hardware.get() == Hardware::CpuCores);
-    // Fetched the first time this machine is chosen.
-    let machine = LocalResource::new(move || {
-        let wanted = here.get();
-        async move { if wanted { Some(this_machine().await) } else { None } }
-    });
+    // Fetched each time this machine is chosen (the server measures it once).
+    let machine = fetched(move || here.get(), |wanted| async move { if wanted { Some(this_machine().await) } else { None } });
     let result = {
         let cluster = cluster.clone();
         Memo::new(move |_| {
@@ -133,13 +131,15 @@ fn EstimateFor(
                     view! { <option value=n.clone() selected=selected>{n.clone()}</option> }
                 }).collect_view()}
             </select>
-            <label for=gpu_id.clone()>{format!("GPU ({})", cluster.description)}</label>
+            // One choice of hardware: a GPU of the cluster, or this machine's cores.
+            <label for=gpu_id.clone()>"hardware"</label>
             <select id=gpu_id class="estimate-gpu" on:change=move |ev| gpu_name.set(Some(event_target_value(&ev)))>
                 {gpu_options.into_iter().map(|n| {
                     let current_gpu = current_gpu.clone();
                     let value = n.clone();
-                    let selected = move || current_gpu() == value;
-                    view! { <option value=n.clone() selected=selected>{n.clone()}</option> }
+                    let selected = move || current_gpu() == value && !here.get();
+                    let text = format!("{n} GPUs ({})", cluster.description);
+                    view! { <option value=n.clone() selected=selected>{text}</option> }
                 }).collect_view()}
                 <option value=HERE selected=move || here.get()>"this machine's CPU cores (measured)"</option>
             </select>

@@ -13,6 +13,7 @@ use super::run_prediction;
 use super::run_status::{remember, remembered};
 use super::sweep_model::{self, Launched, Measure, Next, Progress, measured};
 use crate::library::Library;
+use crate::net::fetched::fetched;
 use crate::net::ws::ConnectionState;
 use crate::runs::Runs;
 
@@ -33,7 +34,7 @@ pub struct SweepState {
     /// Each variant's measured figure (throughput, or peak memory), once its run has one.
     pub values: Memo<Vec<Option<f64>>>,
     /// Each variant's prediction, recorded as its run launched.
-    pub predictions: LocalResource<Vec<Option<Prediction>>>,
+    pub predictions: ReadSignal<Option<Vec<Option<Prediction>>>>,
 }
 
 impl SweepState {
@@ -50,9 +51,9 @@ impl SweepState {
             let streams = ids.iter().map(|id| id.as_ref().and_then(|id| runs.stream(id)));
             streams.map(|s| s.and_then(|s| s.series.with(|series| measured(measure, series)))).collect::<Vec<_>>()
         });
-        let predictions = LocalResource::new(move || {
-            let ids = ids.get();
-            async move {
+        let predictions = fetched(
+            move || ids.get(),
+            |ids| async move {
                 let mut loaded = Vec::with_capacity(ids.len());
                 for id in ids {
                     loaded.push(match id {
@@ -61,8 +62,8 @@ impl SweepState {
                     });
                 }
                 loaded
-            }
-        });
+            },
+        );
         let state = SweepState {
             runs,
             library,

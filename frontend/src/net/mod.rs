@@ -2,6 +2,7 @@
 //! token in a header) and the WebSocket with its reconnection.
 
 pub mod fetch;
+pub mod fetched;
 pub mod object_url;
 pub mod urls;
 pub mod ws;
