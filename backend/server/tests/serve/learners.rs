@@ -191,10 +191,11 @@ async fn a_learner_launches_within_the_rules_and_cancels_only_their_own_runs() {
     let preview =
         serde_json::json!({ "type": "preview_slurm", "config": "cpu_tiny", "executor": { "kind": "slurm", "cluster": "perlmutter" } });
     assert_eq!(refusal(&mut a, &preview.to_string()).await.map(|e| e.code), Some(ErrorCode::Forbidden));
-    // No larger than the largest learner config (cpu_short), in each measure.
-    let large = launch("too-large", &["embed_dim=512", "num_iters=1024"]);
+    // No larger than the largest learner config (cpu_short) in parameters, nor training on more
+    // than four times its 1,024 samples: 4096 steps of cpu_tiny's batch of 4 are 16,384 samples
+    // (and 1,024 epochs of its 16, each validating).
+    let large = launch("too-large", &["embed_dim=512", "num_iters=4096"]);
     let refused = launched(&mut a, large).await.unwrap_err();
-    // (1024 steps of cpu_tiny's 16 samples are also 256 epochs, each validating.)
     let expected = vec!["embed_dim", "num_iters", "limit_nsamples", "limit_nsamples_val"];
     assert_eq!((refused.code, fields(&refused)), (ErrorCode::InvalidLaunch, expected));
     // Four ranks, no (--learner-ranks is 2 by default)...
