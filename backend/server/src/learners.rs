@@ -171,8 +171,8 @@ pub fn launch_rate_refusal() -> String {
     )
 }
 
-/// The learner a key stands for: the first 48 bits of SHA-256 over a fixed prefix and the key,
-/// as 12 hex digits. The same key always gives the same name (a reloaded page finds its runs),
+/// The learner a key stands for: the first 128 bits of SHA-256 over a fixed prefix and the key,
+/// as 32 hex digits. The same key always gives the same name (a reloaded page finds its runs),
 /// and the name cannot be turned back into the key, so showing it to the room lets no one act
 /// as its learner.
 pub fn identity(key: LearnerKey) -> LearnerIdentity {
@@ -254,9 +254,10 @@ mod tests {
         assert_eq!(identity(key_a.clone()).learner, a.learner, "the same key must name the same learner after a reload");
         assert_ne!(identity(key(&"0b".repeat(16))).learner, a.learner);
         assert!(!key_a.as_str().contains(a.learner.as_str()));
-        // Pinned: a change of the derivation would orphan every learner's runs.
+        // Pinned: a change of the derivation orphans every learner's runs (the move from 48 to
+        // 128 bits did, once: runs recorded before are read, and are no one's to act on).
         let digest = Sha256::digest(format!("scalebook learner v1\0{}", "0a".repeat(16)).as_bytes());
-        assert_eq!(a.learner.as_str(), hex(&digest[..6]));
+        assert_eq!(a.learner.as_str(), hex(&digest[..16]));
         let (x, y) = (new_identity().unwrap(), new_identity().unwrap());
         assert_ne!(x.key, y.key);
         assert_eq!(identity(x.key.clone()).learner, x.learner);

@@ -121,14 +121,15 @@ pub struct Audience {
 }
 
 /// A fixed number of lowercase hex digits: the shape of a learner's key and name, checked
-/// wherever one is read, so neither can carry anything else into a record or a page.
+/// wherever one is read, so neither can carry anything else into a record or a page. `OLD` is
+/// a length an earlier version wrote, still read (a record kept from then).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct HexName<const LEN: usize>(String);
+pub struct HexName<const LEN: usize, const OLD: usize = LEN>(String);
 
-impl<const LEN: usize> HexName<LEN> {
-    pub fn parse(text: &str) -> Result<HexName<LEN>, String> {
-        if text.len() == LEN && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+impl<const LEN: usize, const OLD: usize> HexName<LEN, OLD> {
+    pub fn parse(text: &str) -> Result<HexName<LEN, OLD>, String> {
+        if (text.len() == LEN || text.len() == OLD) && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
             Ok(HexName(text.to_owned()))
         } else {
             Err(format!("must be {LEN} lowercase hex digits"))
@@ -140,20 +141,20 @@ impl<const LEN: usize> HexName<LEN> {
     }
 }
 
-impl<const LEN: usize> TryFrom<String> for HexName<LEN> {
+impl<const LEN: usize, const OLD: usize> TryFrom<String> for HexName<LEN, OLD> {
     type Error = String;
-    fn try_from(text: String) -> Result<HexName<LEN>, String> {
+    fn try_from(text: String) -> Result<HexName<LEN, OLD>, String> {
         HexName::parse(&text)
     }
 }
 
-impl<const LEN: usize> From<HexName<LEN>> for String {
-    fn from(name: HexName<LEN>) -> String {
+impl<const LEN: usize, const OLD: usize> From<HexName<LEN, OLD>> for String {
+    fn from(name: HexName<LEN, OLD>) -> String {
         name.0
     }
 }
 
-impl<const LEN: usize> std::fmt::Display for HexName<LEN> {
+impl<const LEN: usize, const OLD: usize> std::fmt::Display for HexName<LEN, OLD> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
@@ -161,8 +162,12 @@ impl<const LEN: usize> std::fmt::Display for HexName<LEN> {
 
 /// The length of a [`LearnerKey`] in hex digits.
 pub const LEARNER_KEY_LEN: usize = 32;
-/// The length of a [`Learner`] name in hex digits.
-pub const LEARNER_LEN: usize = 12;
+/// The length of a [`Learner`] name in hex digits: 128 bits, so that no one finds a key of
+/// another learner's name by trying keys (48 bits, as names had before, took hours on a GPU).
+pub const LEARNER_LEN: usize = 32;
+/// The length of the names that earlier versions recorded on runs: still read, never made
+/// (no key's name has it now, so such a run is no learner's to act on).
+pub const OLD_LEARNER_LEN: usize = 12;
 
 /// A learner's private key: the server hands one to a viewer page, which keeps it and presents
 /// it again after a reload, so its runs stay its own. Only its hash, [`Learner`], is ever shown
@@ -171,7 +176,7 @@ pub type LearnerKey = HexName<LEARNER_KEY_LEN>;
 
 /// A learner as the others see them: a public name derived one way from their key, recorded
 /// on the runs they launch (a run without one is the instructor's).
-pub type Learner = HexName<LEARNER_LEN>;
+pub type Learner = HexName<LEARNER_LEN, OLD_LEARNER_LEN>;
 
 /// What the room may do beyond reading, as the instructor started the server.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -259,8 +264,10 @@ mod tests {
         assert!(LearnerKey::parse(&"0a".repeat(16)).is_ok());
         assert!(LearnerKey::parse("0A0A").is_err());
         assert!(LearnerKey::parse(&"g".repeat(32)).is_err());
-        assert!(Learner::parse("0123456789ab").is_ok());
+        assert!(Learner::parse(&"0123456789abcdef".repeat(2)).is_ok());
+        assert!(Learner::parse("0123456789ab").is_ok(), "a name an earlier version recorded");
         assert!(Learner::parse("0123456789abc").is_err());
+        assert!(LearnerKey::parse(&"0a".repeat(6)).is_err(), "no old length for keys");
         assert!(serde_json::from_str::<Learner>(r#""../x""#).is_err());
     }
 }
