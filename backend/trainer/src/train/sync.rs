@@ -65,9 +65,7 @@ pub struct GradSync {
 
 impl GradSync {
     pub fn new(comm: Rc<Comm>, vs: &nn::VarStore, knobs: DdpKnobs) -> Result<GradSync, Error> {
-        let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
-        named.sort_by(|a, b| backward_order(&a.0).cmp(&backward_order(&b.0)));
-        let (named, buffers): (Vec<_>, Vec<_>) = named.into_iter().partition(|(_, t)| t.requires_grad());
+        let (named, buffers) = in_backward_order(vs);
         let cp_params: Vec<Tensor> = named.iter().filter(|(n, _)| ParallelVit::is_cp_shared(n)).map(|(_, t)| t.shallow_clone()).collect();
         let params: Vec<Tensor> = named.into_iter().map(|(_, t)| t).collect();
         let reducer = GradReducer::new(&params, knobs.bucket_bytes);
@@ -158,6 +156,16 @@ impl GradSync {
     }
 }
 
+/// Variables by name.
+type Named = Vec<(String, Tensor)>;
+
+/// The trained variables of `vs` in the order backward reaches them, and the rest.
+fn in_backward_order(vs: &nn::VarStore) -> (Named, Named) {
+    let mut named: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    named.sort_by(|a, b| backward_order(&a.0).cmp(&backward_order(&b.0)));
+    named.into_iter().partition(|(_, t)| t.requires_grad())
+}
+
 /// A parameter's place in the backward pass: the reverse of the forward order (patch
 /// embedding, position embedding, blocks 0 to depth-1, final norm, head), as a sort key.
 fn backward_order(name: &str) -> std::cmp::Reverse<(u8, usize, &str)> {
@@ -174,6 +182,26 @@ fn backward_order(name: &str) -> std::cmp::Reverse<(u8, usize, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{VisionTransformer, VitSpec};
+
+    /// The all-reduces a step of `config` makes at `bucket_cap_mb`, as its run's `DDP:` line says.
+    fn all_reduces(config: &str, bucket_cap_mb: f64) -> usize {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/ViT.yaml");
+        let file = scalebook_shared::config::ConfigFile::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut config = file.get(config).unwrap();
+        config.bucket_cap_mb = bucket_cap_mb;
+        let vs = nn::VarStore::new(tch::Device::Cpu);
+        let _model = VisionTransformer::new(&vs.root(), &VitSpec::from(&config));
+        let params: Vec<Tensor> = in_backward_order(&vs).0.into_iter().map(|(_, t)| t).collect();
+        GradReducer::new(&params, DdpKnobs::new(&config).bucket_bytes).bucket_count()
+    }
+
+    /// The counts the data-parallel chapter quotes (its sweep's `DDP:` lines and its text).
+    #[test]
+    fn the_bucket_counts_are_the_ones_the_chapter_quotes() {
+        assert_eq!([25.0, 100.0, 1.0].map(|mb| all_reduces("cpu_short", mb)), [1, 1, 5]);
+        assert_eq!([25.0, 100.0].map(|mb| all_reduces("base", mb)), [4, 1]);
+    }
 
     #[test]
     fn parameters_go_in_the_order_backward_reaches_them() {
