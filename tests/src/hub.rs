@@ -176,6 +176,52 @@ impl Hub {
         Ok(())
     }
 
+    /// Writes `text` to `relative` in `name`'s home, readable by them alone (their own file of
+    /// mode 600, in directories of mode 700 made as needed), as the README has a learner keep a
+    /// secret.
+    pub fn write_private(&self, name: &str, relative: &str, text: &str) -> anyhow::Result<PathBuf> {
+        let member = self.member(name);
+        let file = member.home.join(relative);
+        let mut made = Vec::new();
+        let mut dir = file.parent().context("a file in the home")?.to_owned();
+        while !dir.exists() {
+            made.push(dir.clone());
+            dir = dir.parent().context("a directory in the home")?.to_owned();
+        }
+        for dir in made.iter().rev() {
+            std::fs::create_dir(dir)?;
+            set_mode(dir, 0o700)?;
+        }
+        std::fs::write(&file, text)?;
+        set_mode(&file, 0o600)?;
+        for path in made.iter().chain([&file]) {
+            std::os::unix::fs::chown(path, Some(member.user.uid), Some(member.user.gid))?;
+        }
+        Ok(file)
+    }
+
+    /// Every file and directory under `dir` that its owner's group or others may read, write
+    /// or enter (links are not followed).
+    pub fn open_to_others(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+        use std::os::unix::fs::PermissionsExt;
+        let (mut open, mut left) = (Vec::new(), vec![dir.to_owned()]);
+        while let Some(path) = left.pop() {
+            let meta = std::fs::symlink_metadata(&path)?;
+            if meta.is_symlink() {
+                continue;
+            }
+            if meta.permissions().mode() & 0o077 != 0 {
+                open.push(path.clone());
+            }
+            if meta.is_dir() {
+                for entry in std::fs::read_dir(&path)? {
+                    left.push(entry?.path());
+                }
+            }
+        }
+        Ok(open)
+    }
+
     /// Logs `name` in through the Hub's login form in `browser`, starts their server and opens
     /// `path` under it (`scalebook/`), as a user following a link to it does; waits until the
     /// browser is there.

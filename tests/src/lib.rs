@@ -10,6 +10,7 @@ pub mod install;
 pub mod jupyter;
 pub mod notebook;
 mod proxy;
+pub mod raw_follower;
 mod scratch;
 mod server;
 

@@ -2,8 +2,9 @@
 //! a learner's page opened later through the viewer link lands where the instructor is and
 //! follows (chapter, open answer, runs charted, smoothing), breaks away when its learner picks
 //! another chapter (its charts its own again), and catches up again; the instructor sees how many follow. A presentation
-//! outlives the presenter's reload, and a follower is taken through a chapter's opening text
-//! paragraph by paragraph, not only from block to block.
+//! outlives the presenter's reload, a follower is taken through a chapter's opening text
+//! paragraph by paragraph, not only from block to block, and a learner's own run is theirs
+//! again, on their charts and in their run block, when the presentation ends.
 
 use scalebook_e2e::notebook::{STEP_LOSS, launch_tiny_run, series_css};
 use scalebook_e2e::{Browser, PrefixProxy, Server, with_tiny_data};
@@ -83,6 +84,47 @@ async fn a_viewer_follows_the_presenting_instructor_and_can_break_away() -> anyh
     viewer.wait_eval("document.querySelector('.classroom button') === null").await?;
 
     viewer.close().await?;
+    instructor.close().await
+}
+
+/// Whether the page draws a step-loss curve of `run`.
+fn charted(run: &str) -> String {
+    format!("return document.querySelector(\"{}\") !== null", series_css(STEP_LOSS, run))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learners_own_run_is_theirs_again_after_a_presentation() -> anyhow::Result<()> {
+    let workdir = with_tiny_data("scalebook-e2e-classroom-own")?;
+    let server = Server::start_in(workdir.path(), &["--viewer-token", VIEWER_TOKEN, "--viewer-runs", "1"])?;
+    let proxy = PrefixProxy::start(server.addr).await?;
+    let learner = Browser::start().await?;
+    learner.client.goto(&proxy.url(&format!("/#/single-gpu&token={VIEWER_TOKEN}"))).await?;
+    learner.wait_attr(".connection", "data-state", |s| s == "open").await?;
+    let own = launch_tiny_run(&learner, 16).await?;
+    learner.wait_attr(&series_css(STEP_LOSS, &own), "data-points", |p| p.parse().is_ok_and(|n: u32| n > 0)).await?;
+
+    // The instructor presents the same chapter and runs there: the learner's page, which
+    // follows by default, charts the presenter's run and not its own.
+    let instructor = Browser::start().await?;
+    instructor.client.goto(&proxy.url(&format!("/?token={}#/single-gpu", server.token))).await?;
+    instructor.wait_attr(".connection", "data-state", |s| s == "open").await?;
+    instructor.click(".classroom button.present").await?;
+    learner.wait_attr(".classroom button.follow", "aria-pressed", |p| p == "true").await?;
+    let presented = launch_tiny_run(&instructor, 16).await?;
+    learner.wait_attr(&series_css(STEP_LOSS, &presented), "data-points", |p| p.parse().is_ok_and(|n: u32| n > 0)).await?;
+    assert_eq!(learner.eval(&charted(&own)).await?, false, "a following page charts the presenter's runs only");
+    // Its run block keeps the run the learner opened there (it follows the presenter's runs
+    // only where the learner opened none).
+    assert_eq!(learner.attr(".current-run", "data-run").await.as_deref(), Some(own.as_str()));
+
+    // The presentation ends: the learner's charts and run block are their own again.
+    instructor.click(".classroom button.present").await?;
+    learner.wait_attr(&series_css(STEP_LOSS, &own), "data-points", |p| p.parse().is_ok_and(|n: u32| n > 0)).await?;
+    learner.wait_attr(".current-run", "data-run", |r| r == own).await?;
+    assert_eq!(learner.eval(&charted(&presented)).await?, false, "the presenter's run stayed on the learner's charts");
+    assert!(learner.console_errors().await?.is_empty());
+
+    learner.close().await?;
     instructor.close().await
 }
 

@@ -10,18 +10,23 @@
 //! presents another chapter and the learners' pages go there; the instructor's run is charted
 //! live on the learners' pages, from their own servers' copies; learner1's own run runs as
 //! learner1; the instructor's roster lists both learners by their Unix names, with learner1's
-//! run, which the instructor charts from the roster; learner1 is refused the instructor's
-//! server by the Hub; and no log holds the instructor's token or the class link's.
+//! run, which the instructor charts from the roster; a raw client run as learner2 with the class
+//! link cannot pass for learner1 (the roster shows its account), cannot write into the copy of
+//! learner1's run, and once removed cannot come back under another name; learner1 is refused
+//! the instructor's server by the Hub; and no log holds the instructor's token or the class
+//! link's.
 
 use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, ensure};
 use scalebook_e2e::hub::{self, Hub, readme_recipe_for};
 use scalebook_e2e::install::install;
 use scalebook_e2e::notebook::{STEP_LOSS, launch_tiny_run, series_css, watch_growth};
+use scalebook_e2e::raw_follower::{Event, RawFollower};
 use scalebook_e2e::{Browser, WAIT, free_port, workspace_root};
-use scalebook_shared::protocol::{ClassLink, ClassState, RunState, Secret, ServerMessage};
+use scalebook_shared::protocol::{ClassLink, ClassState, ClientMessage, FollowerIdentity, Introduction, RunState, Secret, ServerMessage};
 use scalebook_shared::rundir;
 
 const INSTRUCTOR: &str = "instructor";
@@ -36,6 +41,10 @@ const LEARNER_ITERS: u32 = 4;
 const RUN_LIMIT: Duration = Duration::from_secs(300);
 /// How a learner's server names its copy of an instructor's run (README: `i-RUN`).
 const COPY_PREFIX: &str = "i-";
+
+fn account(user: &str) -> FollowerIdentity {
+    FollowerIdentity::Account { user: user.into() }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_class_of_many_scalebooks_runs_under_jupyterhub() -> anyhow::Result<()> {
@@ -57,8 +66,7 @@ async fn a_class_of_many_scalebooks_runs_under_jupyterhub() -> anyhow::Result<()
         INSTRUCTOR,
         &format!(
             "{recipe}\n# The class, as README's \"A class of many Scalebooks\" says.\n\
-             {entry}[\"command\"] += [\"--class-listen\", \"127.0.0.1:{class_port}\"]\n\
-             # For the test: the port entry's token, looked for in the logs.\nopen(\"port-token\", \"w\").write(TOKEN)\n"
+             {entry}[\"command\"] += [\"--class-listen\", \"127.0.0.1:{class_port}\"]\n"
         ),
     )?;
     let instructor = Browser::start().await?;
@@ -81,7 +89,11 @@ async fn a_class_of_many_scalebooks_runs_under_jupyterhub() -> anyhow::Result<()
     let mut learners = Vec::new();
     for name in LEARNERS {
         let share = if name == LEARNERS[0] { format!("{entry}[\"command\"] += [\"--share-runs\"]\n") } else { String::new() };
-        let follow = format!("{entry}[\"environment\"] = {{\"SCALEBOOK_CLASS_LINK\": {:?}}}\n", link.to_string());
+        // The link in a file only the learner can read, the entry naming the file (README).
+        hub.write_private(name, ".config/scalebook/class-link", &link.to_string())?;
+        let follow = format!(
+            "{entry}[\"environment\"] = {{\"SCALEBOOK_CLASS_LINK\": \"@\" + os.path.expanduser(\"~/.config/scalebook/class-link\")}}\n"
+        );
         hub.write_jupyter_config(
             name,
             &format!("{recipe}\n# Following the class, as README's \"A class of many Scalebooks\" says.\n{follow}{share}"),
@@ -147,7 +159,7 @@ async fn a_class_of_many_scalebooks_runs_under_jupyterhub() -> anyhow::Result<()
     // shares; learner2 shares none.
     let roster = instructor_socket
         .recv_until(WAIT, |m| match m {
-            ServerMessage::Roster { followers }
+            ServerMessage::Roster { followers, .. }
                 if LEARNERS.iter().all(|name| followers.iter().any(|f| f.name == *name))
                     && followers.iter().any(|f| f.name == learner1 && f.runs.iter().flatten().any(|r| r.id == own_run)) =>
             {
@@ -166,22 +178,89 @@ async fn a_class_of_many_scalebooks_runs_under_jupyterhub() -> anyhow::Result<()
     let drawn = watch_growth(&instructor, &shared, 1, RUN_LIMIT).await;
     drawn.with_context(|| format!("the instructor's page did not chart {learner1}'s run from the roster"))?;
 
-    // 6. learner1 may not open the instructor's server: the Hub refuses.
+    // 6. learner2, holding the class link, tries by hand (a raw client run as learner2) to pass
+    // for learner1: the roster shows who it is, it cannot write into learner1's copy, and once
+    // removed it cannot come back under another name.
+    let copy_dir = hub.home(INSTRUCTOR).join("scalebook/runs").join(format!("l-{learner1}-{own_run}"));
+    let metrics = |dir: &Path| std::fs::read(dir.join(rundir::METRICS)).unwrap_or_default();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while metrics(&copy_dir) != metrics(&run_dir) {
+        ensure!(tokio::time::Instant::now() < deadline, "the instructor's copy of {learner1}'s run never held all its points");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let learner2 = LEARNERS[1];
+    let mut posing = RawFollower::connect_as(learner2, &link).await?;
+    posing.send(&ClientMessage::Introduce(Introduction { name: learner1.into(), runs: None })).await?;
+    let impostor = instructor_socket
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::Roster { followers, .. } => {
+                followers.iter().find(|f| f.name == learner1 && f.identity != account(learner1)).cloned()
+            }
+            _ => None,
+        })
+        .await
+        .context("the roster never showed the raw client posing as learner1")?;
+    ensure!(impostor.identity == account(learner2), "a client run as {learner2} passed for {:?}", impostor.identity);
+    let lines = metrics(&run_dir).iter().filter(|b| **b == b'\n').count();
+    posing
+        .send_json(&serde_json::json!({"type": "shared_points", "run": own_run, "after": lines,
+            "points": [{"seq": lines + 1, "step": 100000, "epoch": 1, "wall": 0.0, "tag": "Loss/train", "value": 42.0}]}))
+        .await?;
+    let refused = posing
+        .recv_until(WAIT, |e| match e {
+            Event::Message(message) => match message.as_ref() {
+                ServerMessage::Error(report) => Some(report.message.clone()),
+                _ => None,
+            },
+            Event::Closed { .. } => None,
+        })
+        .await?;
+    ensure!(refused.contains("not asked for"), "forged points were not refused as another's: {refused}");
+    ensure!(metrics(&copy_dir) == metrics(&run_dir), "the instructor's copy of {learner1}'s run is no longer {learner1}'s file");
+    // The instructor removes the impostor from the roster: every connection of learner2 goes,
+    // and learner2 cannot come back under another name.
+    instructor.click(&format!("table.roster tr[data-follower='{}'] button.remove", impostor.id)).await?;
+    posing.recv_until(WAIT, |e| matches!(e, Event::Closed { code: Some(4403), .. }).then_some(())).await?;
+    let mut again = RawFollower::connect_as(learner2, &link).await?;
+    again.send(&ClientMessage::Introduce(Introduction { name: "learner2 again".into(), runs: None })).await?;
+    let reason = again
+        .recv_until(WAIT, |e| match e {
+            Event::Closed { code: Some(4403), reason } => Some(reason.clone()),
+            _ => None,
+        })
+        .await
+        .context("a removed learner came back under another name")?;
+    ensure!(reason.contains("removed"), "{reason}");
+
+    // 7. learner1 may not open the instructor's server: the Hub refuses.
     own_browser.client.goto(&format!("{}/user/{INSTRUCTOR}/scalebook/", hub.url)).await?;
     own_browser.wait_text("h1", |t| t.starts_with("403")).await?;
     let path = own_browser.eval("return location.pathname").await?;
     ensure!(path.as_str().is_some_and(|p| p.starts_with("/hub/")), "the 403 is not the Hub's: {path}");
 
-    // 7. The instructor opens the port entry with its token in the fragment; then no log of the
+    // 8. The instructor opens the port entry with its token in the fragment; then no log of the
     // class (the Hub's, the proxy's, each Jupyter server's, each Scalebook's, the runs')
     // holds that token or the class link's.
-    let token = std::fs::read_to_string(hub.home(INSTRUCTOR).join("port-token"))?;
+    // (The token is where the README's block keeps it, readable by its owner only.)
+    let token_file = hub.home(INSTRUCTOR).join(".config/scalebook/port-token");
+    let mode = std::fs::metadata(&token_file).with_context(|| format!("no {}", token_file.display()))?.mode() & 0o777;
+    ensure!(mode == 0o600, "{} has mode {mode:o}: others may read the token", token_file.display());
+    let token = std::fs::read_to_string(&token_file)?.trim().to_owned();
     instructor.client.goto(&format!("{}/user/{INSTRUCTOR}/scalebook-port/#token={token}", hub.url)).await?;
     instructor.wait_attr(".connection", "data-state", |s| s == "open").await?;
     for (_, browser, _) in learners {
         browser.close().await?;
     }
     instructor.close().await?;
+    // After the class, nothing of anyone's runs (the learners' own, their copies of the
+    // instructor's, the instructor's copies of theirs) is open to another user, and no
+    // Jupyter config holds a secret.
+    for name in [INSTRUCTOR, LEARNERS[0], LEARNERS[1]] {
+        let open = Hub::open_to_others(&hub.home(name).join("scalebook/runs"))?;
+        ensure!(open.is_empty(), "{name}'s runs open to others: {open:?}");
+        let config = std::fs::read_to_string(hub.home(name).join(".jupyter/jupyter_server_config.py"))?;
+        ensure!(!config.contains(&token) && !config.contains(&link.token), "{name}'s Jupyter config holds a token");
+    }
     let logs = hub.logs()?;
     let class_started = format!("Class listener on 127.0.0.1:{class_port}");
     ensure!(logs[0].1.contains(&class_started), "the Hub's log does not hold the Scalebooks' output (no {class_started:?})");

@@ -1,8 +1,9 @@
 //! A learner does the chapters' hands-on work through the viewer link, under a proxy prefix:
 //! runs data-parallel's weak-scaling sweep, whose second variant has two ranks, to its end
 //! while reading another chapter, and finds its results on its own board (not on the
-//! strong-scaling board beside it, whose variants carry the same labels); and a page opened
-//! without its token connects once the link is pasted into the same tab.
+//! strong-scaling board beside it, whose variants carry the same labels); runs large-batch's
+//! warm-up sweep, three variants in the README's class of two runs a learner, to its curves;
+//! and a page opened without its token connects once the link is pasted into the same tab.
 
 use std::time::Duration;
 
@@ -13,6 +14,8 @@ use scalebook_shared::rundir;
 const VIEWER_TOKEN: &str = "hands-on-viewer-link-0123456789ab";
 /// The first of data-parallel's two scaling boards: weak scaling.
 const WEAK: &str = ".sweep-block[data-measure=scaling]";
+/// Large-batch's sweep of the learning rate with and without a warm-up.
+const WARM_UP: &str = ".sweep-block[data-measure=steploss]";
 
 /// The learner's runs in the server's runs directory: ranks, state and whose.
 fn learner_runs(server: &Server) -> anyhow::Result<Vec<RunRecord>> {
@@ -75,6 +78,32 @@ async fn a_learner_runs_a_two_rank_sweep_to_its_end_from_another_chapter() -> an
     assert_eq!(weak, serde_json::json!(["completed", "completed"]), "the weak-scaling board");
     let strong = learner.eval(&states(1)).await?;
     assert_eq!(strong, serde_json::json!(["", ""]), "the strong-scaling board shows another sweep's runs");
+    assert!(learner.console_errors().await?.is_empty());
+    learner.close().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_runs_the_warm_up_sweep_to_its_curves() -> anyhow::Result<()> {
+    let workdir = with_tiny_data("scalebook-e2e-warm-up")?;
+    // The README's class command: two runs at a time per learner.
+    let server = Server::start_in(workdir.path(), &["--viewer-token", VIEWER_TOKEN, "--viewer-runs", "2"])?;
+    let proxy = PrefixProxy::start(server.addr).await?;
+    let learner = Browser::start().await?;
+    learner.client.goto(&proxy.url(&format!("/#/large-batch&token={VIEWER_TOKEN}"))).await?;
+    learner.wait_attr(".connection", "data-state", |s| s == "open").await?;
+    learner.wait_text(WARM_UP, |t| t.contains("warmup=16")).await?;
+    learner.select(&format!("{WARM_UP} select.sweep-config"), "cpu_tiny").await?;
+    learner.click(&format!("{WARM_UP} button.run-sweep")).await?;
+    let all_completed = format!(
+        "Array.from(document.querySelector('{WARM_UP}').querySelectorAll('ol.variants li')).map(li => li.dataset.state).join() === 'completed,completed,completed'"
+    );
+    learner.wait_eval_for(&all_completed, Duration::from_secs(300)).await?;
+    // One curve a variant, each of its 128 steps' training losses.
+    let curves = learner.eval(&format!("return document.querySelectorAll('{WARM_UP} figure.sweep-chart path.curve').length")).await?;
+    assert_eq!(curves, 3, "the warm-up sweep's curves");
+    let runs = learner_runs(&server)?;
+    assert_eq!(runs.len(), 3, "one run a variant: {runs:?}");
+    assert!(runs.iter().all(|r| r.learner.is_some() && r.state() == RunState::Completed), "{runs:?}");
     assert!(learner.console_errors().await?.is_empty());
     learner.close().await
 }

@@ -22,10 +22,10 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use scalebook_shared::protocol::{ErrorCode, Role, TOKEN_HEADER};
+use scalebook_shared::protocol::{ErrorCode, FollowerIdentity, Role, TOKEN_HEADER};
 
 use crate::Error;
-use crate::class::ClassKey;
+use crate::class::{ClassKey, Pass};
 use crate::gate::Connection;
 use crate::refusal::ApiError;
 pub use crate::token::Token;
@@ -81,13 +81,25 @@ pub enum Keyring {
 }
 
 impl Keyring {
-    /// The role of a client presenting `presented`, if this listener takes it.
+    /// The role of a client presenting `presented`, if this listener takes it. The class
+    /// listener's followers are admitted by [`authorize`] alone, which also says who they are.
     pub fn role_of(&self, presented: &str) -> Option<Role> {
         match self {
             Keyring::Private => Some(Role::Instructor),
             Keyring::Links(tokens) => tokens.role_of(presented),
-            Keyring::Class(key) => key.accepts(presented).then_some(Role::Follower),
+            Keyring::Class(_) => None,
         }
+    }
+}
+
+/// Who a follower that came in with `pass` on `connection` is: the invited learner, or with the
+/// room's link the Unix account of its server (which must be on this host); else the refusal.
+fn follower_identity(pass: Pass, connection: Option<&Connection>) -> Result<FollowerIdentity, String> {
+    match pass {
+        Pass::Invited(name) => Ok(FollowerIdentity::Invited { name }),
+        Pass::Room => connection.and_then(Connection::account).map(|user| FollowerIdentity::Account { user }).ok_or_else(|| {
+            "this is the room's class link, which identifies a learner by their account on the instructor's host; from another host, join with an invitation of your own: ask your instructor for one (Class panel, Invite)".to_owned()
+        }),
     }
 }
 
@@ -118,15 +130,27 @@ fn presented(request: &Request) -> Option<&str> {
 /// other method from them is refused here, so a route added later that changes state is never
 /// open to the room by accident.
 pub async fn authorize(State(keyring): State<Keyring>, mut request: Request, next: Next) -> Response {
+    let connection = request.extensions().get::<ConnectInfo<Connection>>().map(|ConnectInfo(c)| c.clone());
     let role = match (&keyring, presented(&request)) {
         (Keyring::Private, _) => Role::Instructor,
+        (Keyring::Class(key), Some(given)) => match key.admit(given).map(|pass| follower_identity(pass, connection.as_ref())) {
+            Some(Ok(identity)) => {
+                request.extensions_mut().insert(identity);
+                Role::Follower
+            }
+            Some(Err(why)) => return refusal(StatusCode::FORBIDDEN, &why),
+            None => {
+                return refusal(StatusCode::UNAUTHORIZED, "wrong token: the class link was replaced; ask your instructor for the new one");
+            }
+        },
         (_, Some(given)) => match keyring.role_of(given) {
             Some(role) => role,
             None => {
                 return refusal(StatusCode::UNAUTHORIZED, "wrong token: open the link `scalebook serve` printed (it ends in #token=...)");
             }
         },
-        (_, None) if is_websocket_upgrade(&request) => {
+        // A follower server shows its token in the upgrade: who it is is decided there.
+        (_, None) if is_websocket_upgrade(&request) && !matches!(keyring, Keyring::Class(_)) => {
             request.extensions_mut().insert(Admission::Pending(keyring));
             return next.run(request).await;
         }
@@ -138,7 +162,7 @@ pub async fn authorize(State(keyring): State<Keyring>, mut request: Request, nex
         }
     };
     // The connection is no longer a stranger's (see `gate`).
-    if let Some(ConnectInfo(connection)) = request.extensions().get::<ConnectInfo<Connection>>() {
+    if let Some(connection) = &connection {
         connection.authenticated();
     }
     if !role.may_launch() && !matches!(*request.method(), Method::GET | Method::HEAD) {

@@ -1,6 +1,7 @@
 //! Presenter mode: the latest presentation of the instructor's page, the room's head count, and
 //! the roster of follower servers on the class listener (with the instructor's power to remove
-//! one).
+//! one). A follower is who the class listener established it is ([`FollowerIdentity`]), never
+//! the name it introduces itself by: the head count counts people, and Remove bars the person.
 //!
 //! All three are `watch` channels: a page that falls behind needs only the latest presentation, not
 //! every step the instructor took, so a burst of navigation costs each follower one message.
@@ -12,7 +13,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use axum::extract::ws::Utf8Bytes;
-use scalebook_shared::protocol::{Audience, Follower, FollowerId, Introduction, Presentation, Role, RunId, RunSummary, ServerMessage};
+use scalebook_shared::protocol::{
+    Audience, Follower, FollowerId, FollowerIdentity, Introduction, MAX_ROSTER_RUN_BYTES, Presentation, Role, RunId, RunSummary,
+    ServerMessage,
+};
 use tokio::sync::{Notify, watch};
 
 use crate::clock::now;
@@ -31,12 +35,17 @@ pub const PRESENTER_GRACE: Duration = Duration::from_secs(5);
 pub struct Classroom {
     /// The encoded `presenting` message for the latest presentation.
     presenting: watch::Sender<Utf8Bytes>,
+    /// The same for follower servers: without the runs the class listener does not show them
+    /// (learners' runs and the copies of them), which they could never chart.
+    presenting_to_followers: watch::Sender<Utf8Bytes>,
     audience: watch::Sender<Audience>,
     roster: watch::Sender<Roster>,
     /// What ends each follower's connection when the instructor removes it.
     dismissals: Mutex<HashMap<FollowerId, Arc<Notify>>>,
-    /// Names the instructor removed, kept out until the next class link.
-    barred: Mutex<HashSet<String>>,
+    /// How many connections each follower identity has (the head count counts identities).
+    identities: Mutex<HashMap<FollowerIdentity, usize>>,
+    /// Identities the instructor removed, kept out until the next class link.
+    barred: Mutex<HashSet<FollowerIdentity>>,
     /// The seat that presents, by number (`None`: nobody presents).
     presenter: Mutex<Option<u64>>,
     /// Whether that seat's page is connected (see [`PRESENTER_GRACE`]).
@@ -48,9 +57,11 @@ impl Default for Classroom {
     fn default() -> Self {
         Classroom {
             presenting: watch::Sender::new(encode(&ServerMessage::Presenting { presentation: None })),
+            presenting_to_followers: watch::Sender::new(encode(&ServerMessage::Presenting { presentation: None })),
             audience: watch::Sender::new(Audience::default()),
             roster: watch::Sender::new(Roster::new()),
             dismissals: Mutex::default(),
+            identities: Mutex::default(),
             barred: Mutex::default(),
             presenter: Mutex::default(),
             presenter_connected: watch::Sender::new(true),
@@ -65,9 +76,11 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Classroom {
     /// `presentation` is presented (`None`: nobody presents), by a page of this server or,
-    /// on a server following a class, by the class's instructor.
-    pub fn present(&self, presentation: Option<Presentation>) {
+    /// on a server following a class, by the class's instructor; follower servers get
+    /// `to_followers`, the same without the runs they are not shown.
+    pub fn present(&self, presentation: Option<Presentation>, to_followers: Option<Presentation>) {
         self.presenting.send_replace(encode(&ServerMessage::Presenting { presentation }));
+        self.presenting_to_followers.send_replace(encode(&ServerMessage::Presenting { presentation: to_followers }));
     }
 
     /// Whether the presenting page is connected (on a server following a class: as the
@@ -81,28 +94,46 @@ impl Classroom {
         self.presenter_connected.subscribe()
     }
 
-    /// Every presentation from now on, starting with the current one.
-    pub fn presentations(&self) -> watch::Receiver<Utf8Bytes> {
-        let mut receiver = self.presenting.subscribe();
+    /// Every presentation from now on, starting with the current one, as a connection of
+    /// `role` gets it.
+    pub fn presentations(&self, role: Role) -> watch::Receiver<Utf8Bytes> {
+        let sender = if role == Role::Follower { &self.presenting_to_followers } else { &self.presenting };
+        let mut receiver = sender.subscribe();
         receiver.mark_changed();
         receiver
     }
 
-    /// Counts a connection in until the returned seat is dropped; a follower server also
-    /// joins the roster.
+    /// Counts a page's connection in until the returned seat is dropped.
     pub fn join(self: &Arc<Self>, role: Role) -> Seat {
         self.audience.send_modify(|a| *a = counted(*a, role, 1));
         let number = self.next_seat.fetch_add(1, Ordering::Relaxed);
-        let follower = (role == Role::Follower).then(|| {
-            let id = number;
-            let dismissal = Arc::new(Notify::new());
-            lock(&self.dismissals).insert(id, dismissal.clone());
-            self.roster.send_modify(|r| {
-                r.insert(id, Follower { id, name: "?".into(), following: false, since: now(), runs: None });
-            });
-            (id, dismissal)
+        Seat { classroom: self.clone(), number, role, following: false, follower: None }
+    }
+
+    /// Counts a follower server's connection in, as `identity`, and puts it on the roster until
+    /// the returned seat is dropped. An identity the instructor removed is dismissed at once.
+    pub fn join_follower(self: &Arc<Self>, identity: FollowerIdentity) -> Seat {
+        let mut seat = self.join(Role::Follower);
+        let id = seat.number;
+        let dismissal = Arc::new(Notify::new());
+        if lock(&self.barred).contains(&identity) {
+            dismissal.notify_one();
+        }
+        lock(&self.dismissals).insert(id, dismissal.clone());
+        let first = {
+            let mut identities = lock(&self.identities);
+            let connections = identities.entry(identity.clone()).or_default();
+            *connections += 1;
+            *connections == 1
+        };
+        if first {
+            self.audience.send_modify(|a| a.followers += 1);
+        }
+        self.roster.send_modify(|r| {
+            r.insert(id, Follower { id, identity: identity.clone(), name: "?".into(), following: false, since: now(), runs: None });
         });
-        Seat { classroom: self.clone(), number, role, following: false, follower }
+        seat.follower = Some((id, identity, dismissal));
+        seat
     }
 
     /// Every roster from now on, starting with the current one (send each after
@@ -113,23 +144,27 @@ impl Classroom {
         receiver
     }
 
-    /// The instructor removes follower `id`: its connection ends, and its name is kept out
-    /// until the next class link. `false` when there is no such follower.
+    /// The instructor removes follower `id`: every connection of its identity ends, and the
+    /// identity is kept out until the next class link, whatever name it comes back under.
+    /// `false` when there is no such follower.
     pub fn remove(&self, id: FollowerId) -> bool {
-        let Some(dismissal) = lock(&self.dismissals).get(&id).cloned() else { return false };
-        if let Some(follower) = self.roster.borrow().get(&id) {
-            lock(&self.barred).insert(follower.name.clone());
+        let Some(identity) = self.roster.borrow().get(&id).map(|f| f.identity.clone()) else { return false };
+        lock(&self.barred).insert(identity.clone());
+        let theirs: Vec<FollowerId> = self.roster.borrow().values().filter(|f| f.identity == identity).map(|f| f.id).collect();
+        let dismissals = lock(&self.dismissals);
+        for dismissal in theirs.iter().filter_map(|id| dismissals.get(id)) {
+            dismissal.notify_one();
         }
-        dismissal.notify_one();
         true
     }
 
-    /// Follower `id`'s name and its summary of run `run`, when it is in the class and shares it.
-    pub fn shared_run(&self, id: FollowerId, run: &RunId) -> Option<(String, RunSummary)> {
+    /// Follower `id`'s identity and its summary of run `run`, when it is in the class and
+    /// shares it.
+    pub fn shared_run(&self, id: FollowerId, run: &RunId) -> Option<(FollowerIdentity, RunSummary)> {
         let roster = self.roster.borrow();
         let follower = roster.get(&id)?;
         let summary = follower.runs.as_ref()?.iter().find(|r| r.id == *run)?;
-        Some((follower.name.clone(), summary.clone()))
+        Some((follower.identity.clone(), summary.clone()))
     }
 
     /// A new class link: whoever was removed may join with it.
@@ -146,13 +181,36 @@ impl Classroom {
     }
 }
 
+/// The roster as the instructor's pages get it: every follower, each with its runs until the
+/// summaries reach [`MAX_ROSTER_RUN_BYTES`], the rest without (counted in `withheld`).
+pub fn roster_message(roster: &Roster) -> ServerMessage {
+    let mut budget = MAX_ROSTER_RUN_BYTES;
+    let mut withheld = 0u32;
+    let followers = roster
+        .values()
+        .map(|follower| {
+            let mut follower = follower.clone();
+            let bytes = follower.runs.as_ref().map_or(0, |runs| serde_json::to_vec(runs).map_or(usize::MAX, |json| json.len()));
+            match budget.checked_sub(bytes) {
+                Some(left) => budget = left,
+                None => {
+                    follower.runs = None;
+                    withheld += 1;
+                }
+            }
+            follower
+        })
+        .collect();
+    ServerMessage::Roster { followers, withheld }
+}
+
 /// The head count with a connection of `role` in (`by` 1) or out (-1): a viewer page counts as
-/// a viewer, a follower server as a follower, an instructor's page as neither.
+/// a viewer, an instructor's page as nothing; followers are counted by identity
+/// ([`Classroom::join_follower`]).
 fn counted(mut audience: Audience, role: Role, by: i32) -> Audience {
     let count = match role {
         Role::Viewer => &mut audience.viewers,
-        Role::Follower => &mut audience.followers,
-        Role::Instructor => return audience,
+        Role::Follower | Role::Instructor => return audience,
     };
     *count = count.saturating_add_signed(by);
     audience
@@ -164,14 +222,15 @@ pub struct Seat {
     number: u64,
     role: Role,
     following: bool,
-    follower: Option<(FollowerId, Arc<Notify>)>,
+    follower: Option<(FollowerId, FollowerIdentity, Arc<Notify>)>,
 }
 
 impl Seat {
-    /// This seat's page presents `presentation` (`None`: stops presenting).
-    pub fn present(&self, presentation: Option<Presentation>) {
+    /// This seat's page presents `presentation` (`None`: stops presenting); follower servers
+    /// get `to_followers` (see [`Classroom::present`]).
+    pub fn present(&self, presentation: Option<Presentation>, to_followers: Option<Presentation>) {
         *lock(&self.classroom.presenter) = presentation.as_ref().map(|_| self.number);
-        self.classroom.present(presentation);
+        self.classroom.present(presentation, to_followers);
         self.classroom.presenter_connected(true);
     }
 
@@ -183,21 +242,14 @@ impl Seat {
         }
     }
 
-    /// A follower server's introduction (checked by the caller): its name and shared runs
-    /// on the roster. Refused for a name the instructor removed.
-    pub fn introduce(&mut self, introduction: Introduction) -> Result<(), String> {
-        if lock(&self.classroom.barred).contains(&introduction.name) {
-            if let Some((_, dismissal)) = &self.follower {
-                dismissal.notify_one();
-            }
-            return Err(format!("{} was removed from the class by the instructor", introduction.name));
-        }
+    /// A follower server's introduction (checked by the caller): its name (a label beside its
+    /// identity) and shared runs on the roster.
+    pub fn introduce(&mut self, introduction: Introduction) {
         self.update(|f| (f.name, f.runs) = (introduction.name, introduction.runs));
-        Ok(())
     }
 
     fn update(&self, change: impl FnOnce(&mut Follower)) {
-        if let Some((id, _)) = &self.follower {
+        if let Some((id, _, _)) = &self.follower {
             self.classroom.roster.send_modify(|r| r.get_mut(id).map_or((), change));
         }
     }
@@ -205,7 +257,7 @@ impl Seat {
     /// Resolves when the instructor removes this follower (never, for other connections).
     pub async fn dismissed(&self) {
         match &self.follower {
-            Some((_, dismissal)) => dismissal.notified().await,
+            Some((_, _, dismissal)) => dismissal.notified().await,
             None => std::future::pending().await,
         }
     }
@@ -229,8 +281,22 @@ impl Drop for Seat {
         self.follow(false);
         let role = self.role;
         self.classroom.audience.send_modify(|a| *a = counted(*a, role, -1));
-        if let Some((id, _)) = self.follower.take() {
+        if let Some((id, identity, _)) = self.follower.take() {
             lock(&self.classroom.dismissals).remove(&id);
+            let last = {
+                let mut identities = lock(&self.classroom.identities);
+                let connections = identities.get_mut(&identity).map_or(0, |n| {
+                    *n -= 1;
+                    *n
+                });
+                if connections == 0 {
+                    identities.remove(&identity);
+                }
+                connections == 0
+            };
+            if last {
+                self.classroom.audience.send_modify(|a| a.followers -= 1);
+            }
             self.classroom.roster.send_modify(|r| {
                 r.remove(&id);
             });
@@ -247,7 +313,7 @@ mod tests {
         let classroom = Arc::new(Classroom::default());
         let mut viewer = classroom.join(Role::Viewer);
         let mut instructor = classroom.join(Role::Instructor);
-        let follower = classroom.join(Role::Follower);
+        let follower = classroom.join_follower(account("learner1"));
         assert_eq!(classroom.audiences().borrow().followers, 1);
         drop(follower);
         viewer.follow(true);
@@ -259,12 +325,16 @@ mod tests {
         assert_eq!(*classroom.audiences().borrow(), Audience { viewers: 0, followers: 0, following: 0 });
     }
 
+    fn account(user: &str) -> FollowerIdentity {
+        FollowerIdentity::Account { user: user.into() }
+    }
+
     #[tokio::test]
-    async fn followers_join_the_roster_and_a_removed_name_stays_out_until_a_new_link() {
+    async fn followers_join_the_roster_and_a_removed_identity_stays_out_under_any_name_until_a_new_link() {
         let classroom = Arc::new(Classroom::default());
-        let mut seat = classroom.join(Role::Follower);
+        let mut seat = classroom.join_follower(account("learner1"));
         let introduction = |name: &str| Introduction { name: name.into(), runs: None };
-        seat.introduce(introduction("learner1")).unwrap();
+        seat.introduce(introduction("learner1"));
         seat.follow(true);
         let id = *classroom.rosters().borrow().keys().next().unwrap();
         assert_eq!(classroom.rosters().borrow()[&id].name, "learner1");
@@ -273,10 +343,59 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(10), seat.dismissed()).await.unwrap();
         drop(seat);
         assert!(classroom.rosters().borrow().is_empty() && !classroom.remove(id));
-        let mut again = classroom.join(Role::Follower);
-        assert!(again.introduce(introduction("learner1")).is_err());
+        // Back under another name: still who it was, dismissed as it joins.
+        let mut again = classroom.join_follower(account("learner1"));
+        again.introduce(introduction("learner1 again"));
+        tokio::time::timeout(Duration::from_secs(10), again.dismissed()).await.unwrap();
+        drop(again);
         classroom.new_class_link();
-        assert!(again.introduce(introduction("learner1")).is_ok());
+        let welcome = classroom.join_follower(account("learner1"));
+        assert!(tokio::time::timeout(Duration::from_millis(50), welcome.dismissed()).await.is_err(), "a new link lets them in");
+    }
+
+    #[tokio::test]
+    async fn the_head_count_counts_people_and_remove_ends_all_of_ones_connections() {
+        let classroom = Arc::new(Classroom::default());
+        let mut learner1 = classroom.join_follower(account("learner1"));
+        let mut posing = classroom.join_follower(account("learner2"));
+        learner1.introduce(Introduction { name: "learner1".into(), runs: None });
+        // learner2 claims learner1's name: the roster shows who it is beside it.
+        posing.introduce(Introduction { name: "learner1".into(), runs: None });
+        let second = classroom.join_follower(account("learner2"));
+        assert_eq!(classroom.audiences().borrow().followers, 2, "two people, three connections");
+        let roster = classroom.rosters().borrow().clone();
+        let identities: Vec<(String, FollowerIdentity)> = roster.values().map(|f| (f.name.clone(), f.identity.clone())).collect();
+        assert_eq!(identities[..2], [("learner1".into(), account("learner1")), ("learner1".into(), account("learner2"))]);
+        let posing_id = roster.values().find(|f| f.identity == account("learner2")).unwrap().id;
+        assert!(classroom.remove(posing_id));
+        for seat in [&posing, &second] {
+            tokio::time::timeout(Duration::from_secs(10), seat.dismissed()).await.unwrap();
+        }
+        assert!(tokio::time::timeout(Duration::from_millis(50), learner1.dismissed()).await.is_err(), "learner1 stays");
+        drop((posing, second));
+        assert_eq!(classroom.audiences().borrow().followers, 1);
+    }
+
+    #[test]
+    fn the_roster_carries_runs_up_to_its_bound_and_says_how_many_it_left_out() {
+        let run = RunSummary {
+            id: RunId::parse(&"r".repeat(60)).unwrap(),
+            config: "c".repeat(60),
+            layout: Default::default(),
+            state: scalebook_shared::protocol::RunState::Running,
+            loss: None,
+            samples_per_sec: None,
+        };
+        let runs = Some(vec![run; 32]);
+        let per_follower = serde_json::to_vec(&runs).unwrap().len();
+        let count = MAX_ROSTER_RUN_BYTES / per_follower + 3;
+        let roster: Roster = (0..count as u64)
+            .map(|id| (id, Follower { id, identity: account("x"), name: "x".into(), following: false, since: 0.0, runs: runs.clone() }))
+            .collect();
+        let ServerMessage::Roster { followers, withheld } = roster_message(&roster) else { unreachable!() };
+        assert_eq!((followers.len(), withheld), (count, 3));
+        assert!(followers[..count - 3].iter().all(|f| f.runs.is_some()) && followers[count - 3..].iter().all(|f| f.runs.is_none()));
+        assert!(crate::wire::encode(&ServerMessage::Roster { followers, withheld }).len() < MAX_ROSTER_RUN_BYTES + (count << 8));
     }
 
     #[tokio::test(start_paused = true)]
@@ -286,36 +405,34 @@ mod tests {
         let states = classroom.presenter_states();
         // A reload: the page leaves and presents again within the grace.
         let first = classroom.join(Role::Instructor);
-        first.present(Some(presentation.clone()));
+        first.present(Some(presentation.clone()), None);
         drop(first);
         let reloaded = classroom.join(Role::Instructor);
-        reloaded.present(Some(presentation.clone()));
+        reloaded.present(Some(presentation.clone()), None);
         tokio::time::sleep(PRESENTER_GRACE * 2).await;
         assert!(*states.borrow());
         // Gone for good.
         drop(reloaded);
         tokio::time::sleep(PRESENTER_GRACE * 2).await;
         assert!(!*states.borrow());
-        classroom.join(Role::Instructor).present(Some(presentation));
+        classroom.join(Role::Instructor).present(Some(presentation), None);
         assert!(*states.borrow());
     }
 
     #[tokio::test]
-    async fn a_late_subscriber_gets_only_the_latest_presentation() {
+    async fn a_late_subscriber_gets_only_the_latest_presentation_and_followers_their_own() {
         let classroom = Classroom::default();
+        let at =
+            |chapter: &str| Presentation { chapter: chapter.into(), block: None, element: None, quiz: None, charts: Default::default() };
         for chapter in ["intro", "data-parallel"] {
-            classroom.present(Some(Presentation {
-                chapter: chapter.into(),
-                block: None,
-                element: None,
-                quiz: None,
-                charts: Default::default(),
-            }));
+            classroom.present(Some(at(chapter)), Some(at(&format!("{chapter}-for-followers"))));
         }
-        let mut later = classroom.presentations();
+        let mut later = classroom.presentations(Role::Viewer);
         later.changed().await.unwrap();
-        assert!(later.borrow_and_update().as_str().contains("data-parallel"));
-        classroom.present(None);
+        assert!(later.borrow_and_update().as_str().contains("\"data-parallel\""));
+        let mut follower = classroom.presentations(Role::Follower);
+        assert!(follower.borrow_and_update().as_str().contains("data-parallel-for-followers"));
+        classroom.present(None, None);
         later.changed().await.unwrap();
         assert_eq!(later.borrow_and_update().as_str(), r#"{"type":"presenting","presentation":null}"#);
     }

@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -79,7 +79,7 @@ impl Gate {
 
     /// Lets `stream` in as a stranger, closing the oldest stranger if there is no room; `None`
     /// when the server holds all the connections it may.
-    fn admit(self: &Arc<Self>, stream: &TcpStream, peer: IpAddr) -> Option<Arc<Visitor>> {
+    fn admit(self: &Arc<Self>, stream: &TcpStream, peer: SocketAddr) -> Option<Arc<Visitor>> {
         let mut state = self.lock();
         if state.open >= self.limits.max_connections {
             return None;
@@ -95,7 +95,9 @@ impl Gate {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         state.open += 1;
         state.strangers.push_back((id, stream.as_raw_fd()));
-        Some(Arc::new(Visitor { id, gate: self.clone(), authenticated: AtomicBool::new(false), peer }))
+        // (A socket just accepted knows its own address; should it not, the port's own stands in.)
+        let local = stream.local_addr().unwrap_or(SocketAddr::new(peer.ip(), 0));
+        Some(Arc::new(Visitor { id, gate: self.clone(), authenticated: AtomicBool::new(false), peer, local }))
     }
 
     fn forget_stranger(state: &mut GateState, id: u64) {
@@ -108,8 +110,11 @@ pub struct Visitor {
     id: u64,
     gate: Arc<Gate>,
     authenticated: AtomicBool,
-    /// The client's address, which bounds what one client may do however many connections it opens.
-    peer: IpAddr,
+    /// The client's end of the connection (its address bounds what one client may do however
+    /// many connections it opens).
+    peer: SocketAddr,
+    /// This server's end.
+    local: SocketAddr,
 }
 
 /// The connection a request came on (axum's `ConnectInfo` of the gated listener).
@@ -126,7 +131,13 @@ impl Connection {
 
     /// The address the connection came from.
     pub fn peer(&self) -> IpAddr {
-        self.0.peer
+        self.0.peer.ip()
+    }
+
+    /// The Unix account whose process holds the client's end, when it is on this host (see
+    /// `crate::account`).
+    pub fn account(&self) -> Option<String> {
+        crate::account::of_peer(self.0.local, self.0.peer)
     }
 }
 
@@ -151,7 +162,7 @@ impl Listener for GatedListener {
                     continue;
                 }
             };
-            let Some(visitor) = self.gate.admit(&stream, addr.ip()) else {
+            let Some(visitor) = self.gate.admit(&stream, addr) else {
                 tracing::warn!("{addr}: refused, the server holds {} connections", self.gate.limits.max_connections);
                 continue;
             };

@@ -1,6 +1,7 @@
 //! Scalebook's back-end: the HTTP app that serves the notebook and its API, the runs it
 //! launches and watches, and the live stream of their metrics to every browser.
 
+pub mod account;
 pub mod api;
 pub mod auth;
 pub mod base_path;

@@ -36,7 +36,12 @@ impl Token {
     /// keeps this hash from equalling any other use of SHA-256 over the token.
     pub fn viewer(&self) -> Token {
         let digest = Sha256::new().chain_update(VIEWER_DERIVATION).chain_update(self.0.as_bytes()).finalize();
-        Token(hex(&digest[..16]))
+        Token::from_digest(&digest[..16])
+    }
+
+    /// A token derived from another by a one-way hash: `digest`'s bytes as hex digits.
+    pub fn from_digest(digest: &[u8]) -> Token {
+        Token(hex(digest))
     }
 
     /// A token chosen by the user (`--token`), which must be usable in a URL as is.

@@ -88,7 +88,7 @@ fn JoinClass(runs: Runs) -> impl IntoView {
                         LinkCheck::Broken(problems) => problems.0.into_iter().map(|p| view! {
                             <li class="error" data-field=p.field.clone()>{p.to_string()}</li>
                         }).collect_view().into_any(),
-                        LinkCheck::Ready(link) => view! { <li class="ok">{format!("a class link to {}", link.address())}</li> }.into_any(),
+                        LinkCheck::Ready(link) => view! { <li class="ok">{class_model::link_words(&link)}</li> }.into_any(),
                         LinkCheck::Empty => view! {
                             <li class="muted">"Paste the link your instructor gave you: this Scalebook then follows their presentation and shows their runs."</li>
                         }.into_any(),
@@ -101,31 +101,78 @@ fn JoinClass(runs: Runs) -> impl IntoView {
 
 #[component]
 fn YourClass(link: String, runs: Runs) -> impl IntoView {
-    let field = NodeRef::<leptos::html::Input>::new();
-    let copied = RwSignal::new(None::<&'static str>);
-    let copy = move |_| {
-        copied.set(Some(if field.get().is_some_and(|input| copy_from(&input)) { "copied" } else { "selected: copy it with Ctrl+C" }))
-    };
     let field_id = unique_id("class-link");
     view! {
         <section class="your-class">
             <h2>"Your class"</h2>
             <div class="toolbar">
                 <label for=field_id.clone()>"class link"</label>
-                <input id=field_id class="class-link" type="text" readonly=true spellcheck="false" node_ref=field prop:value=link
-                    on:focus=move |ev| select_target(&ev) />
-                <button type="button" class="copy" on:click=copy>"Copy"</button>
-                <span class="muted copied" role="status">{move || copied.get()}</span>
+                <LinkField link id=field_id />
             </div>
             <p class="muted">
                 "Learners paste it into their own Scalebook's class panel. "
-                <button type="button" class="new-link" on:click=move |_| { copied.set(None); runs.send(&ClientMessage::NewClassLink); }>
+                <button type="button" class="new-link" on:click=move |_| {
+                    runs.invitations.set(Vec::new());
+                    runs.send(&ClientMessage::NewClassLink);
+                }>
                     "New class link"
                 </button>
-                " makes another: the old one stops working, and those who joined with it are disconnected."
+                " makes another: the old one stops working, and those who joined with it are disconnected (and every invitation ends)."
             </p>
+            <p class="muted">
+                "This link admits learners whose Scalebook runs on this machine, each as their own account. A learner on another machine needs an invitation of their own:"
+            </p>
+            <Invite runs />
             <Roster runs />
         </section>
+    }
+}
+
+/// Invitations for learners on other hosts: a name (checked as it is typed), and each
+/// invitation made, with its link to hand to that learner alone.
+#[component]
+fn Invite(runs: Runs) -> impl IntoView {
+    let name = RwSignal::new(String::new());
+    let problem = Memo::new(move |_| name.with(|n| class_model::invitation_problem(n)));
+    let invite = move || {
+        let typed = name.get_untracked();
+        if !typed.is_empty() && problem.with_untracked(Option::is_none) && runs.send(&ClientMessage::Invite { name: typed }) {
+            name.set(String::new());
+        }
+    };
+    let (field_id, problem_id) = (unique_id("invite-name"), unique_id("invite-problem"));
+    view! {
+        <form class="toolbar invite" on:submit=move |ev| { ev.prevent_default(); invite(); }>
+            <label for=field_id.clone()>"invite"</label>
+            <input id=field_id class="invite-name" type="text" spellcheck="false" autocomplete="off" placeholder="their user name"
+                aria-describedby=problem_id.clone()
+                aria-invalid=move || problem.with(Option::is_some).to_string()
+                prop:value=move || name.get()
+                on:input=move |ev| name.set(event_target_value(&ev)) />
+            <button type="submit" class="invite" disabled=move || name.with(String::is_empty) || problem.with(Option::is_some)>"Invite"</button>
+            <span class="error" id=problem_id>{move || problem.get()}</span>
+        </form>
+        <ul class="invitations">
+            {move || runs.invitations.get().into_iter().map(|(name, link)| view! {
+                <li data-invited=name.clone()><span class="mono">{name.clone()}</span>" "<LinkField link=link.0 /></li>
+            }).collect_view()}
+        </ul>
+    }
+}
+
+/// A link to hand out, read-only (a click selects all of it), with a Copy button.
+#[component]
+fn LinkField(link: String, #[prop(optional)] id: Option<String>) -> impl IntoView {
+    let field = NodeRef::<leptos::html::Input>::new();
+    let copied = RwSignal::new(None::<&'static str>);
+    let copy = move |_| {
+        copied.set(Some(if field.get().is_some_and(|input| copy_from(&input)) { "copied" } else { "selected: copy it with Ctrl+C" }))
+    };
+    view! {
+        <input id=id class="class-link" type="text" readonly=true spellcheck="false" node_ref=field prop:value=link
+            on:focus=move |ev| select_target(&ev) />
+        <button type="button" class="copy" on:click=copy>"Copy"</button>
+        <span class="muted copied" role="status">{move || copied.get()}</span>
     }
 }
 
@@ -148,7 +195,7 @@ fn copy_from(input: &web_sys::HtmlInputElement) -> bool {
 #[cfg(test)]
 mod tests {
     use scalebook_shared::layout::Sizes;
-    use scalebook_shared::protocol::{ChartView, Follower, Presentation, RunId, RunState, RunSummary};
+    use scalebook_shared::protocol::{ChartView, Follower, FollowerIdentity, Presentation, RunId, RunState, RunSummary};
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
@@ -215,8 +262,22 @@ mod tests {
         };
         runs.class_link.set(Some(Secret("scalebook-class://login01:8443/#token=t&sha256=f".into())));
         runs.roster.set(vec![
-            Follower { id: 1, name: "ada".into(), following: true, since: 0.0, runs: Some(vec![summary("a1", 0.5), summary("a2", 0.2)]) },
-            Follower { id: 2, name: "bob".into(), following: false, since: 60.0, runs: None },
+            Follower {
+                id: 1,
+                identity: FollowerIdentity::Account { user: "ada".into() },
+                name: "ada".into(),
+                following: true,
+                since: 0.0,
+                runs: Some(vec![summary("a1", 0.5), summary("a2", 0.2)]),
+            },
+            Follower {
+                id: 2,
+                identity: FollowerIdentity::Invited { name: "bob".into() },
+                name: "bob".into(),
+                following: false,
+                since: 60.0,
+                runs: None,
+            },
         ]);
         settle().await;
         assert_eq!(panel.text(".roster-counts"), "2 followers, 1 following");
@@ -227,7 +288,7 @@ mod tests {
             runs.class_link.get_untracked().unwrap().0
         );
         let names = || texts(&panel, "table.roster tbody td.name");
-        assert_eq!(names(), ["ada", "ada", "bob"]);
+        assert_eq!(names(), ["ada", "ada", "bob (invited as bob)"]);
         // Before anyone presents, nobody has broken away; once a presentation is on, bob has.
         assert_eq!(texts(&panel, "table.roster tbody td.following"), ["will follow", "will follow", "not following"]);
         runs.presentation.set(Some(Presentation {
@@ -254,7 +315,7 @@ mod tests {
         click(&panel, "table.roster button.sort[data-column='name']");
         click(&panel, "table.roster button.sort[data-column='name']");
         settle().await;
-        assert_eq!(names(), ["bob", "ada", "ada"]);
+        assert_eq!(names(), ["bob (invited as bob)", "ada", "ada"]);
 
         // Charting a learner's run charts the instructor's server's copy of it; bob has none.
         assert_eq!(panel.root.query_selector_all("table.roster input.chart-shared").unwrap().length(), 2);
@@ -264,5 +325,18 @@ mod tests {
         settle().await;
         assert!(runs.charted.get_untracked().contains(&RunId::parse("l-ada-a1").unwrap()));
         assert!(a1.checked());
+
+        // An invitation's name is checked as it is typed; one made shows its own link.
+        panel.input(".invite-name", "Bob Smith");
+        settle().await;
+        assert!(panel.find("button.invite").unwrap().has_attribute("disabled"));
+        assert!(panel.text("form.invite .error").starts_with("name: "));
+        panel.input(".invite-name", "cy");
+        settle().await;
+        assert!(!panel.find("button.invite").unwrap().has_attribute("disabled"));
+        runs.invitations.set(vec![("cy".into(), Secret("scalebook-class://login01:8443/#token=c&sha256=f&invite=cy".into()))]);
+        settle().await;
+        let invited = panel.find("li[data-invited='cy'] input.class-link").unwrap().unchecked_into::<web_sys::HtmlInputElement>();
+        assert!(invited.value().ends_with("&invite=cy"));
     }
 }

@@ -29,7 +29,10 @@ pub fn Roster(runs: Runs) -> impl IntoView {
         }
     };
     view! {
-        <p class="roster-counts" role="status">{move || runs.roster.with(|followers| roster_model::counts(followers))}</p>
+        <p class="roster-counts" role="status">
+            {move || runs.roster.with(|followers| roster_model::counts(followers))}
+            {move || roster_model::withheld_words(runs.roster_withheld.get())}
+        </p>
         <Show when=move || runs.roster.with(|followers| !followers.is_empty())>
             <div class="roster-scroll">
                 <table class="roster">
@@ -71,7 +74,10 @@ fn RosterRow(row: Row, runs: Runs) -> impl IntoView {
     });
     view! {
         <tr data-follower=row.follower data-run=run.as_ref().map(|r| r.id.to_string())>
-            <td class="name">{row.name.clone()}</td>
+            <td class="name" data-identity=row.identity.key()>
+                {row.name.clone()}
+                {row.identity_words().map(|who| view! { " " <span class="identity muted">{format!("({who})")}</span> })}
+            </td>
             <td class="following" data-standing=move || standing.get().label()>{move || standing.get().label()}</td>
             <td class="since">{local_clock(row.since)}</td>
             <td class="mono">{run.as_ref().map(|r| r.config.clone())}</td>
@@ -81,7 +87,7 @@ fn RosterRow(row: Row, runs: Runs) -> impl IntoView {
             <td class="number">{row.speed()}</td>
             <td class="chart">{chart}</td>
             <td>{row.first.then(|| view! {
-                <button type="button" class="remove" title=format!("Disconnect {name}; they cannot join again until the next class link")
+                <button type="button" class="remove" title=format!("Disconnect {name} ({}); they cannot join again, under any name, until the next class link", row.identity)
                     on:click=move |_| { runs.send(&ClientMessage::RemoveFollower { follower }); }>
                     "Remove"
                 </button>

@@ -67,6 +67,10 @@ pub struct Runs {
     pub class_unbound: RwSignal<Option<String>>,
     /// The follower servers in this server's class (told to an instructor's page).
     pub roster: RwSignal<Vec<Follower>>,
+    /// How many of them came without their runs (the roster is bounded in bytes).
+    pub roster_withheld: RwSignal<u32>,
+    /// The invitations this page made, newest last: each learner's name and class link.
+    pub invitations: RwSignal<Vec<(String, Secret)>>,
     /// Where this server stands with the class it follows.
     pub class: RwSignal<ClassState>,
     /// When Slurm last answered the server's poll, with the server's time then (its
@@ -111,6 +115,8 @@ impl Runs {
             class_link: RwSignal::new(None),
             class_unbound: RwSignal::new(None),
             roster: RwSignal::new(Vec::new()),
+            roster_withheld: RwSignal::new(0),
+            invitations: RwSignal::new(Vec::new()),
             class: RwSignal::new(ClassState::Alone),
             slurm_at: RwSignal::new(None),
             names: RwSignal::new(storage::load_json(NAMES_KEY).unwrap_or_default()),
@@ -366,7 +372,14 @@ impl Runs {
                 self.class_link.set(link);
                 self.class_unbound.set(unbound);
             }
-            ServerMessage::Roster { followers } => self.roster.set(followers),
+            ServerMessage::Roster { followers, withheld } => {
+                self.roster.set(followers);
+                self.roster_withheld.set(withheld);
+            }
+            ServerMessage::Invitation { name, link } => self.invitations.update(|made| {
+                made.retain(|(earlier, _)| *earlier != name);
+                made.push((name, link));
+            }),
             ServerMessage::Class(state) => self.class.set(state),
             // A page is never a follower server: a class listener asks no page for runs.
             ServerMessage::Heartbeat { time, slurm_at } => self.slurm_at.set(slurm_at.map(|at| (time, at))),

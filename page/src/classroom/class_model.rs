@@ -3,7 +3,7 @@
 //! class, in words.
 
 use scalebook_shared::Problems;
-use scalebook_shared::protocol::{ClassLink, ClassState};
+use scalebook_shared::protocol::{ClassLink, ClassState, MAX_INVITATION_NAME_LEN, invitation_name_ok};
 
 /// What the "Join a class" field holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +25,22 @@ pub fn check_link(text: &str) -> LinkCheck {
         Ok(link) => LinkCheck::Ready(link),
         Err(problems) => LinkCheck::Broken(problems),
     }
+}
+
+/// What a pasted link that is one says it is: the room's, or one learner's invitation.
+pub fn link_words(link: &ClassLink) -> String {
+    match &link.invite {
+        Some(name) => format!("an invitation for {name} to the class at {}", link.address()),
+        None => format!("a class link to {}", link.address()),
+    }
+}
+
+/// What is wrong with `name` as the learner an invitation is for (`None`: nothing, or nothing
+/// typed yet).
+pub fn invitation_problem(name: &str) -> Option<String> {
+    (!name.is_empty() && !invitation_name_ok(name)).then(|| {
+        format!("name: 1 to {MAX_INVITATION_NAME_LEN} lowercase letters, digits, `_` or `-`, starting with a letter (their user name, say)")
+    })
 }
 
 /// Where this server stands with the class it follows, as the panel says it.
@@ -91,6 +107,24 @@ mod tests {
         match check_link(text) {
             LinkCheck::Broken(problems) => problems.0.into_iter().map(|p| p.field).collect(),
             other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_link_says_whose_it_is() {
+        let room = format!("scalebook-class://h:1/#token={}&sha256={}", "0a".repeat(16), "ab".repeat(32));
+        let LinkCheck::Ready(link) = check_link(&room) else { panic!("not a link") };
+        assert_eq!(link_words(&link), "a class link to h:1");
+        let LinkCheck::Ready(invitation) = check_link(&format!("{room}&invite=ada")) else { panic!("not a link") };
+        assert_eq!(link_words(&invitation), "an invitation for ada to the class at h:1");
+    }
+
+    #[test]
+    fn an_invitations_name_is_checked_as_it_is_typed() {
+        assert_eq!(invitation_problem(""), None);
+        assert_eq!(invitation_problem("ada_l"), None);
+        for bad in ["Ada", "ada l", "1ada"] {
+            assert!(invitation_problem(bad).unwrap().starts_with("name: "), "{bad}");
         }
     }
 

@@ -8,7 +8,9 @@ use std::cmp::Ordering;
 use std::collections::HashSet;
 
 use scalebook_shared::charts::format_number;
-use scalebook_shared::protocol::{Follower, FollowerId, RunId, RunState, RunSummary, shared_copy_id};
+use scalebook_shared::protocol::{
+    Follower, FollowerId, FollowerIdentity, MAX_ROSTER_RUN_BYTES, RunId, RunState, RunSummary, shared_copy_id,
+};
 
 /// A column of the roster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,6 +153,9 @@ impl Standing {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     pub follower: FollowerId,
+    /// Who the follower is, as the class listener established it.
+    pub identity: FollowerIdentity,
+    /// The name it introduced itself by: a label.
     pub name: String,
     pub following: bool,
     /// When it joined, in seconds since the Unix epoch.
@@ -165,7 +170,16 @@ impl Row {
     /// What the instructor's server calls its copy of this row's run, once charted (`None`:
     /// no run, or one whose name is too long to copy).
     pub fn copy(&self) -> Option<RunId> {
-        self.run.as_ref().and_then(|run| shared_copy_id(&self.name, &run.id))
+        self.run.as_ref().and_then(|run| shared_copy_id(&self.identity.key(), &run.id))
+    }
+
+    /// Who the follower is, when its name alone would not say: an account other than the
+    /// name, or an invitation (`None`: the name is the account's).
+    pub fn identity_words(&self) -> Option<String> {
+        match &self.identity {
+            FollowerIdentity::Account { user } if *user == self.name => None,
+            identity => Some(identity.to_string()),
+        }
     }
 
     /// Where its learner stands with the presentation, `presenting` telling whether one is on.
@@ -194,6 +208,7 @@ pub fn rows(followers: &[Follower], sort: Sort) -> Vec<Row> {
         .flat_map(|f| {
             let row = |run: Option<&RunSummary>| Row {
                 follower: f.id,
+                identity: f.identity.clone(),
                 name: f.name.clone(),
                 following: f.following,
                 since: f.since,
@@ -214,14 +229,25 @@ pub fn rows(followers: &[Follower], sort: Sort) -> Vec<Row> {
     rows
 }
 
-/// The counts above the roster: how many followers, how many of them follow now.
+/// The counts above the roster: how many learners (identities, however many connections
+/// each has), how many of them follow now.
 pub fn counts(followers: &[Follower]) -> String {
-    let following = followers.iter().filter(|f| f.following).count();
-    match followers.len() {
+    let people: HashSet<&FollowerIdentity> = followers.iter().map(|f| &f.identity).collect();
+    let following: HashSet<&FollowerIdentity> = followers.iter().filter(|f| f.following).map(|f| &f.identity).collect();
+    let following = following.len();
+    match people.len() {
         0 => "no followers yet: hand out the class link".into(),
         1 => format!("1 follower, {following} following"),
         n => format!("{n} followers, {following} following"),
     }
+}
+
+/// What the counts add when the roster came without some followers' runs (`None`: it did not).
+pub fn withheld_words(withheld: u32) -> Option<String> {
+    (withheld > 0).then(|| {
+        let whose = if withheld == 1 { "1 follower".to_owned() } else { format!("{withheld} followers") };
+        format!(" (the runs of {whose} who joined last are not listed: a roster carries at most {} kB of runs)", MAX_ROSTER_RUN_BYTES >> 10)
+    })
 }
 
 #[cfg(test)]
@@ -234,11 +260,16 @@ mod tests {
         RunSummary { id: RunId::parse(id).unwrap(), config: config.into(), layout: Sizes::default(), state, loss, samples_per_sec: speed }
     }
 
+    fn account(user: &str) -> FollowerIdentity {
+        FollowerIdentity::Account { user: user.into() }
+    }
+
     /// Ada shares two runs, bob none, Cy one (still without a loss); they joined in that order.
     fn roster() -> Vec<Follower> {
         vec![
             Follower {
                 id: 1,
+                identity: account("ada"),
                 name: "Ada".into(),
                 following: true,
                 since: 100.0,
@@ -247,9 +278,10 @@ mod tests {
                     run("a2", "cpu_short", RunState::Running, Some(0.7), Some(30.0)),
                 ]),
             },
-            Follower { id: 2, name: "bob".into(), following: false, since: 200.0, runs: None },
+            Follower { id: 2, identity: account("bob"), name: "bob".into(), following: false, since: 200.0, runs: None },
             Follower {
                 id: 3,
+                identity: FollowerIdentity::Invited { name: "cy".into() },
                 name: "Cy".into(),
                 following: true,
                 since: 300.0,
@@ -328,5 +360,23 @@ mod tests {
         assert_eq!(counts(&roster), "3 followers, 2 following");
         assert_eq!(counts(&roster[1..2]), "1 follower, 0 following");
         assert_eq!(counts(&[]), "no followers yet: hand out the class link");
+        // A second connection of Ada's, under bob's name: one more row, not one more learner.
+        let mut twice = roster.clone();
+        twice.push(Follower { id: 4, name: "bob".into(), ..roster[0].clone() });
+        assert_eq!(counts(&twice), "3 followers, 2 following");
+        assert_eq!(withheld_words(0), None);
+        assert_eq!(
+            withheld_words(2).unwrap(),
+            " (the runs of 2 followers who joined last are not listed: a roster carries at most 512 kB of runs)"
+        );
+    }
+
+    #[test]
+    fn a_row_says_who_it_is_where_the_name_does_not_and_copies_go_by_who() {
+        let rows = rows(&roster(), Sort::default());
+        let words: Vec<Option<String>> = rows.iter().map(Row::identity_words).collect();
+        assert_eq!(words, [Some("account ada".into()), Some("account ada".into()), None, Some("invited as cy".into())]);
+        assert_eq!(rows[0].copy().unwrap().as_str(), "l-ada-a1", "the copy is the account's, whatever the name");
+        assert_eq!(rows[3].copy().unwrap().as_str(), "l-invited_cy-c1");
     }
 }

@@ -23,6 +23,9 @@ pub const FINGERPRINT_LEN: usize = 64;
 pub const MAX_FOLLOWER_NAME_LEN: usize = 32;
 /// The most runs a follower summarises for the instructor.
 pub const MAX_SUMMARISED_RUNS: usize = 32;
+/// The most bytes of run summaries one roster carries (in the order followers joined); the
+/// followers past it are listed without their runs.
+pub const MAX_ROSTER_RUN_BYTES: usize = 512 << 10;
 /// The longest host name a class link may carry.
 pub const MAX_HOST_LEN: usize = 253;
 /// The most points one `shared_points` message carries: well within a message's size limit.
@@ -35,8 +38,14 @@ const SHARED_PREFIX: &str = "l-";
 /// which the follower pins (no certificate authority is involved, so the fingerprint is what
 /// tells the real class listener from anyone in between).
 ///
-/// Written `scalebook-class://HOST:PORT/#token=TOKEN&sha256=FINGERPRINT`: the secrets sit in
-/// the fragment, which no client sends to a server, so the link never lands in a request log.
+/// Written `scalebook-class://HOST:PORT/#token=TOKEN&sha256=FINGERPRINT` (and `&invite=NAME`
+/// for an invitation): the secrets sit in the fragment, which no client sends to a server, so
+/// the link never lands in a request log.
+///
+/// The room's link (no `invite`) identifies a follower by the Unix account its server runs
+/// as, which the class listener asks the kernel for: it admits followers on its own host only.
+/// An invitation is one learner's: its token is made for that name, and the follower is that
+/// invited learner wherever it connects from.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClassLink {
     pub host: String,
@@ -44,19 +53,39 @@ pub struct ClassLink {
     pub token: String,
     /// Lowercase hex, [`FINGERPRINT_LEN`] digits.
     pub fingerprint: String,
+    /// The invited learner's name (see [`invitation_name_ok`]); `None`: the room's link.
+    pub invite: Option<String>,
 }
 
 impl fmt::Debug for ClassLink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ClassLink({}:{}, token .., sha256 {})", self.host, self.port, self.fingerprint)
+        write!(f, "ClassLink({}:{}, token .., sha256 {}, invite {:?})", self.host, self.port, self.fingerprint, self.invite)
     }
 }
 
 impl fmt::Display for ClassLink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
-        write!(f, "{CLASS_LINK_SCHEME}://{host}:{}/#token={}&sha256={}", self.port, self.token, self.fingerprint)
+        write!(f, "{CLASS_LINK_SCHEME}://{host}:{}/#token={}&sha256={}", self.port, self.token, self.fingerprint)?;
+        match &self.invite {
+            Some(name) => write!(f, "&invite={name}"),
+            None => Ok(()),
+        }
     }
+}
+
+/// The longest name an invitation may be for.
+pub const MAX_INVITATION_NAME_LEN: usize = 32;
+/// What separates an invited name from its token in the bearer a follower presents.
+pub const INVITATION_SEPARATOR: char = '~';
+
+/// Whether `name` may be invited: 1 to [`MAX_INVITATION_NAME_LEN`] lowercase letters, digits,
+/// `_` or `-`, starting with a letter (a Unix user name's shape, and nothing a link, a bearer
+/// or a run id would need to escape).
+pub fn invitation_name_ok(name: &str) -> bool {
+    name.len() <= MAX_INVITATION_NAME_LEN
+        && name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-'))
 }
 
 fn lower_hex(text: &str, len: usize) -> bool {
@@ -90,7 +119,7 @@ impl ClassLink {
             problems.push("class_link.port", "the link names a port from 1 to 65535 after the host (HOST:PORT)");
         }
         let field = |name: &str| fragment.split('&').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('=')).unwrap_or("");
-        let (token, fingerprint) = (field("token"), field("sha256"));
+        let (token, fingerprint, invite) = (field("token"), field("sha256"), field("invite"));
         if !lower_hex(token, FOLLOWER_TOKEN_LEN) {
             problems
                 .push("class_link.token", format!("the link's #token= is {FOLLOWER_TOKEN_LEN} lowercase hex digits: copy the whole link"));
@@ -99,11 +128,27 @@ impl ClassLink {
             problems
                 .push("class_link.sha256", format!("the link's &sha256= is {FINGERPRINT_LEN} lowercase hex digits: copy the whole link"));
         }
+        let invite = (!invite.is_empty()).then(|| invite.to_owned());
+        if invite.as_deref().is_some_and(|name| !invitation_name_ok(name)) {
+            problems.push(
+                "class_link.invite",
+                format!("the link's &invite= is 1 to {MAX_INVITATION_NAME_LEN} lowercase letters, digits, `_` or `-`: copy the whole link"),
+            );
+        }
         match (problems.is_empty(), port) {
             (true, Some(port)) => {
-                Ok(ClassLink { host: host.to_owned(), port, token: token.to_owned(), fingerprint: fingerprint.to_owned() })
+                Ok(ClassLink { host: host.to_owned(), port, token: token.to_owned(), fingerprint: fingerprint.to_owned(), invite })
             }
             _ => Err(problems),
+        }
+    }
+
+    /// What the follower presents to the class listener: the room's token, or for an
+    /// invitation `NAME~TOKEN` (the listener checks the token against the name).
+    pub fn bearer(&self) -> String {
+        match &self.invite {
+            Some(name) => format!("{name}{INVITATION_SEPARATOR}{}", self.token),
+            None => self.token.clone(),
         }
     }
 
@@ -203,10 +248,45 @@ impl RunSummary {
 /// instructor removes a follower by it).
 pub type FollowerId = u64;
 
+/// Who a follower is, as the class listener established it when the follower connected
+/// (never as the follower says): the roster, the copies of a learner's runs, Remove and the
+/// head count go by it. The name a follower introduces itself by stays a label.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum FollowerIdentity {
+    /// The Unix account the follower's server runs as, which the kernel reported for its
+    /// connection (a follower on the class listener's own host, with the room's link).
+    Account { user: String },
+    /// The learner an invitation was made for (a follower from anywhere, with that invitation).
+    Invited { name: String },
+}
+
+impl FollowerIdentity {
+    /// The identity as a run id's part and a copy's owner: the account's name, or `invited.NAME`
+    /// (a `.` no invitation has, so no invited learner takes an account's copies).
+    pub fn key(&self) -> String {
+        match self {
+            FollowerIdentity::Account { user } => user.clone(),
+            FollowerIdentity::Invited { name } => format!("invited.{name}"),
+        }
+    }
+}
+
+impl fmt::Display for FollowerIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FollowerIdentity::Account { user } => write!(f, "account {user}"),
+            FollowerIdentity::Invited { name } => write!(f, "invited as {name}"),
+        }
+    }
+}
+
 /// One follower as the instructor's roster shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Follower {
     pub id: FollowerId,
+    /// Who it is (see [`FollowerIdentity`]).
+    pub identity: FollowerIdentity,
     /// Its introduction's name (`?` until it introduced itself).
     pub name: String,
     /// Whether one of its pages follows the presentation (`false`: it broke away).
@@ -254,7 +334,7 @@ mod tests {
 
     #[test]
     fn a_class_link_reads_back_what_it_writes_with_the_secrets_in_the_fragment() {
-        let link = ClassLink { host: "login01.example".into(), port: 8443, token: TOKEN.into(), fingerprint: fingerprint() };
+        let link = ClassLink { host: "login01.example".into(), port: 8443, token: TOKEN.into(), fingerprint: fingerprint(), invite: None };
         let text = link.to_string();
         assert_eq!(text, format!("scalebook-class://login01.example:8443/#token={TOKEN}&sha256={}", fingerprint()));
         assert_eq!(ClassLink::parse(&format!("  {text}\n")).unwrap(), link);
@@ -262,6 +342,24 @@ mod tests {
         assert_eq!(ClassLink::parse(&v6.to_string()).unwrap(), v6);
         assert_eq!(v6.address(), "[::1]:8443");
         assert!(!format!("{link:?}").contains(TOKEN), "Debug must not show the token");
+        assert_eq!(link.bearer(), TOKEN);
+        let invitation = ClassLink { invite: Some("ada".into()), ..link.clone() };
+        assert!(invitation.to_string().ends_with("&invite=ada"));
+        assert_eq!(ClassLink::parse(&invitation.to_string()).unwrap(), invitation);
+        assert_eq!(invitation.bearer(), format!("ada~{TOKEN}"));
+    }
+
+    #[test]
+    fn an_invitation_names_a_plain_learner() {
+        let fields = |text: &str| ClassLink::parse(text).unwrap_err().0.into_iter().map(|p| p.field).collect::<Vec<_>>();
+        let link = format!("scalebook-class://h:1/#token={TOKEN}&sha256={}", fingerprint());
+        for bad in ["Ada", "1ada", "a~b", "a.b", &"a".repeat(MAX_INVITATION_NAME_LEN + 1)] {
+            assert_eq!(fields(&format!("{link}&invite={bad}")), ["class_link.invite"], "{bad}");
+        }
+        assert!(invitation_name_ok("ada_l-2") && !invitation_name_ok(""));
+        let invited = FollowerIdentity::Invited { name: "ada".into() };
+        assert_ne!(invited.key(), FollowerIdentity::Account { user: "ada".into() }.key(), "an invitation takes no account's copies");
+        assert_eq!(serde_json::to_value(&invited).unwrap(), serde_json::json!({"by": "invited", "name": "ada"}));
     }
 
     #[test]

@@ -71,6 +71,13 @@ impl ChartView {
     pub fn named(&self) -> Vec<(RunId, Option<String>)> {
         self.runs.iter().enumerate().map(|(i, id)| (id.clone(), self.names.get(i).cloned().flatten())).collect()
     }
+
+    /// Keeps only the runs `keep` accepts, each with its name.
+    pub fn retain(&mut self, keep: impl Fn(&RunId) -> bool) {
+        let (runs, names): (Vec<RunId>, Vec<Option<String>>) = self.named().into_iter().filter(|(id, _)| keep(id)).unzip();
+        let named = names.iter().any(Option::is_some);
+        (self.runs, self.names) = (runs, if named { names } else { Vec::new() });
+    }
 }
 
 impl Presentation {
@@ -243,6 +250,20 @@ mod tests {
         // Only the chapter is required.
         let bare: Presentation = serde_json::from_str(r#"{"chapter": "intro"}"#).unwrap();
         assert_eq!(bare.charts, ChartView::default());
+    }
+
+    #[test]
+    fn a_view_keeps_the_names_of_the_runs_it_keeps() {
+        let id = |s: &str| RunId::parse(s).unwrap();
+        let mut view = ChartView {
+            runs: vec![id("a"), id("l-x-b"), id("c")],
+            names: vec![None, Some("B".into()), Some("C".into())],
+            ..Default::default()
+        };
+        view.retain(|run| !run.as_str().starts_with("l-"));
+        assert_eq!(view.named(), [(id("a"), None), (id("c"), Some("C".into()))]);
+        view.retain(|run| run.as_str() == "a");
+        assert_eq!((view.runs.len(), view.names.len()), (1, 0), "no names left to carry");
     }
 
     #[test]

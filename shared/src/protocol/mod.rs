@@ -15,8 +15,9 @@ mod slurm;
 
 pub use crate::metrics::{Bucket, Series, bucketize, series};
 pub use class::{
-    CLASS_LINK_SCHEME, ClassLink, ClassState, FINGERPRINT_LEN, FOLLOWER_TOKEN_LEN, Follower, FollowerId, Introduction,
-    MAX_FOLLOWER_NAME_LEN, MAX_SHARED_POINTS, MAX_SUMMARISED_RUNS, RunSummary, follower_name_ok, shared_copy_id,
+    CLASS_LINK_SCHEME, ClassLink, ClassState, FINGERPRINT_LEN, FOLLOWER_TOKEN_LEN, Follower, FollowerId, FollowerIdentity,
+    INVITATION_SEPARATOR, Introduction, MAX_FOLLOWER_NAME_LEN, MAX_INVITATION_NAME_LEN, MAX_ROSTER_RUN_BYTES, MAX_SHARED_POINTS,
+    MAX_SUMMARISED_RUNS, RunSummary, follower_name_ok, invitation_name_ok, shared_copy_id,
 };
 pub use classroom::{
     Audience, ChartView, HexName, LEARNER_KEY_LEN, LEARNER_LEN, Learner, LearnerIdentity, LearnerKey, LearnerRuns, MAX_BLOCK_INDEX,
@@ -212,10 +213,15 @@ pub enum ClientMessage {
     /// The instructor makes a new class link: the old one stops working, and every follower
     /// that joined with it is disconnected.
     NewClassLink,
-    /// The instructor removes a follower from the class (disconnected; barred until the next
-    /// class link).
+    /// The instructor removes a follower from the class: every connection of its identity
+    /// ends, and the identity is barred until the next class link.
     RemoveFollower {
         follower: FollowerId,
+    },
+    /// The instructor invites the learner `name` (see [`invitation_name_ok`]): answered with
+    /// `invitation`, a class link for that learner alone, from any host.
+    Invite {
+        name: String,
     },
     /// This server's owner joins the class of a link (the page's "Join a class" field):
     /// `error` (`bad_message`) naming what is wrong with a link that is not one.
@@ -323,6 +329,11 @@ pub enum ServerMessage {
     /// connections when it changes.
     Roster {
         followers: Vec<Follower>,
+        /// How many of `followers` come without their runs: a roster carries at most
+        /// [`MAX_ROSTER_RUN_BYTES`] of run summaries, so no size of room makes it too large for
+        /// the instructor's page.
+        #[serde(default)]
+        withheld: u32,
     },
     /// The class link learners join with (`None`: this server has no class listener); sent to
     /// instructor connections only, as they open, when a new link is made, and when the class
@@ -334,6 +345,11 @@ pub enum ServerMessage {
         /// again: learners cannot join until it does. Absent while it listens.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         unbound: Option<String>,
+    },
+    /// The answer to `invite`: the invited learner's own class link.
+    Invitation {
+        name: String,
+        link: Secret,
     },
     /// Where this server stands with the class it follows; sent to every connection as it
     /// opens and on each change.
@@ -514,6 +530,7 @@ mod tests {
         round_trip_client(ClientMessage::Introduce(Introduction { name: "learner1".into(), runs: Some(vec![]) }));
         round_trip_client(ClientMessage::NewClassLink);
         round_trip_client(ClientMessage::RemoveFollower { follower: 7 });
+        round_trip_client(ClientMessage::Invite { name: "ada".into() });
         round_trip_client(ClientMessage::JoinClass { link: Secret("scalebook-class://h:1/#token=x".into()) });
         round_trip_client(ClientMessage::LeaveClass);
         let hello = ClientMessage::Hello { version: PROTOCOL_VERSION, token: Some(Secret("sekrit".into())), learner_key: None };
@@ -564,11 +581,13 @@ mod tests {
         round_trip_server(ServerMessage::Presenting { presentation: Some(presentation) });
         round_trip_server(ServerMessage::Audience(Audience { viewers: 3, followers: 0, following: 2 }));
         round_trip_server(ServerMessage::Presenter { connected: false });
-        let follower = Follower { id: 3, name: "learner1".into(), following: false, since: 1.7e9, runs: None };
-        round_trip_server(ServerMessage::Roster { followers: vec![follower] });
+        let identity = FollowerIdentity::Account { user: "learner1".into() };
+        let follower = Follower { id: 3, identity, name: "learner1".into(), following: false, since: 1.7e9, runs: None };
+        round_trip_server(ServerMessage::Roster { followers: vec![follower], withheld: 0 });
         round_trip_server(ServerMessage::ClassLink { link: Some(Secret("scalebook-class://h:1/".into())), unbound: None });
         round_trip_server(ServerMessage::ClassLink { link: Some(Secret("x".into())), unbound: Some("port taken".into()) });
         round_trip_server(ServerMessage::ClassLink { link: None, unbound: None });
+        round_trip_server(ServerMessage::Invitation { name: "ada".into(), link: Secret("scalebook-class://h:1/".into()) });
         round_trip_server(ServerMessage::Class(ClassState::Connecting { address: "h:1".into(), attempt: 2, warning: None }));
         let warned = ClassState::Connecting { address: "h:1".into(), attempt: 3, warning: Some("not the instructor's".into()) };
         round_trip_server(ServerMessage::Class(warned));

@@ -23,8 +23,8 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use scalebook_shared::metrics::tags;
 use scalebook_shared::protocol::{
-    ClassLink, ClassState, ClientMessage, Introduction, MAX_FOLLOWER_NAME_LEN, MAX_SUMMARISED_RUNS, PROTOCOL_VERSION, RunSummary,
-    ServerMessage, ServerReply, follower_name_ok,
+    ClassLink, ClassState, ClientMessage, ErrorReport, Introduction, MAX_FOLLOWER_NAME_LEN, MAX_SUMMARISED_RUNS, PROTOCOL_VERSION,
+    RunSummary, ServerMessage, ServerReply, follower_name_ok,
 };
 use scalebook_shared::rundir;
 use tokio::net::TcpStream;
@@ -167,7 +167,7 @@ impl Following {
             task.abort();
         }
         self.state.send_replace(ClassState::Alone);
-        self.classroom.present(None);
+        self.classroom.present(None, None);
         self.runs.class_left().await;
     }
 
@@ -182,7 +182,7 @@ impl Following {
             match ended {
                 Ended::Refused(reason) => {
                     tracing::warn!(%address, "the class refused this server: {reason}");
-                    self.classroom.present(None);
+                    self.classroom.present(None, None);
                     self.state.send_replace(ClassState::Refused { address, reason });
                     return;
                 }
@@ -281,7 +281,9 @@ impl Following {
             }
             ServerMessage::History { run, .. } => mirror.restart(&run).await?.into_iter().collect(),
             ServerMessage::Presenting { presentation } => {
-                self.classroom.present(presentation.map(|p| mirror.localise(p)));
+                // (This server has no class listener of its own to pass it on to.)
+                let presentation = presentation.map(|p| mirror.localise(p));
+                self.classroom.present(presentation.clone(), presentation);
                 vec![]
             }
             ServerMessage::Presenter { connected } => {
@@ -367,6 +369,12 @@ async fn connect(link: &ClassLink) -> Result<Socket, Ended> {
             "the class listener no longer accepts this class link (the instructor made a new one?): ask your instructor for the current link"
                 .into(),
         )),
+        // Who this follower is will not change by trying again (the room's link from another
+        // host): the listener says what to do.
+        Err(tungstenite::Error::Http(response)) if response.status() == 403 => {
+            let report = response.body().as_deref().and_then(|body| serde_json::from_slice::<ErrorReport>(body).ok());
+            Err(Ended::Refused(report.map_or_else(|| "the class listener refused this server".to_owned(), |r| r.message)))
+        }
         Err(e) => Err(lost(format!("the class listener did not open a WebSocket: {e}"))),
     }
 }

@@ -19,7 +19,8 @@ pub mod upstream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use scalebook_shared::protocol::{ClassLink, FOLLOWER_TOKEN_LEN, RunRecord};
+use scalebook_shared::protocol::{ClassLink, FOLLOWER_TOKEN_LEN, INVITATION_SEPARATOR, RunRecord, invitation_name_ok};
+use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use crate::Error;
@@ -76,19 +77,38 @@ impl ClassKey {
         self.unbound.subscribe()
     }
 
-    /// The class link learners join with.
+    /// The class link learners on this host join with (the room's).
     pub fn link(&self) -> ClassLink {
         ClassLink {
             host: self.host.clone(),
             port: self.port,
             token: self.token.borrow().as_str().to_owned(),
             fingerprint: self.fingerprint.clone(),
+            invite: None,
         }
     }
 
-    /// Whether `presented` is the current follower token.
-    pub fn accepts(&self, presented: &str) -> bool {
-        self.token.borrow().matches(presented)
+    /// The class link of the learner `name` alone: an invitation, valid from any host until
+    /// the next class link (its token is derived from the room's).
+    pub fn invitation(&self, name: &str) -> Result<ClassLink, String> {
+        if !invitation_name_ok(name) {
+            return Err(format!("name: {name:?} cannot be invited: 1 to 32 lowercase letters, digits, `_` or `-`, starting with a letter"));
+        }
+        let token = invitation_token(&self.token.borrow(), name);
+        Ok(ClassLink { token: token.as_str().to_owned(), invite: Some(name.to_owned()), ..self.link() })
+    }
+
+    /// What `presented` lets in, if anything: the room's token, or an invitation's
+    /// (`NAME~TOKEN`, the token made for that name).
+    pub fn admit(&self, presented: &str) -> Option<Pass> {
+        let room = self.token.borrow();
+        match presented.split_once(INVITATION_SEPARATOR) {
+            Some((name, token)) if invitation_name_ok(name) => {
+                invitation_token(&room, name).matches(token).then(|| Pass::Invited(name.to_owned()))
+            }
+            Some(_) => None,
+            None => room.matches(presented).then_some(Pass::Room),
+        }
     }
 
     /// Replaces the follower token (kept for restarts); every follower that joined with the
@@ -103,6 +123,27 @@ impl ClassKey {
     pub fn changes(&self) -> watch::Receiver<Token> {
         self.token.subscribe()
     }
+}
+
+/// What a follower came in with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pass {
+    /// The room's link: the follower is the Unix account its connection belongs to.
+    Room,
+    /// An invitation for this learner.
+    Invited(String),
+}
+
+/// What an invitation's token is hashed from, before the room's token and the name.
+const INVITATION_DERIVATION: &[u8] = b"scalebook class invitation v1\0";
+
+/// The token of `name`'s invitation: the first 128 bits of SHA-256 over a fixed prefix, the
+/// room's token and the name. Whoever holds one invitation can neither work out the room's
+/// token nor another learner's invitation; a new class link makes new ones.
+fn invitation_token(room: &Token, name: &str) -> Token {
+    let digest =
+        Sha256::new().chain_update(INVITATION_DERIVATION).chain_update(room.as_str()).chain_update(b"\0").chain_update(name).finalize();
+    Token::from_digest(&digest[..FOLLOWER_TOKEN_LEN / 2])
 }
 
 /// The longest wait between two attempts to reach a class listener that is away, or to listen
@@ -161,8 +202,25 @@ mod tests {
         let changes = key.changes();
         key.renew().unwrap();
         assert!(changes.has_changed().unwrap());
-        assert!(!key.accepts(&link.token) && key.accepts(&key.link().token));
+        assert!(key.admit(&link.token).is_none() && key.admit(&key.link().token) == Some(Pass::Room));
         assert_eq!(ClassKey::open(dir.path(), "h".into(), 1, "ab".repeat(32)).unwrap().link(), key.link());
+    }
+
+    #[test]
+    fn an_invitation_lets_in_its_learner_only_until_the_next_class_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = ClassKey::open(dir.path(), "h".into(), 1, "ab".repeat(32)).unwrap();
+        let ada = key.invitation("ada").unwrap();
+        assert_eq!(ada.token.len(), FOLLOWER_TOKEN_LEN);
+        assert_ne!(ada.token, key.link().token, "an invitation is not the room's link");
+        assert_eq!(key.admit(&ada.bearer()), Some(Pass::Invited("ada".into())));
+        // Ada's token under another name, the room's token as an invitation, a bad name.
+        assert_eq!(key.admit(&format!("bob~{}", ada.token)), None);
+        assert_eq!(key.admit(&format!("ada~{}", key.link().token)), None);
+        assert_eq!(key.admit(&format!("Ada~{}", ada.token)), None);
+        assert!(key.invitation("Ada L.").unwrap_err().starts_with("name:"));
+        key.renew().unwrap();
+        assert_eq!(key.admit(&ada.bearer()), None, "a new class link ends the invitations");
     }
 
     #[test]

@@ -205,7 +205,7 @@ pub async fn reach(link: &ClassLink) -> Result<TlsStream<TcpStream>, Unreached> 
 
 /// The `Authorization` header that presents the link's follower token.
 pub fn bearer(link: &ClassLink) -> Result<axum::http::HeaderValue, String> {
-    format!("Bearer {}", link.token).parse().map_err(|_| "the class link's token is unusable".to_owned())
+    format!("Bearer {}", link.bearer()).parse().map_err(|_| "the class link's token is unusable".to_owned())
 }
 
 #[cfg(test)]

@@ -12,7 +12,9 @@ use axum::Extension;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{ConnectInfo, State};
 use axum::response::Response;
-use scalebook_shared::protocol::{ClientMessage, ClientRequest, ErrorCode, ErrorReport, Role, ServerMessage, ServerReply, request_id_of};
+use scalebook_shared::protocol::{
+    ClientMessage, ClientRequest, ErrorCode, ErrorReport, FollowerIdentity, Role, ServerMessage, ServerReply, request_id_of,
+};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, interval_at};
 
@@ -41,18 +43,30 @@ const STALLED_HEARTBEATS: u32 = 6;
 
 /// The connection keeps the role of the token its upgrade carried (see [`crate::auth`]), or
 /// takes the role of the token its first message carries.
+/// A follower's identity comes from the class listener's admission (`crate::auth`).
 pub async fn upgrade(
     State(state): State<Arc<AppState>>,
     Extension(admission): Extension<Admission>,
     door: Option<Extension<ConnectInfo<Connection>>>,
+    identity: Option<Extension<FollowerIdentity>>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     let hard_limit = state.ws.max_message_bytes * HARD_LIMIT_FACTOR;
     let door = door.map(|Extension(ConnectInfo(connection))| connection);
-    upgrade.max_message_size(hard_limit).max_frame_size(hard_limit).on_upgrade(move |socket| connection(state, admission, door, socket))
+    let identity = identity.map(|Extension(identity)| identity);
+    upgrade
+        .max_message_size(hard_limit)
+        .max_frame_size(hard_limit)
+        .on_upgrade(move |socket| connection(state, admission, door, identity, socket))
 }
 
-async fn connection(state: Arc<AppState>, admission: Admission, door: Option<Connection>, mut socket: WebSocket) {
+async fn connection(
+    state: Arc<AppState>,
+    admission: Admission,
+    door: Option<Connection>,
+    identity: Option<FollowerIdentity>,
+    mut socket: WebSocket,
+) {
     let (role, first) = match admission {
         Admission::Role(role) => (role, None),
         Admission::Pending(keyring) => match admit(&mut socket, &keyring).await {
@@ -69,7 +83,7 @@ async fn connection(state: Arc<AppState>, admission: Admission, door: Option<Con
     let (out, mut outgoing) = outbox::outbox(OUT_QUEUE, state.ws.max_queued_bytes);
     let watchdog = out.clone();
     let mut tasks: Vec<JoinHandle<()>> = vec![
-        tokio::spawn(forward_presentations(state.classroom.presentations(), out.clone())),
+        tokio::spawn(forward_presentations(state.classroom.presentations(role), out.clone())),
         tokio::spawn(forward_presenter(state.classroom.presenter_states(), out.clone())),
     ];
     if role == Role::Instructor {
@@ -87,10 +101,10 @@ async fn connection(state: Arc<AppState>, admission: Admission, door: Option<Con
     let mut heartbeat = interval_at(Instant::now() + period, period);
     let shared = state.shared.clone();
     let runs = state.runs.clone();
-    let mut session = Session::new(state, role, out.clone(), door.as_ref().map(Connection::peer));
+    let mut session = Session::new(state, role, out.clone(), door.as_ref().map(Connection::peer), identity);
     tasks.push(tokio::spawn(forward_updates(runs.clone(), role, session.learners(), out.clone())));
     if role == Role::Follower {
-        tasks.push(tokio::spawn(forward_asks(shared, session.names(), out)));
+        tasks.push(tokio::spawn(forward_asks(shared, session.introduced(), out)));
     }
     let opened = Instant::now();
     let mut received = 0u64;

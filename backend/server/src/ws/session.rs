@@ -10,9 +10,9 @@ use std::time::Instant;
 use axum::extract::ws::Utf8Bytes;
 use scalebook_shared::Problems;
 use scalebook_shared::protocol::{
-    Audience, ClassLink, ClassState, ClientMessage, ClientRequest, ErrorCode, ErrorReport, ExecutorSpec, LaunchRequest, Learner,
-    LearnerIdentity, PROTOCOL_VERSION, RequestId, Role, RunId, RunRecord, Secret, ServerInfo, ServerMessage, ServerReply, request_id_of,
-    run_list,
+    Audience, ClassLink, ClassState, ClientMessage, ClientRequest, ErrorCode, ErrorReport, ExecutorSpec, FollowerIdentity, LaunchRequest,
+    Learner, LearnerIdentity, PROTOCOL_VERSION, Presentation, RequestId, Role, RunId, RunRecord, Secret, ServerInfo, ServerMessage,
+    ServerReply, request_id_of, run_list,
 };
 use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
@@ -22,7 +22,7 @@ use crate::Error;
 use crate::auth::Token;
 use crate::class::shared::SharedRuns;
 use crate::class::{ClassKey, for_followers};
-use crate::classroom::{AUDIENCE_SETTLE, Roster, Seat};
+use crate::classroom::{AUDIENCE_SETTLE, Roster, Seat, roster_message};
 use crate::learners::{self, LearnerLaunch};
 use crate::plan::{self, LaunchPlan, Launcher, Policy};
 use crate::rate::RateLimiter;
@@ -51,8 +51,11 @@ pub struct Session {
     greeted: bool,
     /// A follower's class link (on the class listener): when it is replaced, the follower goes.
     key_changes: Option<watch::Receiver<Token>>,
-    /// The name a follower introduced itself by (`None` before it did).
-    name: watch::Sender<Option<String>>,
+    /// Who a follower is, once it introduced itself (`None` before; its identity is fixed
+    /// when it connects, the introduction only says it is ready to be asked for runs).
+    introduced: watch::Sender<Option<FollowerIdentity>>,
+    /// Who a follower is (the class listener's finding, not the follower's word).
+    identity: Option<FollowerIdentity>,
     /// The learner of `learner`, for the task that sends this connection the run list again
     /// when it missed updates (the page's own runs come whole).
     learner_seen: watch::Sender<Option<Learner>>,
@@ -61,11 +64,18 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(state: Arc<AppState>, role: Role, out: Outbox, peer: Option<IpAddr>) -> Session {
+    /// A connection of `role` from `peer`; a follower's as `identity`, which a follower
+    /// connection must have (one without is counted as nobody's and may do nothing of a
+    /// follower's).
+    pub fn new(state: Arc<AppState>, role: Role, out: Outbox, peer: Option<IpAddr>, identity: Option<FollowerIdentity>) -> Session {
         let limiter = RateLimiter::new(state.ws.messages_per_sec, state.ws.burst, Instant::now());
-        let seat = state.classroom.join(role);
+        let identity = identity.filter(|_| role == Role::Follower);
+        let seat = match &identity {
+            Some(identity) => state.classroom.join_follower(identity.clone()),
+            None => state.classroom.join(role),
+        };
         let key_changes = state.class.as_ref().filter(|_| role == Role::Follower).map(|key| key.changes());
-        let name = watch::Sender::new(None);
+        let introduced = watch::Sender::new(None);
         let learner_seen = watch::Sender::new(None);
         Session {
             state,
@@ -78,7 +88,8 @@ impl Session {
             learner: None,
             greeted: false,
             key_changes,
-            name,
+            introduced,
+            identity,
             learner_seen,
             peer,
         }
@@ -90,9 +101,9 @@ impl Session {
         self.learner_seen.subscribe()
     }
 
-    /// The name a follower introduced itself by, now and at every change.
-    pub fn names(&self) -> watch::Receiver<Option<String>> {
-        self.name.subscribe()
+    /// Who a follower is, once it introduced itself.
+    pub fn introduced(&self) -> watch::Receiver<Option<FollowerIdentity>> {
+        self.introduced.subscribe()
     }
 
     /// Resolves, with the reason, when a follower must go: the instructor removed it or made
@@ -250,11 +261,12 @@ impl Session {
                 if !problems.is_empty() {
                     return Err(ErrorReport::new(ErrorCode::BadMessage, "the presentation was refused").with_problems(problems));
                 }
-                self.seat.present(Some(presentation));
+                let to_followers = self.followers_view(presentation.clone()).await;
+                self.seat.present(Some(presentation), Some(to_followers));
                 Ok(None)
             }
             ClientMessage::StopPresenting => {
-                self.seat.present(None);
+                self.seat.present(None, None);
                 Ok(None)
             }
             ClientMessage::Follow { following } => {
@@ -266,31 +278,30 @@ impl Session {
                 if !problems.is_empty() {
                     return Err(ErrorReport::new(ErrorCode::BadMessage, "the introduction was refused").with_problems(problems));
                 }
-                let (name, shared) = (introduction.name.clone(), introduction.runs.clone().unwrap_or_default());
-                self.seat.introduce(introduction).map_err(|message| ErrorReport::new(ErrorCode::Forbidden, message))?;
-                self.state.shared.update(&name, &shared).await;
-                self.name.send_if_modified(|now| now.replace(name.clone()).as_ref() != Some(&name));
+                let identity = self.follower_identity()?.clone();
+                let shared = introduction.runs.clone().unwrap_or_default();
+                self.seat.introduce(introduction);
+                self.state.shared.update(&identity, &shared).await;
+                self.introduced.send_if_modified(|now| now.replace(identity.clone()).as_ref() != Some(&identity));
                 Ok(None)
             }
             ClientMessage::ChartSharedRun { follower, run } => {
                 self.class_key()?;
-                let (name, summary) = self.state.classroom.shared_run(follower, &run).ok_or_else(|| {
+                let (identity, summary) = self.state.classroom.shared_run(follower, &run).ok_or_else(|| {
                     ErrorReport::new(
                         ErrorCode::UnknownRun,
                         format!("follower {follower} shares no run {run} (not in the class, or not shared)"),
                     )
                     .with_run(run.clone())
                 })?;
-                self.state.shared.chart(&name, &summary).await.map_err(|e| ErrorReport::new(ErrorCode::BadMessage, e).with_run(run))?;
+                self.state.shared.chart(&identity, &summary).await.map_err(|e| ErrorReport::new(ErrorCode::BadMessage, e).with_run(run))?;
                 Ok(None)
             }
             ClientMessage::SharedPoints { run, after, points } => {
-                let name = self.name.borrow().clone();
-                let name =
-                    name.ok_or_else(|| ErrorReport::new(ErrorCode::BadMessage, "a follower introduces itself before it shares points"))?;
+                let identity = self.follower_identity()?.clone();
                 self.state
                     .shared
-                    .points(&name, &run, after, points)
+                    .points(&identity, &run, after, points)
                     .await
                     .map_err(|e| ErrorReport::new(ErrorCode::BadMessage, e).with_run(run))
             }
@@ -299,6 +310,15 @@ impl Session {
                 key.renew().map_err(|e| report(&e, None))?;
                 self.state.classroom.new_class_link();
                 Ok(None)
+            }
+            ClientMessage::Invite { name } => {
+                let link = self.class_key()?.invitation(&name).map_err(|why| {
+                    let mut problems = Problems::default();
+                    problems.push("name", why.trim_start_matches("name: "));
+                    ErrorReport::new(ErrorCode::BadMessage, "no invitation was made").with_problems(problems)
+                })?;
+                tracing::info!(%name, "an invitation was made");
+                Ok(Some(ServerMessage::Invitation { name, link: Secret(link.to_string()) }))
             }
             ClientMessage::RemoveFollower { follower } => {
                 self.class_key()?;
@@ -318,6 +338,25 @@ impl Session {
                 Ok(None)
             }
         }
+    }
+
+    /// `presentation` as follower servers get it: without the runs they are not shown (a
+    /// learner's run, the copy of one), which their pages could never chart.
+    async fn followers_view(&self, mut presentation: Presentation) -> Presentation {
+        let runs = &self.state.runs;
+        let mut shown = HashSet::new();
+        for id in &presentation.charts.runs {
+            if runs.record(id).await.is_some_and(|record| for_followers(&record)) {
+                shown.insert(id.clone());
+            }
+        }
+        presentation.charts.retain(|id| shown.contains(id));
+        presentation
+    }
+
+    /// Who this follower connection is (every follower has an identity; see [`Session::new`]).
+    fn follower_identity(&self) -> Result<&FollowerIdentity, ErrorReport> {
+        self.identity.as_ref().ok_or_else(|| ErrorReport::new(ErrorCode::Forbidden, "this connection has no follower identity"))
     }
 
     /// The class listener's key, or the refusal of a class message on a server without one.
@@ -361,9 +400,13 @@ impl Session {
             (_, ClientMessage::Resume { run }) => ("resume runs", Some(run)),
             (_, ClientMessage::PreviewSlurm(_)) => ("prepare Slurm jobs", None),
             (_, ClientMessage::Present { .. } | ClientMessage::StopPresenting) => ("present", None),
-            (_, ClientMessage::NewClassLink | ClientMessage::RemoveFollower { .. } | ClientMessage::ChartSharedRun { .. }) => {
-                ("run the class", None)
-            }
+            (
+                _,
+                ClientMessage::NewClassLink
+                | ClientMessage::RemoveFollower { .. }
+                | ClientMessage::ChartSharedRun { .. }
+                | ClientMessage::Invite { .. },
+            ) => ("run the class", None),
             (_, ClientMessage::JoinClass { .. } | ClientMessage::LeaveClass) => ("join or leave a class for this server", None),
         };
         let who = if self.role == Role::Follower { "a follower" } else { "viewers" };
@@ -621,13 +664,13 @@ pub async fn forward_updates(runs: Arc<RunManager>, role: Role, learner: watch::
 
 /// Sends a follower's connection what the instructor charts of its learner's runs (`share_run`),
 /// once it introduced itself and whenever the instructor charts another.
-pub async fn forward_asks(shared: Arc<SharedRuns>, mut names: watch::Receiver<Option<String>>, out: Outbox) {
+pub async fn forward_asks(shared: Arc<SharedRuns>, mut introduced: watch::Receiver<Option<FollowerIdentity>>, out: Outbox) {
     let mut charts = shared.charts();
     let mut asked = HashSet::new();
     loop {
-        let name = names.borrow_and_update().clone();
-        for ask in match &name {
-            Some(name) => shared.asks(name, &mut asked).await,
+        let identity = introduced.borrow_and_update().clone();
+        for ask in match &identity {
+            Some(identity) => shared.asks(identity, &mut asked).await,
             None => vec![],
         } {
             if out.send(encode(&ask)).await.is_err() {
@@ -635,7 +678,7 @@ pub async fn forward_asks(shared: Arc<SharedRuns>, mut names: watch::Receiver<Op
             }
         }
         tokio::select! {
-            changed = names.changed() => {
+            changed = introduced.changed() => {
                 if changed.is_err() {
                     return;
                 }
@@ -647,11 +690,15 @@ pub async fn forward_asks(shared: Arc<SharedRuns>, mut names: watch::Receiver<Op
 }
 
 /// Sends an instructor's connection the roster, then each change once it settled.
+///
+/// Bounded in bytes ([`roster_message`]) and sent at the page's pace: a roster waits for the
+/// one before it to leave, so however large the room and however often it changes, the
+/// instructor's page is never dropped for being behind (it gets the latest roster next).
 pub async fn forward_roster(mut rosters: watch::Receiver<Roster>, out: Outbox) {
     while rosters.changed().await.is_ok() {
         tokio::time::sleep(AUDIENCE_SETTLE).await;
-        let followers = rosters.borrow_and_update().values().cloned().collect();
-        if out.send(encode(&ServerMessage::Roster { followers })).await.is_err() {
+        let message = roster_message(&rosters.borrow_and_update());
+        if out.send_paced(encode(&message)).await.is_err() {
             return;
         }
     }

@@ -2,8 +2,10 @@
 //! only and refuses everything but reading and following; a follower server pins the class
 //! listener's certificate, relays the presentation, copies the instructor's runs with every
 //! point exactly once across a 10 s outage, and shows on the instructor's roster, where the
-//! instructor charts a learner's run, copied from the learner's server; a new class link
-//! disconnects the old one's followers.
+//! instructor charts a learner's run, copied from the learner's server; a follower is who the
+//! listener finds (the account of its connection, or its invitation's learner), not the name it
+//! gives: nobody writes into another's copy, Remove bars the person under any name, and a new
+//! class link disconnects the old one's followers and ends its invitations.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,8 +16,8 @@ use rustls::pki_types::ServerName;
 use scalebook_server::class::tls::pinned_client;
 use scalebook_shared::metrics::MetricPoint;
 use scalebook_shared::protocol::{
-    ClassLink, ClassState, ClientMessage, ErrorCode, Follower, PROTOCOL_VERSION, Presentation, Role, RunId, Secret, ServerMessage,
-    shared_copy_id,
+    ClassLink, ClassState, ClientMessage, ErrorCode, Follower, FollowerIdentity, Introduction, MAX_SUMMARISED_RUNS, PROTOCOL_VERSION,
+    Presentation, Role, RunId, RunSummary, Secret, ServerMessage, shared_copy_id,
 };
 use scalebook_shared::weather::MapIndex;
 use tokio::net::{TcpListener, TcpStream};
@@ -35,6 +37,23 @@ fn instructor(name: &str, class_dir: &std::path::Path) -> (Server, ClassLink) {
     let server = Server::start(name, &["--class-listen", "127.0.0.1:0", "--class-dir", &dir]);
     let link = ClassLink::parse(server.class_link.as_deref().expect("no class link printed")).unwrap();
     (server, link)
+}
+
+/// The Unix user these tests run as: who a follower on this host with the room's link is.
+fn me() -> String {
+    nix::unistd::User::from_uid(nix::unistd::getuid()).unwrap().unwrap().name
+}
+
+/// The instructor's page makes `name`'s invitation.
+async fn invitation(instructor: &mut Client, name: &str) -> ClassLink {
+    instructor.send(&ClientMessage::Invite { name: name.into() }).await;
+    let text = instructor
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::Invitation { name: invited, link: Secret(link) } if invited == name => Some(link.clone()),
+            _ => None,
+        })
+        .await;
+    ClassLink::parse(&text).unwrap()
 }
 
 /// Opens the class listener's WebSocket as a follower server does, presenting `token`.
@@ -139,6 +158,7 @@ async fn the_class_listener_takes_only_the_follower_token_and_refuses_all_but_re
         serde_json::json!({"type": "join_class", "link": link.to_string()}),
         serde_json::json!({"type": "leave_class"}),
         serde_json::json!({"type": "chart_shared_run", "follower": 1, "run": "r1"}),
+        serde_json::json!({"type": "invite", "name": "learner9"}),
     ];
     for message in forbidden {
         let report = refusal(&mut follower, &message.to_string()).await.unwrap_or_else(|| panic!("{message} was accepted"));
@@ -164,7 +184,7 @@ async fn the_class_listener_takes_only_the_follower_token_and_refuses_all_but_re
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_class_link_disconnects_the_old_ones_followers_and_a_removed_follower_goes() {
+async fn followers_are_who_the_listener_finds_remove_bars_the_person_and_a_new_link_ends_the_old() {
     let class_dir = temp_dir("class-renew");
     let (server, link) = instructor("class-renew", class_dir.path());
     let mut instructor = server.connect().await;
@@ -174,30 +194,46 @@ async fn a_new_class_link_disconnects_the_old_ones_followers_and_a_removed_follo
     };
     assert_eq!(instructor.recv_until(WAIT, shown).await, link.to_string(), "the page shows the class link to the instructor");
 
-    // Two followers introduce themselves; the instructor's roster shows them.
-    let mut first = follower_socket(&link, &link.token).await.unwrap();
-    let mut second = follower_socket(&link, &link.token).await.unwrap();
-    for (client, name) in [(&mut first, "learner1"), (&mut second, "learner2")] {
-        client.send(&ClientMessage::Introduce(scalebook_shared::protocol::Introduction { name: name.into(), runs: None })).await;
+    // A follower with the room's link is the account its connection is, whatever name it
+    // claims; an invited one is its invitation's learner. Both say they are learner2.
+    let invited = invitation(&mut instructor, "learner2").await;
+    assert_eq!(invited.invite.as_deref(), Some("learner2"));
+    let mut first = follower_socket(&link, &link.bearer()).await.unwrap();
+    let mut second = follower_socket(&invited, &invited.bearer()).await.unwrap();
+    for client in [&mut first, &mut second] {
+        client.send(&ClientMessage::Introduce(Introduction { name: "learner2".into(), runs: None })).await;
         client.send(&ClientMessage::Follow { following: true }).await;
     }
     let roster = instructor
         .recv_until(WAIT, |m| match m {
-            ServerMessage::Roster { followers }
-                if followers.iter().filter(|f| f.following && f.name.starts_with("learner")).count() == 2 =>
-            {
+            ServerMessage::Roster { followers, .. } if followers.iter().filter(|f| f.following && f.name == "learner2").count() == 2 => {
                 Some(followers.clone())
             }
             _ => None,
         })
         .await;
-    let learner2: &Follower = roster.iter().find(|f| f.name == "learner2").unwrap();
+    let identities: Vec<&FollowerIdentity> = roster.iter().map(|f| &f.identity).collect();
+    let learner2 = FollowerIdentity::Invited { name: "learner2".into() };
+    assert_eq!(identities, [&FollowerIdentity::Account { user: me() }, &learner2]);
+    // An invitation's token under another name, and the room's token as an invitation, open nothing.
+    for bearer in [format!("learner3~{}", invited.token), format!("learner2~{}", link.token)] {
+        assert!(follower_socket(&link, &bearer).await.err().is_some_and(|e| e.contains("401")), "{bearer}");
+    }
 
-    // The instructor removes learner2: its connection ends, saying why.
-    instructor.send(&ClientMessage::RemoveFollower { follower: learner2.id }).await;
+    // The instructor removes the invited learner2: its connection ends, saying why, and it
+    // cannot come back under another name.
+    let removed: &Follower = roster.iter().find(|f| f.identity == learner2).unwrap();
+    instructor.send(&ClientMessage::RemoveFollower { follower: removed.id }).await;
     let frame = second.closed(WAIT).await.expect("no close frame");
     assert_eq!(u16::from(frame.code), 4403);
     assert!(frame.reason.contains("removed"), "{}", frame.reason);
+    let mut again = follower_socket(&invited, &invited.bearer()).await.unwrap();
+    again.send(&ClientMessage::Introduce(Introduction { name: "learner2 again".into(), runs: None })).await;
+    let frame = again.closed(WAIT).await.expect("a removed learner came back");
+    assert!(frame.reason.contains("removed"), "{}", frame.reason);
+    // The other follower, who claimed the same name, stays.
+    first.send(&ClientMessage::Ping { nonce: 7 }).await;
+    first.recv_until(WAIT, |m| matches!(m, ServerMessage::Pong { nonce: 7 }).then_some(())).await;
 
     // A new class link: the old one's followers are disconnected, the old token no longer
     // opens anything, and the instructor's page gets the new link.
@@ -208,7 +244,47 @@ async fn a_new_class_link_disconnects_the_old_ones_followers_and_a_removed_follo
     assert_ne!(renewed.token, link.token);
     assert_eq!(renewed.fingerprint, link.fingerprint, "the certificate is kept");
     assert!(follower_socket(&link, &link.token).await.err().is_some_and(|e| e.contains("401")));
+    assert!(follower_socket(&invited, &invited.bearer()).await.err().is_some_and(|e| e.contains("401")), "an old invitation");
     assert!(follower_socket(&renewed, &renewed.token).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_of_more_summaries_than_a_page_can_take_leaves_the_instructors_page_connected() {
+    let class_dir = temp_dir("class-roster-bytes");
+    let (server, link) = instructor("class-roster-bytes", class_dir.path());
+    let mut instructor = server.connect().await;
+    // 600 followers each summarising 32 runs of the longest ids and config names: about 6 MB of
+    // summaries, more than an instructor's connection may have queued (4 MiB).
+    let runs: Vec<RunSummary> = (0..MAX_SUMMARISED_RUNS)
+        .map(|i| RunSummary {
+            id: RunId::parse(&format!("{i:02}-{}", "r".repeat(61))).unwrap(),
+            config: format!("{i:02}-{}", "c".repeat(61)),
+            layout: Default::default(),
+            state: scalebook_shared::protocol::RunState::Running,
+            loss: Some(0.123_456_789),
+            samples_per_sec: Some(12_345.678_9),
+        })
+        .collect();
+    let mut followers = Vec::new();
+    for i in 0..600 {
+        let mut follower = follower_socket(&link, &link.bearer()).await.unwrap();
+        follower.send(&ClientMessage::Introduce(Introduction { name: format!("learner{i}"), runs: Some(runs.clone()) })).await;
+        followers.push(follower);
+    }
+    let (listed, withheld) = instructor
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::Roster { followers, withheld } if followers.iter().filter(|f| f.name != "?").count() == 600 => {
+                Some((followers.clone(), *withheld))
+            }
+            _ => None,
+        })
+        .await;
+    let with_runs = listed.iter().filter(|f| f.runs.is_some()).count();
+    assert_eq!(with_runs + withheld as usize, 600);
+    assert!(withheld > 0 && with_runs > 0, "{with_runs} listed with their runs, {withheld} without");
+    assert!(listed.iter().take(with_runs).all(|f| f.runs.is_some()), "the first to join keep their runs");
+    // The instructor's page is still served.
+    crate::security::still_serving(&mut instructor, 9).await;
 }
 
 /// A TCP relay in front of the class listener that the test can cut, as a network would.
@@ -273,7 +349,8 @@ async fn a_follower_server_relays_the_class_and_copies_every_point_exactly_once_
     let mut instructor = instructor_server.connect().await;
     instructor
         .recv_until(WAIT, |m| {
-            matches!(m, ServerMessage::Roster { followers } if followers.iter().any(|f| f.name == "learner1" && f.following)).then_some(())
+            matches!(m, ServerMessage::Roster { followers, .. } if followers.iter().any(|f| f.name == "learner1" && f.following))
+                .then_some(())
         })
         .await;
     let id = instructor.launch("cpu_tiny", tiny_overrides(&["num_iters=60"])).await;
@@ -341,7 +418,7 @@ async fn a_follower_server_relays_the_class_and_copies_every_point_exactly_once_
     // learner's, every point exactly once, and their page charts the copy.
     let follower = instructor
         .recv_until(WAIT, |m| match m {
-            ServerMessage::Roster { followers } => followers
+            ServerMessage::Roster { followers, .. } => followers
                 .iter()
                 .find(|f| f.runs.as_ref().is_some_and(|runs| runs.iter().any(|r| r.id == own && r.state.is_final())))
                 .map(|f| f.id),
@@ -349,11 +426,37 @@ async fn a_follower_server_relays_the_class_and_copies_every_point_exactly_once_
         })
         .await;
     instructor.send(&ClientMessage::ChartSharedRun { follower, run: own.clone() }).await;
-    let copy = shared_copy_id("learner1", &own).unwrap();
+    // The copy is the learner's account's (the name "learner1" is only a label).
+    let copy = shared_copy_id(&me(), &own).unwrap();
     instructor.recv_until(WAIT, |m| matches!(m, ServerMessage::RunUpdate { run } if run.id == copy).then_some(())).await;
     instructor.send(&ClientMessage::Subscribe { run: copy.clone(), after_seq: Some(0), after_log_seq: None }).await;
     let learners_run = learner_server.runs_dir.join(own.as_str());
     collect_all(&mut instructor, &copy, &mut BTreeMap::new(), &learners_run).await;
+    // Another learner, holding an invitation and knowing the run's id, cannot write into that
+    // copy: it stays the learner's file, byte for byte.
+    let intruder = invitation(&mut instructor, "learner2").await;
+    let mut intruder = follower_socket(&intruder, &intruder.bearer()).await.unwrap();
+    intruder.send(&ClientMessage::Introduce(Introduction { name: "learner1".into(), runs: None })).await;
+    let lines = crate::harness::points_in_file(&learners_run).len() as u64;
+    let forged = serde_json::json!({"type": "shared_points", "run": own, "after": lines,
+        "points": [{"seq": lines + 1, "step": 100000, "epoch": 1, "wall": 0.0, "tag": "Loss/train", "value": 42.0}]});
+    let refused = refusal(&mut intruder, &forged.to_string()).await.expect("points written into another learner's copy");
+    assert!(refused.message.contains("not asked for"), "{}", refused.message);
+    let metrics = |dir: &std::path::Path| std::fs::read(dir.join(scalebook_shared::rundir::METRICS)).unwrap();
+    assert_eq!(metrics(&instructor_server.run_dir(&copy)), metrics(&learners_run), "the copy is the learner's run, byte for byte");
+    // Presented beside the instructor's run, the learner's copy reaches no follower (their
+    // pages could never chart it): only the instructor's run does.
+    let mut both = presentation.clone();
+    both.element = Some(5);
+    both.charts.runs = vec![id.clone(), copy.clone()];
+    instructor.send(&ClientMessage::Present { presentation: both }).await;
+    let relayed = page
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::Presenting { presentation: Some(p) } if p.element == Some(5) => Some(p.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!(relayed.charts.runs, vec![local.clone()], "a learner's copy reached a follower");
     let state = instructor_server.wait_for(&copy, |r| Some(r.state())).await;
     assert_eq!(state, scalebook_shared::protocol::RunState::Completed);
     let cancel = serde_json::json!({"type": "cancel", "run": copy}).to_string();
@@ -448,7 +551,7 @@ async fn a_taken_class_port_leaves_the_server_up_saying_so_and_the_class_comes_w
     class_state(&mut page, |s| matches!(s, ClassState::Joined { .. })).await;
     instructor
         .recv_until(WAIT, |m| {
-            matches!(m, ServerMessage::Roster { followers } if followers.iter().any(|f| f.name == "learner1")).then_some(())
+            matches!(m, ServerMessage::Roster { followers, .. } if followers.iter().any(|f| f.name == "learner1")).then_some(())
         })
         .await;
     // Said once in the log, however many times it was tried.

@@ -1,0 +1,97 @@
+//! A follower with no Scalebook behind it, run as any Unix user: what a learner holding the
+//! class link can send the instructor's class listener by hand, as themselves (the class
+//! listener tells who a connection is by the account that made its socket). The client is a
+//! small Python script (`follower.py`: TLS with the link's certificate pinned, a WebSocket by
+//! hand) run with `runuser`; the link's token reaches it on its standard input, never on a
+//! command line.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use scalebook_shared::protocol::{ClassLink, ClientMessage, ServerMessage, ServerReply};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+const SCRIPT: &str = include_str!("follower.py");
+
+/// What the raw follower met.
+#[derive(Debug)]
+pub enum Event {
+    Message(Box<ServerMessage>),
+    /// The class listener closed the connection, with its close code and reason.
+    Closed {
+        code: Option<u16>,
+        reason: String,
+    },
+}
+
+pub struct RawFollower {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl RawFollower {
+    /// Connects to the class listener of `link`, as Unix user `user`, presenting the link's
+    /// bearer; fails with the listener's answer when it does not open a WebSocket.
+    pub async fn connect_as(user: &str, link: &ClassLink) -> anyhow::Result<RawFollower> {
+        let mut child = Command::new("runuser")
+            .args(["-u", user, "--", "/usr/bin/python3", "-c", SCRIPT, &link.host, &link.port.to_string(), &link.fingerprint])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .context("cannot run the raw follower (runuser, /usr/bin/python3)")?;
+        let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else { bail!("no pipes to the raw follower") };
+        stdin.write_all(format!("{}\n", link.bearer()).as_bytes()).await?;
+        let mut lines = BufReader::new(stdout).lines();
+        let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await.context("no answer to the upgrade")??;
+        let first: serde_json::Value = serde_json::from_str(&first.context("the raw follower ended before the upgrade's answer")?)?;
+        let status = first["status"].as_str().unwrap_or_default().to_owned();
+        if !status.contains(" 101 ") {
+            bail!("the class listener answered {status}");
+        }
+        Ok(RawFollower { child, stdin, lines })
+    }
+
+    pub async fn send(&mut self, message: &ClientMessage) -> anyhow::Result<()> {
+        self.send_json(&serde_json::to_value(message)?).await
+    }
+
+    /// Sends any JSON, as a hand-made message would be.
+    pub async fn send_json(&mut self, message: &serde_json::Value) -> anyhow::Result<()> {
+        self.stdin.write_all(format!("{message}\n").as_bytes()).await.context("the raw follower is gone")
+    }
+
+    /// Reads events until `pick` finds what it looks for, within `limit`.
+    pub async fn recv_until<T>(&mut self, limit: Duration, mut pick: impl FnMut(&Event) -> Option<T>) -> anyhow::Result<T> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let Ok(line) = tokio::time::timeout_at(deadline, self.lines.next_line()).await else {
+                bail!("the awaited event did not come within {limit:?}");
+            };
+            let line = line?.context("the raw follower ended")?;
+            let event: serde_json::Value = serde_json::from_str(&line)?;
+            let event = match event.get("message") {
+                Some(message) => Event::Message(Box::new(serde_json::from_value::<ServerReply>(message.clone())?.message)),
+                None => Event::Closed {
+                    code: event["close"].as_u64().map(|c| c as u16),
+                    reason: event["reason"].as_str().unwrap_or_default().into(),
+                },
+            };
+            if let Some(found) = pick(&event) {
+                return Ok(found);
+            }
+            if matches!(event, Event::Closed { .. }) {
+                bail!("the class listener closed the connection: {event:?}");
+            }
+        }
+    }
+}
+
+impl Drop for RawFollower {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
