@@ -5,12 +5,12 @@
 //! test leaves no process behind.
 
 mod browser;
+pub mod by_hand;
 pub mod hub;
 pub mod install;
 pub mod jupyter;
 pub mod notebook;
 mod proxy;
-pub mod raw_follower;
 mod scratch;
 mod server;
 

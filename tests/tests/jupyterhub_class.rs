@@ -5,8 +5,10 @@
 //! server, with the README's entries in their own `~/.jupyter/jupyter_server_config.py`: the
 //! instructor's holds the class (`--class-listen`), the learners' follow it
 //! (`SCALEBOOK_CLASS_LINK`, learner1 sharing its runs). Nobody is granted anything on anybody's
-//! server. Each logs in through the Hub in a browser of their own; then, in order:
-//! the instructor's page gets the class link and the learners' servers join it; the instructor
+//! server. Each logs in through the Hub in a browser of their own; then, in order: learner2
+//! holds the class port as the instructor's Scalebook starts, and its page says so; the
+//! instructor's page gets the class link, the learners' servers keep trying, and join by
+//! themselves once learner2 lets the port go; the instructor
 //! presents another chapter and the learners' pages go there; the instructor's run is charted
 //! live on the learners' pages, from their own servers' copies; learner1's own run runs as
 //! learner1; the instructor's roster lists both learners by their Unix names, with learner1's
@@ -21,10 +23,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, ensure};
+use scalebook_e2e::by_hand::{Event, RawFollower, Squatter};
 use scalebook_e2e::hub::{self, Hub, readme_recipe_for};
 use scalebook_e2e::install::install;
 use scalebook_e2e::notebook::{STEP_LOSS, launch_tiny_run, series_css, watch_growth};
-use scalebook_e2e::raw_follower::{Event, RawFollower};
 use scalebook_e2e::{Browser, WAIT, free_port, workspace_root};
 use scalebook_shared::protocol::{ClassLink, ClassState, ClientMessage, FollowerIdentity, Introduction, RunState, Secret, ServerMessage};
 use scalebook_shared::rundir;
@@ -69,10 +71,15 @@ async fn a_class_of_many_scalebooks_runs_under_jupyterhub() -> anyhow::Result<()
              {entry}[\"command\"] += [\"--class-listen\", \"127.0.0.1:{class_port}\"]\n"
         ),
     )?;
+    // The class port is taken by another user (learner2, by hand) when the instructor's
+    // Scalebook starts: it starts anyway, and the page says so.
+    let squatter = Squatter::hold(LEARNERS[1], class_port).await?;
     let instructor = Browser::start().await?;
     hub.open_as(&instructor, INSTRUCTOR, "scalebook/").await?;
     instructor.client.goto(&format!("{}/user/{INSTRUCTOR}/scalebook/#/model-and-data", hub.url)).await?;
     instructor.wait_attr(".connection", "data-state", |s| s == "open").await?;
+    let unbound = instructor.wait_text(".classroom .class-unbound", |t| t.contains("not listening")).await;
+    unbound.context("the instructor's page does not say the class port is taken")?;
     let mut instructor_socket = hub.socket(&instructor, INSTRUCTOR, "scalebook").await?;
 
     // 2. The instructor's page gets the class link; the learners' servers follow it from their
@@ -103,9 +110,18 @@ async fn a_class_of_many_scalebooks_runs_under_jupyterhub() -> anyhow::Result<()
         browser.client.goto(&format!("{}/user/{name}/scalebook/#/rank-groups", hub.url)).await?;
         browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
         let mut socket = hub.socket(&browser, name, "scalebook").await?;
-        let joined = |m: &ServerMessage| matches!(m, ServerMessage::Class(ClassState::Joined { .. })).then_some(());
-        socket.recv_until(WAIT, joined).await.with_context(|| format!("{name}'s server did not join the class"))?;
+        // The port is still learner2's: the learner's server keeps trying, saying what it met.
+        let waiting = |m: &ServerMessage| matches!(m, ServerMessage::Class(ClassState::Connecting { warning: Some(_), .. })).then_some(());
+        socket.recv_until(WAIT, waiting).await.with_context(|| format!("{name}'s server did not say the class is out of reach"))?;
         learners.push((name, browser, socket));
+    }
+    // learner2 lets the port go: the instructor's class listener takes it, and every learner's
+    // server joins by itself.
+    drop(squatter);
+    instructor.wait_eval("document.querySelector('.classroom .class-unbound') === null").await?;
+    for (name, _, socket) in &mut learners {
+        let joined = |m: &ServerMessage| matches!(m, ServerMessage::Class(ClassState::Joined { .. })).then_some(());
+        socket.recv_until(WAIT, joined).await.with_context(|| format!("{name}'s server did not join the class once the port was free"))?;
     }
 
     // 3. The instructor presents, and moves to another chapter: the learners' pages follow.

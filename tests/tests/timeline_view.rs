@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use scalebook_e2e::{Browser, PrefixProxy, Server, with_tiny_data};
-use scalebook_shared::profile::trace::{Timeline, Trace};
+use scalebook_shared::profile::trace::{ProfileSummary, Timeline, Trace};
 use scalebook_shared::profile::{ranges, trace_file};
 use scalebook_shared::protocol::{RunId, RunRecord};
 use scalebook_shared::rundir;
@@ -66,6 +66,24 @@ async fn the_timeline_draws_every_ranks_lanes_and_ranges_and_tabulates_the_ops()
     while !kept.is_file() {
         anyhow::ensure!(std::time::Instant::now() < deadline, "no profile summary kept in {}", kept.display());
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Each step's phases (data wait, forward, backward, optimizer), as the summary counts
+    // them, add up to at most the step: a range the rank's threads all marked counts once.
+    // (The gradients' all-reduce overlaps backward by design, and is not a phase.)
+    // (The server keeps it as `value`, beside the stamps of the traces it read.)
+    let kept_file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&kept)?)?;
+    let summary: ProfileSummary = serde_json::from_value(kept_file["value"].clone())?;
+    for rank in &summary.ranks {
+        for step in &rank.steps {
+            let parts: f64 = step.ranges.iter().filter(|r| ranges::STEP.contains(&r.name.as_str())).map(|r| r.us).sum();
+            assert!(
+                parts <= step.total_us * 1.0001,
+                "rank {}, step {}: {parts} µs of parts in a {} µs step",
+                rank.rank,
+                step.step,
+                step.total_us
+            );
+        }
     }
     let expected = Timeline::new(traces);
     for rank in 0..RANKS {

@@ -13,13 +13,17 @@
 //! Measured at the learners' pages (two servers and two file tailers away from the trainer)
 //! and at the simulated followers (one): the delay of navigation (the instructor's `present`
 //! leaving its socket to the client's socket returning `presenting`), the delay of points (the
-//! trainer's stamp to receipt), who saw the last place and every point; and the resident
-//! memory of the instructor's server and of the follower servers together. Every process
-//! shares this machine's cores.
+//! trainer's stamp to receipt), who saw the last place and every point; the resident memory of
+//! the instructor's server and of the follower servers together; and what the instructor's own
+//! page meanwhile waits for an answer (a ping every 100 ms from a page of theirs), with
+//! `--silent` connections that never say a word held on the class listener (each opened again
+//! when the listener closes it) and `--summaries` runs summarised by each simulated follower
+//! (the roster at its largest). Every process shares this machine's cores.
 //!
 //! ```sh
 //! ./scalebook.sh cargo build --release --bins
 //! ./scalebook.sh cargo run --release -p scalebook-server --example load_class -- --followers 50 --simulated 500
+//! ./scalebook.sh cargo run --release -p scalebook-server --example load_class -- --followers 0 --simulated 2048 --summaries 32 --silent 2000
 //! ```
 
 mod support;
@@ -34,7 +38,9 @@ use clap::Parser;
 use futures_util::{SinkExt, StreamExt};
 use rustls::pki_types::ServerName;
 use scalebook_server::class::tls::pinned_client;
-use scalebook_shared::protocol::{ClassLink, ClientMessage, Introduction, PROTOCOL_VERSION, RunId, ServerMessage};
+use scalebook_shared::protocol::{
+    ClassLink, ClientMessage, Introduction, MAX_SUMMARISED_RUNS, PROTOCOL_VERSION, RunId, RunState, RunSummary, ServerMessage,
+};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -68,6 +74,13 @@ struct Args {
     /// Time between two moves.
     #[arg(long, default_value_t = 1000)]
     interval_ms: u64,
+    /// Connections to the class listener that never say a word, each opened again when the
+    /// listener closes it.
+    #[arg(long, default_value_t = 0)]
+    silent: usize,
+    /// Runs each simulated follower summarises for the roster (at most 32).
+    #[arg(long, default_value_t = 0)]
+    summaries: usize,
     /// Seconds after which the benchmark gives up (every process it started is killed).
     #[arg(long, default_value_t = 900)]
     timeout_secs: u64,
@@ -83,6 +96,8 @@ struct Progress {
     points: AtomicU64,
     /// Attempts of simulated followers to reach the class listener that failed.
     retries: AtomicU64,
+    /// Silent connections opened (again) on the class listener.
+    silent: AtomicU64,
 }
 
 impl Progress {
@@ -94,7 +109,7 @@ impl Progress {
             loop {
                 let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
                 eprint!(
-                    "\r[{:4.0} s] servers {}/{followers}, following {}/{clients}, subscribed {}/{clients}, moves {}, points received {}, retries {}   ",
+                    "\r[{:4.0} s] servers {}/{followers}, following {}/{clients}, subscribed {}/{clients}, moves {}, points received {}, retries {}, silent opened {}   ",
                     started.elapsed().as_secs_f64(),
                     count(&progress.servers),
                     count(&progress.following),
@@ -102,6 +117,7 @@ impl Progress {
                     count(&progress.moves),
                     count(&progress.points),
                     count(&progress.retries),
+                    count(&progress.silent),
                 );
                 let _ = std::io::stderr().flush();
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -198,7 +214,14 @@ const ATTEMPTS: u32 = 40;
 /// A follower server as the class listener sees it: joins (trying again after half a second,
 /// a follower server's first wait, when the listener turns it away), introduces
 /// itself, follows, lists the runs and copies the instructor's run, log included.
-async fn simulated(link: Arc<ClassLink>, k: usize, launched: Launched, progress: Arc<Progress>, sent_at: SentAt) -> Followed {
+async fn simulated(
+    link: Arc<ClassLink>,
+    k: usize,
+    runs: Option<Vec<RunSummary>>,
+    launched: Launched,
+    progress: Arc<Progress>,
+    sent_at: SentAt,
+) -> Followed {
     let mut attempt = 1;
     let mut ws = loop {
         match follower_socket(&link).await {
@@ -211,7 +234,7 @@ async fn simulated(link: Arc<ClassLink>, k: usize, launched: Launched, progress:
             }
         }
     };
-    let introduction = Introduction { name: format!("simulated-{k}"), runs: None };
+    let introduction = Introduction { name: format!("simulated-{k}"), runs };
     let joining = [
         ClientMessage::Hello { version: PROTOCOL_VERSION, token: None, learner_key: None },
         ClientMessage::Introduce(introduction),
@@ -223,6 +246,59 @@ async fn simulated(link: Arc<ClassLink>, k: usize, launched: Launched, progress:
     }
     progress.following.fetch_add(1, Ordering::Relaxed);
     chart(ws, launched, RunId::clone, Some(0), progress, sent_at).await
+}
+
+/// `count` runs as a follower summarises them, of the longest ids and config names.
+fn summaries(count: usize) -> Option<Vec<RunSummary>> {
+    let run = |i: usize| RunSummary {
+        id: RunId::parse(&format!("{i:02}-{}", "r".repeat(61))).unwrap(),
+        config: format!("{i:02}-{}", "c".repeat(61)),
+        layout: Default::default(),
+        state: RunState::Running,
+        loss: Some(0.123_456_789),
+        samples_per_sec: Some(12_345.678_9),
+    };
+    (count > 0).then(|| (0..count.min(MAX_SUMMARISED_RUNS)).map(run).collect())
+}
+
+/// A connection to the class listener that never says a word, opened again each time the
+/// listener closes it, until aborted.
+async fn silent(link: Arc<ClassLink>, progress: Arc<Progress>) {
+    loop {
+        match TcpStream::connect((link.host.as_str(), link.port)).await {
+            Ok(mut tcp) => {
+                progress.silent.fetch_add(1, Ordering::Relaxed);
+                // Until the listener closes it (a read of nothing, or a reset).
+                let _ = tokio::io::AsyncReadExt::read(&mut tcp, &mut [0u8; 1]).await;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// A page of the instructor's own, asking all along: a ping every 100 ms until `stop`, and
+/// each answer's wait in seconds.
+async fn owner(url: String, stop: Arc<AtomicBool>) -> Vec<f64> {
+    let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.expect("the owner's page connects");
+    let mut waits = Vec::new();
+    for nonce in 1.. {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let sent = Instant::now();
+        send(&mut ws, &ClientMessage::Ping { nonce }).await;
+        while let Some(Ok(message)) = ws.next().await {
+            if let Message::Text(text) = message
+                && let Ok(ServerMessage::Pong { nonce: answered }) = serde_json::from_str(text.as_str())
+                && answered == nonce
+            {
+                break;
+            }
+        }
+        waits.push(sent.elapsed().as_secs_f64());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    waits
 }
 
 /// Starts `count` learners' servers following the class of `link`, each in its own directory.
@@ -317,11 +393,15 @@ fn main() {
         let peak = PeakRss::sample(pid);
         let followers_peak = PeakRss::sample_all(pids.clone());
         let (mut control, _) = tokio_tungstenite::connect_async(&instructor.ws_url(&instructor.token)).await.unwrap();
+        let stop_owner = Arc::new(AtomicBool::new(false));
+        let owner = tokio::spawn(owner(instructor.ws_url(&instructor.token), stop_owner.clone()));
+        let silent: Vec<_> = (0..args.silent).map(|_| tokio::spawn(silent(link.clone(), progress.clone()))).collect();
+        let runs = summaries(args.summaries);
         let joined = Instant::now();
         let pages: Vec<_> =
             followers.iter().map(|f| tokio::spawn(page(f.ws_url(&f.token), launched.clone(), progress.clone(), sent_at.clone()))).collect();
         let simulated: Vec<_> = (0..args.simulated)
-            .map(|k| tokio::spawn(simulated(link.clone(), k, launched.clone(), progress.clone(), sent_at.clone())))
+            .map(|k| tokio::spawn(simulated(link.clone(), k, runs.clone(), launched.clone(), progress.clone(), sent_at.clone())))
             .collect();
         until_all_follow(&mut control, args.followers + args.simulated).await;
         let join_time = joined.elapsed();
@@ -364,6 +444,11 @@ fn main() {
         }
         let (pages, simulated) = (all(pages).await, all(simulated).await);
         let run_time = run_started.elapsed();
+        stop_owner.store(true, Ordering::SeqCst);
+        let mut owner_waits = owner.await.expect("the owner's page");
+        for task in &silent {
+            task.abort();
+        }
         let ended_anon: u64 = pids.iter().map(|&pid| anon_kib(pid)).sum();
         let (peak, followers_peak) = (peak.stop(), followers_peak.stop());
         drain.abort();
@@ -386,6 +471,16 @@ fn main() {
         println!("navigation: {moves} moves every {} ms", args.interval_ms);
         Summary::of(pages, last, lines).print("learners' pages (on the follower servers)");
         Summary::of(simulated, last, lines).print("simulated followers (on the class listener)");
+        println!(
+            "the instructor's own page meanwhile, a ping every 100 ms ({} answered): {}",
+            owner_waits.len(),
+            delay_summary(&mut owner_waits)
+        );
+        println!(
+            "silent connections on the class listener: {} held, opened {} times",
+            args.silent,
+            progress.silent.load(Ordering::Relaxed)
+        );
         println!(
             "instructor's server RSS: idle {:.1} MiB, everyone following {:.1} MiB, peak {:.1} MiB",
             mib(idle_rss),

@@ -47,6 +47,31 @@ impl Default for GateLimits {
     }
 }
 
+impl GateLimits {
+    /// These limits with at most `1/share` of `descriptors` (the process's limit on open
+    /// files) as connections, and a quarter of those as strangers: each listener takes its share,
+    /// and what is left keeps runs' files, logs and trainers' pipes open, so no listener's
+    /// crowd takes the descriptors another listener (the owner's) or the runs need.
+    pub fn sharing(self, descriptors: u64, share: u64) -> GateLimits {
+        let max_connections = self.max_connections.min(usize::try_from(descriptors / share.max(1)).unwrap_or(usize::MAX)).max(16);
+        GateLimits { max_connections, max_strangers: self.max_strangers.min(max_connections / 4), ..self }
+    }
+}
+
+/// Raises this process's soft limit on open files to its hard limit (at most 2^20), and
+/// returns the limit it has then: every connection is a descriptor, and the usual soft limit
+/// of 1,024 is fewer than a class of followers and the owner's pages need together.
+pub fn raise_descriptor_limit() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return 1024 };
+    let wanted = hard.min(1 << 20);
+    if wanted > soft && setrlimit(Resource::RLIMIT_NOFILE, wanted, hard).is_ok() {
+        tracing::debug!(from = soft, to = wanted, "raised the limit on open files");
+        return wanted;
+    }
+    soft
+}
+
 /// A TCP listener whose connections pass the gate.
 pub struct GatedListener {
     listener: TcpListener,
@@ -267,6 +292,15 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
+
+    #[test]
+    fn each_listener_takes_its_share_of_the_descriptors() {
+        let shared = GateLimits::default().sharing(1024, 4);
+        assert_eq!((shared.max_connections, shared.max_strangers), (256, 64), "a quarter of 1,024, a quarter of those strangers");
+        let plenty = GateLimits::default().sharing(1 << 20, 2);
+        assert_eq!((plenty.max_connections, plenty.max_strangers), (2048, 256), "no more than the defaults");
+        assert!(raise_descriptor_limit() >= 64);
+    }
 
     fn limits() -> GateLimits {
         GateLimits {

@@ -44,6 +44,11 @@ const CLASS_LINK_VARIABLE: &str = "SCALEBOOK_CLASS_LINK";
 /// does in well under a second (its TLS handshake, then its first request); a silent
 /// connection holds a descriptor no longer than this.
 const CLASS_STRANGER_DEADLINE: Duration = Duration::from_secs(5);
+/// The share of the process's descriptors each listener may hold as connections (one half,
+/// one quarter): the owner's listener never waits on the class's crowd, and a quarter stays
+/// for the runs' files and the trainers' pipes.
+const MAIN_SHARE: u64 = 2;
+const CLASS_SHARE: u64 = 4;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -208,6 +213,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ..WsSettings::default()
     };
     let ws_heartbeat = ws.heartbeat;
+    let descriptors = scalebook_server::gate::raise_descriptor_limit();
     let learner_time_limit = limits.learners.time_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
@@ -233,7 +239,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         LogdirFollower::start(runs.clone(), &args.watch_logdirs).await?;
         let classroom = Arc::<Classroom>::default();
         let class = match args.class_listen {
-            Some(addr) => Some(ClassListener::bind(addr, args.class_host.clone(), args.class_dir.as_deref()).await?),
+            Some(addr) => Some(ClassListener::bind(addr, args.class_host.clone(), args.class_dir.as_deref(), descriptors).await?),
             None => None,
         };
         let following = Following::new(runs.clone(), classroom.clone(), Me::new(args.class_name.as_deref(), args.share_runs));
@@ -299,7 +305,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             Listener::Tcp(l) => {
                 // Quiet WebSockets live on their heartbeats: the idle timeout leaves room for two.
                 let idle_timeout = GateLimits::default().idle_timeout.max(ws_heartbeat * 3);
-                let gated = GatedListener::new(l, GateLimits { idle_timeout, ..GateLimits::default() });
+                let limits = GateLimits { idle_timeout, ..GateLimits::default() }.sharing(descriptors, MAIN_SHARE);
+                let gated = GatedListener::new(l, limits);
                 let make = ServiceExt::<Request>::into_make_service_with_connect_info::<Connection>(service);
                 axum::serve(gated, make).with_graceful_shutdown(shutdown).await?;
             }
@@ -360,6 +367,8 @@ struct ClassListener {
     addr: SocketAddr,
     tls: Arc<rustls::ServerConfig>,
     tcp: std::io::Result<tokio::net::TcpListener>,
+    /// The process's limit on open files, which its connections are sized by.
+    descriptors: u64,
 }
 
 impl ClassListener {
@@ -367,7 +376,7 @@ impl ClassListener {
     /// (anyone on a shared login node can take it while this one is down): it is said once in
     /// the log and on the instructor's page, and tried again as it serves. A port of the
     /// system's choosing (0) that cannot be had is a setting to fix: the server stops.
-    async fn bind(addr: SocketAddr, host: Option<String>, dir: Option<&Path>) -> anyhow::Result<ClassListener> {
+    async fn bind(addr: SocketAddr, host: Option<String>, dir: Option<&Path>, descriptors: u64) -> anyhow::Result<ClassListener> {
         let dir = class::directory(dir)?;
         let machine = nix::unistd::gethostname().ok().and_then(|name| name.into_string().ok()).unwrap_or_else(|| "localhost".into());
         let host = host.unwrap_or_else(|| if addr.ip().is_unspecified() { machine.clone() } else { addr.ip().to_string() });
@@ -386,7 +395,7 @@ impl ClassListener {
         if let Err(e) = &tcp {
             key.set_unbound(Some(listener::unbound_words(addr, e)));
         }
-        Ok(ClassListener { key, addr, tls: identity.server_config()?, tcp })
+        Ok(ClassListener { key, addr, tls: identity.server_config()?, tcp, descriptors })
     }
 
     /// Serves followers until the process ends (once it listens).
@@ -398,7 +407,8 @@ impl ClassListener {
         // Strangers get the gate's usual share (past it, the oldest is closed for a newcomer)
         // and a short deadline, so no number of silent connections here takes the descriptors
         // the owner's own listener needs; a follower closed early tries again after a backoff.
-        let limits = GateLimits { stranger_deadline: CLASS_STRANGER_DEADLINE, ..GateLimits::default() };
+        let limits =
+            GateLimits { stranger_deadline: CLASS_STRANGER_DEADLINE, ..GateLimits::default() }.sharing(self.descriptors, CLASS_SHARE);
         let gated = GatedListener::new(tcp, limits);
         let listener = match TlsListener::new(gated, self.tls) {
             Ok(listener) => listener,

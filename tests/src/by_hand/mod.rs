@@ -1,9 +1,9 @@
-//! A follower with no Scalebook behind it, run as any Unix user: what a learner holding the
-//! class link can send the instructor's class listener by hand, as themselves (the class
-//! listener tells who a connection is by the account that made its socket). The client is a
-//! small Python script (`follower.py`: TLS with the link's certificate pinned, a WebSocket by
-//! hand) run with `runuser`; the link's token reaches it on its standard input, never on a
-//! command line.
+//! What a learner can do by hand, as their own Unix user, to a class: send the instructor's
+//! class listener anything while holding the class link ([`RawFollower`]; the class listener
+//! tells who a connection is by the account that made its socket), or hold the class port
+//! while the instructor's Scalebook is down ([`Squatter`]). Each runs under `runuser` as a small
+//! Python program; the follower's (`follower.py`: TLS with the link's certificate pinned, a
+//! WebSocket by hand) gets the link's token on its standard input, never on a command line.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -91,6 +91,42 @@ impl RawFollower {
 }
 
 impl Drop for RawFollower {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// A port held by another user: listening, never answering, until dropped.
+pub struct Squatter {
+    child: Child,
+}
+
+impl Squatter {
+    /// Binds 127.0.0.1:`port` as Unix user `user`, and holds it until dropped.
+    pub async fn hold(user: &str, port: u16) -> anyhow::Result<Squatter> {
+        let script = "import socket, sys\n\
+            s = socket.socket()\n\
+            s.bind(('127.0.0.1', int(sys.argv[1])))\n\
+            s.listen()\n\
+            print('holding', flush=True)\n\
+            sys.stdin.read()\n";
+        let mut child = Command::new("runuser")
+            .args(["-u", user, "--", "/usr/bin/python3", "-c", script, &port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .context("cannot run the squatter (runuser, /usr/bin/python3)")?;
+        let stdout = child.stdout.take().context("no pipe from the squatter")?;
+        let held = tokio::time::timeout(Duration::from_secs(30), BufReader::new(stdout).lines().next_line()).await;
+        match held.context("the squatter did not bind in time")?? {
+            Some(line) if line == "holding" => Ok(Squatter { child }),
+            other => bail!("the squatter could not hold port {port}: {other:?}"),
+        }
+    }
+}
+
+impl Drop for Squatter {
     fn drop(&mut self) {
         let _ = self.child.start_kill();
     }
