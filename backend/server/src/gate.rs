@@ -95,7 +95,14 @@ struct GateState {
     open: usize,
     /// Strangers, oldest first: their id and socket.
     strangers: VecDeque<(u64, RawFd)>,
+    /// Connections refused since the last warning, and when that was: a flood of them is said
+    /// once every [`REFUSALS_SAID_EVERY`], not once a connection.
+    refused: u64,
+    refusals_said: Option<Instant>,
 }
+
+/// How often the log says how many connections the gate refused for want of room.
+const REFUSALS_SAID_EVERY: Duration = Duration::from_secs(10);
 
 impl Gate {
     fn lock(&self) -> MutexGuard<'_, GateState> {
@@ -123,6 +130,19 @@ impl Gate {
         // (A socket just accepted knows its own address; should it not, the port's own stands in.)
         let local = stream.local_addr().unwrap_or(SocketAddr::new(peer.ip(), 0));
         Some(Arc::new(Visitor { id, gate: self.clone(), authenticated: AtomicBool::new(false), peer, local }))
+    }
+
+    /// Counts a connection from `addr` refused for want of room, and says so in the log: the
+    /// first of a flood at once, the rest counted every [`REFUSALS_SAID_EVERY`].
+    fn refused(&self, addr: SocketAddr) {
+        let mut state = self.lock();
+        state.refused += 1;
+        let now = Instant::now();
+        if state.refusals_said.is_none_or(|said| now.duration_since(said) >= REFUSALS_SAID_EVERY) {
+            let max = self.limits.max_connections;
+            tracing::warn!("{addr}: refused, the server holds {max} connections ({} refused since the last warning)", state.refused);
+            (state.refused, state.refusals_said) = (0, Some(now));
+        }
     }
 
     fn forget_stranger(state: &mut GateState, id: u64) {
@@ -188,7 +208,7 @@ impl Listener for GatedListener {
                 }
             };
             let Some(visitor) = self.gate.admit(&stream, addr) else {
-                tracing::warn!("{addr}: refused, the server holds {} connections", self.gate.limits.max_connections);
+                self.gate.refused(addr);
                 continue;
             };
             let accepted = Instant::now();

@@ -407,8 +407,12 @@ impl ClassListener {
         // Strangers get the gate's usual share (past it, the oldest is closed for a newcomer)
         // and a short deadline, so no number of silent connections here takes the descriptors
         // the owner's own listener needs; a follower closed early tries again after a backoff.
+        // Room for a full room of followers beside the strangers, so no number of silent
+        // connections keeps a follower out.
+        let room = GateLimits::default();
         let limits =
-            GateLimits { stranger_deadline: CLASS_STRANGER_DEADLINE, ..GateLimits::default() }.sharing(self.descriptors, CLASS_SHARE);
+            GateLimits { stranger_deadline: CLASS_STRANGER_DEADLINE, max_connections: room.max_connections + room.max_strangers, ..room }
+                .sharing(self.descriptors, CLASS_SHARE);
         let gated = GatedListener::new(tcp, limits);
         let listener = match TlsListener::new(gated, self.tls) {
             Ok(listener) => listener,
