@@ -202,9 +202,10 @@ pub fn follower_name_ok(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, ' ' | '.' | '_' | '-'))
 }
 
-/// The id of the instructor's copy of run `run` shared by the follower named `name`
-/// (`l-NAME-RUN`, the name's blanks and dots made `_`), or `None` when it would be too long
-/// for a run id. The instructor's page and server both name the copy by it.
+/// The id of the instructor's copy of run `run` shared by the follower whose identity's key
+/// is `name` ([`FollowerIdentity::key`]; `l-WHO-RUN`, its dots and other signs made `_`), or
+/// `None` when it would be too long for a run id. The instructor's page and server both name
+/// the copy by it.
 pub fn shared_copy_id(name: &str, run: &RunId) -> Option<RunId> {
     let name: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
     RunId::parse(&format!("{SHARED_PREFIX}{name}-{run}")).ok()
