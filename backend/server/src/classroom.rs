@@ -42,8 +42,6 @@ pub struct Classroom {
     roster: watch::Sender<Roster>,
     /// What ends each follower's connection when the instructor removes it.
     dismissals: Mutex<HashMap<FollowerId, Arc<Notify>>>,
-    /// How many connections each follower identity has (the head count counts identities).
-    identities: Mutex<HashMap<FollowerIdentity, usize>>,
     /// Identities the instructor removed, kept out until the next class link.
     barred: Mutex<HashSet<FollowerIdentity>>,
     /// The seat that presents, by number (`None`: nobody presents).
@@ -61,7 +59,6 @@ impl Default for Classroom {
             audience: watch::Sender::new(Audience::default()),
             roster: watch::Sender::new(Roster::new()),
             dismissals: Mutex::default(),
-            identities: Mutex::default(),
             barred: Mutex::default(),
             presenter: Mutex::default(),
             presenter_connected: watch::Sender::new(true),
@@ -120,20 +117,20 @@ impl Classroom {
             dismissal.notify_one();
         }
         lock(&self.dismissals).insert(id, dismissal.clone());
-        let first = {
-            let mut identities = lock(&self.identities);
-            let connections = identities.entry(identity.clone()).or_default();
-            *connections += 1;
-            *connections == 1
-        };
-        if first {
-            self.audience.send_modify(|a| a.followers += 1);
-        }
         self.roster.send_modify(|r| {
-            r.insert(id, Follower { id, identity: identity.clone(), name: "?".into(), following: false, since: now(), runs: None });
+            r.insert(id, Follower { id, identity, name: "?".into(), following: false, since: now(), runs: None });
         });
-        seat.follower = Some((id, identity, dismissal));
+        self.count_people();
+        seat.follower = Some((id, dismissal));
         seat
+    }
+
+    /// The head count's followers: the identities on the roster, however many connections
+    /// each has.
+    fn count_people(&self) {
+        let people = self.roster.borrow().values().map(|f| &f.identity).collect::<HashSet<_>>().len();
+        let people = u32::try_from(people).unwrap_or(u32::MAX);
+        self.audience.send_if_modified(|a| std::mem::replace(&mut a.followers, people) != people);
     }
 
     /// Every roster from now on, starting with the current one (send each after
@@ -222,7 +219,7 @@ pub struct Seat {
     number: u64,
     role: Role,
     following: bool,
-    follower: Option<(FollowerId, FollowerIdentity, Arc<Notify>)>,
+    follower: Option<(FollowerId, Arc<Notify>)>,
 }
 
 impl Seat {
@@ -249,7 +246,7 @@ impl Seat {
     }
 
     fn update(&self, change: impl FnOnce(&mut Follower)) {
-        if let Some((id, _, _)) = &self.follower {
+        if let Some((id, _)) = &self.follower {
             self.classroom.roster.send_modify(|r| r.get_mut(id).map_or((), change));
         }
     }
@@ -257,7 +254,7 @@ impl Seat {
     /// Resolves when the instructor removes this follower (never, for other connections).
     pub async fn dismissed(&self) {
         match &self.follower {
-            Some((_, _, dismissal)) => dismissal.notified().await,
+            Some((_, dismissal)) => dismissal.notified().await,
             None => std::future::pending().await,
         }
     }
@@ -281,25 +278,12 @@ impl Drop for Seat {
         self.follow(false);
         let role = self.role;
         self.classroom.audience.send_modify(|a| *a = counted(*a, role, -1));
-        if let Some((id, identity, _)) = self.follower.take() {
+        if let Some((id, _)) = self.follower.take() {
             lock(&self.classroom.dismissals).remove(&id);
-            let last = {
-                let mut identities = lock(&self.classroom.identities);
-                let connections = identities.get_mut(&identity).map_or(0, |n| {
-                    *n -= 1;
-                    *n
-                });
-                if connections == 0 {
-                    identities.remove(&identity);
-                }
-                connections == 0
-            };
-            if last {
-                self.classroom.audience.send_modify(|a| a.followers -= 1);
-            }
             self.classroom.roster.send_modify(|r| {
                 r.remove(&id);
             });
+            self.classroom.count_people();
         }
     }
 }
