@@ -176,6 +176,19 @@ impl Hub {
         Ok(())
     }
 
+    /// Makes `relative` in `name`'s home a directory of `name`'s that others may enter but not
+    /// list or write (mode 711), and lets others through the home to it (`chmod o+x ~`), as
+    /// README has an instructor make the class socket's directory.
+    pub fn reachable_dir(&self, name: &str, relative: &str) -> anyhow::Result<PathBuf> {
+        let member = self.member(name);
+        let dir = member.home.join(relative);
+        std::fs::create_dir_all(&dir)?;
+        std::os::unix::fs::chown(&dir, Some(member.user.uid), Some(member.user.gid))?;
+        set_mode(&dir, 0o711)?;
+        set_mode(&member.home, 0o711)?;
+        Ok(dir)
+    }
+
     /// Writes `text` to `relative` in `name`'s home, readable by them alone (their own file of
     /// mode 600, in directories of mode 700 made as needed), as the README has a learner keep a
     /// secret.
@@ -296,6 +309,12 @@ pub struct PageSocket {
 
 impl PageSocket {
     /// Reads messages until `pick` finds what it looks for in one, within `limit`.
+    /// Sends `message` as the page would.
+    pub async fn send(&mut self, message: &ClientMessage) -> anyhow::Result<()> {
+        self.ws.send(Message::text(serde_json::to_string(message)?)).await?;
+        Ok(())
+    }
+
     pub async fn recv_until<T>(&mut self, limit: Duration, mut pick: impl FnMut(&ServerMessage) -> Option<T>) -> anyhow::Result<T> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {

@@ -29,7 +29,9 @@ async fn a_viewer_follows_the_presenting_instructor_and_can_break_away() -> anyh
     instructor.wait_attr(".connection", "data-state", |s| s == "open").await?;
     instructor.click(".classroom button.present").await?;
     instructor.wait_attr(".classroom button.present", "aria-pressed", |p| p == "true").await?;
-    // The instructor opens an answer further down: the page scrolls to it.
+    // The instructor opens an answer further down (once the blocks above it are here, or it
+    // would still be in view): the page scrolls to it.
+    instructor.wait_attr("article.chapter", "aria-busy", |b| b == "false").await?;
     instructor.click(".block.quiz summary").await?;
     instructor.wait_eval("document.querySelector('.block.quiz details').open && window.scrollY > 0").await?;
 

@@ -3,12 +3,14 @@
 //! instructor installs once for everyone, and each of three real Unix users (`instructor`,
 //! `learner1`, `learner2`) runs that install through jupyter-server-proxy in their own Jupyter
 //! server, with the README's entries in their own `~/.jupyter/jupyter_server_config.py`: the
-//! instructor's holds the class (`--class-listen`), the learners' follow it
-//! (`SCALEBOOK_CLASS_LINK`, learner1 sharing its runs). Nobody is granted anything on anybody's
-//! server. Each logs in through the Hub in a browser of their own; then, in order: learner2
-//! holds the class port as the instructor's Scalebook starts, and its page says so; the
-//! instructor's page gets the class link, the learners' servers keep trying, and join by
-//! themselves once learner2 lets the port go; the instructor
+//! instructor's holds the class (`--class-socket` for learners on this host, `--class-listen`
+//! for invitations), the learners' follow it (`SCALEBOOK_CLASS_LINK`: learner1 the room's link,
+//! sharing its runs; learner2 an invitation, as a learner on another host would). Nobody is
+//! granted anything on anybody's server. Each logs in through the Hub in a browser of their
+//! own; then, in order: learner2 holds the class port as the instructor's Scalebook starts, and
+//! its page says so; learner2 cannot take the class socket's place; learner1 joins through the
+//! socket at once; learner2's server keeps trying the port, and joins by itself once learner2
+//! lets the port go; the instructor
 //! presents another chapter and the learners' pages go there; the instructor's run is charted
 //! live on the learners' pages, from their own servers' copies; learner1's own run runs as
 //! learner1; the instructor's roster lists both learners by their Unix names, with learner1's
@@ -28,7 +30,9 @@ use scalebook_e2e::hub::{self, Hub, readme_recipe_for};
 use scalebook_e2e::install::install;
 use scalebook_e2e::notebook::{STEP_LOSS, launch_tiny_run, series_css, watch_growth};
 use scalebook_e2e::{Browser, WAIT, free_port, workspace_root};
-use scalebook_shared::protocol::{ClassLink, ClassState, ClientMessage, FollowerIdentity, Introduction, RunState, Secret, ServerMessage};
+use scalebook_shared::protocol::{
+    ClassAddress, ClassLink, ClassState, ClientMessage, FollowerIdentity, Introduction, RunState, Secret, ServerMessage,
+};
 use scalebook_shared::rundir;
 
 const INSTRUCTOR: &str = "instructor";
@@ -61,14 +65,15 @@ async fn a_class_of_many_scalebooks_runs_under_jupyterhub() -> anyhow::Result<()
     let recipe = readme_recipe_for(&prefix)?;
 
     // 1. The instructor logs in through the Hub and opens their Scalebook (the Unix socket
-    // entry), which holds the class.
+    // entry), which holds the class: its socket in a directory of theirs others may enter.
     let class_port = free_port()?;
+    let socket = hub.reachable_dir(INSTRUCTOR, "scalebook-class")?.join("class.sock");
     let entry = "c.ServerProxy.servers[\"scalebook\"]";
     hub.write_jupyter_config(
         INSTRUCTOR,
         &format!(
             "{recipe}\n# The class, as README's \"A class of many Scalebooks\" says.\n\
-             {entry}[\"command\"] += [\"--class-listen\", \"127.0.0.1:{class_port}\"]\n"
+             {entry}[\"command\"] += [\"--class-socket\", os.path.expanduser(\"~/scalebook-class/class.sock\"), \"--class-listen\", \"127.0.0.1:{class_port}\"]\n"
         ),
     )?;
     // The class port is taken by another user (learner2, by hand) when the instructor's
@@ -92,12 +97,27 @@ async fn a_class_of_many_scalebooks_runs_under_jupyterhub() -> anyhow::Result<()
         })
         .await?;
     let link = ClassLink::parse(&link).map_err(|problems| anyhow::anyhow!("not a class link: {problems}"))?;
-    ensure!(link.port == class_port, "the class link names port {}, not the class listener's {class_port}", link.port);
+    let socket_text = socket.to_str().context("a socket path in UTF-8")?;
+    ensure!(link.address == ClassAddress::Unix(socket_text.into()), "the room's link leads to {}, not the class socket", link.address());
+    // learner2 cannot take the socket's place: its directory is the instructor's alone.
+    let squatted = Squatter::take_socket(LEARNERS[1], &socket).await?;
+    ensure!(squatted.as_deref() == Some("Permission denied"), "learner2 took the class socket's place: {squatted:?}");
+    // learner2 follows with an invitation, over the port (as from another host).
+    instructor_socket.send(&ClientMessage::Invite { name: LEARNERS[1].into() }).await?;
+    let invitation = instructor_socket
+        .recv_until(WAIT, |m| match m {
+            ServerMessage::Invitation { link: Secret(link), .. } => Some(link.clone()),
+            _ => None,
+        })
+        .await?;
+    let invitation = ClassLink::parse(&invitation).map_err(|problems| anyhow::anyhow!("not an invitation: {problems}"))?;
+    ensure!(matches!(invitation.address, ClassAddress::Tcp { port, .. } if port == class_port), "{invitation:?} is not the port's");
     let mut learners = Vec::new();
     for name in LEARNERS {
         let share = if name == LEARNERS[0] { format!("{entry}[\"command\"] += [\"--share-runs\"]\n") } else { String::new() };
         // The link in a file only the learner can read, the entry naming the file (README).
-        hub.write_private(name, ".config/scalebook/class-link", &link.to_string())?;
+        let their_link = if name == LEARNERS[0] { &link } else { &invitation };
+        hub.write_private(name, ".config/scalebook/class-link", &their_link.to_string())?;
         let follow = format!(
             "{entry}[\"environment\"] = {{\"SCALEBOOK_CLASS_LINK\": \"@\" + os.path.expanduser(\"~/.config/scalebook/class-link\")}}\n"
         );
@@ -110,19 +130,25 @@ async fn a_class_of_many_scalebooks_runs_under_jupyterhub() -> anyhow::Result<()
         browser.client.goto(&format!("{}/user/{name}/scalebook/#/rank-groups", hub.url)).await?;
         browser.wait_attr(".connection", "data-state", |s| s == "open").await?;
         let mut socket = hub.socket(&browser, name, "scalebook").await?;
-        // The port is still learner2's: the learner's server keeps trying, saying what it met.
-        let waiting = |m: &ServerMessage| matches!(m, ServerMessage::Class(ClassState::Connecting { warning: Some(_), .. })).then_some(());
-        socket.recv_until(WAIT, waiting).await.with_context(|| format!("{name}'s server did not say the class is out of reach"))?;
+        let joined = |m: &ServerMessage| matches!(m, ServerMessage::Class(ClassState::Joined { .. })).then_some(());
+        if name == LEARNERS[0] {
+            // The port held changes nothing for a learner on the socket.
+            socket.recv_until(WAIT, joined).await.with_context(|| format!("{name}'s server did not join through the class socket"))?;
+        } else {
+            // The port is still learner2's: the invited server keeps trying, saying what it met.
+            let waiting =
+                |m: &ServerMessage| matches!(m, ServerMessage::Class(ClassState::Connecting { warning: Some(_), .. })).then_some(());
+            socket.recv_until(WAIT, waiting).await.with_context(|| format!("{name}'s server did not say the class is out of reach"))?;
+        }
         learners.push((name, browser, socket));
     }
-    // learner2 lets the port go: the instructor's class listener takes it, and every learner's
+    // learner2 lets the port go: the instructor's class listener takes it, and the invited
     // server joins by itself.
     drop(squatter);
     instructor.wait_eval("document.querySelector('.classroom .class-unbound') === null").await?;
-    for (name, _, socket) in &mut learners {
-        let joined = |m: &ServerMessage| matches!(m, ServerMessage::Class(ClassState::Joined { .. })).then_some(());
-        socket.recv_until(WAIT, joined).await.with_context(|| format!("{name}'s server did not join the class once the port was free"))?;
-    }
+    let (name, _, waiting) = &mut learners[1];
+    let joined = |m: &ServerMessage| matches!(m, ServerMessage::Class(ClassState::Joined { .. })).then_some(());
+    waiting.recv_until(WAIT, joined).await.with_context(|| format!("{name}'s server did not join the class once the port was free"))?;
 
     // 3. The instructor presents, and moves to another chapter: the learners' pages follow.
     instructor.click(".classroom button.present").await?;
@@ -275,14 +301,16 @@ async fn a_class_of_many_scalebooks_runs_under_jupyterhub() -> anyhow::Result<()
         let open = Hub::open_to_others(&hub.home(name).join("scalebook/runs"))?;
         ensure!(open.is_empty(), "{name}'s runs open to others: {open:?}");
         let config = std::fs::read_to_string(hub.home(name).join(".jupyter/jupyter_server_config.py"))?;
-        ensure!(!config.contains(&token) && !config.contains(&link.token), "{name}'s Jupyter config holds a token");
+        let secrets = [&token, &link.token, &invitation.token];
+        ensure!(!secrets.iter().any(|secret| config.contains(secret.as_str())), "{name}'s Jupyter config holds a token");
     }
     let logs = hub.logs()?;
-    let class_started = format!("Class listener on 127.0.0.1:{class_port}");
+    let class_started = format!("Class listener on {socket_text}");
     ensure!(logs[0].1.contains(&class_started), "the Hub's log does not hold the Scalebooks' output (no {class_started:?})");
     for (path, text) in &logs {
         ensure!(!text.contains(&token), "{} holds the instructor's token", path.display());
         ensure!(!text.contains(&link.token), "{} holds the class link's token", path.display());
+        ensure!(!text.contains(&invitation.token), "{} holds the invitation's token", path.display());
     }
     Ok(())
 }

@@ -36,15 +36,12 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use futures_util::{SinkExt, StreamExt};
-use rustls::pki_types::ServerName;
-use scalebook_server::class::tls::pinned_client;
+use scalebook_server::class::tls::{self, Unreached};
 use scalebook_shared::protocol::{
     ClassLink, ClientMessage, Introduction, MAX_SUMMARISED_RUNS, PROTOCOL_VERSION, RunId, RunState, RunSummary, ServerMessage,
 };
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -195,14 +192,14 @@ async fn page(url: String, launched: Launched, progress: Arc<Progress>, sent_at:
     chart(ws, launched, copy, None, progress, sent_at).await
 }
 
-/// Opens the class listener's WebSocket as a follower server does: TCP, TLS accepting only the
-/// link's certificate, the follower token in the upgrade's header.
-async fn follower_socket(link: &ClassLink) -> Result<Socket<TlsStream<TcpStream>>, String> {
-    let tcp = TcpStream::connect((link.host.as_str(), link.port)).await.map_err(|e| e.to_string())?;
-    let name = ServerName::try_from(link.host.clone()).map_err(|e| e.to_string())?;
-    let tls = TlsConnector::from(pinned_client(&link.fingerprint)).connect(name, tcp).await.map_err(|e| e.to_string())?;
-    let mut request = format!("wss://{}/api/ws", link.address()).into_client_request().map_err(|e| e.to_string())?;
-    request.headers_mut().insert("authorization", format!("Bearer {}", link.token).parse().map_err(|_| "an unusable token")?);
+/// Opens the class listener's WebSocket as a follower server does: TCP (or the socket), TLS
+/// accepting only the link's certificate, the follower token in the upgrade's header.
+async fn follower_socket(link: &ClassLink) -> Result<Socket<TlsStream<tls::Wire>>, String> {
+    let tls = tls::reach(link).await.map_err(|unreached| match unreached {
+        Unreached::Refused(why) | Unreached::Away(why) => why,
+    })?;
+    let mut request = format!("wss://{}/api/ws", link.authority()).into_client_request().map_err(|e| e.to_string())?;
+    request.headers_mut().insert("authorization", tls::bearer(link)?);
     let (ws, _) = tokio_tungstenite::client_async(request, tls).await.map_err(|e| e.to_string())?;
     Ok(ws)
 }
@@ -265,7 +262,7 @@ fn summaries(count: usize) -> Option<Vec<RunSummary>> {
 /// listener closes it, until aborted.
 async fn silent(link: Arc<ClassLink>, progress: Arc<Progress>) {
     loop {
-        match TcpStream::connect((link.host.as_str(), link.port)).await {
+        match tls::connect(&link.address).await {
             Ok(mut tcp) => {
                 progress.silent.fetch_add(1, Ordering::Relaxed);
                 // Until the listener closes it (a read of nothing, or a reset).

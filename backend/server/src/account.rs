@@ -19,11 +19,16 @@ pub fn of_peer(local: SocketAddr, peer: SocketAddr) -> Option<String> {
         let text = std::fs::read_to_string(table).ok()?;
         owner_in(&text, unmapped(peer), unmapped(local))
     })?;
+    Some(name(uid))
+}
+
+/// The name of the account `uid` (through NSS), or `uidN` for one without a name.
+pub fn name(uid: u32) -> String {
     let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten();
     if user.is_none() {
         tracing::warn!(uid, "a follower's account has no name: it is shown by its number");
     }
-    Some(user.map_or_else(|| format!("uid{uid}"), |user| user.name))
+    user.map_or_else(|| format!("uid{uid}"), |user| user.name)
 }
 
 /// The uid of the socket in `table` (a `/proc/net/tcp*` text) whose own address is `near` and

@@ -1,4 +1,5 @@
-//! The door every TCP connection passes before the HTTP server sees it. The token is checked
+//! The door every connection passes before the HTTP server sees it (TCP, or the class
+//! listener's Unix socket). The token is checked
 //! per request ([`crate::auth`]), so until a connection has shown it, it is a stranger's:
 //! strangers get a short deadline and a small share of the server, and when a new one needs
 //! room the oldest is closed; a connection that has shown the token is limited only by the
@@ -7,8 +8,10 @@
 //! none lingers.
 
 use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,7 +22,7 @@ use std::time::Duration;
 use axum::extract::connect_info::Connected;
 use axum::serve::{IncomingStream, Listener};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, UnixListener};
 use tokio::time::{Instant, Sleep};
 
 /// How many connections the server holds, and for how long.
@@ -72,14 +75,72 @@ pub fn raise_descriptor_limit() -> u64 {
     soft
 }
 
-/// A TCP listener whose connections pass the gate.
-pub struct GatedListener {
-    listener: TcpListener,
+/// Where a connection comes from, as the listening socket tells it on accepting it.
+#[derive(Debug, Clone, Copy)]
+pub enum Origin {
+    /// A TCP client: its end, and this server's end.
+    Tcp { peer: SocketAddr, local: SocketAddr },
+    /// A process on this host through a Unix socket: the uid the kernel credits it with.
+    Unix { uid: Option<u32> },
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Tcp { peer, .. } => write!(f, "{peer}"),
+            Origin::Unix { uid: Some(uid) } => write!(f, "uid {uid} (Unix socket)"),
+            Origin::Unix { uid: None } => f.write_str("a Unix socket's client"),
+        }
+    }
+}
+
+/// A listening socket the gate stands before.
+pub trait Door: Send + 'static {
+    type Stream: AsyncRead + AsyncWrite + AsRawFd + Unpin + Send + 'static;
+
+    fn accept(&mut self) -> impl Future<Output = io::Result<(Self::Stream, Origin)>> + Send;
+    /// This end, as axum's listener reports it.
+    fn origin(&self) -> io::Result<Origin>;
+}
+
+impl Door for TcpListener {
+    type Stream = tokio::net::TcpStream;
+
+    async fn accept(&mut self) -> io::Result<(Self::Stream, Origin)> {
+        let (stream, peer) = TcpListener::accept(self).await?;
+        // (A socket just accepted knows its own address; should it not, the port's own stands in.)
+        let local = stream.local_addr().or_else(|_| self.local_addr())?;
+        Ok((stream, Origin::Tcp { peer, local }))
+    }
+
+    fn origin(&self) -> io::Result<Origin> {
+        let local = self.local_addr()?;
+        Ok(Origin::Tcp { peer: local, local })
+    }
+}
+
+impl Door for UnixListener {
+    type Stream = tokio::net::UnixStream;
+
+    async fn accept(&mut self) -> io::Result<(Self::Stream, Origin)> {
+        let (stream, _) = UnixListener::accept(self).await?;
+        let uid = stream.peer_cred().ok().map(|credentials| credentials.uid());
+        Ok((stream, Origin::Unix { uid }))
+    }
+
+    fn origin(&self) -> io::Result<Origin> {
+        Ok(Origin::Unix { uid: Some(nix::unistd::getuid().as_raw()) })
+    }
+}
+
+/// A listener whose connections pass the gate.
+pub struct GatedListener<D: Door = TcpListener> {
+    listener: D,
     gate: Arc<Gate>,
 }
 
-impl GatedListener {
-    pub fn new(listener: TcpListener, limits: GateLimits) -> GatedListener {
+impl<D: Door> GatedListener<D> {
+    pub fn new(listener: D, limits: GateLimits) -> GatedListener<D> {
         GatedListener { listener, gate: Arc::new(Gate { limits, state: Mutex::default(), next_id: AtomicU64::new(0) }) }
     }
 }
@@ -111,7 +172,7 @@ impl Gate {
 
     /// Lets `stream` in as a stranger, closing the oldest stranger if there is no room; `None`
     /// when the server holds all the connections it may.
-    fn admit(self: &Arc<Self>, stream: &TcpStream, peer: SocketAddr) -> Option<Arc<Visitor>> {
+    fn admit(self: &Arc<Self>, socket: RawFd, origin: Origin) -> Option<Arc<Visitor>> {
         let mut state = self.lock();
         if state.open >= self.limits.max_connections {
             return None;
@@ -126,15 +187,13 @@ impl Gate {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         state.open += 1;
-        state.strangers.push_back((id, stream.as_raw_fd()));
-        // (A socket just accepted knows its own address; should it not, the port's own stands in.)
-        let local = stream.local_addr().unwrap_or(SocketAddr::new(peer.ip(), 0));
-        Some(Arc::new(Visitor { id, gate: self.clone(), authenticated: AtomicBool::new(false), peer, local }))
+        state.strangers.push_back((id, socket));
+        Some(Arc::new(Visitor { id, gate: self.clone(), authenticated: AtomicBool::new(false), origin }))
     }
 
     /// Counts a connection from `addr` refused for want of room, and says so in the log: the
     /// first of a flood at once, the rest counted every [`REFUSALS_SAID_EVERY`].
-    fn refused(&self, addr: SocketAddr) {
+    fn refused(&self, addr: Origin) {
         let mut state = self.lock();
         state.refused += 1;
         let now = Instant::now();
@@ -155,11 +214,7 @@ pub struct Visitor {
     id: u64,
     gate: Arc<Gate>,
     authenticated: AtomicBool,
-    /// The client's end of the connection (its address bounds what one client may do however
-    /// many connections it opens).
-    peer: SocketAddr,
-    /// This server's end.
-    local: SocketAddr,
+    origin: Origin,
 }
 
 /// The connection a request came on (axum's `ConnectInfo` of the gated listener).
@@ -174,29 +229,35 @@ impl Connection {
         }
     }
 
-    /// The address the connection came from.
-    pub fn peer(&self) -> IpAddr {
-        self.0.peer.ip()
+    /// The address a TCP connection came from (its client's launches are rate-limited by it).
+    pub fn peer(&self) -> Option<std::net::IpAddr> {
+        match self.0.origin {
+            Origin::Tcp { peer, .. } => Some(peer.ip()),
+            Origin::Unix { .. } => None,
+        }
     }
 
-    /// The Unix account whose process holds the client's end, when it is on this host (see
-    /// `crate::account`).
+    /// The Unix account whose process holds the client's end, when it is on this host: the
+    /// kernel's answer for a Unix socket, its table of TCP sockets for TCP (see `crate::account`).
     pub fn account(&self) -> Option<String> {
-        crate::account::of_peer(self.0.local, self.0.peer)
+        match self.0.origin {
+            Origin::Tcp { peer, local } => crate::account::of_peer(local, peer),
+            Origin::Unix { uid } => uid.map(crate::account::name),
+        }
     }
 }
 
-impl Connected<IncomingStream<'_, GatedListener>> for Connection {
-    fn connect_info(stream: IncomingStream<'_, GatedListener>) -> Connection {
+impl<D: Door> Connected<IncomingStream<'_, GatedListener<D>>> for Connection {
+    fn connect_info(stream: IncomingStream<'_, GatedListener<D>>) -> Connection {
         Connection(stream.io().visitor.clone())
     }
 }
 
-impl Listener for GatedListener {
-    type Io = GatedStream;
-    type Addr = std::net::SocketAddr;
+impl<D: Door> Listener for GatedListener<D> {
+    type Io = GatedStream<D::Stream>;
+    type Addr = Origin;
 
-    async fn accept(&mut self) -> (GatedStream, std::net::SocketAddr) {
+    async fn accept(&mut self) -> (GatedStream<D::Stream>, Origin) {
         loop {
             let (stream, addr) = match self.listener.accept().await {
                 Ok(accepted) => accepted,
@@ -207,7 +268,7 @@ impl Listener for GatedListener {
                     continue;
                 }
             };
-            let Some(visitor) = self.gate.admit(&stream, addr) else {
+            let Some(visitor) = self.gate.admit(stream.as_raw_fd(), addr) else {
                 self.gate.refused(addr);
                 continue;
             };
@@ -217,21 +278,21 @@ impl Listener for GatedListener {
         }
     }
 
-    fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
-        self.listener.local_addr()
+    fn local_addr(&self) -> io::Result<Origin> {
+        self.listener.origin()
     }
 }
 
-/// A connection past the gate: a TCP stream that ends itself when its deadline passes.
-pub struct GatedStream {
-    stream: TcpStream,
+/// A connection past the gate: a stream that ends itself when its deadline passes.
+pub struct GatedStream<S> {
+    stream: S,
     visitor: Arc<Visitor>,
     accepted: Instant,
     last_activity: Instant,
     deadline: Pin<Box<Sleep>>,
 }
 
-impl GatedStream {
+impl<S> GatedStream<S> {
     /// The connection as request handlers see it (for a listener layered on this one).
     pub fn connection(&self) -> Connection {
         Connection(self.visitor.clone())
@@ -254,13 +315,13 @@ impl GatedStream {
             self.deadline.as_mut().reset(due);
         }
     }
-
-    fn timed_out() -> io::Error {
-        io::Error::new(io::ErrorKind::TimedOut, "the connection's time is up")
-    }
 }
 
-impl Drop for GatedStream {
+fn timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "the connection's time is up")
+}
+
+impl<S> Drop for GatedStream<S> {
     fn drop(&mut self) {
         // Before the socket closes (fields drop after this), so an eviction never shuts down
         // a descriptor that has been reused.
@@ -270,11 +331,11 @@ impl Drop for GatedStream {
     }
 }
 
-impl AsyncRead for GatedStream {
+impl<S: AsyncRead + Unpin> AsyncRead for GatedStream<S> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if this.expired(cx) {
-            return Poll::Ready(Err(GatedStream::timed_out()));
+            return Poll::Ready(Err(timed_out()));
         }
         let before = buf.filled().len();
         let read = Pin::new(&mut this.stream).poll_read(cx, buf);
@@ -285,11 +346,11 @@ impl AsyncRead for GatedStream {
     }
 }
 
-impl AsyncWrite for GatedStream {
+impl<S: AsyncWrite + Unpin> AsyncWrite for GatedStream<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         if this.expired(cx) {
-            return Poll::Ready(Err(GatedStream::timed_out()));
+            return Poll::Ready(Err(timed_out()));
         }
         let written = Pin::new(&mut this.stream).poll_write(cx, data);
         if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
@@ -310,6 +371,7 @@ impl AsyncWrite for GatedStream {
 #[cfg(test)]
 mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
 
     use super::*;
 
@@ -392,5 +454,18 @@ mod tests {
         // ...and silence ends it.
         let err = known.read(&mut buf).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+    }
+
+    #[tokio::test]
+    async fn a_unix_sockets_client_is_the_account_the_kernel_credits_it_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("class.sock");
+        let mut gate = GatedListener::new(UnixListener::bind(&path).unwrap(), limits());
+        let _client = tokio::net::UnixStream::connect(&path).await.unwrap();
+        let (served, origin) = gate.accept().await;
+        let me = nix::unistd::User::from_uid(nix::unistd::getuid()).unwrap().unwrap().name;
+        assert_eq!(served.connection().account(), Some(me));
+        assert_eq!(origin.to_string(), format!("uid {} (Unix socket)", nix::unistd::getuid()));
+        assert_eq!(gate.gate.lock().strangers.len(), 1, "a socket's client is a stranger until it shows its token");
     }
 }

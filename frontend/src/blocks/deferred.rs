@@ -32,6 +32,32 @@ use super::{BlockSpec, ChartSpec, GridSpec};
 use crate::library::LoadError;
 use crate::working::WorkingConfig;
 
+/// The chapter's blocks still waiting for their part of the module. Each arrival makes the
+/// chapter longer above whatever follows it, so a page following a presentation is placed once
+/// none is left: scrolled while the page is short, it would stop short of the presented place.
+#[derive(Clone, Copy)]
+pub struct Pending(RwSignal<u32>);
+
+impl Pending {
+    pub fn new() -> Self {
+        Self(RwSignal::new(0))
+    }
+
+    /// Whether every block of the chapter has arrived (or failed to, and says why).
+    pub fn settled(self) -> bool {
+        self.0.get() == 0
+    }
+
+    fn add(self) {
+        self.0.update(|n| *n += 1);
+    }
+
+    /// A block arrived; the chapter may be gone by then, and its count with it.
+    fn arrived(self) {
+        self.0.try_update(|n| *n = n.saturating_sub(1));
+    }
+}
+
 /// `spec`'s block, with a line saying it is on its way until its part of the module is here.
 /// The line is a `.block` itself, so the classroom numbers a chapter's blocks alike on a page
 /// that has the part and on one still fetching it.
@@ -41,8 +67,12 @@ pub fn block(spec: BlockSpec) -> impl IntoView {
     if let BlockSpec::Config { config, dp, .. } | BlockSpec::Run { config, dp } = &spec {
         WorkingConfig::claim(config, *dp);
     }
+    let pending = use_context::<Pending>();
+    pending.inspect(|p| untrack(|| p.add()));
     let view = SendWrapper::new(async move {
-        load(spec).await.unwrap_or_else(|e| view! { <p class="error" role="alert">{e.to_string()}</p> }.into_any())
+        let view = load(spec).await.unwrap_or_else(|e| view! { <p class="error" role="alert">{e.to_string()}</p> }.into_any());
+        pending.inspect(|p| p.arrived());
+        view
     });
     view! {
         <Suspense fallback=|| view! { <p class="block muted block-loading">"Loading this block…"</p> }>

@@ -52,6 +52,7 @@ pub use scalebook_page::blocks::{
 use leptos::prelude::*;
 
 use self::code::CodeBlock;
+pub use self::deferred::Pending;
 use self::published::PublishedBlock;
 use self::quiz::Quiz;
 

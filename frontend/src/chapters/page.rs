@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 
 use super::markdown::{Segment, segments};
-use crate::blocks::Block;
+use crate::blocks::{Block, Pending};
 use crate::classroom::Classroom;
 use crate::library::{load, when_loaded};
 use crate::net::urls;
@@ -16,6 +16,8 @@ const FIRST_RENDER_MARK: &str = "scalebook-first-chapter";
 pub fn ChapterPage(slug: String, title: String) -> impl IntoView {
     let content = load("chapter", urls::resolve(&format!("chapters/{slug}.md")), |text| Ok(segments(text)));
     provide_context(WorkingConfig::for_chapter(&slug));
+    let pending = Pending::new();
+    provide_context(pending);
     let classroom = expect_context::<Classroom>();
     classroom.chapter_opened();
 
@@ -34,17 +36,23 @@ pub fn ChapterPage(slug: String, title: String) -> impl IntoView {
             }
         }
     });
-    // Told from inside the rendered text, so it runs once the blocks are on the page: a
-    // following page then scrolls to the presented block.
+    // Told from inside the rendered text, so it runs once the blocks are on the page, and
+    // every one of them has arrived: a following page then scrolls to the presented block.
     let rendered = slug.clone();
     let show = move |segments: std::sync::Arc<Vec<Segment>>| {
         let rendered = rendered.clone();
-        Effect::new(move |_| classroom.chapter_rendered(&rendered));
+        Effect::new(move |_| {
+            if pending.settled() {
+                classroom.chapter_rendered(&rendered);
+            }
+        });
         segments.iter().cloned().map(segment_view).collect_view()
     };
 
+    // Busy (for assistive technology, and for tests) until the text and every block are here.
+    let busy = move || (content.get().is_none() || !pending.settled()).to_string();
     view! {
-        <article class="chapter" node_ref=article tabindex="-1" aria-label=title data-chapter=slug>
+        <article class="chapter" node_ref=article tabindex="-1" aria-label=title aria-busy=busy data-chapter=slug>
             {when_loaded("chapter", move || content.into_future(), show)}
         </article>
     }

@@ -38,9 +38,11 @@ const SHARED_PREFIX: &str = "l-";
 /// which the follower pins (no certificate authority is involved, so the fingerprint is what
 /// tells the real class listener from anyone in between).
 ///
-/// Written `scalebook-class://HOST:PORT/#token=TOKEN&sha256=FINGERPRINT` (and `&invite=NAME`
-/// for an invitation): the secrets sit in the fragment, which no client sends to a server, so
-/// the link never lands in a request log.
+/// Written `scalebook-class://HOST:PORT/#token=TOKEN&sha256=FINGERPRINT`, or for a class
+/// listener's Unix socket `scalebook-class:///PATH#token=...` (an empty host and the socket's
+/// path, as `file:///` links write theirs), and `&invite=NAME` for an invitation: the secrets
+/// sit in the fragment, which no client sends to a server, so the link never lands in a
+/// request log.
 ///
 /// The room's link (no `invite`) identifies a follower by the Unix account its server runs
 /// as, which the class listener asks the kernel for: it admits followers on its own host only.
@@ -48,8 +50,7 @@ const SHARED_PREFIX: &str = "l-";
 /// invited learner wherever it connects from.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClassLink {
-    pub host: String,
-    pub port: u16,
+    pub address: ClassAddress,
     pub token: String,
     /// Lowercase hex, [`FINGERPRINT_LEN`] digits.
     pub fingerprint: String,
@@ -57,16 +58,40 @@ pub struct ClassLink {
     pub invite: Option<String>,
 }
 
+/// Where a class listener listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClassAddress {
+    /// A TCP port, reached from anywhere the network allows.
+    Tcp { host: String, port: u16 },
+    /// A Unix socket (its absolute path), reached from the listener's own host: in a directory
+    /// only the instructor can write, nobody else can take its place.
+    Unix(String),
+}
+
+impl fmt::Display for ClassAddress {
+    /// `host:port` (`[v6]:port`), or the socket's path, as a person reads it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClassAddress::Tcp { host, port } if host.contains(':') => write!(f, "[{host}]:{port}"),
+            ClassAddress::Tcp { host, port } => write!(f, "{host}:{port}"),
+            ClassAddress::Unix(path) => f.write_str(path),
+        }
+    }
+}
+
 impl fmt::Debug for ClassLink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ClassLink({}:{}, token .., sha256 {}, invite {:?})", self.host, self.port, self.fingerprint, self.invite)
+        write!(f, "ClassLink({}, token .., sha256 {}, invite {:?})", self.address, self.fingerprint, self.invite)
     }
 }
 
 impl fmt::Display for ClassLink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
-        write!(f, "{CLASS_LINK_SCHEME}://{host}:{}/#token={}&sha256={}", self.port, self.token, self.fingerprint)?;
+        match &self.address {
+            ClassAddress::Tcp { .. } => write!(f, "{CLASS_LINK_SCHEME}://{}/", self.address)?,
+            ClassAddress::Unix(path) => write!(f, "{CLASS_LINK_SCHEME}://{path}")?,
+        }
+        write!(f, "#token={}&sha256={}", self.token, self.fingerprint)?;
         match &self.invite {
             Some(name) => write!(f, "&invite={name}"),
             None => Ok(()),
@@ -78,6 +103,8 @@ impl fmt::Display for ClassLink {
 pub const MAX_INVITATION_NAME_LEN: usize = 32;
 /// What separates an invited name from its token in the bearer a follower presents.
 pub const INVITATION_SEPARATOR: char = '~';
+/// The longest socket path a class link may carry (what a Unix socket's address holds).
+pub const MAX_SOCKET_PATH_LEN: usize = 107;
 
 /// Whether `name` may be invited: 1 to [`MAX_INVITATION_NAME_LEN`] lowercase letters, digits,
 /// `_` or `-`, starting with a letter (a Unix user name's shape, and nothing a link, a bearer
@@ -88,8 +115,50 @@ pub fn invitation_name_ok(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-'))
 }
 
+/// Whether `path` may name a class listener's socket in a link: absolute, at most
+/// [`MAX_SOCKET_PATH_LEN`] bytes of letters, digits, `/`, `.`, `_`, `-` or `+` (nothing a link
+/// would need to escape), and no `..`.
+pub fn socket_path_ok(path: &str) -> bool {
+    path.starts_with('/')
+        && path.len() <= MAX_SOCKET_PATH_LEN
+        && path.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-' | b'+'))
+        && !path.split('/').any(|part| part == "..")
+}
+
 fn lower_hex(text: &str, len: usize) -> bool {
     text.len() == len && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The address part of a link (what comes before `#`), checked.
+fn parse_address(address: &str, problems: &mut Problems) -> Option<ClassAddress> {
+    if address.starts_with('/') {
+        if !socket_path_ok(address) {
+            problems.push(
+                "class_link.socket",
+                format!(
+                    "a socket's path is absolute, at most {MAX_SOCKET_PATH_LEN} letters, digits, `/`, `.`, `_`, `-` or `+`, without `..`"
+                ),
+            );
+            return None;
+        }
+        return Some(ClassAddress::Unix(address.to_owned()));
+    }
+    let address = address.trim_end_matches('/');
+    let (host, port) = match address.strip_prefix('[') {
+        Some(v6) => v6.split_once("]:").unwrap_or((v6, "")),
+        None => address.rsplit_once(':').unwrap_or((address, "")),
+    };
+    let host_ok = !host.is_empty()
+        && host.len() <= MAX_HOST_LEN
+        && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':'));
+    if !host_ok {
+        problems.push("class_link.host", "the host is a name or an address of letters, digits, `.`, `-` (and `:` in IPv6)");
+    }
+    let port = port.parse::<u16>().ok().filter(|&p| p > 0);
+    if port.is_none() {
+        problems.push("class_link.port", "the link names a port from 1 to 65535 after the host (HOST:PORT)");
+    }
+    Some(ClassAddress::Tcp { host: host.to_owned(), port: port? }).filter(|_| host_ok)
 }
 
 impl ClassLink {
@@ -103,21 +172,7 @@ impl ClassLink {
             return Err(problems);
         };
         let (address, fragment) = rest.split_once('#').unwrap_or((rest, ""));
-        let address = address.trim_end_matches('/');
-        let (host, port) = match address.strip_prefix('[') {
-            Some(v6) => v6.split_once("]:").unwrap_or((v6, "")),
-            None => address.rsplit_once(':').unwrap_or((address, "")),
-        };
-        let host_ok = !host.is_empty()
-            && host.len() <= MAX_HOST_LEN
-            && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':'));
-        if !host_ok {
-            problems.push("class_link.host", "the host is a name or an address of letters, digits, `.`, `-` (and `:` in IPv6)");
-        }
-        let port = port.parse::<u16>().ok().filter(|&p| p > 0);
-        if port.is_none() {
-            problems.push("class_link.port", "the link names a port from 1 to 65535 after the host (HOST:PORT)");
-        }
+        let address = parse_address(address, &mut problems);
         let field = |name: &str| fragment.split('&').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('=')).unwrap_or("");
         let (token, fingerprint, invite) = (field("token"), field("sha256"), field("invite"));
         if !lower_hex(token, FOLLOWER_TOKEN_LEN) {
@@ -135,10 +190,8 @@ impl ClassLink {
                 format!("the link's &invite= is 1 to {MAX_INVITATION_NAME_LEN} lowercase letters, digits, `_` or `-`: copy the whole link"),
             );
         }
-        match (problems.is_empty(), port) {
-            (true, Some(port)) => {
-                Ok(ClassLink { host: host.to_owned(), port, token: token.to_owned(), fingerprint: fingerprint.to_owned(), invite })
-            }
+        match (problems.is_empty(), address) {
+            (true, Some(address)) => Ok(ClassLink { address, token: token.to_owned(), fingerprint: fingerprint.to_owned(), invite }),
             _ => Err(problems),
         }
     }
@@ -152,9 +205,26 @@ impl ClassLink {
         }
     }
 
-    /// `host:port` as a person reads it (no secrets).
+    /// Where the class listener is, as a person reads it (no secrets).
     pub fn address(&self) -> String {
-        if self.host.contains(':') { format!("[{}]:{}", self.host, self.port) } else { format!("{}:{}", self.host, self.port) }
+        self.address.to_string()
+    }
+
+    /// The host HTTP and TLS name the class listener by: the link's host, or `localhost` for a
+    /// socket (the listener's certificate names it; the pinned fingerprint is what is checked).
+    pub fn host_name(&self) -> &str {
+        match &self.address {
+            ClassAddress::Tcp { host, .. } => host,
+            ClassAddress::Unix(_) => "localhost",
+        }
+    }
+
+    /// `host:port` for HTTP's `Host` and the WebSocket's URL (`localhost` for a socket).
+    pub fn authority(&self) -> String {
+        match &self.address {
+            ClassAddress::Tcp { .. } => self.address(),
+            ClassAddress::Unix(_) => self.host_name().to_owned(),
+        }
     }
 }
 
@@ -335,11 +405,12 @@ mod tests {
 
     #[test]
     fn a_class_link_reads_back_what_it_writes_with_the_secrets_in_the_fragment() {
-        let link = ClassLink { host: "login01.example".into(), port: 8443, token: TOKEN.into(), fingerprint: fingerprint(), invite: None };
+        let tcp = |host: &str| ClassAddress::Tcp { host: host.into(), port: 8443 };
+        let link = ClassLink { address: tcp("login01.example"), token: TOKEN.into(), fingerprint: fingerprint(), invite: None };
         let text = link.to_string();
         assert_eq!(text, format!("scalebook-class://login01.example:8443/#token={TOKEN}&sha256={}", fingerprint()));
         assert_eq!(ClassLink::parse(&format!("  {text}\n")).unwrap(), link);
-        let v6 = ClassLink { host: "::1".into(), ..link.clone() };
+        let v6 = ClassLink { address: tcp("::1"), ..link.clone() };
         assert_eq!(ClassLink::parse(&v6.to_string()).unwrap(), v6);
         assert_eq!(v6.address(), "[::1]:8443");
         assert!(!format!("{link:?}").contains(TOKEN), "Debug must not show the token");
@@ -348,6 +419,20 @@ mod tests {
         assert!(invitation.to_string().ends_with("&invite=ada"));
         assert_eq!(ClassLink::parse(&invitation.to_string()).unwrap(), invitation);
         assert_eq!(invitation.bearer(), format!("ada~{TOKEN}"));
+    }
+
+    #[test]
+    fn a_sockets_link_is_its_path_after_an_empty_host() {
+        let path = "/srv/class/instructor+1/class.sock";
+        let link = ClassLink { address: ClassAddress::Unix(path.into()), token: TOKEN.into(), fingerprint: fingerprint(), invite: None };
+        assert_eq!(link.to_string(), format!("scalebook-class://{path}#token={TOKEN}&sha256={}", fingerprint()));
+        assert_eq!(ClassLink::parse(&link.to_string()).unwrap(), link);
+        assert_eq!((link.address(), link.authority()), (path.to_owned(), "localhost".to_owned()));
+        let fields = |text: &str| ClassLink::parse(text).unwrap_err().0.into_iter().map(|p| p.field).collect::<Vec<_>>();
+        let long = format!("/{}", "s".repeat(MAX_SOCKET_PATH_LEN));
+        for bad in ["/srv/../etc/class.sock", "/srv/class sock", "/srv/cl%61ss", long.as_str()] {
+            assert_eq!(fields(&format!("scalebook-class://{bad}#token={TOKEN}&sha256={}", fingerprint())), ["class_link.socket"], "{bad}");
+        }
     }
 
     #[test]

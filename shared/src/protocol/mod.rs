@@ -15,9 +15,9 @@ mod slurm;
 
 pub use crate::metrics::{Bucket, Series, bucketize, series};
 pub use class::{
-    CLASS_LINK_SCHEME, ClassLink, ClassState, FINGERPRINT_LEN, FOLLOWER_TOKEN_LEN, Follower, FollowerId, FollowerIdentity,
+    CLASS_LINK_SCHEME, ClassAddress, ClassLink, ClassState, FINGERPRINT_LEN, FOLLOWER_TOKEN_LEN, Follower, FollowerId, FollowerIdentity,
     INVITATION_SEPARATOR, Introduction, MAX_FOLLOWER_NAME_LEN, MAX_INVITATION_NAME_LEN, MAX_ROSTER_RUN_BYTES, MAX_SHARED_POINTS,
-    MAX_SUMMARISED_RUNS, RunSummary, follower_name_ok, invitation_name_ok, shared_copy_id,
+    MAX_SOCKET_PATH_LEN, MAX_SUMMARISED_RUNS, RunSummary, follower_name_ok, invitation_name_ok, shared_copy_id, socket_path_ok,
 };
 pub use classroom::{
     Audience, ChartView, HexName, LEARNER_KEY_LEN, LEARNER_LEN, Learner, LearnerIdentity, LearnerKey, LearnerRuns, MAX_BLOCK_INDEX,

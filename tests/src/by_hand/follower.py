@@ -1,5 +1,6 @@
 """A follower with no Scalebook behind it: what anyone holding a class link can send the class
-listener by hand. Run as any user; argv: HOST PORT SHA256. Reads the bearer (the class link's
+listener by hand. Run as any user; argv: ADDRESS SHA256 (HOST:PORT, [V6]:PORT, or a Unix
+socket's absolute path). Reads the bearer (the class link's
 token, or NAME~TOKEN) as stdin's first line, then each further line is a message to send; prints
 one JSON line per event: {"status": ...} for the upgrade's answer, {"message": ...} for each
 message received, {"close": CODE, "reason": ...} when the listener closes."""
@@ -54,18 +55,24 @@ def frames(buffer):
 
 
 def main():
-    host, port, fingerprint = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    address, fingerprint = sys.argv[1], sys.argv[2]
+    if address.startswith("/"):
+        connection, host = socket.socket(socket.AF_UNIX), "localhost"
+        connection.connect(address)
+    else:
+        host, port = address.rsplit(":", 1)
+        connection, host = socket.create_connection((host.strip("[]"), int(port))), host.strip("[]")
     bearer = sys.stdin.readline().strip()
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
-    tls = context.wrap_socket(socket.create_connection((host, port)), server_hostname=host)
+    tls = context.wrap_socket(connection, server_hostname=host)
     if hashlib.sha256(tls.getpeercert(binary_form=True)).hexdigest() != fingerprint:
         sys.exit("not the class listener's certificate")
     key = base64.b64encode(os.urandom(16)).decode()
     tls.sendall(
         (
-            f"GET /api/ws HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"GET /api/ws HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer {bearer}\r\n\r\n"
         ).encode()
     )

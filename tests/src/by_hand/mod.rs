@@ -1,7 +1,7 @@
 //! What a learner can do by hand, as their own Unix user, to a class: send the instructor's
 //! class listener anything while holding the class link ([`RawFollower`]; the class listener
 //! tells who a connection is by the account that made its socket), or hold the class port
-//! while the instructor's Scalebook is down ([`Squatter`]). Each runs under `runuser` as a small
+//! while the instructor's Scalebook is down, or try to take its socket's place ([`Squatter`]). Each runs under `runuser` as a small
 //! Python program; the follower's (`follower.py`: TLS with the link's certificate pinned, a
 //! WebSocket by hand) gets the link's token on its standard input, never on a command line.
 
@@ -37,7 +37,7 @@ impl RawFollower {
     /// bearer; fails with the listener's answer when it does not open a WebSocket.
     pub async fn connect_as(user: &str, link: &ClassLink) -> anyhow::Result<RawFollower> {
         let mut child = Command::new("runuser")
-            .args(["-u", user, "--", "/usr/bin/python3", "-c", SCRIPT, &link.host, &link.port.to_string(), &link.fingerprint])
+            .args(["-u", user, "--", "/usr/bin/python3", "-c", SCRIPT, &link.address(), &link.fingerprint])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -123,6 +123,27 @@ impl Squatter {
             Some(line) if line == "holding" => Ok(Squatter { child }),
             other => bail!("the squatter could not hold port {port}: {other:?}"),
         }
+    }
+}
+
+impl Squatter {
+    /// Tries, as Unix user `user`, to put a socket of their own at `path` (removing whatever
+    /// is there first, as a squatter would): what the system answered, when it refused.
+    pub async fn take_socket(user: &str, path: &std::path::Path) -> anyhow::Result<Option<String>> {
+        let script = "import os, socket, sys\n\
+            path = sys.argv[1]\n\
+            try:\n    os.unlink(path)\nexcept FileNotFoundError:\n    pass\n\
+            except OSError as e:\n    print(e.strerror)\n    sys.exit()\n\
+            try:\n    socket.socket(socket.AF_UNIX).bind(path)\n    print('taken')\n\
+            except OSError as e:\n    print(e.strerror)\n";
+        let path = path.to_str().context("a socket path in UTF-8")?;
+        let output = Command::new("runuser")
+            .args(["-u", user, "--", "/usr/bin/python3", "-c", script, path])
+            .output()
+            .await
+            .context("cannot run the squatter (runuser, /usr/bin/python3)")?;
+        let answer = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        Ok((answer != "taken").then_some(answer))
     }
 }
 

@@ -27,7 +27,6 @@ use scalebook_shared::protocol::{
     RunSummary, ServerMessage, ServerReply, follower_name_ok,
 };
 use scalebook_shared::rundir;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -53,7 +52,7 @@ const SUMMARY_TAIL_BYTES: u64 = 16 << 10;
 /// Not a run id (it starts with a dot), so the run store never takes it for one.
 pub const KEPT_LINK: &str = ".class-link";
 
-type Socket = tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<TcpStream>>;
+type Socket = tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tls::Wire>>;
 
 /// Who this server is to the class.
 #[derive(Debug, Clone)]
@@ -361,7 +360,7 @@ async fn connect(link: &ClassLink) -> Result<Socket, Ended> {
         Unreached::Refused(reason) => Ended::Refused(reason),
         Unreached::Away(why) => lost(why),
     })?;
-    let mut request = format!("wss://{}/api/ws", link.address()).into_client_request().map_err(|e| Ended::Refused(e.to_string()))?;
+    let mut request = format!("wss://{}/api/ws", link.authority()).into_client_request().map_err(|e| Ended::Refused(e.to_string()))?;
     request.headers_mut().insert("authorization", tls::bearer(link).map_err(Ended::Refused)?);
     match tokio_tungstenite::client_async(request, tls).await {
         Ok((socket, _)) => Ok(socket),

@@ -19,7 +19,7 @@ pub mod upstream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use scalebook_shared::protocol::{ClassLink, FOLLOWER_TOKEN_LEN, INVITATION_SEPARATOR, RunRecord, invitation_name_ok};
+use scalebook_shared::protocol::{ClassAddress, ClassLink, FOLLOWER_TOKEN_LEN, INVITATION_SEPARATOR, RunRecord, invitation_name_ok};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
@@ -45,8 +45,12 @@ const TOKEN_FILE: &str = "follower-token";
 /// listens there now.
 pub struct ClassKey {
     dir: PathBuf,
-    host: String,
-    port: u16,
+    /// Where the room's link leads: the Unix socket when there is one (every follower it admits
+    /// is on this host), else the TCP port.
+    room: ClassAddress,
+    /// Where invitations lead: the TCP port when there is one (an invited learner may be on
+    /// another host), else the socket.
+    invited: ClassAddress,
     fingerprint: String,
     token: watch::Sender<Token>,
     /// Why the class listener does not listen now (its port taken), while it tries again.
@@ -54,16 +58,16 @@ pub struct ClassKey {
 }
 
 impl ClassKey {
-    /// The key of the class listener at `host:port`, with the token kept in `dir` (or a new
-    /// one written there).
-    pub fn open(dir: &Path, host: String, port: u16, fingerprint: String) -> Result<ClassKey, Error> {
+    /// The key of the class listener at `room` (and `invited`, see [`ClassKey`]), with the token
+    /// kept in `dir` (or a new one written there).
+    pub fn open(dir: &Path, room: ClassAddress, invited: ClassAddress, fingerprint: String) -> Result<ClassKey, Error> {
         let kept = std::fs::read_to_string(dir.join(TOKEN_FILE)).ok().map(|text| text.trim().to_owned());
         let token = match kept.filter(|t| t.len() == FOLLOWER_TOKEN_LEN).map(|t| Token::given(&t)) {
             Some(Ok(token)) => token,
             _ => new_token(dir)?,
         };
         let unbound = watch::Sender::new(None);
-        Ok(ClassKey { dir: dir.to_owned(), host, port, fingerprint, token: watch::Sender::new(token), unbound })
+        Ok(ClassKey { dir: dir.to_owned(), room, invited, fingerprint, token: watch::Sender::new(token), unbound })
     }
 
     /// Says why the class listener does not listen now (`None`: it listens), for the
@@ -80,8 +84,7 @@ impl ClassKey {
     /// The class link learners on this host join with (the room's).
     pub fn link(&self) -> ClassLink {
         ClassLink {
-            host: self.host.clone(),
-            port: self.port,
+            address: self.room.clone(),
             token: self.token.borrow().as_str().to_owned(),
             fingerprint: self.fingerprint.clone(),
             invite: None,
@@ -95,7 +98,7 @@ impl ClassKey {
             return Err(format!("name: {name:?} cannot be invited: 1 to 32 lowercase letters, digits, `_` or `-`, starting with a letter"));
         }
         let token = invitation_token(&self.token.borrow(), name);
-        Ok(ClassLink { token: token.as_str().to_owned(), invite: Some(name.to_owned()), ..self.link() })
+        Ok(ClassLink { address: self.invited.clone(), token: token.as_str().to_owned(), invite: Some(name.to_owned()), ..self.link() })
     }
 
     /// What `presented` lets in, if anything: the room's token, or an invitation's
@@ -190,27 +193,33 @@ pub fn directory(given: Option<&Path>) -> Result<PathBuf, Error> {
 mod tests {
     use super::*;
 
+    fn tcp() -> ClassAddress {
+        ClassAddress::Tcp { host: "h".into(), port: 1 }
+    }
+
     #[test]
     fn the_token_is_kept_across_restarts_until_renewed() {
         let dir = tempfile::tempdir().unwrap();
-        let key = ClassKey::open(dir.path(), "h".into(), 1, "ab".repeat(32)).unwrap();
+        let key = ClassKey::open(dir.path(), tcp(), tcp(), "ab".repeat(32)).unwrap();
         let link = key.link();
         assert_eq!(link.token.len(), FOLLOWER_TOKEN_LEN);
         assert_eq!(ClassLink::parse(&link.to_string()).unwrap(), link);
-        let again = ClassKey::open(dir.path(), "h".into(), 1, "ab".repeat(32)).unwrap();
+        let again = ClassKey::open(dir.path(), tcp(), tcp(), "ab".repeat(32)).unwrap();
         assert_eq!(again.link(), link);
         let changes = key.changes();
         key.renew().unwrap();
         assert!(changes.has_changed().unwrap());
         assert!(key.admit(&link.token).is_none() && key.admit(&key.link().token) == Some(Pass::Room));
-        assert_eq!(ClassKey::open(dir.path(), "h".into(), 1, "ab".repeat(32)).unwrap().link(), key.link());
+        assert_eq!(ClassKey::open(dir.path(), tcp(), tcp(), "ab".repeat(32)).unwrap().link(), key.link());
     }
 
     #[test]
     fn an_invitation_lets_in_its_learner_only_until_the_next_class_link() {
         let dir = tempfile::tempdir().unwrap();
-        let key = ClassKey::open(dir.path(), "h".into(), 1, "ab".repeat(32)).unwrap();
+        let socket = ClassAddress::Unix("/srv/class/class.sock".into());
+        let key = ClassKey::open(dir.path(), socket.clone(), tcp(), "ab".repeat(32)).unwrap();
         let ada = key.invitation("ada").unwrap();
+        assert_eq!((&key.link().address, &ada.address), (&socket, &tcp()), "the room on this host's socket, Ada from anywhere");
         assert_eq!(ada.token.len(), FOLLOWER_TOKEN_LEN);
         assert_ne!(ada.token, key.link().token, "an invitation is not the room's link");
         assert_eq!(key.admit(&ada.bearer()), Some(Pass::Invited("ada".into())));

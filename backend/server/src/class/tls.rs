@@ -12,11 +12,12 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::{CryptoProvider, ring};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, OtherError, ServerConfig, SignatureScheme};
-use scalebook_shared::protocol::ClassLink;
+use scalebook_shared::protocol::{ClassAddress, ClassLink};
 use sha2::{Digest, Sha256};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
+use tokio_util::either::Either;
 
 use crate::Error;
 use crate::token::hex;
@@ -181,16 +182,29 @@ pub enum Unreached {
     Away(String),
 }
 
-/// A TLS connection to the class listener of `link`, its certificate pinned.
-pub async fn reach(link: &ClassLink) -> Result<TlsStream<TcpStream>, Unreached> {
+/// A connection to a class listener: its TCP port, or its Unix socket on this host.
+pub type Wire = Either<TcpStream, UnixStream>;
+
+/// A connection to the class listener at `address`, before TLS.
+pub async fn connect(address: &ClassAddress) -> std::io::Result<Wire> {
+    match address {
+        ClassAddress::Tcp { host, port } => TcpStream::connect((host.as_str(), *port)).await.map(Either::Left),
+        ClassAddress::Unix(path) => UnixStream::connect(path).await.map(Either::Right),
+    }
+}
+
+/// A TLS connection to the class listener of `link`, its certificate pinned (over a Unix
+/// socket too: the link's secrets then cross nothing but the kernel, and the pin still tells
+/// the instructor's listener from a socket someone else made).
+pub async fn reach(link: &ClassLink) -> Result<TlsStream<Wire>, Unreached> {
     let address = link.address();
-    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((link.host.as_str(), link.port)))
-        .await
+    let connected = tokio::time::timeout(CONNECT_TIMEOUT, connect(&link.address)).await;
+    let wire = connected
         .map_err(|_| Unreached::Away(format!("{address} did not answer within {} s", CONNECT_TIMEOUT.as_secs())))?
         .map_err(|e| Unreached::Away(format!("cannot reach {address}: {e}")))?;
-    let name =
-        ServerName::try_from(link.host.clone()).map_err(|e| Unreached::Refused(format!("the class link's host is unusable: {e}")))?;
-    tokio::time::timeout(CONNECT_TIMEOUT, TlsConnector::from(pinned_client(&link.fingerprint)).connect(name, tcp))
+    let name = ServerName::try_from(link.host_name().to_owned())
+        .map_err(|e| Unreached::Refused(format!("the class link's host is unusable: {e}")))?;
+    tokio::time::timeout(CONNECT_TIMEOUT, TlsConnector::from(pinned_client(&link.fingerprint)).connect(name, wire))
         .await
         .map_err(|_| Unreached::Away(format!("{address} did not finish the TLS handshake")))?
         .map_err(|e| match mismatch_in(&e) {

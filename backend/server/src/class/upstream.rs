@@ -133,7 +133,7 @@ async fn get(link: &ClassLink, path: &str) -> Result<(StatusCode, Vec<u8>), Stri
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
     tokio::spawn(connection);
     let request = hyper::Request::get(path)
-        .header(header::HOST, link.address())
+        .header(header::HOST, link.authority())
         .header(header::AUTHORIZATION, tls::bearer(link)?)
         .body(http_body_util::Empty::<hyper::body::Bytes>::new())
         .map_err(|e| e.to_string())?;

@@ -13,10 +13,7 @@ use axum::extract::Request;
 use scalebook_server::auth::{Keyring, Token, Tokens};
 use scalebook_server::base_path::BasePath;
 use scalebook_server::class::follow::{Following, Me};
-use scalebook_server::class::listener::{self, TlsListener};
 use scalebook_server::class::shared::SharedRuns;
-use scalebook_server::class::tls::Identity;
-use scalebook_server::class::{self, ClassKey};
 use scalebook_server::classroom::Classroom;
 use scalebook_server::executor::TrainerCommand;
 use scalebook_server::executor::local::LocalExecutor;
@@ -32,6 +29,10 @@ use scalebook_server::state::{AppState, ClustersFile, Configs, WsSettings};
 use scalebook_server::store::RunStore;
 use scalebook_shared::protocol::ClassLink;
 
+use self::class_listener::{ClassDoors, ClassListener};
+
+mod class_listener;
+
 /// Where the tokens may come from instead of `--token` and `--viewer-token` (ignored on a Unix
 /// socket). Read by hand rather than through clap: a variable must never appear in `--help`,
 /// and one set for a TCP server must not conflict with `--unix-socket`.
@@ -40,15 +41,10 @@ const VIEWER_TOKEN_VARIABLE: &str = "SCALEBOOK_VIEWER_TOKEN";
 /// Where the class link to follow may come from instead of `--follow` (it holds the class's
 /// token, and a command line is visible to every user of the machine).
 const CLASS_LINK_VARIABLE: &str = "SCALEBOOK_CLASS_LINK";
-/// How long a connection to the class listener has to show the follower token: a follower
-/// does in well under a second (its TLS handshake, then its first request); a silent
-/// connection holds a descriptor no longer than this.
-const CLASS_STRANGER_DEADLINE: Duration = Duration::from_secs(5);
-/// The share of the process's descriptors each listener may hold as connections (one half,
-/// one quarter): the owner's listener never waits on the class's crowd, and a quarter stays
-/// for the runs' files and the trainers' pipes.
+/// The share of the process's descriptors the owner's listener may hold as connections (one
+/// half; the class listener's is a quarter): the owner's listener never waits on the class's
+/// crowd, and a quarter stays for the runs' files and the trainers' pipes.
 const MAIN_SHARE: u64 = 2;
-const CLASS_SHARE: u64 = 4;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -140,6 +136,12 @@ pub struct ServeArgs {
     /// Prints the class link to a terminal; the instructor's page shows it too.
     #[arg(long, value_name = "ADDRESS:PORT")]
     class_listen: Option<SocketAddr>,
+    /// Open the class listener on this Unix socket too (or only), for learners on this host:
+    /// its directory must be yours alone to write (`mkdir -m 711 DIR`), so nobody can take
+    /// the class's place. The room's class link then leads here; invitations lead to
+    /// --class-listen when there is one.
+    #[arg(long, value_name = "PATH")]
+    class_socket: Option<PathBuf>,
     /// The host name learners reach the class listener by (default: this machine's name when
     /// listening on every address, else the address).
     #[arg(long, value_name = "NAME")]
@@ -238,10 +240,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let runs = RunManager::open(store, executors)?;
         LogdirFollower::start(runs.clone(), &args.watch_logdirs).await?;
         let classroom = Arc::<Classroom>::default();
-        let class = match args.class_listen {
-            Some(addr) => Some(ClassListener::bind(addr, args.class_host.clone(), args.class_dir.as_deref(), descriptors).await?),
-            None => None,
+        let doors = ClassDoors {
+            tcp: args.class_listen,
+            socket: args.class_socket.clone(),
+            host: args.class_host.clone(),
+            dir: args.class_dir.clone(),
         };
+        let class = ClassListener::bind(doors, descriptors).await?;
         let following = Following::new(runs.clone(), classroom.clone(), Me::new(args.class_name.as_deref(), args.share_runs));
         let state = Arc::new(AppState {
             source_root: configs.project_root(),
@@ -358,72 +363,6 @@ fn read_private_link(path: &Path) -> anyhow::Result<String> {
         mode & 0o777
     );
     std::fs::read_to_string(path).with_context(|| format!("--follow: cannot read the class link from {shown}"))
-}
-
-/// The class listener: its key, its TLS settings, and its TCP listener until it serves (or
-/// what kept it from listening: it tries again as it serves).
-struct ClassListener {
-    key: Arc<ClassKey>,
-    addr: SocketAddr,
-    tls: Arc<rustls::ServerConfig>,
-    tcp: std::io::Result<tokio::net::TcpListener>,
-    /// The process's limit on open files, which its connections are sized by.
-    descriptors: u64,
-}
-
-impl ClassListener {
-    /// The class listener of `addr`. A fixed port that is taken does not stop the server
-    /// (anyone on a shared login node can take it while this one is down): it is said once in
-    /// the log and on the instructor's page, and tried again as it serves. A port of the
-    /// system's choosing (0) that cannot be had is a setting to fix: the server stops.
-    async fn bind(addr: SocketAddr, host: Option<String>, dir: Option<&Path>, descriptors: u64) -> anyhow::Result<ClassListener> {
-        let dir = class::directory(dir)?;
-        let machine = nix::unistd::gethostname().ok().and_then(|name| name.into_string().ok()).unwrap_or_else(|| "localhost".into());
-        let host = host.unwrap_or_else(|| if addr.ip().is_unspecified() { machine.clone() } else { addr.ip().to_string() });
-        let names = vec![host.clone(), machine, "localhost".into()];
-        let identity = Identity::load_or_make(&dir, names)?;
-        let tcp = tokio::net::TcpListener::bind(addr).await;
-        let port = match &tcp {
-            Ok(tcp) => tcp.local_addr()?.port(),
-            Err(e) if addr.port() != 0 => {
-                tracing::warn!("the class listener {}", listener::unbound_words(addr, e));
-                addr.port()
-            }
-            Err(e) => anyhow::bail!("--class-listen: cannot listen on {addr}: {e}"),
-        };
-        let key = Arc::new(ClassKey::open(&dir, host, port, identity.fingerprint())?);
-        if let Err(e) = &tcp {
-            key.set_unbound(Some(listener::unbound_words(addr, e)));
-        }
-        Ok(ClassListener { key, addr, tls: identity.server_config()?, tcp, descriptors })
-    }
-
-    /// Serves followers until the process ends (once it listens).
-    async fn serve(self, state: Arc<AppState>) {
-        let tcp = match self.tcp {
-            Ok(tcp) => tcp,
-            Err(_) => listener::listen_when_free(self.addr, &self.key).await,
-        };
-        // Strangers get the gate's usual share (past it, the oldest is closed for a newcomer)
-        // and a short deadline, so no number of silent connections here takes the descriptors
-        // the owner's own listener needs; a follower closed early tries again after a backoff.
-        // Room for a full room of followers beside the strangers, so no number of silent
-        // connections keeps a follower out.
-        let room = GateLimits::default();
-        let limits =
-            GateLimits { stranger_deadline: CLASS_STRANGER_DEADLINE, max_connections: room.max_connections + room.max_strangers, ..room }
-                .sharing(self.descriptors, CLASS_SHARE);
-        let gated = GatedListener::new(tcp, limits);
-        let listener = match TlsListener::new(gated, self.tls) {
-            Ok(listener) => listener,
-            Err(e) => return tracing::warn!("the class listener cannot start: {e}"),
-        };
-        let router = routes::class_router(state, self.key);
-        let make = ServiceExt::<Request>::into_make_service_with_connect_info::<Connection>(router);
-        if let Err(e) = axum::serve(listener, make).await {
-            tracing::warn!("the class listener stopped: {e}");
-        }
-    }
 }
 
 /// The trainer runs are started with: `--trainer`, or `scalebook-train` beside `scalebook`.

@@ -101,7 +101,7 @@ async fn connection(
     let mut heartbeat = interval_at(Instant::now() + period, period);
     let shared = state.shared.clone();
     let runs = state.runs.clone();
-    let mut session = Session::new(state, role, out.clone(), door.as_ref().map(Connection::peer), identity);
+    let mut session = Session::new(state, role, out.clone(), door.as_ref().and_then(Connection::peer), identity);
     tasks.push(tokio::spawn(forward_updates(runs.clone(), role, session.learners(), out.clone())));
     if role == Role::Follower {
         tasks.push(tokio::spawn(forward_asks(shared, session.introduced(), out)));

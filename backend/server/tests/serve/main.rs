@@ -3,6 +3,7 @@
 //! tests need the trainer built beside the server (`cargo build --bins`).
 
 mod class;
+mod class_socket;
 mod classroom;
 mod delivery;
 mod harness;
