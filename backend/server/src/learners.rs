@@ -7,7 +7,7 @@
 //! fresh quota, which is why the whole room's learner runs are bounded too
 //! ([`MAX_ACTIVE_LEARNER_RUNS`]).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -16,7 +16,7 @@ use scalebook_shared::config::ConfigFile;
 use scalebook_shared::protocol::{Learner, LearnerIdentity, LearnerKey, LearnerRuns, RunId, RunRecord};
 use sha2::{Digest, Sha256};
 
-use crate::rate::RateLimiter;
+use crate::rate::{KeyedRates, RateLimiter};
 use crate::token::hex;
 
 /// What a learner's public name is hashed from, before the key: keeps this hash from equalling
@@ -88,15 +88,21 @@ pub const MAX_STORED_RUNS: usize = 20;
 /// per-learner quota) soon gets none.
 pub const NEW_IDENTITY_BURST: f64 = 150.0;
 pub const NEW_IDENTITY_EVERY: Duration = Duration::from_secs(5);
+/// New learner identities one client address may take at once (then one per
+/// [`NEW_IDENTITY_EVERY`]): the server's tokens are the room's, and one client churning
+/// through fresh identities would otherwise take them all, leaving none for a learner arriving
+/// late. As many as a room behind one proxy launches at once ([`LAUNCH_BURST`]).
+pub const NEW_IDENTITY_CLIENT_BURST: f64 = LAUNCH_BURST;
 /// Learners remembered as handed out; past this the oldest half is forgotten (they come back
 /// through their runs, or cost a token again).
 const KNOWN_LEARNERS: usize = 100_000;
 
 /// Who may launch as which learner: an identity this server handed out, or one with runs here,
-/// costs nothing; any other (a fresh one, or a key never seen) costs a token from one bucket for
-/// the whole server.
+/// costs nothing; any other (a fresh one, or a key never seen) costs a token of its client's,
+/// and one from one bucket for the whole server.
 pub struct Identities {
     state: Mutex<IdentityState>,
+    clients: KeyedRates<Option<IpAddr>>,
 }
 
 struct IdentityState {
@@ -107,19 +113,21 @@ struct IdentityState {
 impl Default for Identities {
     fn default() -> Identities {
         let tokens = RateLimiter::new(1.0 / NEW_IDENTITY_EVERY.as_secs_f64(), NEW_IDENTITY_BURST, Instant::now());
-        Identities { state: Mutex::new(IdentityState { tokens, known: VecDeque::new() }) }
+        let clients = KeyedRates::new(NEW_IDENTITY_EVERY, NEW_IDENTITY_CLIENT_BURST, KNOWN_CLIENTS);
+        Identities { state: Mutex::new(IdentityState { tokens, known: VecDeque::new() }), clients }
     }
 }
 
 impl Identities {
     /// `identity` when this server knows its learner (`has_runs`, or handed out before), or a
-    /// token is left; `None` otherwise.
-    pub fn admit(&self, identity: LearnerIdentity, has_runs: bool) -> Option<LearnerIdentity> {
+    /// token is left to `client` and to the server; `None` otherwise.
+    pub fn admit(&self, identity: LearnerIdentity, has_runs: bool, client: Option<IpAddr>) -> Option<LearnerIdentity> {
         let mut st = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if has_runs || st.known.contains(&identity.learner) {
             return Some(identity);
         }
-        if !st.tokens.allow(Instant::now()) {
+        let now = Instant::now();
+        if !self.clients.allow(client, now) || !st.tokens.allow(now) {
             return None;
         }
         if st.known.len() >= KNOWN_LEARNERS {
@@ -136,30 +144,23 @@ impl Identities {
 /// quota, fills the room's [`MAX_ACTIVE_LEARNER_RUNS`] in minutes rather than seconds.
 pub const LAUNCH_BURST: f64 = 64.0;
 pub const LAUNCH_EVERY: Duration = Duration::from_secs(1);
-/// Client addresses whose launch rate is remembered; past this, those whose bucket has
-/// filled again are forgotten (they lose nothing), and if none has, all of them.
+/// Client addresses whose rates are remembered (see [`KeyedRates`]).
 const KNOWN_CLIENTS: usize = 4096;
 
 /// The launch rate of each client address, bounding learner launches whoever they claim to be.
-#[derive(Default)]
-pub struct LaunchRates {
-    clients: Mutex<HashMap<IpAddr, RateLimiter>>,
+pub struct LaunchRates(KeyedRates<Option<IpAddr>>);
+
+impl Default for LaunchRates {
+    fn default() -> LaunchRates {
+        LaunchRates(KeyedRates::new(LAUNCH_EVERY, LAUNCH_BURST, KNOWN_CLIENTS))
+    }
 }
 
 impl LaunchRates {
     /// Whether a learner launch from `client` at `now` may go ahead; `None` (a connection the
     /// gate did not see) shares one bucket.
     pub fn allow(&self, client: Option<IpAddr>, now: Instant) -> bool {
-        let mut clients = self.clients.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if clients.len() >= KNOWN_CLIENTS {
-            clients.retain(|_, limiter| !limiter.full(now));
-            if clients.len() >= KNOWN_CLIENTS {
-                clients.clear();
-            }
-        }
-        let client = client.unwrap_or(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED));
-        let limiter = clients.entry(client).or_insert_with(|| RateLimiter::new(1.0 / LAUNCH_EVERY.as_secs_f64(), LAUNCH_BURST, now));
-        limiter.allow(now)
+        self.0.allow(client, now)
     }
 }
 
@@ -319,15 +320,20 @@ mod tests {
     #[test]
     fn new_identities_cost_tokens_and_known_ones_do_not() {
         let identities = Identities::default();
-        let burst = NEW_IDENTITY_BURST as usize;
-        let fresh: Vec<LearnerIdentity> = (0..burst).map(|_| new_identity().unwrap()).collect();
-        for identity in &fresh {
-            assert!(identities.admit(identity.clone(), false).is_some());
+        let client = |n: u8| Some(IpAddr::from([10, 0, 0, n]));
+        // One client takes its share and no more: the rest are left to the room.
+        let churner: Vec<Option<LearnerIdentity>> =
+            (0..NEW_IDENTITY_CLIENT_BURST as usize + 5).map(|_| identities.admit(new_identity().unwrap(), false, client(1))).collect();
+        assert_eq!(churner.iter().flatten().count(), NEW_IDENTITY_CLIENT_BURST as usize);
+        let left = (NEW_IDENTITY_BURST - NEW_IDENTITY_CLIENT_BURST) as usize;
+        let fresh: Vec<LearnerIdentity> = (0..left).map(|_| new_identity().unwrap()).collect();
+        for (n, identity) in fresh.iter().enumerate() {
+            assert!(identities.admit(identity.clone(), false, client(2 + (n % 50) as u8)).is_some(), "learner {n}");
         }
-        // The bucket is empty: a key never seen is refused, a known or busy learner is not.
-        assert!(identities.admit(new_identity().unwrap(), false).is_none());
-        assert!(identities.admit(fresh[7].clone(), false).is_some());
-        assert!(identities.admit(new_identity().unwrap(), true).is_some());
+        // The server's bucket is empty: a key never seen is refused, a known or busy learner is not.
+        assert!(identities.admit(new_identity().unwrap(), false, client(99)).is_none());
+        assert!(identities.admit(fresh[7].clone(), false, client(1)).is_some());
+        assert!(identities.admit(new_identity().unwrap(), true, client(1)).is_some());
     }
 
     fn record(n: u32, learner: Option<&Learner>, state: RunState) -> RunRecord {

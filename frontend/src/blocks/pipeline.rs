@@ -1,10 +1,11 @@
 //! The pipeline block: stages and micro-batches set by the learner, GPipe's schedule drawn above
-//! 1F1B's on one time axis, and what they cost: the bubble (the same for both) and how many
-//! micro-batches' activations the first stage holds at once (all of them, against the stages).
+//! 1F1B's and interleaved 1F1B's on one time axis, and what they cost: the bubble (the same for
+//! the first two, smaller interleaved) and how many micro-batches' activations the first stage
+//! holds at once (all of them, against the stages).
 
 use leptos::prelude::*;
-use scalebook_page::blocks::figures::pipeline::explorer;
-use scalebook_page::blocks::pipeline_model::{Schedule, bubble_text, peak_held, simulate};
+use scalebook_page::blocks::figures::pipeline::{VIRTUAL_STAGES, explorer};
+use scalebook_page::blocks::pipeline_model::{Schedule, bubble_text, interleaved_bubble_text, peak_held, simulate};
 use scalebook_page::blocks::spec::{MAX_MICRO_BATCHES, MAX_STAGES};
 
 use super::picture_view::PictureFigure;
@@ -18,8 +19,12 @@ pub fn PipelineBlock(stages: u32, micro_batches: u32) -> impl IntoView {
     let summary = move || {
         let (p, m) = (stages.get() as usize, micro_batches.get() as usize);
         let held = |schedule| peak_held(&simulate(schedule, p, m, 1.0), 0);
+        let interleaved = match Schedule::Interleaved(VIRTUAL_STAGES).runs(p, m) {
+            true => format!(" Interleaved over {VIRTUAL_STAGES} chunks a GPU: {}.", interleaved_bubble_text(p, m, VIRTUAL_STAGES)),
+            false => format!(" Interleaving needs m divisible by p ({m} is not by {p})."),
+        };
         format!(
-            "{}. GPU 0 holds the activations of {} micro-batches at once under GPipe, {} under 1F1B.",
+            "{}. GPU 0 holds the activations of {} micro-batches at once under GPipe, {} under 1F1B.{interleaved}",
             bubble_text(p, m),
             held(Schedule::GPipe),
             held(Schedule::OneFOneB)

@@ -8,13 +8,23 @@
 //! - **1F1B** (PipeDream-Flush): stage `s` runs `p − s − 1` forwards to fill the pipeline, then
 //!   alternates one forward and one backward. The step takes as long, with the same bubble, but a
 //!   stage never holds more than `p − s` micro-batches' activations.
+//! - **Interleaved 1F1B** (Megatron-LM's): the model cut into `v·p` chunks, rank `r` holding
+//!   chunks `r, r + p, …` (`v` virtual stages each), so a pass is `1/v` as long; micro-batches go
+//!   through in groups of `p`, one chunk after another, with more forwards to fill the pipeline
+//!   (`2(p − r − 1) + (v − 1)p`), then one forward and one backward. It needs `m` divisible by
+//!   `p`, and sends `v` times as many activations between ranks.
 //!
-//! Both idle `(p − 1) / (m + p − 1)` of the time: the bubble.
+//! GPipe and 1F1B idle `(p − 1) / (m + p − 1)` of the time: the bubble; interleaving cuts it to
+//! `(p − 1) / (v·m + p − 1)`.
 
 /// One forward or backward pass of a micro-batch on a stage, in time units.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pass {
+    /// The rank (GPU) that runs it.
     pub stage: usize,
+    /// The model chunk it runs: `stage` itself, or for an interleaved schedule one of the rank's
+    /// virtual stages (`stage + k·p`).
+    pub chunk: usize,
     pub micro_batch: usize,
     pub backward: bool,
     pub start: f64,
@@ -31,60 +41,96 @@ impl Pass {
 pub enum Schedule {
     GPipe,
     OneFOneB,
+    /// Interleaved 1F1B with this many virtual stages (model chunks) per rank, 2 or more.
+    Interleaved(usize),
 }
+
+/// A pass in a stage's order: (its chunk among the stage's own, micro-batch, backward).
+type Step = (usize, usize, bool);
 
 impl Schedule {
     pub fn name(self) -> &'static str {
         match self {
             Schedule::GPipe => "GPipe",
             Schedule::OneFOneB => "1F1B",
+            Schedule::Interleaved(_) => "interleaved 1F1B",
         }
     }
 
-    /// Stage `stage`'s passes in the order it runs them: (micro-batch, backward).
-    fn order(self, stages: usize, micro_batches: usize, stage: usize) -> Vec<(usize, bool)> {
-        let forwards = (0..micro_batches).map(|i| (i, false));
-        let backwards = (0..micro_batches).map(|i| (i, true));
+    /// Model chunks per rank: 1, or the interleaved schedule's virtual stages.
+    pub fn virtual_stages(self) -> usize {
         match self {
-            Schedule::GPipe => forwards.chain(backwards).collect(),
-            Schedule::OneFOneB => {
-                let warm_up = (stages - stage - 1).min(micro_batches);
-                let mut order: Vec<(usize, bool)> = (0..warm_up).map(|i| (i, false)).collect();
-                for i in warm_up..micro_batches {
-                    order.push((i, false));
-                    order.push((i - warm_up, true));
-                }
-                order.extend((micro_batches - warm_up..micro_batches).map(|i| (i, true)));
-                order
-            }
+            Schedule::Interleaved(v) => v.max(1),
+            _ => 1,
         }
+    }
+
+    /// Whether the schedule can run `micro_batches` on `stages` stages: interleaving takes the
+    /// micro-batches in groups of one per stage, so their count must divide by the stages.
+    pub fn runs(self, stages: usize, micro_batches: usize) -> bool {
+        !matches!(self, Schedule::Interleaved(_)) || micro_batches.is_multiple_of(stages)
+    }
+
+    /// Stage `stage`'s passes in the order it runs them.
+    fn order(self, stages: usize, micro_batches: usize, stage: usize) -> Vec<Step> {
+        let v = self.virtual_stages();
+        let total = micro_batches * v;
+        let warm_up = match self {
+            Schedule::GPipe => total,
+            Schedule::OneFOneB => stages - stage - 1,
+            Schedule::Interleaved(_) => 2 * (stages - stage - 1) + (v - 1) * stages,
+        }
+        .min(total);
+        // The k-th forward (and backward) of the stage: micro-batches in groups of `p`, each
+        // group through every chunk in turn (backwards through the chunks in reverse).
+        let group = stages * v;
+        let nth = |k: usize, backward: bool| {
+            let local = (k % group) / stages;
+            let chunk = if backward { v - 1 - local } else { local };
+            let micro_batch = if v == 1 { k } else { (k / group) * stages + k % stages };
+            (chunk, micro_batch, backward)
+        };
+        let mut order: Vec<Step> = (0..warm_up).map(|k| nth(k, false)).collect();
+        for k in warm_up..total {
+            order.push(nth(k, false));
+            order.push(nth(k - warm_up, true));
+        }
+        order.extend((total - warm_up..total).map(|k| nth(k, true)));
+        order
     }
 }
 
 /// Every pass of `schedule` with `stages` stages and `micro_batches` micro-batches, each pass
-/// `length` units long.
+/// of a whole stage `length` units long (a chunk's, `length / v`). Empty when the schedule
+/// cannot run them ([`Schedule::runs`]).
 pub fn simulate(schedule: Schedule, stages: usize, micro_batches: usize, length: f64) -> Vec<Pass> {
-    let orders: Vec<Vec<(usize, bool)>> = (0..stages).map(|s| schedule.order(stages, micro_batches, s)).collect();
+    if !schedule.runs(stages, micro_batches) {
+        return Vec::new();
+    }
+    let v = schedule.virtual_stages();
+    let (chunks, length) = (stages * v, length / v as f64);
+    let orders: Vec<Vec<Step>> = (0..stages).map(|s| schedule.order(stages, micro_batches, s)).collect();
     let mut next = vec![0usize; stages];
     let mut free = vec![0.0f64; stages];
-    // When each pass ended, by (stage, micro-batch, backward).
-    let mut done = vec![[None::<f64>; 2]; stages * micro_batches];
-    let mut passes = Vec::with_capacity(2 * stages * micro_batches);
-    while passes.len() < 2 * stages * micro_batches {
+    // When each pass ended, by (chunk, micro-batch, backward).
+    let mut done = vec![[None::<f64>; 2]; chunks * micro_batches];
+    let mut passes = Vec::with_capacity(2 * chunks * micro_batches);
+    while passes.len() < 2 * chunks * micro_batches {
         let before = passes.len();
         for stage in 0..stages {
-            let Some(&(micro_batch, backward)) = orders[stage].get(next[stage]) else { continue };
-            let needed = match (backward, stage) {
+            let Some(&(local, micro_batch, backward)) = orders[stage].get(next[stage]) else { continue };
+            let chunk = local * stages + stage;
+            let needed = match (backward, chunk) {
                 (false, 0) => Some(0.0),
-                (false, s) => done[(s - 1) * micro_batches + micro_batch][0],
-                (true, s) if s == stages - 1 => done[s * micro_batches + micro_batch][0],
-                (true, s) => done[(s + 1) * micro_batches + micro_batch][1],
+                (false, c) => done[(c - 1) * micro_batches + micro_batch][0],
+                (true, c) if c == chunks - 1 => done[c * micro_batches + micro_batch][0],
+                (true, c) => done[(c + 1) * micro_batches + micro_batch][1],
             };
             let Some(ready) = needed else { continue };
             let start = free[stage].max(ready);
-            let pass = Pass { stage, micro_batch, backward, start, length };
+            let pass = Pass { stage, chunk, micro_batch, backward, start, length };
             free[stage] = pass.end();
-            done[stage * micro_batches + micro_batch][usize::from(backward)] = Some(pass.end());
+            done[chunk * micro_batches + micro_batch][usize::from(backward)] = Some(pass.end());
             next[stage] += 1;
             passes.push(pass);
         }
@@ -140,11 +186,21 @@ pub fn peak_held(passes: &[Pass], stage: usize) -> usize {
 
 /// `(p−1)/(m+p−1) = 3/7 ≈ 43%`: the fraction reduced, and its percentage.
 pub fn bubble_text(stages: usize, micro_batches: usize) -> String {
-    let (top, bottom) = (stages - 1, micro_batches + stages - 1);
+    format!("bubble (p−1)/(m+p−1) = {} (p = {stages}, m = {micro_batches})", fraction(stages - 1, micro_batches + stages - 1))
+}
+
+/// Interleaving's bubble with `v` virtual stages: `(p−1)/(v·m+p−1) = 3/19 ≈ 16%`.
+pub fn interleaved_bubble_text(stages: usize, micro_batches: usize, v: usize) -> String {
+    let fraction = fraction(stages - 1, v * micro_batches + stages - 1);
+    format!("bubble (p−1)/(v·m+p−1) = {fraction} (p = {stages}, m = {micro_batches}, v = {v})")
+}
+
+/// `top/bottom` reduced, and its percentage (`=` when it is whole, else `≈`).
+fn fraction(top: usize, bottom: usize) -> String {
     let divisor = gcd(top, bottom);
     let percent = 100.0 * top as f64 / bottom as f64;
     let sign = if (100 * top).is_multiple_of(bottom) { "=" } else { "≈" };
-    format!("bubble (p−1)/(m+p−1) = {}/{} {sign} {percent:.0}% (p = {stages}, m = {micro_batches})", top / divisor, bottom / divisor)
+    format!("{}/{} {sign} {percent:.0}%", top / divisor, bottom / divisor)
 }
 
 fn gcd(a: usize, b: usize) -> usize {
@@ -191,6 +247,26 @@ mod tests {
         }
         assert_eq!(bubble_text(4, 8), "bubble (p−1)/(m+p−1) = 3/11 ≈ 27% (p = 4, m = 8)");
         assert_eq!(bubble_text(4, 32), "bubble (p−1)/(m+p−1) = 3/35 ≈ 9% (p = 4, m = 32)");
+    }
+
+    #[test]
+    fn interleaving_cuts_the_bubble_by_the_virtual_stages() {
+        for (stages, micro_batches, v) in [(4, 8, 2), (4, 4, 2), (2, 4, 3), (4, 16, 4)] {
+            let passes = simulate(Schedule::Interleaved(v), stages, micro_batches, 1.0);
+            assert_eq!(passes.len(), 2 * stages * v * micro_batches);
+            let expected = (stages - 1) as f64 / (v * micro_batches + stages - 1) as f64;
+            assert!((idle_share(&passes, stages) - expected).abs() < 1e-12, "p {stages} m {micro_batches} v {v}");
+            for p in &passes {
+                assert_eq!(p.chunk % stages, p.stage, "{p:?} is not on the rank holding its chunk");
+                let overlapping = passes.iter().filter(|q| q.stage == p.stage && q.start < p.end() && p.start < q.end()).count();
+                assert_eq!(overlapping, 1, "{p:?}");
+            }
+        }
+        assert_eq!(interleaved_bubble_text(4, 8, 2), "bubble (p−1)/(v·m+p−1) = 3/19 ≈ 16% (p = 4, m = 8, v = 2)");
+        assert!(simulate(Schedule::Interleaved(2), 4, 6, 1.0).is_empty(), "m must divide by p");
+        // The longer warm-up (10 forwards, then one more before the first backward): GPU 0 holds 11
+        // half-stage chunks, 5.5 micro-batches' worth, where 1F1B holds 4.
+        assert_eq!(peak_held(&simulate(Schedule::Interleaved(2), 4, 8, 1.0), 0), 11);
     }
 
     #[test]

@@ -429,9 +429,9 @@ impl Session {
             }
         };
         let has_runs = self.state.runs.shown().await.iter().any(|r| r.learner.as_ref() == Some(&identity.learner));
-        let admitted = self.state.identities.admit(identity, has_runs);
+        let admitted = self.state.identities.admit(identity, has_runs, self.peer);
         if admitted.is_none() {
-            tracing::warn!("a viewer gets no learner identity: the server handed out its new identities for now");
+            tracing::warn!(peer = ?self.peer, "a viewer gets no learner identity: its address, or the server, handed out its new identities for now");
         }
         admitted
     }

@@ -2,10 +2,11 @@
 //! GPUs with one batch, where only one GPU works at a time, against the same batch as four
 //! micro-batches (GPipe's schedule), where the stages overlap. The idle time (the bubble) is
 //! shaded, and its share, (p−1)/(m+p−1), written beside it. [`explorer`] draws any number of
-//! stages and micro-batches, GPipe's schedule above 1F1B's, for the pipeline block.
+//! stages and micro-batches, GPipe's schedule above 1F1B's and interleaved 1F1B's, for the
+//! pipeline block.
 
 use crate::blocks::picture::{Anchor, Picture};
-use crate::blocks::pipeline_model::{Pass, Schedule, bubble_text, duration, idle, peak_held, simulate};
+use crate::blocks::pipeline_model::{Pass, Schedule, bubble_text, duration, idle, interleaved_bubble_text, peak_held, simulate};
 
 const STAGES: usize = 4;
 const MICRO_BATCHES: usize = 4;
@@ -13,6 +14,8 @@ const LEFT: f64 = 70.0;
 const PLOT: f64 = 610.0;
 const LANE: (f64, f64) = (24.0, 18.0);
 const PANEL: f64 = 156.0;
+/// The virtual stages per rank the explorer interleaves with.
+pub const VIRTUAL_STAGES: usize = 2;
 
 pub fn picture() -> Picture {
     let mut p = Picture::new(
@@ -74,34 +77,48 @@ fn lanes(p: &mut Picture, top: f64, title: &str, unit: f64, stages: usize, passe
 }
 
 /// The pipeline block's picture: `stages` stages and `micro_batches` micro-batches under
-/// GPipe's schedule and under 1F1B's, on one time axis, each with its bubble and the most
-/// micro-batches' activations the first stage holds at once.
+/// GPipe's schedule, 1F1B's and interleaved 1F1B's ([`VIRTUAL_STAGES`] chunks a rank, when the
+/// micro-batches divide by the stages), on one time axis, each with its bubble and the most
+/// activations the first stage holds at once.
 pub fn explorer(stages: usize, micro_batches: usize) -> Picture {
     let lane_space = 28.0 + stages as f64 * LANE.0 + 20.0;
+    let interleaved = Schedule::Interleaved(VIRTUAL_STAGES);
     let mut p = Picture::new(
         700.0,
-        2.0 * lane_space + 40.0,
+        3.0 * lane_space + 40.0,
         format!(
-            "{stages} pipeline stages, {micro_batches} micro-batches, GPipe's schedule above 1F1B's on one time axis; {}.",
+            "{stages} pipeline stages, {micro_batches} micro-batches, GPipe's schedule, 1F1B's and interleaved 1F1B's on one time axis; {}.",
             bubble_text(stages, micro_batches)
         ),
     );
-    let schedules = [Schedule::GPipe, Schedule::OneFOneB].map(|s| (s, simulate(s, stages, micro_batches, 1.0)));
+    let schedules = [Schedule::GPipe, Schedule::OneFOneB, interleaved].map(|s| (s, simulate(s, stages, micro_batches, 1.0)));
     let unit = PLOT / schedules.iter().map(|(_, passes)| duration(passes)).fold(1.0, f64::max);
     for (i, (schedule, passes)) in schedules.iter().enumerate() {
         let top = i as f64 * lane_space;
-        let held = peak_held(passes, 0);
-        let title = match schedule {
-            Schedule::GPipe => format!("GPipe: all forwards, then all backwards; GPU 0 holds {held} micro-batches' activations at once"),
-            Schedule::OneFOneB => format!("1F1B: one forward, one backward; GPU 0 holds at most {held}"),
-        };
-        lanes(&mut p, top, &title, unit, stages, passes, true);
+        lanes(&mut p, top, &title(*schedule, passes, stages, micro_batches), unit, stages, passes, true);
     }
-    let axis = 2.0 * lane_space + 8.0;
+    let axis = 3.0 * lane_space + 8.0;
     p.arrow((LEFT, axis), (LEFT + PLOT, axis), "flow");
     p.text(LEFT + PLOT, axis + 16.0, "time", Anchor::End, "note");
     p.text(LEFT, axis + 16.0, bubble_text(stages, micro_batches), Anchor::Start, "note");
     p
+}
+
+/// A schedule's heading in the explorer: how it runs, and what GPU 0 holds at most.
+fn title(schedule: Schedule, passes: &[Pass], stages: usize, micro_batches: usize) -> String {
+    let held = peak_held(passes, 0);
+    match schedule {
+        Schedule::GPipe => format!("GPipe: all forwards, then all backwards; GPU 0 holds {held} micro-batches' activations at once"),
+        Schedule::OneFOneB => format!("1F1B: one forward, one backward; GPU 0 holds at most {held}"),
+        Schedule::Interleaved(v) if passes.is_empty() => {
+            format!("Interleaved 1F1B (v = {v}) takes micro-batches in groups of p: m = {micro_batches} does not divide by p = {stages}")
+        }
+        Schedule::Interleaved(v) => format!(
+            "Interleaved 1F1B, {v} chunks a GPU: {}; GPU 0 holds at most {held} chunks' activations ({} micro-batches' worth)",
+            interleaved_bubble_text(stages, micro_batches, v),
+            held as f64 / v as f64
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -110,11 +127,15 @@ mod tests {
     use crate::blocks::picture::Shape;
 
     #[test]
-    fn the_explorer_draws_both_schedules_on_one_axis() {
+    fn the_explorer_draws_the_three_schedules_on_one_axis() {
         let p = explorer(4, 8);
-        assert_eq!(p.of_class("pass forward").count(), 2 * 4 * 8, "every forward pass of both schedules");
+        assert_eq!(p.of_class("pass forward").count(), 2 * 4 * 8 + 2 * 4 * 8, "every forward pass of the three schedules");
         let texts = p.texts();
         assert!(texts.iter().any(|t| t.contains("3/11 ≈ 27%")), "{texts:?}");
+        assert!(texts.iter().any(|t| t.contains("3/19 ≈ 16%")), "{texts:?}");
+        let undivided = explorer(4, 6);
+        let undivided = undivided.texts();
+        assert!(undivided.iter().any(|t| t.contains("m = 6 does not divide by p = 4")), "{undivided:?}");
         assert!(
             texts.iter().any(|t| t.contains("GPU 0 holds 8 micro-batches")) && texts.iter().any(|t| t.contains("GPU 0 holds at most 4")),
             "{texts:?}"
