@@ -60,10 +60,19 @@ pub struct MachineModel {
     pub measured_at: u64,
     /// The machine's one-minute load average as the measurement began: other work on the cores
     /// takes from every rate measured, so a measurement made on a busy machine is made again
-    /// once it is idle ([`MachineModel::measured_busy`]).
+    /// once it is idle ([`MachineModel::contention`]).
     #[serde(default)]
     pub load_at_measurement: Option<f64>,
 }
+
+/// The least share of its threads' time a measurement may have had on the cores
+/// ([`ThreadRates::cpu_share`]) to stand for the machine: below it, other work took the rest.
+pub const MIN_CPU_SHARE: f64 = 0.8;
+
+/// How much slower all cores may measure than one thread before the measurement is taken for
+/// contention rather than the machine (more threads are never slower on an idle machine; a
+/// little noise is allowed).
+pub const MAX_THREAD_SLOWDOWN: f64 = 0.9;
 
 /// What one rank reaches with `threads` intra-op threads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -83,6 +92,12 @@ pub struct ThreadRates {
     /// records and its backward, per op of the forward pass. What a step of many small ops pays
     /// beyond its arithmetic.
     pub step_op_us: f64,
+    /// The share of its threads' time the widest matrix product got on the cores while it was
+    /// measured: the process's CPU time over the wall time and the threads. About 1 on an idle
+    /// machine; other work on the cores takes the rest (a load average, lagging by a minute,
+    /// can miss it). `None` in measurements made before it was recorded.
+    #[serde(default)]
+    pub cpu_share: Option<f64>,
 }
 
 /// Whether a load average is more than half the cores busy with other work.
@@ -91,9 +106,34 @@ pub fn is_busy(load: f64, cores: usize) -> bool {
 }
 
 impl MachineModel {
-    /// Whether the measurement was made with other work on the cores (or without saying).
-    pub fn measured_busy(&self) -> bool {
-        self.load_at_measurement.is_none_or(|load| is_busy(load, self.cores))
+    /// Why the measurement reads other work on the cores rather than the machine, if it does:
+    /// a busy load average as it began (or none recorded), a thread count that had less than
+    /// [`MIN_CPU_SHARE`] of its time, or every core slower than one thread. Such a model serves
+    /// until the machine is idle, then is measured again.
+    pub fn contention(&self) -> Option<String> {
+        match self.load_at_measurement {
+            None => return Some("the load as it was measured is not recorded".into()),
+            Some(load) if is_busy(load, self.cores) => return Some(format!("measured at a load of {load:.2} on {} cores", self.cores)),
+            Some(_) => {}
+        }
+        if let Some(r) = self.by_threads.iter().find(|r| r.cpu_share.is_none_or(|share| share < MIN_CPU_SHARE)) {
+            return Some(match r.cpu_share {
+                Some(share) => {
+                    format!("{} thread(s) had {:.0}% of their time on the cores: other work took the rest", r.threads, 100.0 * share)
+                }
+                None => "the cores' share of the measurement is not recorded".into(),
+            });
+        }
+        let widest = |r: &ThreadRates| r.matmul_gflops.last().copied().unwrap_or(0.0);
+        let (first, last) = (self.by_threads.first()?, self.by_threads.last()?);
+        (last.threads > first.threads && widest(last) < MAX_THREAD_SLOWDOWN * widest(first)).then(|| {
+            format!(
+                "{} threads measured slower than 1 ({:.0} against {:.0} GFLOP/s): other work on the cores",
+                last.threads,
+                widest(last),
+                widest(first)
+            )
+        })
     }
 
     /// The rates of the measured thread count nearest `threads` (from below where it can).
@@ -206,6 +246,7 @@ mod tests {
             copy_gb_per_s: 8.0,
             op_overhead_us: 3.0,
             step_op_us: 12.0,
+            cpu_share: Some(0.97),
         };
         MachineModel {
             cores: 4,
@@ -220,10 +261,19 @@ mod tests {
     }
 
     #[test]
-    fn a_measurement_on_a_busy_machine_says_so() {
-        assert!(!model().measured_busy());
-        assert!(MachineModel { load_at_measurement: Some(2.5), ..model() }.measured_busy(), "2.5 on 4 cores");
-        assert!(MachineModel { load_at_measurement: None, ..model() }.measured_busy(), "an old cache that did not say");
+    fn a_measurement_that_had_to_share_the_cores_says_so() {
+        assert_eq!(model().contention(), None);
+        let said = |m: MachineModel| m.contention().unwrap_or_default();
+        assert!(said(MachineModel { load_at_measurement: Some(2.5), ..model() }).contains("load of 2.50 on 4 cores"));
+        assert!(said(MachineModel { load_at_measurement: None, ..model() }).contains("not recorded"), "an old cache that did not say");
+        // A load average of an idle machine, but a thread that got 60% of its time...
+        let mut shared = model();
+        shared.by_threads[0].cpu_share = Some(0.6);
+        assert!(said(shared).contains("1 thread(s) had 60% of their time"));
+        // ...or every core slower than one thread: the cores were not the measurement's alone.
+        let mut slower = model();
+        slower.by_threads[1].matmul_gflops = vec![8.0, 30.0, 50.0];
+        assert!(said(slower).contains("4 threads measured slower than 1 (50 against 60 GFLOP/s)"));
     }
 
     #[test]

@@ -50,10 +50,10 @@ pub fn load_or_measure(cache: &Path, trainer: &Path) -> Result<MachineModel, Err
     Ok(model)
 }
 
-/// Whether a cached measurement stands: made on as many cores as there are, and not made on a
-/// busy machine while this one is idle now.
+/// Whether a cached measurement stands: made on as many cores as there are, and not made
+/// while other work had the cores ([`MachineModel::contention`]) when this machine is idle now.
 fn stands(model: &MachineModel, cores: usize, idle_now: bool) -> bool {
-    model.cores == cores && !(model.measured_busy() && idle_now)
+    model.cores == cores && !(model.contention().is_some() && idle_now)
 }
 
 /// This machine's load now, where the system says it (`/proc/loadavg`).
@@ -65,14 +65,25 @@ pub fn load_now() -> Option<Load> {
 
 #[cfg(test)]
 mod tests {
+    use scalebook_shared::machine::ThreadRates;
+
     use super::*;
 
     fn measured(cores: usize, load: Option<f64>) -> MachineModel {
+        let rates = |threads: usize, share: f64| ThreadRates {
+            threads,
+            matmul_gflops: vec![threads as f64 * 50.0],
+            attention_gflops: vec![10.0],
+            copy_gb_per_s: 5.0,
+            op_overhead_us: 3.0,
+            step_op_us: 10.0,
+            cpu_share: Some(share),
+        };
         MachineModel {
             cores,
             memory_gb: 8.0,
             process_baseline_gb: 0.1,
-            by_threads: Vec::new(),
+            by_threads: vec![rates(1, 0.95), rates(cores, 0.9)],
             collective_latency_s: 1e-3,
             collective_gb_per_s: 1.0,
             measured_at: 0,
@@ -87,5 +98,8 @@ mod tests {
         assert!(!stands(&measured(2, Some(1.9)), 2, true), "measured busy, idle now: measure again");
         assert!(stands(&measured(2, Some(1.9)), 2, false), "still busy: the busy one is the best there is");
         assert!(!stands(&measured(2, None), 2, true), "a cache from before the load was recorded");
+        let mut crowded = measured(2, Some(0.2));
+        crowded.by_threads[0].cpu_share = Some(0.5);
+        assert!(!stands(&crowded, 2, true), "a thread that had half its time, under an idle load average");
     }
 }

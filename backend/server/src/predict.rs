@@ -5,7 +5,7 @@
 //! from their measurement ([`crate::machine`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 use scalebook_shared::cluster::Clusters;
 use scalebook_shared::estimate::{EstimateOptions, Prediction, estimate};
@@ -20,12 +20,12 @@ pub struct Predictor {
     clusters: Option<Clusters>,
     machine_cache: PathBuf,
     trainer: PathBuf,
-    machine: OnceLock<MachineModel>,
+    machine: Mutex<Option<MachineModel>>,
 }
 
 impl Predictor {
     pub fn new(clusters: Option<Clusters>, machine_cache: PathBuf, trainer: PathBuf) -> Self {
-        Self { clusters, machine_cache, trainer, machine: OnceLock::new() }
+        Self { clusters, machine_cache, trainer, machine: Mutex::new(None) }
     }
 
     /// The prediction for `plan`, or why there is none (a cluster without estimate factors, a
@@ -48,7 +48,7 @@ impl Predictor {
             ExecutorSpec::Local => {
                 let machine = self.machine()?;
                 let (cluster, gpu) = machine.for_run(&plan.effective, plan.layout.world() as usize).map_err(|e| e.to_string())?;
-                let basis = format!("{} (measured by scalebook-train machine)", gpu.name);
+                let basis = format!("{} ({})", gpu.name, measured_words(&machine));
                 (cluster, gpu, basis)
             }
         };
@@ -57,14 +57,29 @@ impl Predictor {
         Ok(Prediction { made_at: now, basis, estimate, load_at_launch })
     }
 
-    /// This machine's measurement: read (or made) at the first local launch, kept after. A
-    /// failed one is tried again at the next launch.
-    pub fn machine(&self) -> Result<&MachineModel, String> {
-        if let Some(machine) = self.machine.get() {
-            return Ok(machine);
+    /// This machine's measurement: read (or made) at the first local launch, kept after; one
+    /// made while other work had the cores is looked at again at each launch, and measured
+    /// again once the machine is idle ([`crate::machine::load_or_measure`]). A failed one is
+    /// tried again at the next launch.
+    pub fn machine(&self) -> Result<MachineModel, String> {
+        let mut kept = self.machine.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(machine) = kept.as_ref().filter(|m| m.contention().is_none()) {
+            return Ok(machine.clone());
         }
         let measured = crate::machine::load_or_measure(&self.machine_cache, &self.trainer).map_err(|e| e.to_string())?;
-        Ok(self.machine.get_or_init(|| measured))
+        Ok(kept.insert(measured).clone())
+    }
+}
+
+/// When and under what load this machine's model was measured, and, where other work shared
+/// the cores then, that its rates are low for it: what the run view shows under a local
+/// prediction.
+fn measured_words(machine: &MachineModel) -> String {
+    let at = crate::clock::readable_utc(machine.measured_at);
+    let load = machine.load_at_measurement.map_or_else(|| "load not recorded".to_owned(), |load| format!("load {load:.2}"));
+    match machine.contention() {
+        Some(why) => format!("measured by scalebook-train machine at {at}, {load}; {why}, so it predicts slow until measured again"),
+        None => format!("measured by scalebook-train machine at {at}, {load}"),
     }
 }
 

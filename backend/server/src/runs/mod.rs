@@ -306,7 +306,7 @@ impl RunManager {
     /// This machine's measurement, as local runs are predicted from it (blocks while it is
     /// measured the first time).
     pub fn machine(&self) -> Result<MachineModel, String> {
-        self.executors.predictor.machine().cloned()
+        self.executors.predictor.machine()
     }
 
     /// The run's prediction, before anything starts. A run that cannot be predicted still runs

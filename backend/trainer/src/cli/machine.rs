@@ -15,8 +15,11 @@ use tch::{Device, Kind, Tensor};
 /// Rows of the measured products: a batch of tokens as the CPU configs have (cpu_short: 8 x
 /// 450 = 3600, cpu_tiny: 4 x 72 = 288).
 const TOKENS: i64 = 2048;
-/// How long each rate is measured for, after one untimed call.
+/// How long each rate is measured for, after one untimed call: in [`SPELLS`] spells, of which
+/// the fastest counts (other work that takes the cores for a moment slows some spells, not the
+/// machine).
 const SPELL: Duration = Duration::from_millis(150);
+const SPELLS: u32 = 3;
 
 #[derive(Debug, clap::Args)]
 pub struct MachineArgs {
@@ -53,6 +56,9 @@ pub fn run(args: MachineArgs) -> anyhow::Result<ExitCode> {
     if let Some(load) = model.load_at_measurement {
         println!("measured at a load of {load:.2} (other work on the cores lowers every rate)");
     }
+    if let Some(why) = model.contention() {
+        println!("not this machine's own rates: {why}; measure again when the cores are idle");
+    }
     for r in &model.by_threads {
         let matmuls: Vec<String> = WIDTHS.iter().zip(&r.matmul_gflops).map(|(w, g)| format!("{g:.1} (width {w})")).collect();
         let attention: Vec<String> =
@@ -74,12 +80,16 @@ pub fn run(args: MachineArgs) -> anyhow::Result<ExitCode> {
 
 fn measure(threads: usize) -> ThreadRates {
     tch::set_num_threads(threads as i32);
+    let mut cpu_share = None;
     let matmul_gflops = WIDTHS
         .iter()
         .map(|&width| {
             let (k, n) = (width as i64, 4 * width as i64);
             let (a, b) = (Tensor::randn([TOKENS, k], (Kind::Float, Device::Cpu)), Tensor::randn([k, n], (Kind::Float, Device::Cpu)));
+            let (cpu, wall) = (cpu_seconds(), Instant::now());
             let per_call = timed(|| drop(a.matmul(&b)));
+            // The widest product keeps every thread busy: what share of their time they had.
+            cpu_share = Some((cpu_seconds() - cpu) / (wall.elapsed().as_secs_f64() * threads as f64));
             2.0 * (TOKENS * k * n) as f64 / per_call / 1e9
         })
         .collect();
@@ -96,7 +106,15 @@ fn measure(threads: usize) -> ThreadRates {
         copy_gb_per_s: 2.0 * (source.numel() * 4) as f64 / copy / 1e9,
         op_overhead_us: op * 1e6,
         step_op_us: step_op_seconds() * 1e6,
+        cpu_share,
     }
+}
+
+/// This process's CPU time so far, user and system, s (0 where the system does not say).
+fn cpu_seconds() -> f64 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let seconds = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
+    getrusage(UsageWho::RUSAGE_SELF).map_or(0.0, |usage| seconds(usage.user_time()) + seconds(usage.system_time()))
 }
 
 /// Attention forward and backward over 4 heads of `tokens` x `head`, for a batch of 8.
@@ -139,15 +157,20 @@ fn all_reduce_seconds(unit: &str, size: usize) -> anyhow::Result<f64> {
     seconds.with_context(|| format!("the all-reduce of two ranks printed no time: {}{}", text, String::from_utf8_lossy(&out.stderr)))
 }
 
-/// Seconds per call of `f`, over calls for about [`SPELL`] after one untimed call.
+/// Seconds per call of `f`: the fastest of [`SPELLS`] spells of calls lasting about [`SPELL`]
+/// together, after one untimed call.
 fn timed(mut f: impl FnMut()) -> f64 {
     f();
-    let (start, mut calls) = (Instant::now(), 0u32);
-    while start.elapsed() < SPELL || calls < 3 {
-        f();
-        calls += 1;
-    }
-    start.elapsed().as_secs_f64() / f64::from(calls)
+    (0..SPELLS)
+        .map(|_| {
+            let (start, mut calls) = (Instant::now(), 0u32);
+            while start.elapsed() < SPELL / SPELLS || calls < 3 {
+                f();
+                calls += 1;
+            }
+            start.elapsed().as_secs_f64() / f64::from(calls)
+        })
+        .fold(f64::INFINITY, f64::min)
 }
 
 /// This process's resident memory now, GiB (`/proc/self/status`'s VmRSS, in KiB).
