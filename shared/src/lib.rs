@@ -18,6 +18,7 @@ pub mod program;
 pub mod protocol;
 pub mod published;
 pub mod rundir;
+pub mod search;
 pub mod sweep;
 pub mod tfevents;
 pub mod weather;

@@ -1,28 +1,16 @@
 //! `scalebook config` as a user runs it from the project root: the effective config and its
 //! derived values, JSON output, the list, and bad input exiting with status 2.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../..")
-}
+use self::cli::{stderr_of_invalid, stdout};
+
+mod cli;
 
 fn config(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_scalebook")).current_dir(root()).arg("config").args(args).output().unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    assert!(output.status.success(), "failed: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
-
-fn stderr_of_invalid(output: &Output) -> String {
-    assert_eq!(output.status.code(), Some(2), "stdout: {}", String::from_utf8_lossy(&output.stdout));
-    assert!(output.stdout.is_empty());
-    String::from_utf8(output.stderr.clone()).unwrap()
+    cli::scalebook("config", args)
 }
 
 #[test]

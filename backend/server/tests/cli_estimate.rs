@@ -2,34 +2,22 @@
 //! and that they agree with each other), the tables, the layout flags, and bad input exiting
 //! with status 2 and every problem.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../..")
-}
+use self::cli::{stderr_of_invalid, stdout};
+
+mod cli;
 
 fn estimate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_scalebook")).current_dir(root()).arg("estimate").args(args).output().unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    assert!(output.status.success(), "failed: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8(output.stdout.clone()).unwrap()
+    cli::scalebook("estimate", args)
 }
 
 fn json(args: &[&str]) -> Value {
     let mut args = args.to_vec();
     args.push("--json");
     serde_json::from_str(&stdout(&estimate(&args))).unwrap()
-}
-
-fn stderr_of_invalid(output: &Output) -> String {
-    assert_eq!(output.status.code(), Some(2), "stdout: {}", String::from_utf8_lossy(&output.stdout));
-    assert!(output.stdout.is_empty());
-    String::from_utf8(output.stderr.clone()).unwrap()
 }
 
 fn number(value: &Value) -> f64 {

@@ -138,8 +138,8 @@ impl Network<'_> {
     /// The fewest ranks the group has on any node it touches (ranks ascend and nodes are
     /// contiguous rank ranges, so a node's ranks are one run).
     fn fewest_per_node(&self, group: &[u32]) -> u32 {
-        let nodes: Vec<u32> = group.iter().map(|&r| self.placement.node_of(r)).collect();
-        nodes.chunk_by(|a, b| a == b).map(|run| run.len() as u32).min().unwrap_or(1)
+        let node = |r: u32| self.placement.node_of(r);
+        group.chunk_by(|&a, &b| node(a) == node(b)).map(|run| run.len() as u32).min().unwrap_or(1)
     }
 }
 
@@ -148,12 +148,16 @@ pub(super) fn collectives(shape: &Shape, params: &ParamSplit, net: &Network<'_>)
     let Shape { embed_dim: d, depth, tokens: n, tokens_local: nl, local_batch: b, tp, .. } = *shape;
     let a = shape.element_bytes() as u64;
     let mut out = Vec::new();
+    // Each token's link once: finding it walks every group (the layout search makes thousands
+    // of estimates).
+    let links = [Token::TP, Token::CP, Token::DP].map(|token| (token, (net.layout.group_size(token) > 1).then(|| net.link(token))));
     let mut add = |token: Token, operation, phase, what: &str, bytes: u64, count: u64, overlapped| {
         let size = net.layout.group_size(token);
         if size <= 1 {
             return;
         }
-        let (link, bus) = net.link(token);
+        let known = links.iter().find(|(t, _)| *t == token).and_then(|(_, link)| *link);
+        let (link, bus) = known.unwrap_or_else(|| net.link(token));
         let seconds = count as f64 * (operation_seconds(operation, size, bytes, bus) + net.factors.collective_latency_s);
         out.push(Collective {
             group: token,

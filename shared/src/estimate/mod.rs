@@ -138,6 +138,29 @@ pub fn estimate(
     gpu: &GpuKind,
     options: &EstimateOptions,
 ) -> Result<Estimate, Error> {
+    estimate_with(config, layout, cluster, gpu, options, true)
+}
+
+/// [`estimate`] without its terms ([`Estimate::terms`] is empty): wording every term costs
+/// more than the rest of the estimate, and the layout search makes thousands and reads none.
+pub(crate) fn estimate_without_terms(
+    config: &TrainConfig,
+    layout: &Layout,
+    cluster: &Cluster,
+    gpu: &GpuKind,
+    options: &EstimateOptions,
+) -> Result<Estimate, Error> {
+    estimate_with(config, layout, cluster, gpu, options, false)
+}
+
+fn estimate_with(
+    config: &TrainConfig,
+    layout: &Layout,
+    cluster: &Cluster,
+    gpu: &GpuKind,
+    options: &EstimateOptions,
+    with_terms: bool,
+) -> Result<Estimate, Error> {
     let mut problems = Problems::default();
     let derived = match config.derived(layout.world() as usize, None) {
         Ok(derived) => Some(derived),
@@ -197,9 +220,11 @@ pub fn estimate(
         time,
         terms: Vec::new(),
     };
-    let mut terms = terms::inputs(gpu, &links, factors, &estimate);
-    terms.extend(terms::outputs(&estimate, &rates));
-    estimate.terms = terms;
+    if with_terms {
+        let mut terms = terms::inputs(gpu, &links, factors, &estimate);
+        terms.extend(terms::outputs(&estimate, &rates));
+        estimate.terms = terms;
+    }
     Ok(estimate)
 }
 

@@ -4,6 +4,7 @@
 pub mod config;
 pub mod estimate;
 pub mod layout;
+pub mod search;
 pub mod serve;
 pub mod supervise;
 pub mod tb;
@@ -30,6 +31,8 @@ enum Command {
     Config(config::ConfigCommand),
     /// Estimate memory, step time and communication of a config on a layout and cluster.
     Estimate(estimate::EstimateArgs),
+    /// Search every layout of a config on a number of GPUs: ranked, explained, and what was left out.
+    Search(search::SearchArgs),
     /// Bring TensorBoard logdirs in as runs.
     #[command(subcommand)]
     Tb(tb::TbCommand),
@@ -48,6 +51,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Layout(args) => layout::run(args),
         Command::Config(cmd) => config::run(cmd),
         Command::Estimate(args) => estimate::run(args),
+        Command::Search(args) => search::run(args),
         Command::Tb(cmd) => tb::run(cmd),
         Command::Supervise(args) => supervise::run(args),
     }

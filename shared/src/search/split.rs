@@ -1,0 +1,182 @@
+//! Where a layout's step goes, from the estimate's own parts, and which part limits it: the
+//! "why" beside every prediction.
+//!
+//! The estimate models one step of one batch with DDP and no recomputation. A candidate's step
+//! is composed from it, never from a second model:
+//! - micro-batches: the estimate of one micro-batch (its activations, its collectives) run
+//!   `m` times, then the optimizer once; the gradient all-reduce runs under the last
+//!   micro-batch's backward pass (DDP's `no_sync` on the others), so its exposed part is the
+//!   one-micro-batch estimate's;
+//! - recomputation: the estimate's own what-if (`recompute_what_if`), whose step differs by
+//!   the forward pass run again, once per micro-batch;
+//! - ZeRO: memory from the estimate's `zero_what_if`; its `dp_bytes_factor` scales the dp
+//!   gradient traffic (1 for stages 1 and 2, 1.5 for stage 3), and the extra is counted in
+//!   full, since the estimate has no model of how ZeRO-3's gathers overlap the computation.
+//!
+//! Not modelled, so never part of a split: a pipeline's bubble (pp > 1 is excluded, see
+//! [`super::Rule::PipelineNotModelled`]), data loading (the estimate counts the loader's
+//! memory, not its time), the efficiency small micro-batches lose, and a DDP bucket's call
+//! cost (the search keeps the config's `bucket_cap_mb`: the estimate counts only what smaller
+//! buckets gain, so a search over them would always pick the smallest).
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::estimate::{Estimate, Link};
+use crate::layout::Token;
+
+/// The groups whose collectives a step runs, in the estimate's terms.
+const GROUPS: [Token; 3] = [Token::TP, Token::CP, Token::DP];
+
+/// One part of a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "part", rename_all = "kebab-case")]
+pub enum StepPart {
+    /// Matmuls and attention at the calibrated rate (with each op's dispatch cost, 0 on a GPU).
+    Arithmetic,
+    /// LayerNorms, casts, adds and GELU, at the memory bandwidth.
+    ElementWise,
+    /// The forward pass again in backward.
+    Recompute,
+    /// Adam, at the memory bandwidth.
+    Optimizer,
+    /// A group's collectives between layers, which the computation waits for.
+    Collectives { group: Token, link: Link },
+    /// The part of a group's gradient all-reduce the backward pass does not hide.
+    GradientSync { group: Token, link: Link },
+}
+
+impl fmt::Display for StepPart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StepPart::Arithmetic => f.write_str("arithmetic (matmuls and attention)"),
+            StepPart::ElementWise => f.write_str("element-wise work (memory bandwidth)"),
+            StepPart::Recompute => f.write_str("recomputed forward pass"),
+            StepPart::Optimizer => f.write_str("optimizer step"),
+            StepPart::Collectives { group, link } => write!(f, "{group} collectives between layers ({})", link.name()),
+            StepPart::GradientSync { group, link } => write!(f, "{group} gradient all-reduce not hidden by backward ({})", link.name()),
+        }
+    }
+}
+
+/// One group's communication in a step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct GroupTime {
+    pub group: Token,
+    pub link: Link,
+    /// Collectives the computation waits for, all micro-batches.
+    pub blocking_s: f64,
+    /// The part of its overlapped all-reduce left exposed.
+    pub exposed_s: f64,
+}
+
+/// One step of a candidate, by part, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Split {
+    pub arithmetic_s: f64,
+    pub element_wise_s: f64,
+    pub recompute_s: f64,
+    pub optimizer_s: f64,
+    pub groups: [GroupTime; 3],
+}
+
+impl Split {
+    /// The step of `micro_batches` runs of `e`, an estimate of one micro-batch without
+    /// recomputation and with DDP.
+    pub(super) fn of(e: &Estimate, micro_batches: u32) -> Split {
+        let m = f64::from(micro_batches);
+        let t = &e.time;
+        let mut groups = GROUPS.map(|group| GroupTime { group, link: Link::Nvlink, blocking_s: 0.0, exposed_s: 0.0 });
+        // The estimate gives the exposed time of all overlapped collectives at once; each
+        // group is given its share of it by its full time.
+        let exposed_share = if t.overlapped_comm_s > 0.0 { t.exposed_overlapped_comm_s / t.overlapped_comm_s } else { 0.0 };
+        for c in &e.collectives {
+            let Some(g) = groups.iter_mut().find(|g| g.group == c.group) else { continue };
+            g.link = c.link;
+            match c.overlapped {
+                true => g.exposed_s += c.seconds * exposed_share,
+                false => g.blocking_s += m * c.seconds,
+            }
+        }
+        Split {
+            arithmetic_s: m * (t.forward_s + t.backward_s - t.elementwise_s + t.overhead_s),
+            element_wise_s: m * t.elementwise_s,
+            recompute_s: 0.0,
+            optimizer_s: t.optimizer_s,
+            groups,
+        }
+    }
+
+    /// This split with `recompute_s` of recomputation and `extra_dp_s` more dp traffic.
+    pub(super) fn with(mut self, recompute_s: f64, extra_dp_s: f64) -> Split {
+        self.recompute_s = recompute_s;
+        self.groups[2].exposed_s += extra_dp_s;
+        self
+    }
+
+    pub fn total_s(&self) -> f64 {
+        self.parts().iter().map(|(_, s)| s).sum()
+    }
+
+    /// Every part, including those that take no time.
+    pub fn parts(&self) -> [(StepPart, f64); 10] {
+        let [tp, cp, dp] = self.groups;
+        let blocking = |g: GroupTime| (StepPart::Collectives { group: g.group, link: g.link }, g.blocking_s);
+        let exposed = |g: GroupTime| (StepPart::GradientSync { group: g.group, link: g.link }, g.exposed_s);
+        [
+            (StepPart::Arithmetic, self.arithmetic_s),
+            (StepPart::ElementWise, self.element_wise_s),
+            (StepPart::Recompute, self.recompute_s),
+            (StepPart::Optimizer, self.optimizer_s),
+            blocking(tp),
+            blocking(cp),
+            blocking(dp),
+            exposed(tp),
+            exposed(cp),
+            exposed(dp),
+        ]
+    }
+
+    /// The largest part: what a faster layout would have to shrink.
+    pub fn limit(&self) -> StepPart {
+        self.parts().into_iter().fold((StepPart::Arithmetic, f64::MIN), |best, part| if part.1 > best.1 { part } else { best }).0
+    }
+
+    /// The seconds of `part` (0 when this step has no such part).
+    pub fn seconds(&self, part: StepPart) -> f64 {
+        self.parts().into_iter().filter(|(p, _)| same_kind(*p, part)).map(|(_, s)| s).sum()
+    }
+}
+
+/// Parts that name the same thing, whichever link it uses in each layout (tp on NVLink in one
+/// layout and on the network in another is still tp's collectives).
+fn same_kind(a: StepPart, b: StepPart) -> bool {
+    match (a, b) {
+        (StepPart::Collectives { group: x, .. }, StepPart::Collectives { group: y, .. }) => x == y,
+        (StepPart::GradientSync { group: x, .. }, StepPart::GradientSync { group: y, .. }) => x == y,
+        _ => a == b,
+    }
+}
+
+/// How one layout's step differs from another's, per sample (their batches may differ).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Difference {
+    /// The part whose time per sample differs most, as the slower layout has it.
+    pub part: StepPart,
+    /// Milliseconds per sample of that part: in the faster layout, then the slower.
+    pub faster_ms_per_sample: f64,
+    pub slower_ms_per_sample: f64,
+}
+
+impl Difference {
+    /// What makes `slower` slower than `faster`, given each step's samples: the part the
+    /// slower layout spends most more time on.
+    pub fn between(faster: (&Split, f64), slower: (&Split, f64)) -> Difference {
+        let per_sample = |(split, samples): (&Split, f64), part: StepPart| split.seconds(part) / samples * 1e3;
+        let rows = slower.0.parts().map(|(part, _)| (part, per_sample(faster, part), per_sample(slower, part)));
+        let widest = rows.into_iter().fold(rows[0], |best, row| if row.2 - row.1 > best.2 - best.1 { row } else { best });
+        let (part, faster_ms_per_sample, slower_ms_per_sample) = widest;
+        Difference { part, faster_ms_per_sample, slower_ms_per_sample }
+    }
+}
