@@ -44,6 +44,7 @@ const BAD_CONFIGS: &[(&str, &[&str], usize, &str, &str)] = &[
     ("base", &["warmup=200", "num_iters=100"], 1, "warmup", "200 is more than num_iters 100"),
     ("base", &["lr_schedule=step"], 1, "lr_schedule", "handles only `cosine`"),
     ("base", &["bucket_cap_mb=0"], 1, "bucket_cap_mb", "must be a positive number of MB, got 0"),
+    ("base", &["first_bucket_cap_mb=0"], 1, "first_bucket_cap_mb", "must be a positive number of MB, got 0"),
     ("base", &["depth=0"], 1, "depth", "must be at least 1, got 0"),
     ("base", &["num_iters=0"], 1, "num_iters", "must be at least 1"),
     ("base", &["global_batch_size=0"], 1, "global_batch_size", "must be at least 1"),

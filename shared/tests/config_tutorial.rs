@@ -50,6 +50,7 @@ fn tutorial_base() -> TrainConfig {
         enable_apex: false,
         model_backend: ModelBackend::Pytorch,
         bucket_cap_mb: 25.0,
+        first_bucket_cap_mb: 1.0,
         disable_broadcast_buffers: false,
         noddp: false,
         overlap_grad_reduce: true,

@@ -133,12 +133,15 @@ fn the_ddp_knobs_change_the_all_reduces_and_noddp_skips_them() {
     let mut config = support::cpu_tiny();
     tch::manual_seed(5);
     let (vs, mut learner) = Learner::build(&config, Device::Cpu, None).unwrap();
-    let mut calls = |mb: f64| {
+    let mut calls = |first_mb: f64, mb: f64| {
+        config.first_bucket_cap_mb = first_mb;
         config.bucket_cap_mb = mb;
         GradSync::new(comm.clone(), &vs, DdpKnobs::new(&config)).unwrap().dp_all_reduces()
     };
-    let (small, default, large) = (calls(0.01), calls(25.0), calls(100.0));
+    let (small, default, large) = (calls(0.01, 0.01), calls(1.0, 25.0), calls(1.0, 100.0));
     assert!(small > default && default >= large && large >= 1, "{small} {default} {large} all-reduces");
+    // The first bucket is a knob of its own: a small one adds an all-reduce to the default's.
+    assert_eq!(calls(0.01, 25.0), default + 1, "a small first bucket");
     config.noddp = true;
     config.disable_broadcast_buffers = true;
     let sync = GradSync::new(comm.clone(), &vs, DdpKnobs::new(&config)).unwrap();
@@ -167,7 +170,7 @@ fn overlapped_all_reduce_equals_the_serial_one() {
     let rank = comm.rank(Token::DP) as i64;
     // Small buckets, so backward fills many of them one after the other; two micro-batches,
     // so the first backward pass must issue nothing (no_sync).
-    let config = TrainConfig { bucket_cap_mb: 0.05, gradient_accumulation_steps: 2, ..support::cpu_tiny() };
+    let config = TrainConfig { bucket_cap_mb: 0.05, first_bucket_cap_mb: 0.05, gradient_accumulation_steps: 2, ..support::cpu_tiny() };
     let learner = |overlap: bool| {
         let config = TrainConfig { overlap_grad_reduce: overlap, ..config.clone() };
         tch::manual_seed(5);

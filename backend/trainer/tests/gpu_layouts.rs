@@ -87,7 +87,7 @@ fn float32_layouts_over_nccl_learn_what_one_gpu_learns() {
         &[],
         &[
             // Small buckets: backward issues many all-reduces from autograd's thread.
-            ("dp2-overlapped", 2, &["bucket_cap_mb=0.05", "overlap_grad_reduce=true"]),
+            ("dp2-overlapped", 2, &["bucket_cap_mb=0.05", "first_bucket_cap_mb=0.05", "overlap_grad_reduce=true"]),
             ("dp2-serial", 2, &["overlap_grad_reduce=false"]),
             ("tp2", 2, &["tensor_parallel=2"]),
             ("cp2", 2, &["context_parallel=2"]),
@@ -102,8 +102,18 @@ fn float32_layouts_over_nccl_learn_what_one_gpu_learns() {
 #[ignore = "needs a CUDA GPU and the `cuda` build"]
 fn half_precision_layouts_over_nccl_learn_what_one_gpu_learns() {
     // fp16 with the loss scaler (its overflow check after the all-reduce), bf16 without.
-    agree("fp16", &["amp_mode=fp16"], &[("fp16-dp2", 2, &["bucket_cap_mb=0.05"]), ("fp16-tp2", 2, &["tensor_parallel=2"])], HALF);
-    agree("bf16", &["amp_mode=bf16"], &[("bf16-dp2", 2, &["bucket_cap_mb=0.05"]), ("bf16-cp2", 2, &["context_parallel=2"])], HALF);
+    agree(
+        "fp16",
+        &["amp_mode=fp16"],
+        &[("fp16-dp2", 2, &["bucket_cap_mb=0.05", "first_bucket_cap_mb=0.05"]), ("fp16-tp2", 2, &["tensor_parallel=2"])],
+        HALF,
+    );
+    agree(
+        "bf16",
+        &["amp_mode=bf16"],
+        &[("bf16-dp2", 2, &["bucket_cap_mb=0.05", "first_bucket_cap_mb=0.05"]), ("bf16-cp2", 2, &["context_parallel=2"])],
+        HALF,
+    );
 }
 
 #[test]
@@ -117,7 +127,7 @@ fn recomputation_replays_the_gpus_dropout() {
     agree(
         "dropout-dp2",
         &["dropout=0.1", "activation_checkpointing=true"],
-        &[("recompute-dp2", 2, &["bucket_cap_mb=0.05"])],
+        &[("recompute-dp2", 2, &["bucket_cap_mb=0.05", "first_bucket_cap_mb=0.05"])],
         f64::INFINITY,
     );
 }

@@ -227,7 +227,7 @@ fn every_rank_of_a_data_parallel_run_profiles_the_same_ranges() {
     generate(&root.join("data"));
     let run = root.join("run");
     // Small buckets: backward fills several, and DDP's overlap issues each as it fills.
-    let out = launch_cmd(2, &root.join("data"), &run, &["profile=3:5", "bucket_cap_mb=0.05"]).output().unwrap();
+    let out = launch_cmd(2, &root.join("data"), &run, &["profile=3:5", "bucket_cap_mb=0.05", "first_bucket_cap_mb=0.05"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let all_reduce = format!("{}all_reduce", ranges::COLLECTIVE_PREFIX);
     for rank in 0..2 {

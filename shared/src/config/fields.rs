@@ -136,6 +136,10 @@ pub struct TrainConfig {
     pub model_backend: ModelBackend,
     /// DDP's gradient bucket size, in MB (SC22's `--bucket_cap_mb`).
     pub bucket_cap_mb: f64,
+    /// The size, in MB, at which DDP closes its first gradient bucket, the one backward fills
+    /// first (`torch.distributed._DEFAULT_FIRST_BUCKET_BYTES`, 1 MiB): small, so the last
+    /// layers' gradients set off at once instead of waiting for a whole `bucket_cap_mb`.
+    pub first_bucket_cap_mb: f64,
     /// SC22's `--disable_broadcast_buffers`.
     pub disable_broadcast_buffers: bool,
     /// SC22's `--noddp`: no gradient all-reduce, to measure what it costs.
@@ -200,6 +204,7 @@ impl Default for TrainConfig {
             enable_apex: false,
             model_backend: ModelBackend::Pytorch,
             bucket_cap_mb: 25.0,
+            first_bucket_cap_mb: 1.0,
             disable_broadcast_buffers: false,
             noddp: false,
             overlap_grad_reduce: true,
@@ -311,6 +316,12 @@ impl TrainConfig {
             field("enable_apex", Bool, Edition, "sc23 key, unused"),
             field("model_backend", Choice(ModelBackend::NAMES), Edition, "sc25 model switch; Scalebook has one ViT"),
             field("bucket_cap_mb", Number, Tuning, "DDP gradient bucket size in MB: fewer, larger all-reduces when bigger"),
+            field(
+                "first_bucket_cap_mb",
+                Number,
+                Tuning,
+                "size in MB at which DDP closes its first gradient bucket (the last layers'), 1 MiB as PyTorch's",
+            ),
             field("disable_broadcast_buffers", Bool, Tuning, "skip DDP's per-step broadcast of buffers (none in the ViT)"),
             field("noddp", Bool, Tuning, "skip the gradient all-reduce, to measure its cost (replicas drift apart)"),
             field(

@@ -194,8 +194,10 @@ impl TrainConfig {
                 ),
             );
         }
-        if !(self.bucket_cap_mb.is_finite() && self.bucket_cap_mb > 0.0) {
-            problems.push("bucket_cap_mb", format!("must be a positive number of MB, got {}", self.bucket_cap_mb));
+        for (field, mb) in [("bucket_cap_mb", self.bucket_cap_mb), ("first_bucket_cap_mb", self.first_bucket_cap_mb)] {
+            if !(mb.is_finite() && mb > 0.0) {
+                problems.push(field, format!("must be a positive number of MB, got {mb}"));
+            }
         }
     }
 
@@ -292,6 +294,22 @@ impl TrainConfig {
                      (validation averages over its batches and would divide by 0)"
                 ),
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_first_bucket_that_is_not_a_positive_size_is_named_against_its_key() {
+        for mb in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let config = TrainConfig { first_bucket_cap_mb: mb, ..TrainConfig::default() };
+            let problems = config.problems(1, None);
+            let messages: Vec<&str> = problems.for_field("first_bucket_cap_mb").map(|p| p.message.as_str()).collect();
+            assert_eq!(messages, [format!("must be a positive number of MB, got {mb}")]);
+            assert_eq!(problems.for_field("bucket_cap_mb").count(), 0, "{problems}");
         }
     }
 }

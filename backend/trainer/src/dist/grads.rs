@@ -1,33 +1,46 @@
 //! Data-parallel gradient averaging the way DDP does it: gradients packed into large flat
-//! buckets (25 MB by default, DDP's `bucket_cap_mb`), one all-reduce per bucket instead of
-//! one per tensor, then unpacked. With context parallelism the block parameters' gradients
-//! are also summed over cp first (each cp rank saw only its share of the tokens).
+//! buckets (25 MB by default, DDP's `bucket_cap_mb`, after a first bucket of 1 MiB), one
+//! all-reduce per bucket instead of one per tensor, then unpacked. With context parallelism
+//! the block parameters' gradients are also summed over cp first (each cp rank saw only its
+//! share of the tokens).
 
 use tch::{Kind, Tensor};
 
 use crate::Error;
 use crate::ffi::{ProcessGroup, ReduceOp};
 
+/// The sizes, in bytes, at which a bucket is closed. DDP closes its first bucket early
+/// (`dist._DEFAULT_FIRST_BUCKET_BYTES`, 1 MiB) so that the gradients backward makes first,
+/// the last layers', set off at once instead of waiting for a whole `bucket_cap_mb`; every
+/// later bucket is closed at the cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketCaps {
+    pub first: usize,
+    pub rest: usize,
+}
+
 pub struct GradReducer {
-    /// Groups of parameter indices, each at most the bucket size in float32 gradients.
+    /// Groups of parameter indices, each closed once it held its cap in float32 gradients.
     buckets: Vec<Vec<usize>>,
 }
 
 impl GradReducer {
-    /// Buckets `params` in order (a tensor larger than a bucket gets a bucket of its own).
-    pub fn new(params: &[Tensor], bucket_bytes: usize) -> GradReducer {
+    /// Buckets `params` in the order given (backward's) as DDP does: a tensor joins the open
+    /// bucket, which is closed once it holds at least its cap.
+    pub fn new(params: &[Tensor], caps: BucketCaps) -> GradReducer {
         let mut buckets: Vec<Vec<usize>> = Vec::new();
-        let mut current = 0usize;
+        let (mut open, mut bytes) = (Vec::new(), 0usize);
         for (i, p) in params.iter().enumerate() {
-            let bytes = p.numel() * 4;
-            match buckets.last_mut() {
-                Some(bucket) if current + bytes <= bucket_bytes => bucket.push(i),
-                _ => {
-                    buckets.push(vec![i]);
-                    current = 0;
-                }
+            open.push(i);
+            bytes += p.numel() * 4;
+            let cap = if buckets.is_empty() { caps.first } else { caps.rest };
+            if bytes >= cap {
+                buckets.push(std::mem::take(&mut open));
+                bytes = 0;
             }
-            current += bytes;
+        }
+        if !open.is_empty() {
+            buckets.push(open);
         }
         GradReducer { buckets }
     }
@@ -69,12 +82,20 @@ impl GradReducer {
 mod tests {
     use super::*;
 
+    fn buckets(sizes: &[i64], caps: BucketCaps) -> Vec<Vec<usize>> {
+        let params: Vec<Tensor> = sizes.iter().map(|&n| Tensor::zeros([n], (Kind::Float, tch::Device::Cpu))).collect();
+        GradReducer::new(&params, caps).buckets
+    }
+
     #[test]
-    fn buckets_fill_up_to_the_cap_in_order() {
-        let sizes = [10usize, 10, 10, 50, 5];
-        let params: Vec<Tensor> = sizes.iter().map(|&n| Tensor::zeros([n as i64], (Kind::Float, tch::Device::Cpu))).collect();
-        // 100 bytes = 25 floats per bucket: [0, 1] (20), [2] (10, +50 would overflow), [3] (50, alone), [4].
-        let r = GradReducer::new(&params, 100);
-        assert_eq!(r.buckets, vec![vec![0, 1], vec![2], vec![3], vec![4]]);
+    fn a_bucket_closes_once_it_holds_its_cap_and_the_first_cap_applies_once() {
+        // A first cap of 40 bytes (10 floats), then 100 (25 floats): [0] reaches 10 floats and
+        // closes the first bucket; [1, 2, 3] passes 25 floats with its last tensor; [4] (50)
+        // is over the cap alone; [5, 6] is what is left when the tensors run out.
+        let caps = BucketCaps { first: 40, rest: 100 };
+        assert_eq!(buckets(&[10, 10, 10, 10, 50, 5, 5], caps), vec![vec![0], vec![1, 2, 3], vec![4], vec![5, 6]]);
+        // With the first cap as large as the rest, every bucket fills alike.
+        let even = BucketCaps { first: 100, rest: 100 };
+        assert_eq!(buckets(&[10, 10, 10, 10, 50, 5, 5], even), vec![vec![0, 1, 2], vec![3, 4], vec![5, 6]]);
     }
 }

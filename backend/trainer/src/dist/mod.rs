@@ -9,4 +9,4 @@ pub mod launch;
 
 pub use comm::Comm;
 pub use env::{DEFAULT_MASTER_PORT, RankEnv, first_host};
-pub use grads::GradReducer;
+pub use grads::{BucketCaps, GradReducer};

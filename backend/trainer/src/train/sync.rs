@@ -7,8 +7,10 @@
 //! gradients are ready (`overlap_grad_reduce`).
 //!
 //! The buckets are filled in the reverse of the forward order (head first, patch embedding
-//! last), the order backward produces the gradients in. The dp average and the cp sum are
-//! both linear, so doing the average first (during backward) gives the same gradients.
+//! last), the order backward produces the gradients in, and the first of them is closed at
+//! `first_bucket_cap_mb` (1 MiB), as DDP's is once it has seen that order. The dp average and
+//! the cp sum are both linear, so doing the average first (during backward) gives the same
+//! gradients.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -18,14 +20,14 @@ use scalebook_shared::layout::Token;
 use tch::{Tensor, nn};
 
 use crate::Error;
-use crate::dist::{Comm, GradReducer};
+use crate::dist::{BucketCaps, Comm, GradReducer};
 use crate::ffi::{OverlappedReducer, ReduceOp};
 use crate::parallel::ParallelVit;
 
 /// SC22's DDP flags, from the config.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DdpKnobs {
-    pub bucket_bytes: usize,
+    pub buckets: BucketCaps,
     /// Broadcast dp-rank 0's buffers before every forward pass, as DDP does by default.
     pub broadcast_buffers: bool,
     /// Average the gradients over dp; off with `noddp`, to measure what that costs.
@@ -37,11 +39,32 @@ pub struct DdpKnobs {
 impl DdpKnobs {
     pub fn new(c: &TrainConfig) -> DdpKnobs {
         DdpKnobs {
-            bucket_bytes: (c.bucket_cap_mb * 1024.0 * 1024.0) as usize,
+            buckets: BucketCaps { first: bytes(c.first_bucket_cap_mb), rest: bytes(c.bucket_cap_mb) },
             broadcast_buffers: !c.disable_broadcast_buffers,
             all_reduce: !c.noddp,
             overlap: c.overlap_grad_reduce,
         }
+    }
+}
+
+/// A size in MB as DDP reads `bucket_cap_mb`: MiB, so 1 is `_DEFAULT_FIRST_BUCKET_BYTES`.
+fn bytes(mb: f64) -> usize {
+    (mb * 1024.0 * 1024.0) as usize
+}
+
+/// A size in bytes as the `DDP:` line gives it, in MB to two decimals.
+fn megabytes(bytes: usize) -> f64 {
+    (bytes as f64 / (1024.0 * 1024.0) * 100.0).round() / 100.0
+}
+
+/// The `DDP:` line for `calls` all-reduces of buckets cut at `caps`, issued during backward
+/// when `overlapped`.
+fn ddp_line(calls: usize, caps: BucketCaps, overlapped: bool) -> String {
+    let (first, rest) = (megabytes(caps.first), megabytes(caps.rest));
+    let when = if overlapped { "each issued during backward as it fills" } else { "issued after backward" };
+    match calls {
+        0 => "DDP: no gradient all-reduce (noddp)".to_owned(),
+        n => format!("DDP: {n} gradient all-reduce(s) per step, the first bucket closed at {first} MB and the rest at {rest} MB, {when}"),
     }
 }
 
@@ -68,7 +91,7 @@ impl GradSync {
         let (named, buffers) = in_backward_order(vs);
         let cp_params: Vec<Tensor> = named.iter().filter(|(n, _)| ParallelVit::is_cp_shared(n)).map(|(_, t)| t.shallow_clone()).collect();
         let params: Vec<Tensor> = named.into_iter().map(|(_, t)| t).collect();
-        let reducer = GradReducer::new(&params, knobs.bucket_bytes);
+        let reducer = GradReducer::new(&params, knobs.buckets);
         let dp = comm.shared_group(Token::DP);
         let overlapped = if knobs.overlap && knobs.all_reduce && dp.size() > 1 {
             Some(OverlappedReducer::new(dp, &params, reducer.buckets())?)
@@ -79,7 +102,7 @@ impl GradSync {
             overlapped,
             issued_in_backward: Cell::new(0),
             reducer,
-            cp_reducer: GradReducer::new(&cp_params, knobs.bucket_bytes),
+            cp_reducer: GradReducer::new(&cp_params, knobs.buckets),
             comm,
             params,
             buffers: buffers.into_iter().map(|(_, t)| t).collect(),
@@ -95,17 +118,9 @@ impl GradSync {
     }
 
     /// The log's line about the gradient all-reduces (SC22 counted NCCL calls per step in its
-    /// profiles; here the trainer says how many it makes, and when).
+    /// profiles; here the trainer says how many it makes, how its buckets are cut, and when).
     pub fn describe(&self) -> String {
-        let calls = self.dp_all_reduces();
-        let mb = (self.knobs.bucket_bytes as f64 / (1024.0 * 1024.0) * 100.0).round() / 100.0;
-        match (calls, self.overlapped.is_some()) {
-            (0, _) => "DDP: no gradient all-reduce (noddp)".to_owned(),
-            (n, true) => {
-                format!("DDP: {n} gradient all-reduce(s) per step, buckets of up to {mb} MB, each issued during backward as it fills")
-            }
-            (n, false) => format!("DDP: {n} gradient all-reduce(s) per step, buckets of up to {mb} MB, issued after backward"),
-        }
+        ddp_line(self.dp_all_reduces(), self.knobs.buckets, self.overlapped.is_some())
     }
 
     /// Makes every data-parallel replica start from dp-rank 0's parameters (DDP does this when
@@ -166,14 +181,22 @@ fn in_backward_order(vs: &nn::VarStore) -> (Named, Named) {
     named.into_iter().partition(|(_, t)| t.requires_grad())
 }
 
+/// The parts of a block in the order its forward pass uses them: `x + attn(norm1(x))` with
+/// q, k and v made in that order, then `x + mlp(norm2(x))`.
+const BLOCK_PARTS: [&str; 8] = ["norm1.", "attn.q.", "attn.k.", "attn.v.", "attn.proj.", "norm2.", "mlp.fc1.", "mlp.fc2."];
+
 /// A parameter's place in the backward pass: the reverse of the forward order (patch
-/// embedding, position embedding, blocks 0 to depth-1, final norm, head), as a sort key.
-fn backward_order(name: &str) -> std::cmp::Reverse<(u8, usize, &str)> {
+/// embedding, position embedding, blocks 0 to depth-1 part by part, final norm, head), as a
+/// sort key.
+fn backward_order(name: &str) -> std::cmp::Reverse<(u8, usize, usize, &str)> {
     let key = match name.strip_prefix("blocks.").and_then(|rest| rest.split_once('.')) {
-        Some((block, rest)) => (2, block.parse().unwrap_or(usize::MAX), rest),
+        Some((block, rest)) => {
+            let part = BLOCK_PARTS.iter().position(|p| rest.starts_with(p)).unwrap_or(BLOCK_PARTS.len());
+            (2, block.parse().unwrap_or(usize::MAX), part, rest)
+        }
         None => {
             let stage = ["patch_embed", "pos_embed", "", "norm", "head"].iter().position(|s| name.starts_with(s) && !s.is_empty());
-            (stage.map_or(5, |s| s as u8), 0, name)
+            (stage.map_or(5, |s| s as u8), 0, 0, name)
         }
     };
     std::cmp::Reverse(key)
@@ -184,33 +207,89 @@ mod tests {
     use super::*;
     use crate::model::{VisionTransformer, VitSpec};
 
-    /// The all-reduces a step of `config` makes at `bucket_cap_mb`, as its run's `DDP:` line says.
-    fn all_reduces(config: &str, bucket_cap_mb: f64) -> usize {
+    /// `name` from the shipped `config/ViT.yaml`.
+    fn shipped(name: &str) -> TrainConfig {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/ViT.yaml");
-        let file = scalebook_shared::config::ConfigFile::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
-        let mut config = file.get(config).unwrap();
-        config.bucket_cap_mb = bucket_cap_mb;
-        let vs = nn::VarStore::new(tch::Device::Cpu);
-        let _model = VisionTransformer::new(&vs.root(), &VitSpec::from(&config));
-        let params: Vec<Tensor> = in_backward_order(&vs).0.into_iter().map(|(_, t)| t).collect();
-        GradReducer::new(&params, DdpKnobs::new(&config).bucket_bytes).bucket_count()
+        scalebook_shared::config::ConfigFile::parse(&std::fs::read_to_string(path).unwrap()).unwrap().get(name).unwrap()
     }
 
-    /// The counts the data-parallel chapter quotes (its sweep's `DDP:` lines and its text).
+    /// The trainer's own model for `config`, its trained variables named, in backward order.
+    fn model_params(config: &TrainConfig) -> Named {
+        let vs = nn::VarStore::new(tch::Device::Cpu);
+        let _model = VisionTransformer::new(&vs.root(), &VitSpec::from(config));
+        in_backward_order(&vs).0
+    }
+
+    /// The all-reduces a step of `config` makes at each `bucket_cap_mb`, first bucket as the
+    /// config says, as its run's `DDP:` line counts them.
+    fn all_reduces<const N: usize>(config: &str, caps_mb: [f64; N]) -> [usize; N] {
+        let mut config = shipped(config);
+        let params: Vec<Tensor> = model_params(&config).into_iter().map(|(_, t)| t).collect();
+        caps_mb.map(|mb| {
+            config.bucket_cap_mb = mb;
+            GradReducer::new(&params, DdpKnobs::new(&config).buckets).bucket_count()
+        })
+    }
+
+    /// The counts the data-parallel chapter quotes (its sweep's `DDP:` lines and its text), with
+    /// DDP's 1 MiB first bucket.
     #[test]
     fn the_bucket_counts_are_the_ones_the_chapter_quotes() {
-        assert_eq!([25.0, 100.0, 1.0].map(|mb| all_reduces("cpu_short", mb)), [1, 1, 5]);
-        assert_eq!([25.0, 100.0].map(|mb| all_reduces("base", mb)), [4, 1]);
+        assert_eq!(shipped("base").first_bucket_cap_mb, 1.0);
+        let counts = (all_reduces("cpu_short", [25.0, 100.0, 1.0]), all_reduces("base", [25.0, 100.0]), all_reduces("mp", [25.0, 100.0]));
+        assert_eq!(counts, ([2, 2, 4], [5, 2], [39, 14]));
+    }
+
+    /// The `DDP:` line states the count and both caps, as the data-parallel chapter quotes it.
+    #[test]
+    fn the_ddp_line_states_the_count_and_the_caps() {
+        let knobs = DdpKnobs::new(&shipped("base"));
+        let [calls] = all_reduces("base", [25.0]);
+        assert_eq!(
+            ddp_line(calls, knobs.buckets, true),
+            "DDP: 5 gradient all-reduce(s) per step, the first bucket closed at 1 MB and the rest at 25 MB, each issued during backward as it fills"
+        );
+        assert_eq!(ddp_line(0, knobs.buckets, true), "DDP: no gradient all-reduce (noddp)");
     }
 
     #[test]
     fn parameters_go_in_the_order_backward_reaches_them() {
-        let mut names =
-            vec!["blocks.2.mlp.fc1.weight", "head.weight", "pos_embed", "blocks.10.norm1.bias", "norm.weight", "patch_embed.proj.weight"];
+        let mut names = vec![
+            "blocks.2.mlp.fc1.weight",
+            "head.weight",
+            "pos_embed",
+            "blocks.10.norm1.bias",
+            "blocks.10.attn.proj.weight",
+            "blocks.10.mlp.fc2.bias",
+            "blocks.10.attn.q.weight",
+            "blocks.10.norm2.weight",
+            "norm.weight",
+            "patch_embed.proj.weight",
+        ];
         names.sort_by_key(|n| backward_order(n));
-        assert_eq!(
-            names,
-            ["head.weight", "norm.weight", "blocks.10.norm1.bias", "blocks.2.mlp.fc1.weight", "pos_embed", "patch_embed.proj.weight"]
-        );
+        let expected = [
+            "head.weight",
+            "norm.weight",
+            "blocks.10.mlp.fc2.bias",
+            "blocks.10.norm2.weight",
+            "blocks.10.attn.proj.weight",
+            "blocks.10.attn.q.weight",
+            "blocks.10.norm1.bias",
+            "blocks.2.mlp.fc1.weight",
+            "pos_embed",
+            "patch_embed.proj.weight",
+        ];
+        assert_eq!(names, expected);
+    }
+
+    /// Every part of a block has its place: a part added to the block without one would be
+    /// sorted as if it came after all the others.
+    #[test]
+    fn every_block_parameter_is_a_known_part() {
+        for (name, _) in model_params(&shipped("cpu_short")) {
+            if let Some(rest) = name.strip_prefix("blocks.").and_then(|rest| rest.split_once('.')).map(|(_, rest)| rest) {
+                assert!(BLOCK_PARTS.iter().any(|p| rest.starts_with(p)), "{name} is in no part of BLOCK_PARTS");
+            }
+        }
     }
 }
