@@ -1,6 +1,7 @@
 //! The house's layering, kept: within each crate, no cycle between its top-level modules. A
-//! module that reaches another (`crate::other`, or the library's name from its binary) depends
-//! on it; comments and unit tests do not count. A cycle is named, so whoever added it sees which
+//! module that reaches another (`crate::other`, or the library's name from its binary, or a name
+//! the crate's root re-exports from it: `crate::Error` reaches `error`) depends on it; comments
+//! and unit tests do not count. A cycle is named, so whoever added it sees which
 //! paths to move down (docs/architecture.md says what sits where).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -70,17 +71,38 @@ fn graph(src: &Path, dir: &Path, library: &str) -> BTreeMap<String, BTreeSet<Str
     };
     let scope = names(dir.strip_prefix(src).unwrap()).join("::");
     let absolute = |root: &str| if scope.is_empty() { format!("{root}::") } else { format!("{root}::{scope}::") };
+    let re_exported = re_exports(dir);
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for file in &files {
         let below = names(file.strip_prefix(dir).unwrap());
         let Some(module) = below.first() else { continue };
         let prefixes = [absolute("crate"), absolute(library), "super::".repeat(below.len())];
-        let reached = reached(&code(file), &prefixes);
-        graph.entry(module.clone()).or_default().extend(reached.into_iter().filter(|name| name != module));
+        let reached = reached(&code(file), &prefixes).into_iter().map(|name| re_exported.get(&name).cloned().unwrap_or(name));
+        graph.entry(module.clone()).or_default().extend(reached.filter(|name| name != module));
     }
     let modules: BTreeSet<String> = graph.keys().cloned().collect();
     graph.values_mut().for_each(|edges| edges.retain(|name| modules.contains(name)));
     graph
+}
+
+/// The names `dir`'s own module file (`lib.rs`, `main.rs` or `mod.rs`) re-exports from its
+/// modules, each with the module it comes from (`pub use error::{Error, Problems};` gives
+/// `Error` and `Problems` from `error`; `X as Y` gives `Y`).
+fn re_exports(dir: &Path) -> BTreeMap<String, String> {
+    let mut found = BTreeMap::new();
+    for root in ["lib.rs", "main.rs", "mod.rs"].map(|name| dir.join(name)).iter().filter(|path| path.is_file()) {
+        for statement in code(root).split(';') {
+            let Some(path) = statement.trim().strip_prefix("pub use ") else { continue };
+            let Some((module, items)) = path.trim_start_matches("self::").split_once("::") else { continue };
+            for item in items.trim_start_matches('{').trim_end_matches('}').split(',') {
+                let name = item.rsplit([':', ' ']).next().unwrap_or_default().trim_matches(|c: char| !c.is_alphanumeric() && c != '_');
+                if !name.is_empty() {
+                    found.insert(name.to_owned(), module.to_owned());
+                }
+            }
+        }
+    }
+    found
 }
 
 /// Every directory of modules under `src`, `src` included.
@@ -164,4 +186,6 @@ fn a_cycle_is_found_and_named() {
     assert!(["runs", "state", "clock"].iter().all(|n| names.contains(*n)), "{names:?}");
     let names = reached("use super::super::step::run;\nuse super::lanes::Lanes;", &["super::super::".to_owned()]);
     assert_eq!(names, BTreeSet::from(["step".to_owned()]), "a deeper file's `super::super::` reaches its directory's siblings");
+    let server = workspace_root().join("backend/server/src");
+    assert_eq!(re_exports(&server).get("Error").map(String::as_str), Some("error"), "`crate::Error` reaches `error`");
 }

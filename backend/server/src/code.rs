@@ -32,7 +32,7 @@ pub fn snippet(root: &Path, path: &str, item: &str) -> Result<Snippet, Error> {
         && relative.extension().is_some_and(|e| e == "rs")
         && SOURCE_DIRS.iter().any(|dir| relative.starts_with(dir));
     if !confined {
-        return Err(Error::NotSource(scalebook_shared::excerpt(path)));
+        return Err(Error::NotSource { path: scalebook_shared::excerpt(path), dirs: SOURCE_DIRS.join(", ") });
     }
     let unreadable = |message: String| Error::SourceUnreadable { path: path.to_owned(), message };
     let text = std::fs::read_to_string(root.join(relative)).map_err(|e| unreadable(e.to_string()))?;
@@ -174,7 +174,7 @@ mod tests {
     #[test]
     fn paths_outside_the_sources_and_missing_items_are_named() {
         for path in ["../etc/passwd", "/etc/passwd", "backend/server/src/../../../x.rs", "README.md", "target/x.rs"] {
-            assert!(matches!(snippet(&root(), path, "x"), Err(Error::NotSource(_))), "{path}");
+            assert!(matches!(snippet(&root(), path, "x"), Err(Error::NotSource { .. })), "{path}");
         }
         let err = snippet(&root(), "backend/server/src/code.rs", "no_such_item").unwrap_err();
         assert_eq!(err.to_string(), "backend/server/src/code.rs has no item `no_such_item`");

@@ -44,9 +44,9 @@ pub enum Error {
     /// A Slurm command whose answer this server cannot read.
     #[error("{command} printed what this server cannot read: {answer:?}")]
     SlurmUnreadable { command: &'static str, answer: String },
-    /// A chapter's code block names a file outside the project's Rust sources.
-    #[error("`{0}` is not a Rust file of this project's sources ({dirs})", dirs = crate::code::SOURCE_DIRS.join(", "))]
-    NotSource(String),
+    /// A chapter's code block names a file outside the project's Rust sources (`dirs`: those it may name).
+    #[error("`{path}` is not a Rust file of this project's sources ({dirs})")]
+    NotSource { path: String, dirs: String },
     #[error("{path}: {message}")]
     SourceUnreadable { path: String, message: String },
     /// A chapter's code block names an item its file does not have.

@@ -50,7 +50,7 @@ impl From<Error> for ApiError {
                 let refused = ApiError::new(StatusCode::NOT_FOUND, ErrorCode::UnknownRun, message);
                 ApiError { report: refused.report.with_run(id), ..refused }
             }
-            Error::NotSource(_) => ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message).on("path"),
+            Error::NotSource { .. } => ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message).on("path"),
             Error::NoItem { .. } => ApiError::not_found(message).on("item"),
             Error::BadSample { field, .. } => ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message).on(field),
             Error::NoData { field, .. } => ApiError::not_found(message).on(field),

@@ -8,6 +8,7 @@
 
 mod class;
 mod classroom;
+mod learner;
 mod role;
 mod run;
 pub mod run_list;
@@ -19,10 +20,8 @@ pub use class::{
     INVITATION_SEPARATOR, Introduction, MAX_FOLLOWER_NAME_LEN, MAX_INVITATION_NAME_LEN, MAX_ROSTER_RUN_BYTES, MAX_SHARED_POINTS,
     MAX_SOCKET_PATH_LEN, MAX_SUMMARISED_RUNS, RunSummary, follower_name_ok, invitation_name_ok, shared_copy_id, socket_path_ok,
 };
-pub use classroom::{
-    Audience, ChartView, HexName, LEARNER_KEY_LEN, LEARNER_LEN, Learner, LearnerIdentity, LearnerKey, LearnerRuns, MAX_BLOCK_INDEX,
-    MAX_ELEMENT_INDEX, MAX_PRESENTED_RUNS, MAX_SLUG_LEN, Presentation,
-};
+pub use classroom::{Audience, ChartView, MAX_BLOCK_INDEX, MAX_ELEMENT_INDEX, MAX_PRESENTED_RUNS, MAX_SLUG_LEN, Presentation};
+pub use learner::{HexName, LEARNER_KEY_LEN, LEARNER_LEN, Learner, LearnerIdentity, LearnerKey, LearnerRuns};
 pub use role::{Role, Secret, TOKEN_HEADER};
 pub use run::{ExecutorSpec, LaunchRequest, MAX_RUN_ID_LEN, RunHandle, RunId, RunRecord, RunState, StateChange, TrainDevice};
 pub use slurm::{MAX_FIELD_LEN, SlurmJob, SlurmRequest, SlurmStatus};
