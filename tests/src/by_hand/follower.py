@@ -84,15 +84,25 @@ def main():
     say({"status": status})
     if " 101 " not in status:
         return
+    sending = True
     while True:
-        readable, _, _ = select.select([tls, sys.stdin], [], []) if not tls.pending() else ([tls], [], [])
+        watched = [tls, sys.stdin] if sending else [tls]
+        readable, _, _ = select.select(watched, [], []) if not tls.pending() else ([tls], [], [])
         if sys.stdin in readable:
             line = sys.stdin.readline()
             if not line:
                 return
-            tls.sendall(frame(0x1, line.strip().encode()))
+            try:
+                tls.sendall(frame(0x1, line.strip().encode()))
+            except OSError:
+                # The listener closed first (a removed follower is let go at once): what it
+                # said before closing is still there to read.
+                sending = False
         if tls in readable:
-            data = tls.recv(65536)
+            try:
+                data = tls.recv(65536)
+            except OSError:
+                data = b""
             if not data:
                 say({"close": None, "reason": "the connection ended"})
                 return
