@@ -2,6 +2,7 @@
 //! reads the client's messages, writes everything the server has for it, and sends a heartbeat
 //! every 20 s so proxies (which drop sockets idle for 60 s) keep the connection.
 
+mod feeds;
 mod outbox;
 mod session;
 
@@ -15,13 +16,9 @@ use axum::response::Response;
 use scalebook_shared::protocol::{
     ClientMessage, ClientRequest, ErrorCode, ErrorReport, FollowerIdentity, Role, ServerMessage, ServerReply, request_id_of,
 };
-use tokio::task::JoinHandle;
 use tokio::time::{Instant, interval_at};
 
-use self::session::{
-    Session, forward_asks, forward_audience, forward_class_links, forward_class_states, forward_presentations, forward_presenter,
-    forward_roster, forward_updates,
-};
+use self::session::Session;
 use crate::auth::{Admission, Keyring};
 use crate::class::CLOSE_DISMISSED;
 use crate::clock::now;
@@ -67,101 +64,96 @@ async fn connection(
     identity: Option<FollowerIdentity>,
     mut socket: WebSocket,
 ) {
-    let (role, first) = match admission {
-        Admission::Role(role) => (role, None),
-        Admission::Pending(keyring) => match admit(&mut socket, &keyring).await {
-            Some((role, hello)) => {
-                // No longer a stranger's (see `gate`).
-                if let Some(door) = &door {
-                    door.authenticated();
-                }
-                (role, Some(hello))
-            }
-            None => return,
-        },
-    };
-    let (out, mut outgoing) = outbox::outbox(OUT_QUEUE, state.ws.max_queued_bytes);
-    let watchdog = out.clone();
-    let mut tasks: Vec<JoinHandle<()>> = vec![
-        tokio::spawn(forward_presentations(state.classroom.presentations(role), out.clone())),
-        tokio::spawn(forward_presenter(state.classroom.presenter_states(), out.clone())),
-    ];
-    if role == Role::Instructor {
-        tasks.push(tokio::spawn(forward_audience(state.classroom.audiences(), out.clone())));
-        tasks.push(tokio::spawn(forward_class_links(state.class.clone(), out.clone())));
-        if state.class.is_some() {
-            tasks.push(tokio::spawn(forward_roster(state.classroom.rosters(), out.clone())));
-        }
-    }
-    if role != Role::Follower {
-        tasks.push(tokio::spawn(forward_class_states(state.following.states(), out.clone())));
-    }
-    let period = state.ws.heartbeat;
-    let stall = period * STALLED_HEARTBEATS;
-    let mut heartbeat = interval_at(Instant::now() + period, period);
-    let shared = state.shared.clone();
-    let runs = state.runs.clone();
-    let mut session = Session::new(state, role, out.clone(), door.as_ref().and_then(Connection::peer), identity);
-    tasks.push(tokio::spawn(forward_updates(runs.clone(), role, session.learners(), out.clone())));
-    if role == Role::Follower {
-        tasks.push(tokio::spawn(forward_asks(shared, session.introduced(), out)));
-    }
+    let Some((role, first)) = admitted(admission, door.as_ref(), &mut socket).await else { return };
+    let (out, outgoing) = outbox::outbox(OUT_QUEUE, state.ws.max_queued_bytes);
+    let mut session = Session::new(state.clone(), role, out.clone(), door.as_ref().and_then(Connection::peer), identity);
+    let tasks = feeds::start(&state, role, &session, out.clone());
     let opened = Instant::now();
-    let mut received = 0u64;
     tracing::info!(?role, "websocket opened");
-    if let Some(hello) = first {
-        for reply in session.receive(hello.as_str()).await {
-            if socket.send(Message::Text(encode(&reply))).await.is_err() {
-                return;
-            }
-        }
-    }
-    'connection: loop {
-        let replies = tokio::select! {
-            incoming = socket.recv() => match incoming {
-                Some(Ok(Message::Text(text))) => {
-                    received += 1;
-                    session.receive(text.as_str()).await
-                }
-                Some(Ok(Message::Binary(_))) => {
-                    received += 1;
-                    session.receive_binary()
-                }
-                Some(Ok(Message::Ping(_) | Message::Pong(_))) => vec![],
-                Some(Ok(Message::Close(_))) | None => break,
-                // Broken, or a frame over the hard limit: say so in a close frame.
-                Some(Err(e)) => {
-                    close(&mut socket, close_code::PROTOCOL, &e.to_string()).await;
-                    break;
-                }
-            },
-            () = watchdog.overflowed() => {
-                too_slow(&mut socket).await;
-                break;
-            }
-            reason = session.dismissed() => {
-                tracing::info!("follower dismissed: {reason}");
-                close(&mut socket, CLOSE_DISMISSED, reason).await;
-                break;
-            }
-            Some(text) = outgoing.recv() => {
-                if !deliver(&mut socket, text, stall, &watchdog).await {
-                    break;
-                }
-                vec![]
-            }
-            _ = heartbeat.tick() => vec![ServerMessage::Heartbeat { time: now(), slurm_at: runs.slurm_answered_at() }.into()],
-        };
-        for reply in replies {
-            if !deliver(&mut socket, encode(&reply), stall, &watchdog).await {
-                break 'connection;
-            }
-        }
-    }
+    let received = converse(&mut socket, &mut session, first, outgoing, &out, &state).await;
     for task in tasks {
         task.abort();
     }
     tracing::info!(received, seconds = opened.elapsed().as_secs(), "websocket closed");
+}
+
+/// The connection's role: the one its upgrade's token gave, or the one its first message's
+/// token gives (with that message, to be answered); `None` when that message is not such a
+/// `hello` (the socket is closed then).
+async fn admitted(admission: Admission, door: Option<&Connection>, socket: &mut WebSocket) -> Option<(Role, Option<Utf8Bytes>)> {
+    match admission {
+        Admission::Role(role) => Some((role, None)),
+        Admission::Pending(keyring) => {
+            let (role, hello) = admit(socket, &keyring).await?;
+            // No longer a stranger's (see `gate`).
+            if let Some(door) = door {
+                door.authenticated();
+            }
+            Some((role, Some(hello)))
+        }
+    }
+}
+
+/// The conversation: the first `hello` answered (when admission read it), then each message
+/// of the client's answered, everything the feeds have for it delivered and a heartbeat each
+/// period, until either side ends it, the client falls too far behind or is dismissed.
+/// Returns how many messages the client sent.
+async fn converse(
+    socket: &mut WebSocket,
+    session: &mut Session,
+    first: Option<Utf8Bytes>,
+    mut outgoing: outbox::Inbox,
+    watchdog: &outbox::Outbox,
+    state: &AppState,
+) -> u64 {
+    let period = state.ws.heartbeat;
+    let stall = period * STALLED_HEARTBEATS;
+    let mut heartbeat = interval_at(Instant::now() + period, period);
+    let mut received = 0u64;
+    let mut texts: Vec<Utf8Bytes> = match first {
+        Some(hello) => session.receive(hello.as_str()).await.iter().map(encode).collect(),
+        None => vec![],
+    };
+    loop {
+        for text in texts.drain(..) {
+            if !deliver(socket, text, stall, watchdog).await {
+                return received;
+            }
+        }
+        texts = tokio::select! {
+            incoming = socket.recv() => match incoming {
+                Some(Ok(Message::Text(text))) => {
+                    received += 1;
+                    session.receive(text.as_str()).await.iter().map(encode).collect()
+                }
+                Some(Ok(Message::Binary(_))) => {
+                    received += 1;
+                    session.receive_binary().iter().map(encode).collect()
+                }
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => vec![],
+                Some(Ok(Message::Close(_))) | None => return received,
+                // Broken, or a frame over the hard limit: say so in a close frame.
+                Some(Err(e)) => {
+                    close(socket, close_code::PROTOCOL, &e.to_string()).await;
+                    return received;
+                }
+            },
+            () = watchdog.overflowed() => {
+                too_slow(socket).await;
+                return received;
+            }
+            reason = session.dismissed() => {
+                tracing::info!("follower dismissed: {reason}");
+                close(socket, CLOSE_DISMISSED, reason).await;
+                return received;
+            }
+            Some(text) = outgoing.recv() => vec![text],
+            _ = heartbeat.tick() => {
+                let beat = ServerMessage::Heartbeat { time: now(), slurm_at: state.runs.slurm_answered_at() };
+                vec![encode(&ServerReply::from(beat))]
+            }
+        };
+    }
 }
 
 /// Waits for the first message of a socket opened without a token: a `hello` carrying one
