@@ -199,7 +199,7 @@ async fn follower_socket(link: &ClassLink) -> Result<Socket<TlsStream<tls::Wire>
         Unreached::Refused(why) | Unreached::Away(why) => why,
     })?;
     let mut request = format!("wss://{}/api/ws", link.authority()).into_client_request().map_err(|e| e.to_string())?;
-    request.headers_mut().insert("authorization", tls::bearer(link)?);
+    request.headers_mut().insert("authorization", tls::bearer(link).map_err(|e| e.to_string())?);
     let (ws, _) = tokio_tungstenite::client_async(request, tls).await.map_err(|e| e.to_string())?;
     Ok(ws)
 }

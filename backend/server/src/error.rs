@@ -73,6 +73,15 @@ pub enum Error {
     /// The class listener or the class link cannot be set up: what failed.
     #[error("class: {0}")]
     Class(String),
+    /// A class message, link or name that breaks a rule: the field it is in, and the rule.
+    #[error("{field}: {rule}")]
+    ClassRule { field: &'static str, rule: String },
+    /// A copy of a class run this server cannot keep (its directory or one of its files).
+    #[error("cannot keep a class run's copy in {}: {source}", path.display())]
+    ClassCopy { path: PathBuf, source: std::io::Error },
+    /// The connection to the class listener broke, or what it sent cannot be read.
+    #[error("{0}")]
+    ClassLink(String),
     /// A learner (or the room) already has as many runs queued or running as the instructor
     /// allows: the message says the limit.
     #[error("{0}")]

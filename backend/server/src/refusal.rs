@@ -1,7 +1,9 @@
 //! How the REST side refuses: the status, and the same typed report the WebSocket answers with
 //! (`{"code": ..., "message": ..., "problems": [{"field", "message"}], "run": ...}`), so a client
 //! reads one vocabulary whichever way it asked. The crate's errors convert into it, so `?`
-//! works in handlers, and a server failure (a 500) is logged with its cause.
+//! works in handlers. A failure of the server's own (a 500, or an `internal` answer on the
+//! WebSocket) tells the client only that, with a reference; its cause, which may name the
+//! server's paths, goes to the log under that reference ([`internal_error`]).
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -9,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use scalebook_shared::protocol::{ErrorCode, ErrorReport};
 
 use crate::Error;
+use crate::token::Token;
 
 /// A refused HTTP request.
 #[derive(Debug)]
@@ -68,12 +71,23 @@ impl From<scalebook_shared::Error> for ApiError {
 }
 
 impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        if self.status.is_server_error() {
+    fn into_response(mut self) -> Response {
+        if self.status == StatusCode::INTERNAL_SERVER_ERROR {
+            self.report.message = internal_error(&self.report.message);
+        } else if self.status.is_server_error() {
             tracing::error!(status = %self.status, "request failed: {}", self.report.message);
         }
         (self.status, Json(self.report)).into_response()
     }
+}
+
+/// What a client is told of a failure of this server's own: that it is one, and a reference
+/// to give whoever runs the server; `cause` goes to the log under that reference, never to
+/// the client (it may hold the server's paths or the system's messages).
+pub fn internal_error(cause: &str) -> String {
+    let reference = Token::random::<4>().map_or_else(|_| "unknown".to_owned(), |t| t.as_str().to_owned());
+    tracing::error!(reference, "internal error: {cause}");
+    format!("internal error (reference {reference}): the server's log has its cause")
 }
 
 #[cfg(test)]
@@ -90,9 +104,19 @@ mod tests {
         let bad = ApiError::from(Error::BadSample { field: "channel", message: "at most 19".into() });
         assert_eq!((bad.status, bad.report.code), (StatusCode::BAD_REQUEST, ErrorCode::BadRequest));
         assert_eq!(bad.report.problems.0[0].field, "channel");
-        let failed = ApiError::from(Error::Io(std::io::Error::other("disk full")));
+        let failed = ApiError::from(Error::Io(std::io::Error::other("disk full at /srv/runs")));
         assert_eq!((failed.status, failed.report.code), (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal));
         let id = ApiError::from(RunId::parse("../x").unwrap_err());
         assert_eq!((id.status, id.report.problems.0[0].field.as_str()), (StatusCode::BAD_REQUEST, "run"));
+    }
+
+    #[tokio::test]
+    async fn a_500_tells_a_reference_and_keeps_its_cause_for_the_log() {
+        let response = ApiError::from(Error::Io(std::io::Error::other("disk full at /srv/runs"))).into_response();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = axum::body::to_bytes(response.into_body(), 4096).await.unwrap();
+        let report: ErrorReport = serde_json::from_slice(&body).unwrap();
+        assert!(report.message.starts_with("internal error (reference "), "{}", report.message);
+        assert!(!report.message.contains("/srv/runs") && !report.message.contains("disk full"), "{}", report.message);
     }
 }

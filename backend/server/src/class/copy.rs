@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use scalebook_shared::protocol::SeqPoint;
 use scalebook_shared::rundir;
 
+use crate::Error;
 use crate::stream::tail::LineFollower;
 
 /// The text that appends numbered `lines` (in order) to a file of `held` lines, and the lines it
@@ -30,38 +31,46 @@ pub fn numbered(held: u64, lines: impl IntoIterator<Item = (u64, String)>) -> (S
 }
 
 /// `points` as numbered metrics lines.
-pub fn point_lines(points: Vec<SeqPoint>) -> Result<Vec<(u64, String)>, String> {
-    points.into_iter().map(|p| Ok((p.seq, serde_json::to_string(&p.point).map_err(|e| e.to_string())?))).collect()
+pub fn point_lines(points: Vec<SeqPoint>) -> Result<Vec<(u64, String)>, Error> {
+    let line = |p: SeqPoint| serde_json::to_string(&p.point).map(|text| (p.seq, text));
+    points.into_iter().map(line).collect::<Result<_, _>>().map_err(|e| Error::ClassRule { field: "points", rule: e.to_string() })
+}
+
+/// Runs `work` on the copy's file or directory at `path` on a blocking thread; what fails is
+/// said of that path.
+async fn blocking<T: Send + 'static>(path: PathBuf, work: impl FnOnce(&Path) -> std::io::Result<T> + Send + 'static) -> Result<T, Error> {
+    let at = path.clone();
+    match tokio::task::spawn_blocking(move || work(&at)).await {
+        Ok(done) => done.map_err(|source| Error::ClassCopy { path, source }),
+        Err(e) => Err(Error::ClassCopy { path, source: std::io::Error::other(e) }),
+    }
 }
 
 /// Makes a copy's directory (or finds it again) and counts the lines its metrics and log hold.
-pub async fn open(dir: PathBuf) -> Result<(u64, u64), String> {
-    let shown = dir.display().to_string();
-    let counted = tokio::task::spawn_blocking(move || -> std::io::Result<(u64, u64)> {
-        std::fs::create_dir_all(&dir)?;
+pub async fn open(dir: PathBuf) -> Result<(u64, u64), Error> {
+    blocking(dir, |dir| {
+        std::fs::create_dir_all(dir)?;
         let count = |name: &str| -> std::io::Result<u64> {
             let mut follower = LineFollower::new(&dir.join(name));
             follower.poll_to_end()?;
             Ok(follower.line_count())
         };
         Ok((count(rundir::METRICS)?, count(rundir::JOB_LOG)?))
-    });
-    counted.await.map_err(|e| e.to_string())?.map_err(|e| format!("cannot keep a class run's copy in {shown}: {e}"))
+    })
+    .await
 }
 
 /// Appends `text` to the copy's file at `path`.
-pub async fn append(path: PathBuf, text: String) -> Result<(), String> {
+pub async fn append(path: PathBuf, text: String) -> Result<(), Error> {
     if text.is_empty() {
         return Ok(());
     }
-    let write = move || std::fs::OpenOptions::new().create(true).append(true).open(&path)?.write_all(text.as_bytes());
-    tokio::task::spawn_blocking(write).await.map_err(|e| e.to_string())?.map_err(|e| format!("cannot write a class run's copy: {e}"))
+    blocking(path, move |path| std::fs::OpenOptions::new().create(true).append(true).open(path)?.write_all(text.as_bytes())).await
 }
 
 /// Empties the copy's metrics (its run rewrote them: the copy starts again from the first line).
-pub async fn restart(dir: &Path) -> Result<(), String> {
-    let path = dir.join(rundir::METRICS);
-    tokio::task::spawn_blocking(move || std::fs::write(path, b"")).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())
+pub async fn restart(dir: &Path) -> Result<(), Error> {
+    blocking(dir.join(rundir::METRICS), |path| std::fs::write(path, b"")).await
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ use self::mirror::Mirror;
 use self::sharing::Sharing;
 use super::tls::{self, Unreached};
 use super::{CLOSE_DISMISSED, backoff};
+use crate::Error;
 use crate::classroom::Classroom;
 use crate::runs::{RunManager, is_class_run};
 use crate::store;
@@ -214,7 +215,7 @@ impl Following {
             [ClientMessage::Hello { version: PROTOCOL_VERSION, token: None, learner_key: None }, ClientMessage::ListRuns { before: None }]
         {
             if let Err(e) = send(&mut socket, &message).await {
-                return end(e);
+                return end(e.to_string());
             }
         }
         loop {
@@ -222,7 +223,7 @@ impl Following {
                 frame = socket.next() => match frame {
                     Some(Ok(Message::Text(text))) => match self.receive(text.as_str(), mirror, &mut sharing).await {
                         Ok(replies) => replies,
-                        Err(e) => return end(e),
+                        Err(e) => return end(e.to_string()),
                     },
                     Some(Ok(Message::Close(frame))) => return closed(frame),
                     Some(Ok(_)) => vec![],
@@ -251,16 +252,16 @@ impl Following {
             };
             for message in outgoing {
                 if let Err(e) = send(&mut socket, &message).await {
-                    return end(e);
+                    return end(e.to_string());
                 }
             }
         }
     }
 
     /// Handles one message from the class listener; returns what to send back.
-    async fn receive(&self, text: &str, mirror: &mut Mirror, sharing: &mut Sharing) -> Result<Vec<ClientMessage>, String> {
-        let reply: ServerReply =
-            serde_json::from_str(text).map_err(|e| format!("the class listener sent what this server cannot read: {e}"))?;
+    async fn receive(&self, text: &str, mirror: &mut Mirror, sharing: &mut Sharing) -> Result<Vec<ClientMessage>, Error> {
+        let reply: ServerReply = serde_json::from_str(text)
+            .map_err(|e| Error::ClassLink(format!("the class listener sent what this server cannot read: {e}")))?;
         Ok(match reply.message {
             ServerMessage::Runs { runs, .. } => {
                 let mut subscribe = Vec::new();
@@ -339,9 +340,9 @@ fn latest_figures(metrics: &std::path::Path) -> (Option<f64>, Option<f64>) {
     (latest([tags::step::LOSS_TRAIN, tags::LOSS_TRAIN]), latest([tags::step::SAMPLES_PER_SEC, tags::SAMPLES_PER_SEC]))
 }
 
-async fn send(socket: &mut Socket, message: &ClientMessage) -> Result<(), String> {
-    let text = serde_json::to_string(message).map_err(|e| e.to_string())?;
-    socket.send(Message::text(text)).await.map_err(|e| format!("cannot write to the class listener: {e}"))
+async fn send(socket: &mut Socket, message: &ClientMessage) -> Result<(), Error> {
+    let text = crate::wire::encode(message);
+    socket.send(Message::text(text.as_str())).await.map_err(|e| Error::ClassLink(format!("cannot write to the class listener: {e}")))
 }
 
 /// How a close frame from the class listener ends the following.
@@ -361,7 +362,7 @@ async fn connect(link: &ClassLink) -> Result<Socket, Ended> {
         Unreached::Away(why) => lost(why),
     })?;
     let mut request = format!("wss://{}/api/ws", link.authority()).into_client_request().map_err(|e| Ended::Refused(e.to_string()))?;
-    request.headers_mut().insert("authorization", tls::bearer(link).map_err(Ended::Refused)?);
+    request.headers_mut().insert("authorization", tls::bearer(link).map_err(|e| Ended::Refused(e.to_string()))?);
     match tokio_tungstenite::client_async(request, tls).await {
         Ok((socket, _)) => Ok(socket),
         Err(tungstenite::Error::Http(response)) if response.status() == 401 => Err(Ended::Refused(

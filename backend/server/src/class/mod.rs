@@ -93,9 +93,10 @@ impl ClassKey {
 
     /// The class link of the learner `name` alone: an invitation, valid from any host until
     /// the next class link (its token is derived from the room's).
-    pub fn invitation(&self, name: &str) -> Result<ClassLink, String> {
+    pub fn invitation(&self, name: &str) -> Result<ClassLink, Error> {
         if !invitation_name_ok(name) {
-            return Err(format!("name: {name:?} cannot be invited: 1 to 32 lowercase letters, digits, `_` or `-`, starting with a letter"));
+            let rule = format!("{name:?} cannot be invited: 1 to 32 lowercase letters, digits, `_` or `-`, starting with a letter");
+            return Err(Error::ClassRule { field: "name", rule });
         }
         let token = invitation_token(&self.token.borrow(), name);
         Ok(ClassLink { address: self.invited.clone(), token: token.as_str().to_owned(), invite: Some(name.to_owned()), ..self.link() })
@@ -227,7 +228,7 @@ mod tests {
         assert_eq!(key.admit(&format!("bob~{}", ada.token)), None);
         assert_eq!(key.admit(&format!("ada~{}", key.link().token)), None);
         assert_eq!(key.admit(&format!("Ada~{}", ada.token)), None);
-        assert!(key.invitation("Ada L.").unwrap_err().starts_with("name:"));
+        assert!(key.invitation("Ada L.").unwrap_err().to_string().starts_with("name:"));
         key.renew().unwrap();
         assert_eq!(key.admit(&ada.bearer()), None, "a new class link ends the invitations");
     }

@@ -22,6 +22,7 @@ use scalebook_shared::protocol::{
 use scalebook_shared::rundir;
 use tokio::sync::{Mutex, watch};
 
+use crate::Error;
 use crate::class::copy;
 use crate::clock::now;
 use crate::runs::RunManager;
@@ -79,10 +80,11 @@ impl SharedRuns {
 
     /// The instructor charts `run`, which `follower` shares (its summary): the copy's id. A
     /// copy kept from before (a restart of this server) goes on where it ends.
-    pub async fn chart(&self, follower: &FollowerIdentity, run: &RunSummary) -> Result<RunId, String> {
+    pub async fn chart(&self, follower: &FollowerIdentity, run: &RunSummary) -> Result<RunId, Error> {
         let name = follower.key();
-        let local = shared_copy_id(&name, &run.id)
-            .ok_or_else(|| format!("{name}'s run {} has too long a name to copy here (a run id is at most 64 characters)", run.id))?;
+        let local = shared_copy_id(&name, &run.id).ok_or_else(|| {
+            refused("run", format!("{name}'s run {} has too long a name to copy here (a run id is at most 64 characters)", run.id))
+        })?;
         let mut copies = self.copies.lock().await;
         if !copies.contains_key(&(name.to_owned(), run.id.clone())) {
             let record = match self.runs.record(&local).await {
@@ -97,7 +99,7 @@ impl SharedRuns {
         Ok(local)
     }
 
-    async fn adopt(&self, copies: &mut HashMap<(String, RunId), Copy>, name: &str, record: RunRecord) -> Result<(), String> {
+    async fn adopt(&self, copies: &mut HashMap<(String, RunId), Copy>, name: &str, record: RunRecord) -> Result<(), Error> {
         let Some(RunHandle::Shared { upstream, .. }) = record.handle.clone() else { return Ok(()) };
         let dir = self.runs.store().run_dir(&record.id);
         let (points, _) = copy::open(dir.clone()).await?;
@@ -154,10 +156,10 @@ impl SharedRuns {
         run: &RunId,
         after: u64,
         points: Vec<SeqPoint>,
-    ) -> Result<Option<ServerMessage>, String> {
+    ) -> Result<Option<ServerMessage>, Error> {
         let mut copies = self.copies.lock().await;
         let Some(copy) = copies.get_mut(&(follower.key(), run.clone())) else {
-            return Err(format!("run {run} was not asked for: the instructor charts only the runs they chose"));
+            return Err(refused("run", format!("run {run} was not asked for: the instructor charts only the runs they chose")));
         };
         if after == 0 && copy.points > 0 {
             // The learner's run rewrote its metrics (a resume): the copy starts over.
@@ -169,11 +171,11 @@ impl SharedRuns {
             return Ok(first.then(|| copy.ask()));
         }
         if let Some(problem) = continuation_problem(after, &points) {
-            return Err(format!("points of run {run} refused: {problem}"));
+            return Err(refused("points", format!("points of run {run} refused: {problem}")));
         }
         let (text, upto) = copy::numbered(copy.points, copy::point_lines(points)?);
         if let Some(problem) = size_problem(copy.bytes, text.len()) {
-            return Err(format!("points of run {run} refused: {problem}"));
+            return Err(refused("points", format!("points of run {run} refused: {problem}")));
         }
         copy.bytes += text.len() as u64;
         copy::append(copy.dir.join(rundir::METRICS), text).await?;
@@ -184,6 +186,10 @@ impl SharedRuns {
         }
         Ok(None)
     }
+}
+
+fn refused(field: &'static str, rule: String) -> Error {
+    Error::ClassRule { field, rule }
 }
 
 /// What is wrong with `points` as the lines after line `after` of a copy, if anything.
@@ -208,8 +214,8 @@ fn size_problem(held: u64, adding: usize) -> Option<String> {
 }
 
 /// The record of a new copy of the follower `name`'s run, as its summary describes it.
-fn record(local: &RunId, name: &str, run: &RunSummary) -> Result<RunRecord, String> {
-    let layout = run.layout().ok_or_else(|| format!("{name}'s run {} has a layout no run has", run.id))?;
+fn record(local: &RunId, name: &str, run: &RunSummary) -> Result<RunRecord, Error> {
+    let layout = run.layout().ok_or_else(|| refused("run", format!("{name}'s run {} has a layout no run has", run.id)))?;
     let at = now();
     let mut record = RunRecord {
         id: local.clone(),

@@ -218,8 +218,9 @@ pub async fn reach(link: &ClassLink) -> Result<TlsStream<Wire>, Unreached> {
 }
 
 /// The `Authorization` header that presents the link's follower token.
-pub fn bearer(link: &ClassLink) -> Result<axum::http::HeaderValue, String> {
-    format!("Bearer {}", link.bearer()).parse().map_err(|_| "the class link's token is unusable".to_owned())
+pub fn bearer(link: &ClassLink) -> Result<axum::http::HeaderValue, Error> {
+    let unusable = |_| Error::ClassRule { field: "token", rule: "the class link's token is unusable".into() };
+    format!("Bearer {}", link.bearer()).parse().map_err(unusable)
 }
 
 #[cfg(test)]

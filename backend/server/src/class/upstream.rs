@@ -64,7 +64,7 @@ pub async fn class_run_files(State(following): State<Arc<Following>>, request: R
     }
     let fetched = match following.link() {
         Some(link) => get(&link, &format!("/api/runs/{upstream}/{part}{}", query.as_deref().unwrap_or(""))).await,
-        None => Err("this server does not follow the class now".to_owned()),
+        None => Err(Error::ClassLink("this server does not follow the class now".into())),
     };
     match fetched {
         Ok((status, bytes)) => {
@@ -126,23 +126,24 @@ async fn keep(path: PathBuf, bytes: Vec<u8>) {
 }
 
 /// One GET from the class listener of `link`: its status and body.
-async fn get(link: &ClassLink, path: &str) -> Result<(StatusCode, Vec<u8>), String> {
+async fn get(link: &ClassLink, path: &str) -> Result<(StatusCode, Vec<u8>), Error> {
     let tls = tls::reach(link).await.map_err(|unreached| match unreached {
-        Unreached::Refused(why) | Unreached::Away(why) => why,
+        Unreached::Refused(why) | Unreached::Away(why) => Error::ClassLink(why),
     })?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
+    let broken = |e: hyper::Error| Error::ClassLink(format!("the class listener's connection broke: {e}"));
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.map_err(broken)?;
     tokio::spawn(connection);
     let request = hyper::Request::get(path)
         .header(header::HOST, link.authority())
         .header(header::AUTHORIZATION, tls::bearer(link)?)
         .body(http_body_util::Empty::<hyper::body::Bytes>::new())
-        .map_err(|e| e.to_string())?;
-    let response = sender.send_request(request).await.map_err(|e| format!("the class listener did not answer: {e}"))?;
+        .map_err(|e| Error::ClassRule { field: "path", rule: e.to_string() })?;
+    let response = sender.send_request(request).await.map_err(|e| Error::ClassLink(format!("the class listener did not answer: {e}")))?;
     let status = response.status();
     let body = Limited::new(response.into_body(), MAX_BODY_BYTES)
         .collect()
         .await
-        .map_err(|e| format!("the class listener's answer broke off: {e}"))?;
+        .map_err(|e| Error::ClassLink(format!("the class listener's answer broke off: {e}")))?;
     Ok((status, body.to_bytes().to_vec()))
 }
 

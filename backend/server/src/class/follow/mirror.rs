@@ -9,6 +9,7 @@ use std::sync::Arc;
 use scalebook_shared::protocol::{ClientMessage, LogLine, MAX_RUN_ID_LEN, Presentation, RunHandle, RunId, RunRecord, SeqPoint};
 use scalebook_shared::rundir;
 
+use crate::Error;
 use crate::class::copy;
 use crate::runs::RunManager;
 
@@ -54,7 +55,7 @@ impl Mirror {
 
     /// Records the instructor's run as it stands upstream; the subscription to send when it
     /// is not yet subscribed on this connection.
-    pub async fn adopt(&mut self, upstream: RunRecord) -> Result<Option<ClientMessage>, String> {
+    pub async fn adopt(&mut self, upstream: RunRecord) -> Result<Option<ClientMessage>, Error> {
         let Some(local) = local_id(&upstream.id) else {
             tracing::warn!(run = %upstream.id, "the class's run id is too long to copy here");
             return Ok(None);
@@ -83,7 +84,7 @@ impl Mirror {
     }
 
     /// Appends the points that come next (padding lines upstream that carry none).
-    pub async fn points(&mut self, upstream: &RunId, points: Vec<SeqPoint>) -> Result<(), String> {
+    pub async fn points(&mut self, upstream: &RunId, points: Vec<SeqPoint>) -> Result<(), Error> {
         let Some(copy) = self.copies.get_mut(upstream) else { return Ok(()) };
         let (text, upto) = copy::numbered(copy.points, copy::point_lines(points)?);
         copy::append(copy.dir.join(rundir::METRICS), text).await?;
@@ -94,7 +95,7 @@ impl Mirror {
 
     /// Appends the log lines that come next (the lines upstream no longer holds, as empty
     /// ones).
-    pub async fn log(&mut self, upstream: &RunId, lines: Vec<LogLine>) -> Result<(), String> {
+    pub async fn log(&mut self, upstream: &RunId, lines: Vec<LogLine>) -> Result<(), Error> {
         let Some(copy) = self.copies.get_mut(upstream) else { return Ok(()) };
         let (text, upto) = copy::numbered(copy.log, lines.into_iter().map(|line| (line.seq, line.text)));
         copy::append(copy.dir.join(rundir::JOB_LOG), text).await?;
@@ -112,7 +113,7 @@ impl Mirror {
 
     /// The instructor's run rewrote its metrics (a resumed run starts its curve again): the
     /// copy starts again too, from the first line.
-    pub async fn restart(&mut self, upstream: &RunId) -> Result<Option<ClientMessage>, String> {
+    pub async fn restart(&mut self, upstream: &RunId) -> Result<Option<ClientMessage>, Error> {
         let Some(copy) = self.copies.get_mut(upstream) else { return Ok(None) };
         copy::restart(&copy.dir).await?;
         copy.points = 0;

@@ -13,6 +13,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::task::AbortHandle;
 use tokio::time::{Interval, MissedTickBehavior};
 
+use crate::Error;
 use crate::runs::{RunManager, is_class_run};
 
 /// How many `shared_points` messages go up a second, at most: half the class listener's rate.
@@ -43,13 +44,14 @@ impl Sharing {
     /// The class listener asks for run `run` from after line `after`: its sender starts (again,
     /// from there, if it was sending). Refused, with the reason, for a run that is not the
     /// learner's own or when they do not share.
-    pub async fn ask(&mut self, run: RunId, after: u64) -> Result<(), String> {
+    pub async fn ask(&mut self, run: RunId, after: u64) -> Result<(), Error> {
+        let refused = |rule: String| Err(Error::ClassRule { field: "run", rule });
         if !self.allowed {
-            return Err(format!("the class asked for run {run}, but this learner does not share their runs (--share-runs)"));
+            return refused(format!("the class asked for run {run}, but this learner does not share their runs (--share-runs)"));
         }
         match self.runs.record(&run).await {
             Some(record) if !is_class_run(&record) => {}
-            _ => return Err(format!("the class asked for run {run}, which is not one of this learner's runs")),
+            _ => return refused(format!("the class asked for run {run}, which is not one of this learner's runs")),
         }
         let task = tokio::spawn(send_points(self.runs.clone(), run.clone(), after, self.tx.clone()));
         if let Some(previous) = self.senders.insert(run, task.abort_handle()) {

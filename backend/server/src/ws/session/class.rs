@@ -5,12 +5,11 @@
 
 use std::sync::Arc;
 
-use scalebook_shared::Problems;
 use scalebook_shared::protocol::{
     ClassLink, ErrorCode, ErrorReport, FollowerId, FollowerIdentity, Introduction, RunId, Secret, SeqPoint, ServerMessage,
 };
 
-use super::reply::report;
+use super::reply::{refusal, report};
 use super::{Answer, Session};
 use crate::class::ClassKey;
 
@@ -36,14 +35,14 @@ impl Session {
             let message = format!("follower {follower} shares no run {run} (not in the class, or not shared)");
             ErrorReport::new(ErrorCode::UnknownRun, message).with_run(run.clone())
         })?;
-        self.state.shared.chart(&identity, &summary).await.map_err(|e| ErrorReport::new(ErrorCode::BadMessage, e).with_run(run))?;
+        self.state.shared.chart(&identity, &summary).await.map_err(|e| refusal(&e, "the run was not charted").with_run(run))?;
         Ok(None)
     }
 
     /// A follower sends the points of a shared run it was asked for.
     pub(super) async fn shared_points(&self, run: RunId, after: u64, points: Vec<SeqPoint>) -> Answer {
         let identity = self.follower_identity()?.clone();
-        self.state.shared.points(&identity, &run, after, points).await.map_err(|e| ErrorReport::new(ErrorCode::BadMessage, e).with_run(run))
+        self.state.shared.points(&identity, &run, after, points).await.map_err(|e| refusal(&e, "the points were refused").with_run(run))
     }
 
     pub(super) fn new_class_link(&self) -> Answer {
@@ -53,11 +52,7 @@ impl Session {
     }
 
     pub(super) fn invite(&self, name: String) -> Answer {
-        let link = self.class_key()?.invitation(&name).map_err(|why| {
-            let mut problems = Problems::default();
-            problems.push("name", why.trim_start_matches("name: "));
-            ErrorReport::new(ErrorCode::BadMessage, "no invitation was made").with_problems(problems)
-        })?;
+        let link = self.class_key()?.invitation(&name).map_err(|e| refusal(&e, "no invitation was made"))?;
         tracing::info!(%name, "an invitation was made");
         Ok(Some(ServerMessage::Invitation { name, link: Secret(link.to_string()) }))
     }

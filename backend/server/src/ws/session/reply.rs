@@ -1,9 +1,11 @@
 //! How a session answers: an error answering a request, cut to bounds a client can trust, and
 //! the error codes of the server's failures.
 
+use scalebook_shared::Problems;
 use scalebook_shared::protocol::{ErrorCode, ErrorReport, RequestId, RunId, ServerMessage, ServerReply};
 
 use crate::Error;
+use crate::refusal::internal_error;
 
 pub(super) fn rate_limited() -> ErrorReport {
     ErrorReport::new(ErrorCode::RateLimited, "too many messages: they are dropped until you send fewer")
@@ -31,6 +33,19 @@ pub(super) fn error(id: Option<RequestId>, mut report: ErrorReport) -> ServerRep
     ServerReply::answer(id, ServerMessage::Error(report))
 }
 
+/// The refusal of a class message: a rule it breaks named with its field (`what` says what did
+/// not happen), a failure of this server's as [`report`] tells it.
+pub(super) fn refusal(error: &Error, what: &str) -> ErrorReport {
+    match error {
+        Error::ClassRule { field, rule } => {
+            let mut problems = Problems::default();
+            problems.push(*field, rule.clone());
+            ErrorReport::new(ErrorCode::BadMessage, what).with_problems(problems)
+        }
+        other => report(other, None),
+    }
+}
+
 /// A failure of the server's as the client is told it, about `run` when it concerns one.
 pub(super) fn report(error: &Error, run: Option<&RunId>) -> ErrorReport {
     let code = match error {
@@ -40,7 +55,11 @@ pub(super) fn report(error: &Error, run: Option<&RunId>) -> ErrorReport {
         Error::NotResumable { .. } => ErrorCode::NotResumable,
         _ => ErrorCode::Internal,
     };
-    let report = ErrorReport::new(code, error.to_string());
+    let message = match code {
+        ErrorCode::Internal => internal_error(&error.to_string()),
+        _ => error.to_string(),
+    };
+    let report = ErrorReport::new(code, message);
     match run {
         Some(run) => report.with_run(run.clone()),
         None => report,

@@ -11,6 +11,7 @@ use super::reply::report;
 use super::{Answer, Session};
 use crate::learners::{self, LearnerLaunch};
 use crate::plan::{self, LaunchPlan, Launcher, Policy};
+use crate::refusal::internal_error;
 use crate::ws::feeds::{forward, run_list, shown_to};
 
 impl Session {
@@ -126,7 +127,7 @@ impl Session {
             plan::plan(&policy, request, launcher)
         })
         .await
-        .map_err(|e| ErrorReport::new(ErrorCode::Internal, format!("the launch could not be checked: {e}")))?;
+        .map_err(|e| ErrorReport::new(ErrorCode::Internal, internal_error(&format!("the launch could not be checked: {e}"))))?;
         planned.map_err(|e| ErrorReport::new(ErrorCode::InvalidLaunch, format!("the launch was refused: {e}")).with_problems(e.problems()))
     }
 }
