@@ -10,6 +10,10 @@ use scalebook_shared::chapter::{self, Part};
 use scalebook_shared::config::{ConfigFile, DEFAULT_CONFIG};
 use scalebook_shared::sweep::parse_variants;
 
+#[path = "support/links.rs"]
+mod support;
+use support::links;
+
 /// The rows of the checklist: 85 + 44 + 39 + 32 + 52 items of the five sources.
 const ROWS: usize = 252;
 /// The editions a chapter may cite besides the sources (figures the sources do not have).
@@ -221,17 +225,6 @@ fn written(text: &str) -> Vec<Written> {
     out
 }
 
-/// `(text, target)` of every Markdown link `[text](target)` whose target starts with `scheme:`.
-fn links<'a>(text: &'a str, scheme: &str) -> Vec<(&'a str, &'a str)> {
-    let marker = format!("]({scheme}:");
-    let mut out = Vec::new();
-    for (at, _) in text.match_indices(&marker) {
-        let (Some(open), Some(close)) = (text[..at].rfind('['), text[at..].find(')')) else { continue };
-        out.push((&text[open + 1..at], &text[at + marker.len()..at + close]));
-    }
-    out
-}
-
 /// Each checklist row's values as the source prints them.
 fn source_values() -> BTreeMap<String, Vec<f64>> {
     let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
@@ -249,7 +242,7 @@ fn every_quoted_figure_is_the_sources_value() {
     let mut problems = Vec::new();
     let mut quoted = 0;
     for (slug, chapter) in chapters() {
-        for (text, row) in links(&chapter.quotable, "source") {
+        for (_, text, row) in links(&chapter.quotable, "source") {
             if !checklist.contains(row) {
                 problems.push(format!("{slug}: [{text}] cites `{row}`, which is not a checklist row"));
                 continue;
@@ -262,7 +255,7 @@ fn every_quoted_figure_is_the_sources_value() {
                 }
             }
         }
-        for (text, edition) in links(&chapter.quotable, "edition") {
+        for (_, text, edition) in links(&chapter.quotable, "edition") {
             if !EDITIONS.contains(&edition) {
                 problems.push(format!("{slug}: [{text}] is labelled with `{edition}`, not one of {EDITIONS:?}"));
             }
@@ -314,7 +307,7 @@ fn numbers_are_read_the_way_figures_are_written() {
     assert_eq!(numbers("8.36, 9.22 and 2545–2573 samples/s"), [8.36, 9.22, 2545.0, 2573.0]);
     assert_eq!(numbers("350,135,808 parameters, 1,2 and 5e-4 or 4.92327e-4"), [350135808.0, 1.0, 2.0, 5e-4, 4.92327e-4]);
     assert_eq!(numbers("1 h 32 m; bs64_opt; A100; 16x; 1h32m"), [1.0, 32.0, 16.0, 1.0, 32.0]);
-    assert_eq!(links("a [39 GB](source:000-75) b [x](https://e) [7](edition:sc25)", "source"), [("39 GB", "000-75")]);
+    assert_eq!(links("a [39 GB](source:000-75) b [x](https://e) [7](edition:sc25)", "source"), [(3, "39 GB", "000-75")]);
     assert_eq!(cells(r"| 000-01 | a \| b | c |"), ["000-01", "a | b", "c"]);
     let [rounded, exp] = written("8.36 or 4.92e-4")[..] else { panic!() };
     assert!(rounded.rounds(8.36202) && !rounded.rounds(8.3661) && !rounded.rounds(8.37));

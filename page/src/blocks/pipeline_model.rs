@@ -191,8 +191,13 @@ pub fn bubble_text(stages: usize, micro_batches: usize) -> String {
 
 /// Interleaving's bubble with `v` virtual stages: `(p−1)/(v·m+p−1) = 3/19 ≈ 16%`.
 pub fn interleaved_bubble_text(stages: usize, micro_batches: usize, v: usize) -> String {
-    let fraction = fraction(stages - 1, v * micro_batches + stages - 1);
+    let fraction = bubble_fraction(stages, micro_batches, v);
     format!("bubble (p−1)/(v·m+p−1) = {fraction} (p = {stages}, m = {micro_batches}, v = {v})")
+}
+
+/// The interleaved schedule's idle share, (p−1)/(v·m+p−1), reduced and in percent.
+pub fn bubble_fraction(stages: usize, micro_batches: usize, v: usize) -> String {
+    fraction(stages - 1, v * micro_batches + stages - 1)
 }
 
 /// `top/bottom` reduced, and its percentage (`=` when it is whole, else `≈`).

@@ -1,7 +1,10 @@
 //! Figures quoted from the tutorial's sources, written `[39 GB](source:000-75)` (the checklist
 //! row of `docs/coverage.md` they belong to) or `[203 samples/s](edition:sc25)` (an edition
-//! that is not among the sources), rendered as the figure with a small label that says where
-//! it comes from, instead of a link that leads nowhere.
+//! that is not among the sources), and figures read off Scalebook's own recordings, written
+//! `[204 ms](recorded:h200-short-0workers#gpu-range=forward)` (the recording and the measure:
+//! a test in `shared` computes each from the recording and holds the figure to it), rendered
+//! as the figure with a small label that says where it comes from, instead of a link that
+//! leads nowhere.
 
 use pulldown_cmark::{CowStr, Event, Tag, TagEnd};
 
@@ -13,6 +16,10 @@ fn citation(target: &str) -> Option<(String, String)> {
     if let Some(row) = target.strip_prefix("source:") {
         let (_, name) = SOURCES.iter().find(|(prefix, _)| row.starts_with(prefix))?;
         return Some(((*name).to_owned(), format!("{name}, checklist row {row}")));
+    }
+    if let Some(reading) = target.strip_prefix("recorded:") {
+        let recording = reading.split_once('#').map_or(reading, |(name, _)| name);
+        return Some(("recorded".to_owned(), format!("read off Scalebook's recording {recording}, shown in this chapter")));
     }
     let edition = target.strip_prefix("edition:")?;
     Some((edition.to_owned(), format!("from the {edition} edition, which is not among the sources")))
@@ -61,5 +68,15 @@ mod tests {
         ));
         assert!(html.contains(r#"<a href="https://example.org">the docs</a>"#), "other links stay links: {html}");
         assert!(!html.contains("source:"));
+    }
+
+    #[test]
+    fn figures_read_off_a_recording_name_it() {
+        let html = to_html("The forward pass took [204 ms](recorded:h200-short-0workers#gpu-range=forward) on the GPU.");
+        assert!(
+            html.contains(r#"<span class="quoted" title="read off Scalebook's recording h200-short-0workers, shown in this chapter">204 ms</span><sup class="cite">recorded</sup>"#),
+            "{html}"
+        );
+        assert!(!html.contains("recorded:"), "{html}");
     }
 }

@@ -6,7 +6,7 @@
 //! pipeline block.
 
 use crate::blocks::picture::{Anchor, Picture};
-use crate::blocks::pipeline_model::{Pass, Schedule, bubble_text, duration, idle, interleaved_bubble_text, peak_held, simulate};
+use crate::blocks::pipeline_model::{Pass, Schedule, bubble_fraction, bubble_text, duration, idle, peak_held, simulate};
 
 const STAGES: usize = 4;
 const MICRO_BATCHES: usize = 4;
@@ -113,9 +113,10 @@ fn title(schedule: Schedule, passes: &[Pass], stages: usize, micro_batches: usiz
         Schedule::Interleaved(v) if passes.is_empty() => {
             format!("Interleaved 1F1B (v = {v}) takes micro-batches in groups of p: m = {micro_batches} does not divide by p = {stages}")
         }
+        // Short enough for the panel's width: the bubble's formula is in the text beside it.
         Schedule::Interleaved(v) => format!(
-            "Interleaved 1F1B, {v} chunks a GPU: {}; GPU 0 holds at most {held} chunks' activations ({} micro-batches' worth)",
-            interleaved_bubble_text(stages, micro_batches, v),
+            "Interleaved 1F1B, v = {v}: bubble {}; GPU 0 holds at most {} micro-batches' worth",
+            bubble_fraction(stages, micro_batches, v),
             held as f64 / v as f64
         ),
     }
@@ -132,7 +133,7 @@ mod tests {
         assert_eq!(p.of_class("pass forward").count(), 2 * 4 * 8 + 2 * 4 * 8, "every forward pass of the three schedules");
         let texts = p.texts();
         assert!(texts.iter().any(|t| t.contains("3/11 ≈ 27%")), "{texts:?}");
-        assert!(texts.iter().any(|t| t.contains("3/19 ≈ 16%")), "{texts:?}");
+        assert!(texts.iter().any(|t| t.contains("v = 2: bubble 3/19 ≈ 16%; GPU 0 holds at most 5.5 micro-batches' worth")), "{texts:?}");
         let undivided = explorer(4, 6);
         let undivided = undivided.texts();
         assert!(undivided.iter().any(|t| t.contains("m = 6 does not divide by p = 4")), "{undivided:?}");
