@@ -2,6 +2,8 @@
 //! validated it with the same `shared` code; the server checks it again against the config
 //! file it serves, because anything can send a WebSocket message.
 
+use std::time::Duration;
+
 use scalebook_shared::cluster::Clusters;
 use scalebook_shared::config::{ConfigFile, TrainConfig};
 use scalebook_shared::layout::Layout;
@@ -33,6 +35,8 @@ pub struct LaunchPlan {
     pub learner: Option<LearnerLaunch>,
     /// The device the run must train on (`None`: the trainer's choice).
     pub device: Option<TrainDevice>,
+    /// How long the run may train before it is stopped (`None`: no limit): a learner's run's.
+    pub time_limit: Option<Duration>,
 }
 
 /// Who launches, which decides the rules a launch keeps.
@@ -63,7 +67,7 @@ pub struct Policy<'a> {
 /// Checks `request` by `launcher` against the policy, reporting every problem at once: a
 /// learner's rules first, then the overrides, the layout, the config's rules for the layout's
 /// world, what the executor can run, and the size a learner may launch. The plan is complete:
-/// who launches it and the device it trains on included.
+/// who launches it, the device it trains on and how long it may train included.
 pub fn plan(policy: &Policy<'_>, request: LaunchRequest, launcher: Launcher) -> Result<LaunchPlan, Error> {
     let learner = match launcher {
         Launcher::Instructor => None,
@@ -73,16 +77,17 @@ pub fn plan(policy: &Policy<'_>, request: LaunchRequest, launcher: Launcher) -> 
         }
     };
     let plan = check(policy.configs, policy.clusters, policy.limits, request)?;
-    let device = match learner {
-        None => plan.device,
-        // A learner's run trains on this machine's CPU, within the sizes learners may launch.
+    let (device, time_limit) = match learner {
+        None => (plan.device, None),
+        // A learner's run trains on this machine's CPU, within the sizes and the time learners
+        // may take.
         Some(_) => {
             let (settings, served) = (&policy.limits.learners, policy.configs);
             invalid(launch::learner_size_problems(&plan.effective, plan.layout.world(), settings, served))?;
-            Some(TrainDevice::Cpu)
+            (Some(TrainDevice::Cpu), settings.time_limit())
         }
     };
-    Ok(LaunchPlan { learner, device, ..plan })
+    Ok(LaunchPlan { learner, device, time_limit, ..plan })
 }
 
 fn invalid(problems: Problems) -> Result<(), Error> {
@@ -155,6 +160,7 @@ fn check(configs: &ConfigFile, clusters: Option<&Clusters>, limits: &LaunchLimit
             seed: request.seed,
             learner: None,
             device: None,
+            time_limit: None,
         }),
         _ => Err(Error::Invalid(problems)),
     }
@@ -185,7 +191,7 @@ fn check_executor(executor: &ExecutorSpec, clusters: Option<&Clusters>, layout: 
 mod tests {
     use super::*;
     use scalebook_shared::layout::Sizes;
-    use scalebook_shared::protocol::SlurmRequest;
+    use scalebook_shared::protocol::{LearnerRuns, SlurmRequest};
 
     fn configs() -> ConfigFile {
         let path = format!("{}/../../config/ViT.yaml", std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -232,6 +238,22 @@ mod tests {
         assert_eq!(plan.effective.lr, 5e-4);
         assert_eq!(plan.layout.world(), 1);
         assert_eq!(plan.overrides, ["num_iters=4", "lr=5E-4"]);
+    }
+
+    /// A learner's run trains on the CPU for at most the learners' time limit, decided with its
+    /// plan (and recorded with the run); the instructor's has no limit.
+    #[test]
+    fn a_learners_plan_carries_the_device_and_the_time_limit() {
+        let (configs, clusters, mut limits) = (configs(), clusters(), limits());
+        limits.learners =
+            LearnerRuns { per_learner: 2, configs: vec!["cpu_tiny".into()], time_limit_minutes: 30, ranks: 2, memory_share_bytes: None };
+        let policy = Policy { configs: &configs, clusters: Some(&clusters), limits: &limits };
+        let learner = crate::learners::new_identity().unwrap().learner;
+        let launcher = Launcher::Learner(LearnerLaunch { learner, per_learner: 2 });
+        let planned = super::plan(&policy, request("cpu_tiny", &[]), launcher).unwrap();
+        assert_eq!((planned.device, planned.time_limit), (Some(TrainDevice::Cpu), Some(Duration::from_secs(1800))));
+        let instructors = super::plan(&policy, request("cpu_tiny", &[]), Launcher::Instructor).unwrap();
+        assert_eq!((instructors.device, instructors.time_limit), (None, None));
     }
 
     #[test]

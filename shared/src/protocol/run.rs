@@ -234,6 +234,11 @@ pub struct RunRecord {
     /// (a GPU when it has one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<TrainDevice>,
+    /// How long the run may train before its supervisor stops it, in seconds: a learner's
+    /// run's limit (the server's `--learner-time-limit`), decided with the run's plan and kept
+    /// with it, so it holds across server restarts; `None`: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_s: Option<u64>,
     /// What Slurm last said about the run's job beyond its state (a Slurm run's only; boxed:
     /// most runs have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -282,6 +287,7 @@ impl RunRecord {
             cancel_requested: false,
             learner: None,
             device: None,
+            time_limit_s: None,
             slurm: None,
             checkpoint: false,
         }

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use scalebook_shared::protocol::{
-    ExecutorSpec, FollowerIdentity, MAX_SHARED_POINTS, RunHandle, RunId, RunRecord, RunSummary, SeqPoint, ServerMessage, StateChange,
+    ExecutorSpec, FollowerIdentity, MAX_SHARED_POINTS, RunHandle, RunId, RunRecord, RunState, RunSummary, SeqPoint, ServerMessage,
     shared_copy_id,
 };
 use scalebook_shared::rundir;
@@ -218,23 +218,8 @@ fn record(local: &RunId, name: &str, run: &RunSummary) -> Result<RunRecord, Erro
     let layout = run.layout().ok_or_else(|| refused("run", format!("{name}'s run {} has a layout no run has", run.id)))?;
     let at = now();
     let mut record = RunRecord {
-        id: local.clone(),
-        config: run.config.clone(),
-        overrides: vec![],
-        effective: Default::default(),
-        layout,
-        executor: ExecutorSpec::Local,
-        seed: None,
-        history: vec![StateChange { state: scalebook_shared::protocol::RunState::Queued, at, reason: None }],
-        created_at: at,
-        started_at: None,
-        ended_at: None,
         handle: Some(RunHandle::Shared { follower: name.to_owned(), upstream: run.id.clone() }),
-        cancel_requested: false,
-        learner: None,
-        device: None,
-        slurm: None,
-        checkpoint: false,
+        ..RunRecord::new(local.clone(), run.config.clone(), layout, ExecutorSpec::Local, at, RunState::Queued)
     };
     if run.state != record.state() {
         record.transition(run.state, at, None);

@@ -216,12 +216,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let ws_heartbeat = ws.heartbeat;
     let descriptors = scalebook_server::gate::raise_descriptor_limit();
-    let learner_time_limit = limits.learners.time_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let listener = Listener::bind(&args).await?;
         let executors = Executors {
-            local: LocalExecutor { supervisor, command: command.clone(), learner_time_limit },
+            local: LocalExecutor { supervisor, command: command.clone() },
             max_local_ranks: args.max_local_ranks,
             slurm: SlurmExecutor::new(
                 command,

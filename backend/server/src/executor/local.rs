@@ -29,8 +29,6 @@ pub struct LocalExecutor {
     /// The `scalebook` binary, run as the supervisor.
     pub supervisor: PathBuf,
     pub command: TrainerCommand,
-    /// How long a learner's run may train before its supervisor stops it.
-    pub learner_time_limit: Option<Duration>,
 }
 
 /// A started run: the supervisor's child handle (to wait on) and what identifies its group.
@@ -72,13 +70,13 @@ impl LocalExecutor {
             ));
         }
         let log = std::fs::OpenOptions::new().create(true).append(true).open(run_dir.join(rundir::JOB_LOG))?;
-        // The supervisor keeps a learner's time limit, so it holds across server restarts.
-        let time_limit = self.learner_time_limit.filter(|_| record.learner.is_some());
+        // The supervisor keeps the run's time limit, so it holds across server restarts.
+        let time_limit = record.time_limit_s;
         let child = tokio::process::Command::new(&self.supervisor)
             .arg("supervise")
             .arg("--exit-file")
             .arg(run_dir.join(rundir::EXIT))
-            .args(time_limit.map(|limit| format!("--time-limit-secs={}", limit.as_secs())))
+            .args(time_limit.map(|secs| format!("--time-limit-secs={secs}")))
             .arg("--")
             .arg(trainer)
             .args(self.trainer_args(record, run_dir))
@@ -140,7 +138,7 @@ mod tests {
 
     fn executor() -> LocalExecutor {
         let command = TrainerCommand { trainer: "/bin/scalebook-train".into(), workdir: "/srv".into() };
-        LocalExecutor { supervisor: "/bin/scalebook".into(), command, learner_time_limit: None }
+        LocalExecutor { supervisor: "/bin/scalebook".into(), command }
     }
 
     fn record(dp: u32) -> RunRecord {

@@ -71,25 +71,12 @@ pub fn start_run(store: &RunStore, source: &SourceRun, first_wall: Option<f64>) 
         "." => source.logdir.file_name().map_or_else(|| ".".to_owned(), |n| n.to_string_lossy().into_owned()),
         name => name.to_owned(),
     };
+    let layout = Layout::new(Sizes::default(), DEFAULT_ORDER).expect("a one-rank layout is valid");
     let record = RunRecord {
-        id,
-        config: format!("tensorboard:{name}"),
-        overrides: Vec::new(),
-        effective: serde_json::Map::new(),
-        layout: Layout::new(Sizes::default(), DEFAULT_ORDER).expect("a one-rank layout is valid"),
-        // Nothing of it runs here; "local" keeps the record readable by every client.
-        executor: ExecutorSpec::Local,
-        seed: None,
         history: Vec::new(),
-        created_at,
-        started_at: None,
-        ended_at: None,
         handle: Some(RunHandle::Logdir { logdir: source.logdir.to_string_lossy().into_owned(), run: source.name.clone() }),
-        cancel_requested: false,
-        learner: None,
-        device: None,
-        slurm: None,
-        checkpoint: false,
+        // Nothing of it runs here; "local" keeps the record readable by every client.
+        ..RunRecord::new(id, format!("tensorboard:{name}"), layout, ExecutorSpec::Local, created_at, RunState::Queued)
     };
     Ok((record, EventCopy::start(&dir)))
 }

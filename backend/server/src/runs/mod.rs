@@ -286,6 +286,7 @@ impl RunManager {
             seed: plan.seed,
             learner: plan.learner.as_ref().map(|launch| launch.learner.clone()),
             device: plan.device,
+            time_limit_s: plan.time_limit.map(|limit| limit.as_secs()),
             ..RunRecord::new(id.clone(), plan.config.clone(), plan.layout.clone(), plan.executor.clone(), created_at, RunState::Queued)
         };
         let written = (|| -> Result<(), Error> {

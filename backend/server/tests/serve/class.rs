@@ -447,7 +447,8 @@ async fn a_follower_server_relays_the_class_and_copies_every_point_exactly_once_
     let forged = serde_json::json!({"type": "shared_points", "run": own, "after": lines,
         "points": [{"seq": lines + 1, "step": 100000, "epoch": 1, "wall": 0.0, "tag": "Loss/train", "value": 42.0}]});
     let refused = refusal(&mut intruder, &forged.to_string()).await.expect("points written into another learner's copy");
-    assert!(refused.message.contains("not asked for"), "{}", refused.message);
+    let on_run = refused.problems.0.iter().find(|p| p.field == "run").map(|p| p.message.as_str()).unwrap_or_default();
+    assert!(on_run.contains("not asked for"), "{refused:?}");
     let metrics = |dir: &std::path::Path| std::fs::read(dir.join(scalebook_shared::rundir::METRICS)).unwrap();
     assert_eq!(metrics(&instructor_server.run_dir(&copy)), metrics(&learners_run), "the copy is the learner's run, byte for byte");
     // Presented beside the instructor's run, the learner's copy reaches no follower (their

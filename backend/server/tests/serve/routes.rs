@@ -43,7 +43,7 @@ fn app() -> App {
     let clusters = ClustersFile::load(&workspace().join("config/clusters.yaml")).unwrap();
     let command = TrainerCommand { trainer: "/nonexistent/scalebook-train".into(), workdir: workspace() };
     let executors = Executors {
-        local: LocalExecutor { supervisor: "/nonexistent/scalebook".into(), command: command.clone(), learner_time_limit: None },
+        local: LocalExecutor { supervisor: "/nonexistent/scalebook".into(), command: command.clone() },
         max_local_ranks: 1,
         slurm: SlurmExecutor::new(command, SlurmCommands::new(None), Duration::from_secs(30)),
         predictor: Predictor::new(clusters.clusters.clone(), dir.path().join("machine.json"), "/nonexistent/scalebook-train".into()),

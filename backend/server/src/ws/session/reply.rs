@@ -50,7 +50,10 @@ pub(super) fn refusal(error: &Error, what: &str) -> ErrorReport {
 pub(super) fn report(error: &Error, run: Option<&RunId>) -> ErrorReport {
     let code = match error {
         Error::UnknownRun { .. } => ErrorCode::UnknownRun,
-        Error::NotCancellable { .. } | Error::FollowedRun { .. } | Error::InstructorsRun { .. } => ErrorCode::NotCancellable,
+        Error::NotCancellable { .. } | Error::FollowedRun { .. } | Error::InstructorsRun { .. } | Error::SharedRun { .. } => {
+            ErrorCode::NotCancellable
+        }
+        Error::SlurmScript(_) => ErrorCode::InvalidLaunch,
         Error::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
         Error::NotResumable { .. } => ErrorCode::NotResumable,
         _ => ErrorCode::Internal,
