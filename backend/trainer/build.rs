@@ -5,8 +5,9 @@
 //! - compile the C++ shims against the headers of that same libtorch: `csrc/shim.cpp` (the
 //!   few tensor calls tch does not expose), `csrc/profile.cpp` (the Kineto profiler and named
 //!   ranges), `csrc/recompute.cpp` (activation recomputation), `csrc/comm.cpp` (c10d process
-//!   groups and the parallel-region autograd functions) and `csrc/reducer.cpp` (DDP's gradient
-//!   all-reduce overlapped with backward).
+//!   groups and the parallel-region autograd functions), `csrc/reducer.cpp` (DDP's gradient
+//!   all-reduce overlapped with backward, and ZeRO's reduce-scatter) and `csrc/zero.cpp` (ZeRO's
+//!   parameter units: gathered, released, gathered again before backward).
 //!
 //! With the `cuda` feature, the ranges are NVTX ranges too, comm.cpp is built with NCCL,
 //! `csrc/cuda_memory.cpp` (the caching allocator's peak), `csrc/cuda_copy.cpp` (batches
@@ -33,7 +34,7 @@ fn main() {
     shim.compile("scalebook_shim");
 
     let mut comm = build(&include, "csrc/comm.cpp");
-    comm.file("csrc/reducer.cpp");
+    comm.file("csrc/reducer.cpp").file("csrc/zero.cpp");
     comm.include("csrc/gloo-stub").define("USE_C10D_GLOO", None);
     if cuda {
         // The wheel's site-packages holds the NVIDIA headers beside torch/.

@@ -2,14 +2,11 @@
 //! (`prediction.json`) and what the run's own points say, quantity by quantity, with their
 //! ratio and a plain verdict where they part by more than the estimate's stated error.
 
+pub use scalebook_shared::estimate::STATED_ERROR;
 use scalebook_shared::estimate::{Estimate, Prediction};
 use scalebook_shared::metrics::tags;
 use scalebook_shared::numbers::round_significant;
 use scalebook_shared::protocol::Series;
-
-/// How far measured and predicted may part before the page says so: the estimate is checked
-/// to 25% against the tutorial's figures and this machine's runs (BENCHMARKS.md).
-pub const STATED_ERROR: f64 = 0.25;
 
 /// One quantity, predicted and (once measured) measured.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,8 +102,8 @@ pub fn rows(prediction: &Prediction, series: &[Series]) -> Vec<Row> {
     // The step as the estimate splits it: data (which it takes to keep up), compute, and each
     // group's collectives with their bytes.
     let time = &estimate.time;
-    let compute = time.total_s - time.blocking_comm_s - time.exposed_overlapped_comm_s;
-    rows.push(Row { quantity: DATA_WAIT, unit: "s", predicted: 0.0, measured: steady(tags::split::DATA_WAIT) });
+    let compute = time.total_s - time.exposed_data_s - time.blocking_comm_s - time.exposed_overlapped_comm_s;
+    rows.push(Row { quantity: DATA_WAIT, unit: "s", predicted: time.exposed_data_s, measured: steady(tags::split::DATA_WAIT) });
     rows.push(Row { quantity: COMPUTE, unit: "s", predicted: compute, measured: steady(tags::split::COMPUTE) });
     for traffic in estimate.by_group() {
         let Some(&(_, time_tag, bytes_tag)) = tags::split::GROUPS.iter().find(|g| g.0 == traffic.group.to_string()) else { continue };
@@ -192,6 +189,10 @@ mod tests {
         assert!(rows.iter().all(|r| r.measured.is_none() && r.ratio().is_none() && r.verdict().is_none()));
         assert_eq!(rows[0].predicted, p.estimate.samples_per_sec);
         assert_eq!(rows[2].predicted, p.estimate.memory_gb.total);
+        // short reads its batches inside the step (0 workers): the estimate's wait for them.
+        assert_eq!((rows[5].quantity, rows[5].predicted), ("data wait per step", p.estimate.time.exposed_data_s));
+        assert!(rows[5].predicted > 0.0);
+        assert!((rows[5].predicted + rows[6].predicted - p.estimate.step_time_s).abs() < 1e-12, "data wait and compute make the step");
     }
 
     #[test]

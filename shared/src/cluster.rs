@@ -160,6 +160,31 @@ pub struct EstimateFactors {
     /// in host memory; a CPU rank's live beside its activations.
     #[serde(default)]
     pub batches_per_worker: f64,
+    /// How fast a rank's data loader reads and prepares samples: the step waits for it with 0
+    /// workers, and for what the step does not hide with workers. Without it the estimate has
+    /// no loader time (this machine's measurement has none yet).
+    #[serde(default)]
+    pub loader: Option<LoaderFactors>,
+}
+
+/// What one reader of the data loader (the training loop itself, a worker, or one of the
+/// threads a Scalebook rank shares an inline batch over) costs per sample. A sample is its
+/// input and target fields, `(n_in_channels + n_out_channels) × H × W` float32 values, and
+/// every cost scales with those bytes: a 90 × 180 sample reads and normalises in a sixteenth
+/// of the time of a 360 × 720 one.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoaderFactors {
+    /// The rate one reader prepares a sample at once its bytes are in host memory (the page
+    /// cache), in GB/s of sample bytes: copying them out of the file, normalising, collating
+    /// the batch and copying it to pinned memory.
+    pub prepare_gb_per_s: f64,
+    /// The rate one reader reads the bytes the page cache does not hold from the file system,
+    /// GB/s, paid on top of preparing them.
+    pub storage_gb_per_s: f64,
+    /// Host memory per GPU that can keep the dataset's pages between epochs (GiB): the ranks
+    /// of a node share the node's, and the share of the dataset it holds is read from memory.
+    pub page_cache_gb_per_gpu: f64,
 }
 
 fn one() -> f64 {
@@ -306,6 +331,16 @@ fn check_factors(at: &str, factors: &EstimateFactors, problems: &mut Problems) {
     }
     if !(factors.allocator_factor.is_finite() && factors.allocator_factor >= 1.0) {
         problems.push(field("allocator_factor"), format!("must be at least 1, got {}", factors.allocator_factor));
+    }
+    if let Some(loader) = &factors.loader {
+        positive(&field("loader.prepare_gb_per_s"), loader.prepare_gb_per_s, problems);
+        positive(&field("loader.storage_gb_per_s"), loader.storage_gb_per_s, problems);
+        if !(loader.page_cache_gb_per_gpu.is_finite() && loader.page_cache_gb_per_gpu >= 0.0) {
+            problems.push(
+                field("loader.page_cache_gb_per_gpu"),
+                format!("must be a number of GiB, 0 or more, got {}", loader.page_cache_gb_per_gpu),
+            );
+        }
     }
 }
 

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::{ByPrecision, Cluster, EstimateFactors, ExecutorKind, GpuKind, Interconnect};
 use crate::config::TrainConfig;
 use crate::error::{Error, Problems};
+use crate::estimate::{Prediction, STATED_ERROR};
 
 /// The file a measurement is cached in (in the runs directory).
 pub const FILE: &str = "machine.json";
@@ -105,6 +106,17 @@ pub fn is_busy(load: f64, cores: usize) -> bool {
     load > 0.5 * cores as f64
 }
 
+/// Why a local run's steady speed says the model it was predicted from is wrong, if it does:
+/// off its prediction by more than the estimate's stated error, on a run that launched on an
+/// idle machine (on a busy one the load explains a slow run, and the page says so).
+pub fn refuted_by(prediction: &Prediction, samples_per_sec: f64) -> Option<String> {
+    let launched_idle = prediction.load_at_launch.is_some_and(|load| !is_busy(load.one_minute, load.cores));
+    let predicted = prediction.estimate.samples_per_sec;
+    let ratio = samples_per_sec / predicted;
+    (launched_idle && predicted > 0.0 && (ratio - 1.0).abs() > STATED_ERROR)
+        .then(|| format!("a run measured {samples_per_sec:.3} samples/s against {predicted:.3} predicted ({ratio:.2} of it)"))
+}
+
 impl MachineModel {
     /// Why the measurement reads other work on the cores rather than the machine, if it does:
     /// a busy load average as it began (or none recorded), a thread count that had less than
@@ -199,6 +211,9 @@ impl MachineModel {
                 seconds_per_plain_op: rates.op_overhead_us * 1e-6,
                 collective_latency_s: self.collective_latency_s,
                 batches_per_worker: CPU_BATCHES_PER_WORKER,
+                // The measurement has no loader rates yet (it would take `scalebook-train
+                // machine` reading the run's files), so a CPU run's estimate has no loader time.
+                loader: None,
             }),
         };
         Ok((cluster, gpu))
@@ -293,6 +308,28 @@ mod tests {
         assert_eq!(r.matmul_flops(1024), 60e9);
         assert_eq!(r.matmul_flops(70), 10e9, "70 is nearer 48 than 128 on a log scale");
         assert_eq!((r.attention_flops(72), r.attention_flops(4050)), (5e9, 20e9));
+    }
+
+    /// A prediction for cpu_short on one rank of [`model`], launched at `load`.
+    fn prediction(load: f64) -> Prediction {
+        let config = crate::config::ConfigFile::parse(include_str!("../shipped/ViT.yaml")).unwrap().get("cpu_short").unwrap();
+        let (cluster, gpu) = model().for_run(&config, 1).unwrap();
+        let estimate = crate::estimate::estimate(&config, &config.layout(1).unwrap(), &cluster, &gpu, &Default::default()).unwrap();
+        let load_at_launch = Some(crate::estimate::Load { one_minute: load, cores: 4 });
+        Prediction { made_at: 1, basis: String::new(), estimate, load_at_launch }
+    }
+
+    #[test]
+    fn a_run_far_from_its_prediction_on_an_idle_machine_refutes_the_model() {
+        let idle = prediction(0.3);
+        let predicted = idle.estimate.samples_per_sec;
+        assert_eq!(refuted_by(&idle, predicted * 1.2), None, "within the stated error");
+        assert_eq!(refuted_by(&idle, predicted * 0.8), None);
+        assert!(refuted_by(&idle, predicted * 2.0).unwrap().contains("(2.00 of it)"));
+        assert!(refuted_by(&idle, predicted * 0.5).is_some(), "slower counts too");
+        assert_eq!(refuted_by(&prediction(3.0), predicted * 0.5), None, "a busy launch explains a slow run");
+        let unknown = Prediction { load_at_launch: None, ..idle };
+        assert_eq!(refuted_by(&unknown, predicted * 0.5), None, "a Slurm run's prediction is not this machine's");
     }
 
     #[test]

@@ -120,6 +120,10 @@ fn perlmutter_names_every_estimate_factor() {
     assert_eq!(factors.attention_full_rate_head_dim, 128);
     assert_eq!(factors.compute_efficiency.fp16, factors.compute_efficiency.bf16);
     assert!(factors.allocator_factor >= 1.0);
+    // A Perlmutter GPU node's 256 GB of host memory, a quarter per GPU.
+    let loader = factors.loader.unwrap();
+    assert_eq!(loader.page_cache_gb_per_gpu, 256.0 / 4.0);
+    assert!(loader.prepare_gb_per_s > 0.0 && loader.storage_gb_per_s > 0.0);
 }
 
 #[test]
@@ -137,6 +141,7 @@ box:
     runtime_overhead_gb: -2
     dali_overhead_gb: 1
     allocator_factor: 0.9
+    loader: { prepare_gb_per_s: 0, storage_gb_per_s: 1, page_cache_gb_per_gpu: -64 }
 ";
     let Err(Error::Invalid(problems)) = Clusters::parse(text) else { panic!("should fail") };
     let expected = [
@@ -146,6 +151,8 @@ box:
         ("box.estimate.attention_full_rate_head_dim", "at least 1"),
         ("box.estimate.runtime_overhead_gb", "got -2"),
         ("box.estimate.allocator_factor", "at least 1, got 0.9"),
+        ("box.estimate.loader.prepare_gb_per_s", "positive number, got 0"),
+        ("box.estimate.loader.page_cache_gb_per_gpu", "0 or more, got -64"),
     ];
     for (field, fragment) in expected {
         assert!(problems.for_field(field).any(|p| p.message.contains(fragment)), "no {field}: {fragment} in\n{problems}");

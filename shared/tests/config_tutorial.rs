@@ -56,6 +56,7 @@ fn tutorial_base() -> TrainConfig {
         overlap_grad_reduce: true,
         gradient_accumulation_steps: 1,
         activation_checkpointing: false,
+        zero_stage: 0,
         serial_read: false,
         benchy_trial: BenchyTrial::Full,
         profile: String::new(),

@@ -169,6 +169,10 @@ fn terms_explain_every_factor_and_result() {
         "runtime_overhead_gb",
         "dali_overhead_gb",
         "allocator_factor",
+        "loader.prepare_gb_per_s",
+        "loader.storage_gb_per_s",
+        "loader.page_cache_gb_per_gpu",
+        "time.exposed_data_loading",
         "memory.total",
         "step_time",
         "samples_per_sec",
@@ -182,6 +186,29 @@ fn terms_explain_every_factor_and_result() {
     // Every saved tensor and every collective has its line.
     assert_eq!(names.iter().filter(|n| n.starts_with("activation: ")).count(), e.saved_activations.len());
     assert!(e.collectives.iter().all(|c| names.iter().any(|n| n.ends_with(&c.what))));
+}
+
+#[test]
+fn data_loading_is_a_named_part_of_the_step() {
+    let one = sizes(1, 1, 1);
+    let serial = run(&config("short", &["serial_read=true"]), one, "tp-cp-dp", EstimateOptions::default()).unwrap();
+    let term = |e: &Estimate, name: &str| e.terms().iter().find(|t| t.name == name).cloned().unwrap_or_else(|| panic!("no term {name}"));
+    let waited = term(&serial, "time.exposed_data_loading");
+    assert_eq!((waited.value, waited.kind), (serial.time.exposed_data_s, TermKind::Derived));
+    assert!(waited.note.contains("0 workers read inside the step"), "{}", waited.note);
+    assert!(term(&serial, "loader.readers").note.contains("serial_read"));
+    assert_eq!(term(&serial, "loader.sample_bytes").value, 4.0 * 2.0 * 20.0 * 360.0 * 720.0 / 1e6);
+    assert_eq!(term(&serial, "loader.cached_share").value, 1.0, "short's 512 samples fit in the page cache");
+    assert!(term(&serial, "step_time").note.contains("exposed data loading"));
+    // The step is the rest plus the wait, and the wait is the batch's whole reading.
+    let t = serial.time;
+    let rest = t.forward_s + t.backward_s + t.recompute_s + t.optimizer_s + t.overhead_s + t.blocking_comm_s + t.exposed_overlapped_comm_s;
+    assert!((t.total_s - rest - t.exposed_data_s).abs() < 1e-12 && t.exposed_data_s == t.data_s);
+    assert!((term(&serial, "loader.batch_read").value - t.data_s).abs() < 1e-12);
+    // DALI's time is not modelled, as before: no loader terms, no wait.
+    let dali = run(&config("short", &["data_loader_config=dali"]), one, "tp-cp-dp", EstimateOptions::default()).unwrap();
+    assert_eq!((dali.time.data_s, dali.time.exposed_data_s), (0.0, 0.0));
+    assert!(dali.terms().iter().all(|t| !t.name.starts_with("loader.") || t.kind == TermKind::Factor));
 }
 
 #[test]

@@ -56,6 +56,17 @@ fn stands(model: &MachineModel, cores: usize, idle_now: bool) -> bool {
     model.cores == cores && !(model.contention().is_some() && idle_now)
 }
 
+/// Drops the cached measurement in `cache` if it was made by `made_at` (the time of a
+/// prediction it was found wrong by), so the next launch measures again; says whether it did.
+pub fn forget(cache: &Path, made_at: u64) -> bool {
+    let _one_at_a_time = MEASURING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cached = std::fs::read_to_string(cache).ok().and_then(|text| serde_json::from_str::<MachineModel>(&text).ok());
+    if cached.is_none_or(|model| model.measured_at > made_at) {
+        return false;
+    }
+    std::fs::remove_file(cache).map_err(|e| tracing::warn!("cannot remove {}: {e}", cache.display())).is_ok()
+}
+
 /// This machine's load now, where the system says it (`/proc/loadavg`).
 pub fn load_now() -> Option<Load> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;
@@ -64,12 +75,13 @@ pub fn load_now() -> Option<Load> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use scalebook_shared::machine::ThreadRates;
 
     use super::*;
 
-    fn measured(cores: usize, load: Option<f64>) -> MachineModel {
+    /// A model of `cores` cores measured at `load`.
+    pub(crate) fn measured(cores: usize, load: Option<f64>) -> MachineModel {
         let rates = |threads: usize, share: f64| ThreadRates {
             threads,
             matmul_gflops: vec![threads as f64 * 50.0],

@@ -83,7 +83,7 @@ fn tables_show_the_verdict_memory_time_collectives_and_terms() {
         "GiB per GPU: fits",
         "parameters 350,135,808 (95,235,072 per rank)",
         "memory per GPU (GiB)",
-        "ZeRO stage what-if: 0 ",
+        "by ZeRO stage (zero_stage, each runs): 0 ",
         "time per step (s)",
         "collectives per step",
         "  tp    all-reduce     forward     24 ",
@@ -152,4 +152,26 @@ fn this_machine_is_estimated_from_its_measured_rates() {
     let two = json(&["--config", "cpu_tiny", "--cluster", "local", "--machine", path, "--dp", "2"]);
     let all_reduce = &two["collectives"][0];
     assert!(number(&all_reduce["seconds"]) >= 0.001 * number(&all_reduce["count"]), "{all_reduce}");
+}
+
+#[test]
+fn the_time_table_shows_the_data_loading_the_step_waits_for() {
+    // The tutorial's 0-worker loader: the training loop reads the 16 samples one by one.
+    let serial = json(&["--config", "short", "--set", "serial_read=true"]);
+    let waited = number(&serial["time"]["exposed_data_s"]);
+    assert!((waited - 0.484).abs() < 0.01, "{waited}");
+    assert_eq!(waited, number(&serial["time"]["data_s"]));
+    assert!((number(&serial["samples_per_sec"]) - 8.8).abs() < 0.1, "{}", serial["samples_per_sec"]);
+    // Eight workers read beside the step and hide it.
+    let eight = json(&["--config", "short", "--set", "num_data_workers=8"]);
+    assert_eq!((number(&eight["time"]["exposed_data_s"]), &eight["time"]["data_overlapped"]), (0.0, &Value::Bool(true)));
+    let text = stdout(&estimate(&["--config", "short", "--set", "serial_read=true"]));
+    for fragment in [
+        "data loading, waited for",
+        "  all inside the step",
+        "factor    loader.prepare_gb_per_s = 1.3700 GB/s",
+        "time.exposed_data_loading",
+    ] {
+        assert!(text.contains(fragment), "missing {fragment:?} in\n{text}");
+    }
 }

@@ -2,7 +2,8 @@
 //! document (its counts agree), the tutorial's choice beside the best, and bad input exiting
 //! with status 2 and a line naming the flag or the rule.
 
-use std::process::Output;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
@@ -94,4 +95,37 @@ fn search_bad_input_names_the_flag_or_the_rule_and_exits_2() {
     let stderr = stderr_of_invalid(&search(&["--config", "wide", "--yaml", yaml.to_str().unwrap(), "--gpus", "1"]));
     assert!(stderr.contains("gpus: no layout of 1 GPU runs `wide` on the a100-40gb: all 40 break a rule"), "{stderr}");
     assert!(stderr.contains("memory: the layout that needs least, tp 1 × cp 1 × pp 1 × dp 1"), "{stderr}");
+}
+
+#[test]
+fn search_why_names_the_data_loading_a_step_waits_for() {
+    // `short` reads each 0-worker batch inside the step (shared over the rank's threads), so
+    // its split has a data-loading part; only a DALI loader's time is left out now.
+    let text = stdout(&search(&["--config", "short", "--gpus", "1", "--top", "3"]));
+    for fragment in ["data loading the step waits for", "(not modelled: a pipeline's bubble, as pp > 1 is left out; a DALI loader's time)"]
+    {
+        assert!(text.contains(fragment), "missing {fragment:?} in\n{text}");
+    }
+    assert!(!text.contains("data loading's time"), "{text}");
+}
+
+/// A reader that stops after the first line (`scalebook search … | head -1`) ends the output
+/// quietly: success, no panic. The table of 1,000 layouts is larger than a pipe holds, so the
+/// search is still writing when the reader goes.
+#[test]
+fn search_into_a_pipe_closed_early_ends_quietly() {
+    let args = ["search", "--config", "mp", "--cluster", "perlmutter", "--gpus", "64", "--top", "1000"];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_scalebook"))
+        .current_dir(cli::root())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.contains("layouts searched"), "{first}");
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() && !stderr.contains("panicked"), "{:?}: {stderr}", output.status);
 }

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 struct SbStore {
@@ -51,15 +52,9 @@ int guarded(char* err, size_t err_len, F&& f) {
     }
 }
 
-// Issues a collective (`issue` returns its work), waits for it, and counts it.
 template <typename F>
 void run(SbGroup* g, uint64_t bytes, F&& issue) {
-    const auto start = std::chrono::steady_clock::now();
-    const c10::intrusive_ptr<c10d::Work> work = issue();
-    if (!sb_wait(g, work)) throw std::runtime_error("collective timed out");
-    g->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    g->bytes += bytes;
-    g->calls += 1;
+    sb_run(g, bytes, std::forward<F>(issue));
 }
 
 // In-place all-reduce. Gloo has no AVG, so it sums and divides.
@@ -104,8 +99,8 @@ at::Tensor own_chunk(SbGroup* g, const at::Tensor& x, int64_t dim, const std::ve
 }
 
 // Reduce-scatter with uneven chunks: the sum over the group of `x`, keeping this rank's chunk.
-// Gloo has no reduce-scatter, so this is an all-reduce followed by the slice (twice the
-// traffic of a ring reduce-scatter; the autograd contract is the same).
+// c10d's reduce-scatter wants equal chunks, so this is an all-reduce followed by the slice
+// (twice the traffic of a ring reduce-scatter; the autograd contract is the same).
 at::Tensor reduce_scatter(SbGroup* g, const at::Tensor& x, int64_t dim, const std::vector<int64_t>& sizes) {
     if (g->size == 1) return x;
     at::Tensor full = x.contiguous().clone();
@@ -263,6 +258,19 @@ int sb_broadcast(SbGroup* g, at::Tensor* t, int root, char* err, size_t err_len)
         opts.rootRank = root;
         opts.timeout = g->timeout;
         run(g, t->nbytes(), [&] { return g->backend->broadcast(tensors, opts); });
+    });
+}
+
+// Flat all-gather into `out` (see sb_all_gather_into).
+int sb_all_gather_flat(SbGroup* g, at::Tensor* out, at::Tensor* in, char* err, size_t err_len) {
+    return guarded(err, err_len, [&] { sb_all_gather_into(g, *out, *in); });
+}
+
+// Flat reduce-scatter of `in` into `out`; op: 0 sum, 1 average (see sb_reduce_scatter_into).
+int sb_reduce_scatter_flat(SbGroup* g, at::Tensor* out, at::Tensor* in, int op, char* err, size_t err_len) {
+    return guarded(err, err_len, [&] {
+        if (op != 0 && op != 1) throw std::runtime_error("reduce_scatter sums or averages");
+        sb_reduce_scatter_into(g, *out, *in, op == 1);
     });
 }
 

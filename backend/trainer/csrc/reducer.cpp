@@ -1,4 +1,4 @@
-// DDP's overlapped gradient all-reduce, behind a C ABI.
+// DDP's overlapped gradient all-reduce, and ZeRO's reduce-scatter, behind a C ABI.
 //
 // What PyTorch's Reducer does: a hook after each parameter's gradient accumulation counts the
 // parameter in; when every parameter of a bucket has its gradient, the bucket's gradients are
@@ -7,6 +7,13 @@
 // (the reverse of the forward pass, the order backward produces them), so every rank issues
 // the same collectives in the same order. `finish` issues what is left, waits for all of it
 // and writes the averaged gradients back.
+//
+// ZeRO stages 2 and 3 (`sb_reducer_scatter`): each bucket is a unit whose flat gradient,
+// padded to the group's size times its shard, is reduce-scattered instead, and `finish` adds
+// this rank's chunk of the average into the unit's gradient shard. The parameters' own
+// gradients are let go as soon as they are in the flat buffer, and at stage 3 the unit's
+// gathered parameters too (FSDP's post-backward: its backward is over once every parameter of
+// it has its gradient).
 //
 // Counting: the bytes and calls go to the group's totals like any collective's; the seconds
 // are only those `finish` spends waiting, the communication backward did not hide.
@@ -36,6 +43,11 @@ struct Bucket {
     size_t pending = 0;
     at::Tensor flat;
     c10::intrusive_ptr<c10d::Work> work;
+    // ZeRO: the unit's gradient shard, which receives this rank's chunk of the average; the
+    // chunk in flight; the unit's gathered parameters to release once it is issued (stage 3).
+    at::Tensor shard;
+    at::Tensor chunk;
+    at::Tensor release;
 };
 
 struct State {
@@ -59,8 +71,9 @@ struct State {
         return grad.to(at::kFloat).reshape({-1});
     }
 
-    // Issues bucket b's all-reduce (called with the mutex held).
+    // Issues bucket b's all-reduce, or its reduce-scatter for ZeRO (called with the mutex held).
     void launch(Bucket& b) {
+        if (b.shard.defined()) return launch_scatter(b);
         RECORD_USER_SCOPE("c10d::all_reduce");
         std::vector<at::Tensor> grads;
         for (size_t i : b.params) grads.push_back(flat_grad(i));
@@ -70,6 +83,30 @@ struct State {
         opts.reduceOp = c10d::ReduceOp::SUM;
         opts.timeout = group->timeout;
         b.work = group->backend->allreduce(tensors, opts);
+    }
+
+    void launch_scatter(Bucket& b) {
+        RECORD_USER_SCOPE("c10d::reduce_scatter");
+        std::vector<at::Tensor> grads;
+        for (size_t i : b.params) grads.push_back(flat_grad(i));
+        const int64_t padded = b.shard.numel() * group->size;
+        int64_t n = 0;
+        for (const at::Tensor& g : grads) n += g.numel();
+        if (n > padded) throw std::runtime_error("a unit's gradients are larger than its shards");
+        if (n < padded) grads.push_back(at::zeros({padded - n}, grads.front().options()));
+        b.flat = at::cat(grads);
+        grads.clear();
+        for (size_t i : b.params) params[i].mutable_grad().reset();
+        if (b.release.defined()) sb_release_storage(b.release);
+        b.chunk = at::empty_like(b.shard);
+        if (group->size == 1) {
+            b.chunk.copy_(b.flat);
+            return;
+        }
+        c10d::ReduceScatterOptions opts;
+        opts.reduceOp = c10d::ReduceOp::SUM;
+        opts.timeout = group->timeout;
+        b.work = group->backend->_reduce_scatter_base(b.chunk, b.flat, opts);
     }
 
     // Issues every full bucket at the head of the order.
@@ -139,6 +176,25 @@ SbReducer* sb_reducer_new(SbGroup* group, at::Tensor** params, const size_t* buc
 
 void sb_reducer_free(SbReducer* r) { delete r; }
 
+// Turns the reducer's buckets into ZeRO units: bucket b reduce-scatters into `shards[b]` (this
+// rank's chunk of the unit's gradient, accumulated into), and, where `release[b]` is not null,
+// releases that unit's gathered parameters once its gradients are issued (stage 3).
+int sb_reducer_scatter(SbReducer* r, at::Tensor** shards, at::Tensor** release, size_t n, char* err, size_t err_len) {
+    State& s = *r->state;
+    std::lock_guard<std::mutex> lock(s.mutex);
+    try {
+        if (n != s.buckets.size()) throw std::runtime_error("one gradient shard per unit");
+        for (size_t b = 0; b < n; ++b) {
+            s.buckets[b].shard = *shards[b];
+            if (release != nullptr && release[b] != nullptr) s.buckets[b].release = *release[b];
+        }
+        return 0;
+    } catch (const std::exception& e) {
+        write_error(e.what(), err, err_len);
+        return 1;
+    }
+}
+
 // Arms the hooks for the next backward pass, in which each parameter's gradient is complete
 // after `firings` accumulations (one per thread that back-propagates a slice of the batch).
 void sb_reducer_arm(SbReducer* r, size_t firings) {
@@ -163,16 +219,24 @@ int sb_reducer_finish(SbReducer* r, int average, size_t* early, char* err, size_
     std::lock_guard<std::mutex> lock(s.mutex);
     s.armed = false;
     *early = s.early;
+    s.early = 0;
     try {
         if (!s.error.empty()) throw std::runtime_error(s.error);
         while (s.next < s.buckets.size()) s.launch(s.buckets[s.next++]);
         SbGroup* g = s.group;
         for (Bucket& b : s.buckets) {
             const auto start = std::chrono::steady_clock::now();
-            if (!sb_wait(g, b.work)) throw std::runtime_error("all-reduce timed out");
+            if (b.work && !sb_wait(g, b.work)) throw std::runtime_error("all-reduce timed out");
             g->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             g->bytes += b.flat.nbytes();
             g->calls += 1;
+            if (b.shard.defined()) {
+                b.shard.add_(b.chunk, average ? 1.0 / g->size : 1.0);
+                b.flat = at::Tensor();
+                b.chunk = at::Tensor();
+                b.work.reset();
+                continue;
+            }
             if (average) b.flat.div_(g->size);
             int64_t offset = 0;
             for (size_t i : b.params) {
@@ -184,6 +248,7 @@ int sb_reducer_finish(SbReducer* r, int average, size_t* early, char* err, size_
             b.flat = at::Tensor();
             b.work.reset();
         }
+        s.next = 0;
         return 0;
     } catch (const std::exception& e) {
         write_error(e.what(), err, err_len);

@@ -7,9 +7,11 @@ use std::rc::Rc;
 
 use scalebook_shared::config::TrainConfig;
 use scalebook_shared::layout::{Sizes, Token};
+use scalebook_shared::metrics::tags;
 use scalebook_trainer::data::Batch;
 use scalebook_trainer::dist::Comm;
 use scalebook_trainer::ffi::{ReduceOp, Region};
+use scalebook_trainer::train::amp::{GradScaler, INIT_SCALE};
 use scalebook_trainer::train::{DdpKnobs, GradSync, Learner};
 use tch::{Device, Kind, Tensor};
 
@@ -195,5 +197,287 @@ fn overlapped_all_reduce_equals_the_serial_one() {
     let serial_vars = serial_vs.variables();
     for (name, p) in overlapped_vs.variables() {
         assert_eq!(close(&p, &serial_vars[&name]), 0.0, "{name} differs");
+    }
+}
+
+#[test]
+fn flat_collectives_over_two_ranks() {
+    let Some(comm) = ranks(flat_collectives_over_two_ranks, Sizes { dp: 2, ..Sizes::default() }) else { return };
+    let g = comm.group(Token::DP);
+    let r = g.rank() as f32;
+    let before = g.traffic();
+    // All-gather: rank r's [r, r + 10, r + 20] lands at 3r..3r+3.
+    let mine = Tensor::from_slice(&[r, r + 10.0, r + 20.0]);
+    let mut all = Tensor::zeros([6], (Kind::Float, Device::Cpu));
+    g.all_gather_into(&mut all, &mine).unwrap();
+    assert_eq!(Vec::<f32>::try_from(&all).unwrap(), vec![0., 10., 20., 1., 11., 21.]);
+    // Reduce-scatter: the sum of both ranks' [0..6) + r, chunk r to rank r.
+    let input = Tensor::arange(6, (Kind::Float, Device::Cpu)) + f64::from(r);
+    let mut out = Tensor::zeros([3], (Kind::Float, Device::Cpu));
+    g.reduce_scatter_into(&mut out, &input, ReduceOp::Sum).unwrap();
+    let expected: Vec<f32> = (0..3).map(|i| 2.0 * (3.0 * r + i as f32) + 1.0).collect();
+    assert_eq!(Vec::<f32>::try_from(&out).unwrap(), expected);
+    g.reduce_scatter_into(&mut out, &input, ReduceOp::Avg).unwrap();
+    assert_eq!(Vec::<f32>::try_from(&out).unwrap(), expected.iter().map(|v| v / 2.0).collect::<Vec<_>>());
+    // Counted like every collective: the gathered size, and the reduced buffer's.
+    let spent = g.traffic() - before;
+    assert_eq!((spent.calls, spent.bytes), (3, 3 * 24));
+    // A chunk that does not fit is refused, naming the collective.
+    let err = g.reduce_scatter_into(&mut out, &Tensor::zeros([5], (Kind::Float, Device::Cpu)), ReduceOp::Sum).unwrap_err();
+    assert!(err.to_string().contains("reduce-scatter over dp/"), "{err}");
+}
+
+/// A learner of `config` over `comm`, every rank from the same seed, with its sync attached.
+fn attached(comm: &Rc<Comm>, config: &TrainConfig) -> (tch::nn::VarStore, Learner) {
+    tch::manual_seed(5);
+    let (vs, mut learner) = Learner::build(config, Device::Cpu, None).unwrap();
+    let sync = GradSync::new(comm.clone(), &vs, DdpKnobs::new(config)).unwrap();
+    sync.broadcast_parameters().unwrap();
+    learner.attach(sync, config).unwrap();
+    (vs, learner)
+}
+
+/// Every stage of ZeRO, overlapped or not, with micro-batches and (stage 3) recomputation,
+/// takes the steps DDP takes, on every rank; the optimizer state it saves reads as DDP's.
+#[test]
+fn zero_steps_are_ddp_steps() {
+    let Some(comm) = ranks(zero_steps_are_ddp_steps, Sizes { dp: 2, ..Sizes::default() }) else { return };
+    let comm = Rc::new(comm);
+    let rank = comm.rank(Token::DP) as i64;
+    // Two threads a rank: the batch is split over two lanes (but at stage 3, which gathers
+    // and releases its blocks from one thread), their gradients accumulating together.
+    tch::set_num_threads(2);
+    // Small buckets: several units at stages 1 and 2.
+    let base = TrainConfig { bucket_cap_mb: 0.05, first_bucket_cap_mb: 0.05, gradient_accumulation_steps: 2, ..support::cpu_tiny() };
+    let (reference_vs, mut reference) = attached(&comm, &base);
+    let variants: Vec<TrainConfig> = [(1, true, false), (2, true, false), (2, false, false), (3, true, true), (3, false, false)]
+        .into_iter()
+        .map(|(zero_stage, overlap_grad_reduce, activation_checkpointing)| TrainConfig {
+            zero_stage,
+            overlap_grad_reduce,
+            activation_checkpointing,
+            ..base.clone()
+        })
+        .collect();
+    let mut learners: Vec<_> = variants.iter().map(|c| attached(&comm, c)).collect();
+    assert!(reference.lanes.is_some());
+    for (config, (_, learner)) in variants.iter().zip(&learners) {
+        assert_eq!(learner.lanes.is_some(), config.zero_stage < 3, "stage {}", config.zero_stage);
+    }
+    for step in 0..3 {
+        tch::manual_seed(1000 + 10 * rank + step);
+        let b =
+            batch(Tensor::randn([4, 20, 36, 72], (Kind::Float, Device::Cpu)), Tensor::randn([4, 20, 36, 72], (Kind::Float, Device::Cpu)));
+        let (expected, _) = reference.train_step(&b, 1e-3).unwrap();
+        for (config, (_, learner)) in variants.iter().zip(&mut learners) {
+            let (loss, _) = learner.train_step(&b, 1e-3).unwrap();
+            assert!((loss - expected).abs() <= 1e-6 * expected.abs(), "stage {}: loss {loss} vs {expected}", config.zero_stage);
+        }
+    }
+    let reference_params = reference_vs.variables();
+    let reference_state: std::collections::HashMap<String, Tensor> = reference.optimizer.state().into_iter().collect();
+    let g = comm.group(Token::DP);
+    for (config, (vs, learner)) in variants.iter().zip(&learners) {
+        let stage = config.zero_stage;
+        learner
+            .with_full_parameters(|| {
+                // In one order on every rank: each broadcast meets its own on the other.
+                let mut vars: Vec<_> = vs.variables().into_iter().collect();
+                vars.sort_by(|a, b| a.0.cmp(&b.0));
+                for (name, p) in vars {
+                    // Stage 3 runs one lane where DDP ran two: its gradients' sums round apart.
+                    let diff = close(&p, &reference_params[&name]);
+                    let bound = if stage == 3 { 1e-5 } else { 1e-6 };
+                    assert!(diff < bound, "stage {stage}: {name} differs from DDP's by {diff}");
+                    let mine = p.detach().contiguous().copy();
+                    let mut rank0 = mine.copy();
+                    g.broadcast(&mut rank0, 0).unwrap();
+                    assert_eq!(close(&mine, &rank0), 0.0, "stage {stage}: {name}'s replicas differ");
+                }
+                Ok(())
+            })
+            .unwrap();
+        let shards = learner.sync.as_ref().unwrap().shards().expect("ZeRO has shards");
+        let full = shards.full_state(learner.optimizer.state()).unwrap();
+        assert_eq!(full.len(), reference_state.len(), "stage {stage}: the saved state names every parameter's slots");
+        for (name, t) in full {
+            let diff = close(&t, &reference_state[&name]);
+            assert!(diff < 1e-6, "stage {stage}: {name} differs from DDP's by {diff}");
+        }
+    }
+}
+
+/// What each dp rank holds of the training state falls as ZeRO says: stage 1 halves the
+/// optimizer state at dp 2, stage 2 the gradients too, stage 3 the parameters too (up to the
+/// padding of each unit to a multiple of dp), and the `ZeRO:` line says so.
+#[test]
+fn zero_stages_shard_the_state_each_rank_holds() {
+    let Some(comm) = ranks(zero_stages_shard_the_state_each_rank_holds, Sizes { dp: 2, ..Sizes::default() }) else { return };
+    let comm = Rc::new(comm);
+    let config = TrainConfig { bucket_cap_mb: 0.05, first_bucket_cap_mb: 0.05, ..support::cpu_tiny() };
+    let (vs, mut ddp) = attached(&comm, &config);
+    let b = support::formula_batch(&config, 2);
+    ddp.train_step(&b, 1e-3).unwrap();
+    let bytes = |t: &Tensor| (t.numel() * 4) as u64;
+    let params: u64 = vs.trainable_variables().iter().map(bytes).sum();
+    assert_eq!(vs.trainable_variables().iter().map(|p| bytes(&p.grad())).sum::<u64>(), params);
+    let moments = ddp.optimizer.state_bytes();
+    assert!(moments > 2 * params && moments < 2 * params + 4096, "Adam holds two moments (and step counters): {moments} for {params}");
+    assert!(ddp.describe_zero().is_none());
+    let mut held = Vec::new();
+    for stage in 1..=3 {
+        let config = TrainConfig { zero_stage: stage, ..config.clone() };
+        let (_vs, mut learner) = attached(&comm, &config);
+        learner.train_step(&b, 1e-3).unwrap();
+        let (h, unsharded) = learner.sync.as_ref().unwrap().holdings(&learner.optimizer).unwrap();
+        assert_eq!((unsharded.params, unsharded.grads), (params, params), "stage {stage}");
+        assert!(unsharded.optimizer.abs_diff(moments) < 4096, "stage {stage}: {} against DDP's {moments}", unsharded.optimizer);
+        let line = learner.describe_zero().unwrap();
+        assert!(line.starts_with(&format!("ZeRO: stage {stage} over dp 2, each rank holds parameters ")), "{line}");
+        held.push(h);
+    }
+    // Half, give or take each unit's padding (at most dp − 1 elements a unit) and the step
+    // counters.
+    let half = |b: u64, of: u64| (b as f64 - of as f64 / 2.0).abs() < 1024.0;
+    let [one, two, three] = [held[0], held[1], held[2]];
+    assert!(half(one.optimizer, moments) && half(two.optimizer, moments) && half(three.optimizer, moments), "{held:?}");
+    assert!(
+        one.params.abs_diff(params) < 1024 && one.grads.abs_diff(params) < 1024,
+        "stage 1 keeps whole parameters and gradients: {one:?}"
+    );
+    assert!(two.params.abs_diff(params) < 1024 && half(two.grads, params), "stage 2 keeps whole parameters: {two:?}");
+    assert!(half(three.params, params) && half(three.grads, params), "stage 3 keeps shards only: {three:?}");
+}
+
+/// fp16 with ZeRO: each rank unscales only its shard, so one rank's overflow must make every
+/// rank skip the step: the overflow flag is shared over dp too.
+#[test]
+fn the_loss_scalers_overflow_check_is_shared_over_dp() {
+    let Some(comm) = ranks(the_loss_scalers_overflow_check_is_shared_over_dp, Sizes { dp: 2, ..Sizes::default() }) else { return };
+    let rank = comm.rank(Token::DP);
+    let mut scaler = GradScaler::new(Device::Cpu, None);
+    scaler.share_with(comm.shared_group(Token::DP));
+    let value = if rank == 1 { f32::INFINITY } else { 1.0 };
+    let mut grads = vec![Tensor::from_slice(&[value])];
+    assert!(!scaler.unscale(&mut grads).unwrap(), "rank {rank} must skip the step rank 1 overflowed in");
+    scaler.update();
+    assert_eq!(scaler.current_scale(), INIT_SCALE / 2.0);
+}
+
+/// Whole runs of the real trainer: ZeRO 1, 2 and 3 at dp 2 (overlapped and not, with
+/// micro-batches and recomputation), ZeRO-3 with tp 2 and ZeRO-2 with cp 2 learn what one rank learns, the
+/// agreement measure (the losses' relative difference) within 1e-4 at every epoch and every
+/// step; their checkpoints hold what one rank's holds.
+#[test]
+fn zero_runs_learn_what_one_rank_learns() {
+    let dir = support::runs::scratch("zero-agree");
+    let data = dir.path().join("data");
+    support::runs::generate_sized(&data, 48, [36, 72]);
+    // cpu_tiny for 4 epochs of 4 steps.
+    let run = ["num_iters=16"];
+    let train = |name: &str, nproc: usize, extra: &[&str]| {
+        let run_dir = dir.path().join(name);
+        let sets: Vec<&str> = run.iter().chain(extra).copied().collect();
+        let out = support::runs::launch_config("cpu_tiny", nproc, &data, &run_dir, &sets).args(["--dist-timeout", "60"]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{name}: {stderr}");
+        (run_dir, stderr)
+    };
+    let curve = |run_dir: &std::path::Path| {
+        let points = support::runs::points(run_dir);
+        let series = |tag: &str| points.iter().filter(|p| p.tag == tag).map(|p| p.value).collect::<Vec<_>>();
+        (series(tags::step::LOSS_TRAIN), series(tags::LOSS_VALID))
+    };
+    let checkpoint = |run_dir: &std::path::Path, file: &str| -> std::collections::HashMap<String, Tensor> {
+        Tensor::load_multi(run_dir.join("checkpoints").join(file)).unwrap().into_iter().collect()
+    };
+    let (one_dir, _) = train("one", 1, &[]);
+    let (one_train, one_valid) = curve(&one_dir);
+    assert_eq!((one_train.len(), one_valid.len()), (16, 5));
+    let one_checkpoint = checkpoint(&one_dir, "last.ot");
+    let small = ["bucket_cap_mb=0.05", "first_bucket_cap_mb=0.05"];
+    let layouts: [(&str, usize, Vec<&str>); 7] = [
+        ("zero1", 2, [&["zero_stage=1"][..], &small].concat()),
+        ("zero2", 2, [&["zero_stage=2"][..], &small].concat()),
+        ("zero2-after-backward", 2, vec!["zero_stage=2", "overlap_grad_reduce=false"]),
+        ("zero3", 2, vec!["zero_stage=3"]),
+        ("zero3-micro-recompute", 2, vec!["zero_stage=3", "gradient_accumulation_steps=2", "activation_checkpointing=true"]),
+        ("zero3-tp2", 4, vec!["zero_stage=3", "tensor_parallel=2"]),
+        // The blocks' gradients summed over cp on the shards.
+        ("zero2-cp2", 4, vec!["zero_stage=2", "context_parallel=2"]),
+    ];
+    let worst = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| ((y - x) / x).abs()).fold(0.0, f64::max);
+    for (name, nproc, sets) in layouts {
+        let (run_dir, stderr) = train(name, nproc, &sets);
+        let stage = &sets[0]["zero_stage=".len()..];
+        assert!(stderr.contains(&format!("ZeRO: stage {stage} over dp 2, each rank holds")), "{name}: {stderr}");
+        let (steps, valid) = curve(&run_dir);
+        assert_eq!((steps.len(), valid.len()), (16, 5), "{name}");
+        let (step_diff, valid_diff) = (worst(&one_train, &steps), worst(&one_valid, &valid));
+        eprintln!("agreement {name} ({nproc} ranks): train loss {step_diff:.2e}, validation loss {valid_diff:.2e}");
+        assert!(step_diff < 1e-4 && valid_diff < 1e-4, "{name}: train {step_diff:e}, valid {valid_diff:e} against one rank");
+        if nproc == 2 {
+            // Parameters and Adam's moments as one rank's run saved them, each kind as a whole
+            // (a gradient that is zero in exact arithmetic, as the key bias's, leaves moments
+            // of rounding noise, which no two sums share).
+            let saved = checkpoint(&run_dir, "last.ot");
+            assert_eq!(saved.len(), one_checkpoint.len(), "{name}");
+            for kind in ["adam.exp_avg.", "adam.exp_avg_sq.", "adam.step.", ""] {
+                let mut keys: Vec<&String> =
+                    saved.keys().filter(|k| k.starts_with(kind) && (!kind.is_empty() || !k.starts_with("adam."))).collect();
+                keys.sort();
+                let whole = |c: &std::collections::HashMap<String, Tensor>| {
+                    Tensor::cat(&keys.iter().map(|k| c[*k].reshape([-1])).collect::<Vec<_>>(), 0)
+                };
+                let error = support::relative_error(&whole(&saved), &whole(&one_checkpoint));
+                assert!(!keys.is_empty() && error < 1e-4, "{name}: {kind}* off by {error:e} ({} tensors)", keys.len());
+            }
+        }
+    }
+}
+
+/// A ZeRO-3 run stopped after an epoch resumes the same curve, at its own stage and at stage 0
+/// (its checkpoint holds the optimizer state unsharded).
+#[test]
+fn a_zero_run_resumes_its_curve() {
+    let dir = support::runs::scratch("zero-resume");
+    let data = dir.path().join("data");
+    support::runs::generate_sized(&data, 48, [36, 72]);
+    let train = |name: &str, extra: &[&str]| {
+        let run_dir = dir.path().join(name);
+        let out = support::runs::launch_config("cpu_tiny", 2, &data, &run_dir, &[&["num_iters=12"][..], &["zero_stage=3"]].concat())
+            .args(["--dist-timeout", "60"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        run_dir
+    };
+    let steps = |run_dir: &std::path::Path| {
+        support::runs::points(run_dir)
+            .into_iter()
+            .filter(|p| p.tag == tags::step::LOSS_TRAIN)
+            .map(|p| (p.step, p.value))
+            .collect::<Vec<_>>()
+    };
+    let whole = steps(&train("whole", &[]));
+    assert_eq!(whole.len(), 12);
+    let split = train("split", &["--max-epochs", "1"]);
+    let split = {
+        train("split", &["--resume"]);
+        steps(&split)
+    };
+    assert_eq!(split, whole, "the same steps, each once, with the same losses");
+    // The same checkpoint resumed at stage 0: DDP's optimizer reads the unsharded state.
+    let other = train("other", &["--max-epochs", "1"]);
+    let out = support::runs::launch_config("cpu_tiny", 2, &data, &other, &["num_iters=12", "zero_stage=0"])
+        .args(["--dist-timeout", "60", "--resume"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let resumed = steps(&other);
+    assert_eq!(resumed.len(), 12);
+    for ((step, a), (_, b)) in whole.iter().zip(&resumed) {
+        assert!(((a - b) / a).abs() < 1e-6, "step {step}: {a} at stage 3 against {b} resumed at stage 0");
     }
 }

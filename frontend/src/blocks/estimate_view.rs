@@ -50,6 +50,7 @@ pub fn EstimateView(estimate: Estimate, hardware: Hardware) -> impl IntoView {
         ("optimizer", t.optimizer_s),
         ("tp/cp communication (waited for)", t.blocking_comm_s),
         ("dp all-reduce not hidden by the backward pass", t.exposed_overlapped_comm_s),
+        ("data loading the step waits for", t.exposed_data_s),
     ];
     let collectives = estimate
         .collectives
@@ -116,7 +117,7 @@ pub fn EstimateView(estimate: Estimate, hardware: Hardware) -> impl IntoView {
                 </table>
             </details>
             <details>
-                <summary>"Memory if the training state were sharded (ZeRO)"</summary>
+                <summary>"Memory by ZeRO stage (the config key zero_stage; the trainer runs each over dp)"</summary>
                 <table>
                     <thead><tr><th>"stage"</th><th>{per.clone()}</th><th></th></tr></thead>
                     <tbody>{zero}</tbody>

@@ -15,6 +15,8 @@ use crate::ids::unique_id;
 pub struct LayoutState {
     pub sizes: RwSignal<Sizes>,
     pub order: RwSignal<String>,
+    /// ZeRO's stage over dp for "Run this layout" (0: DDP).
+    pub zero: RwSignal<u32>,
     pub gpus_per_node: RwSignal<u32>,
     /// A cluster's GPUs, `gpus_per_node` to a node; or this machine's cores, every rank on it.
     pub hardware: Signal<Hardware>,
@@ -40,6 +42,7 @@ impl LayoutState {
         LayoutState {
             sizes,
             order,
+            zero: RwSignal::new(0),
             gpus_per_node,
             hardware,
             colour: RwSignal::new(spec.colour),
@@ -95,6 +98,7 @@ pub fn LayoutControls(state: LayoutState) -> impl IntoView {
         }
     };
     let order_id = unique_id("order");
+    let zero_id = unique_id("zero");
     let gpus_id = unique_id("gpus");
     let colour_id = unique_id("colour");
     view! {
@@ -106,6 +110,17 @@ pub fn LayoutControls(state: LayoutState) -> impl IntoView {
                     prop:value=move || state.order.get()
                     on:input=move |ev| state.order.set(event_target_value(&ev)) />
                 <ProblemsFor problems field="order" />
+            </div>
+            <div class="control">
+                <label for=zero_id.clone()>"ZeRO stage"</label>
+                <select id=zero_id data-field="zero_stage"
+                    title="0: DDP; 1 shards Adam's moments over dp, 2 also the gradients, 3 also the weights"
+                    on:change=move |ev| state.zero.set(event_target_value(&ev).parse().unwrap_or(0))>
+                    {[0u32, 1, 2, 3].map(|z| {
+                        let selected = move || state.zero.get() == z;
+                        view! { <option value=z.to_string() selected=selected>{z.to_string()}</option> }
+                    })}
+                </select>
             </div>
             // This machine's cores have no nodes to size.
             <Show when=move || state.hardware.get() == Hardware::Gpus>

@@ -153,6 +153,10 @@ pub struct TrainConfig {
     /// Recompute each block's activations in backward instead of keeping them
     /// (`torch.utils.checkpoint` around every block).
     pub activation_checkpointing: bool,
+    /// ZeRO over the data-parallel group: 0 is DDP (every dp rank holds everything); 1 shards
+    /// Adam's moments over dp, 2 also the gradients (reduce-scatter in place of all-reduce),
+    /// 3 also the parameters (each block gathered before its forward and its backward, FSDP).
+    pub zero_stage: usize,
     /// With 0 workers, read a batch's samples one after another on the training thread, as
     /// the tutorial's `DataLoader` does; otherwise they are spread over the compute threads.
     pub serial_read: bool,
@@ -210,6 +214,7 @@ impl Default for TrainConfig {
             overlap_grad_reduce: true,
             gradient_accumulation_steps: 1,
             activation_checkpointing: false,
+            zero_stage: 0,
             serial_read: false,
             benchy_trial: BenchyTrial::Full,
             profile: String::new(),
@@ -341,6 +346,12 @@ impl TrainConfig {
                 Bool,
                 Tuning,
                 "recompute each block's activations in backward: less memory, one more forward pass",
+            ),
+            field(
+                "zero_stage",
+                Count,
+                Tuning,
+                "ZeRO over dp: 0 DDP, 1 shards Adam's moments, 2 also the gradients, 3 also the weights (FSDP)",
             ),
             field(
                 "serial_read",

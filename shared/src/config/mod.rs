@@ -24,6 +24,7 @@ pub use fields::{
 };
 pub use load::ConfigFile;
 pub use schedule::{lr_at, sqrt_rule_lr};
+pub use validate::{MAX_ZERO_STAGE, zero_stage_problem};
 // Where the tutorial's rates are rounded; kept here too, where configs are read.
 pub use crate::numbers::round_significant;
 pub use write::yaml_value;

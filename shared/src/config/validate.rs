@@ -17,6 +17,21 @@ use crate::layout::{Layout, Sizes};
 use crate::profile::StepWindow;
 use crate::{Error, Problems};
 
+/// ZeRO's last stage: 3 shards the parameters too.
+pub const MAX_ZERO_STAGE: usize = 3;
+
+/// What is wrong with ZeRO stage `stage` over `dp` replicas (when known), in words: a stage
+/// ZeRO has not, or one with nothing to shard over. The config's rule, and the page's before
+/// it sends a layout to run.
+pub fn zero_stage_problem(stage: usize, dp: Option<usize>) -> Option<String> {
+    if stage > MAX_ZERO_STAGE {
+        return Some(format!("must be 0, 1, 2 or 3 (ZeRO's stages; 0 is DDP), got {stage}"));
+    }
+    (stage > 0 && dp == Some(1)).then(|| {
+        format!("ZeRO stage {stage} shards over dp, which is 1 here: one replica has nothing to share (set 0, or run more dp ranks)")
+    })
+}
+
 impl TrainConfig {
     /// Checks the config for a run of `world` ranks (dp = world / (tp·cp), pp = 1).
     pub fn validate(&self, world: usize) -> Result<(), Error> {
@@ -28,6 +43,7 @@ impl TrainConfig {
         self.check_positive(world, &mut problems);
         let tokens = self.check_model(&mut problems);
         let dp = self.check_parallel(world, tokens, &mut problems);
+        self.check_zero(dp, &mut problems);
         self.check_optimizer(&mut problems);
         self.check_paths(&mut problems);
         let profile = self.check_profile(&mut problems);
@@ -178,6 +194,21 @@ impl TrainConfig {
         }
     }
 
+    /// ZeRO's rules: a stage it has, and something to shard over (dp > 1, gradients reduced).
+    fn check_zero(&self, dp: Option<usize>, problems: &mut Problems) {
+        let stage = self.zero_stage;
+        if let Some(rule) = zero_stage_problem(stage, dp) {
+            problems.push("zero_stage", rule);
+        } else if stage > 0 && self.noddp {
+            problems.push(
+                "zero_stage",
+                format!(
+                    "ZeRO stage {stage} reduces each rank's share of the gradients over dp, which noddp switches off (set noddp false)"
+                ),
+            );
+        }
+    }
+
     fn check_optimizer(&self, problems: &mut Problems) {
         if !(self.lr.is_finite() && self.lr > 0.0) {
             problems.push("lr", format!("must be a positive number, got {}", self.lr));
@@ -311,5 +342,32 @@ mod tests {
             assert_eq!(messages, [format!("must be a positive number of MB, got {mb}")]);
             assert_eq!(problems.for_field("bucket_cap_mb").count(), 0, "{problems}");
         }
+    }
+
+    #[test]
+    fn a_zero_stage_needs_a_stage_zero_has_and_dp_ranks_to_shard_over() {
+        let messages = |config: TrainConfig, world: usize| -> Vec<String> {
+            config.problems(world, None).for_field("zero_stage").map(|p| p.message.clone()).collect()
+        };
+        for stage in 0..=3 {
+            assert_eq!(messages(TrainConfig { zero_stage: stage, ..TrainConfig::default() }, 2), Vec::<String>::new(), "stage {stage}");
+        }
+        assert_eq!(
+            messages(TrainConfig { zero_stage: 4, ..TrainConfig::default() }, 2),
+            ["must be 0, 1, 2 or 3 (ZeRO's stages; 0 is DDP), got 4"]
+        );
+        assert_eq!(
+            messages(TrainConfig { zero_stage: 2, ..TrainConfig::default() }, 1),
+            ["ZeRO stage 2 shards over dp, which is 1 here: one replica has nothing to share (set 0, or run more dp ranks)"]
+        );
+        // tp 2 on 2 ranks leaves dp 1 too.
+        let tp2 = TrainConfig { zero_stage: 3, tensor_parallel: 2, ..TrainConfig::default() };
+        assert_eq!(messages(tp2.clone(), 2).len(), 1);
+        assert_eq!(messages(tp2, 4), Vec::<String>::new());
+        assert_eq!(
+            messages(TrainConfig { zero_stage: 1, noddp: true, ..TrainConfig::default() }, 2),
+            ["ZeRO stage 1 reduces each rank's share of the gradients over dp, which noddp switches off (set noddp false)"]
+        );
+        assert_eq!(messages(TrainConfig { zero_stage: 0, noddp: true, ..TrainConfig::default() }, 1), Vec::<String>::new());
     }
 }

@@ -5,6 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use super::Estimate;
 
+/// How far a run's measurement may part from its estimate before it is called off: the estimate
+/// is checked to 25% against the tutorial's figures and this machine's runs (BENCHMARKS.md).
+pub const STATED_ERROR: f64 = 0.25;
+
 /// What a run measured; any subset.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Measured {

@@ -55,6 +55,10 @@ pub struct RecomputeWhatIf {
     pub total_gb: f64,
     pub fits: bool,
     pub step_time_s: f64,
+    /// The part of that step spent waiting for data (with loader workers, more computation
+    /// hides more of the reading).
+    #[serde(default)]
+    pub exposed_data_s: f64,
 }
 
 /// Memory under a ZeRO stage: what sharding the training state over dp would change.

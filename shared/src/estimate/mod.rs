@@ -1,6 +1,7 @@
 //! An analytic model of one training step of the tutorial's ViT, for a config, a layout and a
 //! GPU of a cluster: parameters and their split over tp, FLOPs, memory per GPU by part, every
-//! collective with its bytes, link and time, the step time and samples/s, and whether it fits.
+//! collective with its bytes, link and time, the data loader's reading and how much of it the
+//! step waits for, the step time and samples/s, and whether it fits.
 //!
 //! Learners use it to choose a layout before spending GPU hours, so every number it uses is a
 //! named value (hardware figures and the `estimate` factors of `config/clusters.yaml`, or a
@@ -14,13 +15,14 @@
 mod comms;
 mod compare;
 mod flops;
+mod loader;
 mod memory;
 mod params;
 mod step;
 mod terms;
 
 pub use comms::{Collective, GroupTraffic, Link, Operation, Phase};
-pub use compare::{Comparison, Measured};
+pub use compare::{Comparison, Measured, STATED_ERROR};
 pub use flops::{Flops, RankFlops};
 pub use memory::{MemoryBreakdown, RecomputeWhatIf, SavedTensor, ZeroWhatIf};
 pub use params::ParamSplit;
@@ -186,16 +188,23 @@ fn estimate_with(
     let network = comms::Network { layout, placement, links, factors };
     let collectives = comms::collectives(&shape, &params, &network);
     let rates = step::rates(&shape, gpu, factors);
-    let step_time =
-        |shape: &Shape| step::step_time(shape, &flops.rank_step, &rates, params.per_rank, factors, &collectives, options.overlap_dp);
+    let threads = cluster.slurm.as_ref().map_or(1, |s| s.cpus_per_task) as u64;
+    let loader = loader::loader(&shape, factors.loader.as_ref(), cluster.gpus_per_node as u64, threads);
+    let step_time = |shape: &Shape| {
+        let parts =
+            step::Parts { flops: &flops.rank_step, rates: &rates, params_per_rank: params.per_rank, factors, collectives: &collectives };
+        step::step_time(shape, &parts, loader.as_ref(), options.overlap_dp)
+    };
     let time = step_time(&shape);
     let other = Shape { recompute: !shape.recompute, ..shape };
     let other_total_gb = memory::memory(&other, &params, factors, gpu.memory_gb).breakdown.total;
+    let other_time = step_time(&other);
     let recompute_what_if = RecomputeWhatIf {
         recompute: other.recompute,
         total_gb: other_total_gb,
         fits: other_total_gb <= gpu.memory_gb,
-        step_time_s: step_time(&other).total_s,
+        step_time_s: other_time.total_s,
+        exposed_data_s: other_time.exposed_data_s,
     };
     let mut estimate = Estimate {
         layout: layout.clone(),
@@ -222,7 +231,7 @@ fn estimate_with(
     };
     if with_terms {
         let mut terms = terms::inputs(gpu, &links, factors, &estimate);
-        terms.extend(terms::outputs(&estimate, &rates));
+        terms.extend(terms::outputs(&estimate, &rates, loader.as_ref()));
         estimate.terms = terms;
     }
     Ok(estimate)
@@ -341,6 +350,10 @@ struct Shape {
     fused_optimizer: bool,
     /// Loader workers per rank (`num_data_workers`).
     loader_workers: u64,
+    /// With 0 workers, the training loop reads each batch one sample after another.
+    serial_read: bool,
+    /// Training samples an epoch reads (`limit_nsamples`, or the tutorial's ERA5 set).
+    train_samples: u64,
     /// Each block's activations recomputed in backward (`activation_checkpointing`).
     recompute: bool,
     /// DDP's largest gradient bucket (`bucket_cap_mb`), in bytes.
@@ -377,6 +390,8 @@ impl Shape {
             compiled_whole_block: config.enable_jit && derived.tp * derived.cp == 1,
             fused_optimizer: config.enable_jit || config.enable_fused,
             loader_workers: n(config.num_data_workers),
+            serial_read: config.serial_read,
+            train_samples: n(derived.train_samples),
             recompute: config.activation_checkpointing,
             bucket_bytes: config.bucket_cap_mb * 1024.0 * 1024.0,
             overlap_grad_reduce: config.overlap_grad_reduce,
@@ -428,6 +443,7 @@ mod tests {
             seconds_per_plain_op: 0.0,
             collective_latency_s: 0.0,
             batches_per_worker: 0.0,
+            loader: None,
         }
     }
 

@@ -17,11 +17,14 @@
 //! - Ops: on a CPU every op waits its turn, so each costs its dispatch and autograd bookkeeping
 //!   on top of its arithmetic (`seconds_per_op`, `seconds_per_plain_op`); a GPU's CPU queues
 //!   kernels ahead of it and the cost hides (both 0).
+//! - Data loading: the batch's reading and preparing ([`super::loader`]), all of it when the
+//!   step reads inline (0 workers), only what the rest of the step does not hide with workers.
 
 use serde::{Deserialize, Serialize};
 
 use super::comms::{self, Collective};
 use super::flops::RankFlops;
+use super::loader::{self, Loader};
 use super::{FP32, Shape};
 use crate::cluster::{EstimateFactors, GpuKind};
 use crate::config::{AmpMode, MLP_RATIO};
@@ -76,6 +79,18 @@ pub struct StepTime {
     /// The forward pass run again in backward, with activation recomputation.
     #[serde(default)]
     pub recompute_s: f64,
+    /// Reading and preparing the rank's batch, over the loader's readers: per step, what
+    /// workers need to keep up, or what the step spends reading inline (0 workers). 0 where
+    /// loading is not modelled (DALI, or a cluster without loader factors).
+    #[serde(default)]
+    pub data_s: f64,
+    /// Whether the loader reads beside the step (workers) rather than inside it.
+    #[serde(default)]
+    pub data_overlapped: bool,
+    /// ...and the part of it the step waits for: all of it inline, what the rest of the step
+    /// does not hide with workers.
+    #[serde(default)]
+    pub exposed_data_s: f64,
     pub total_s: f64,
 }
 
@@ -184,15 +199,17 @@ fn elementwise_forward_bytes(shape: &Shape) -> f64 {
     per_token * (shape.tokens_local as f64 * (t.replicated + t.split / tp) + shape.tokens as f64 * t.sequence / tp)
 }
 
-pub(super) fn step_time(
-    shape: &Shape,
-    flops: &RankFlops,
-    rates: &Rates,
-    params_per_rank: u64,
-    factors: &EstimateFactors,
-    collectives: &[Collective],
-    overlap_dp: bool,
-) -> StepTime {
+/// What a step's time is made from, besides its shape and its loader.
+pub(super) struct Parts<'a> {
+    pub flops: &'a RankFlops,
+    pub rates: &'a Rates,
+    pub params_per_rank: u64,
+    pub factors: &'a EstimateFactors,
+    pub collectives: &'a [Collective],
+}
+
+pub(super) fn step_time(shape: &Shape, parts: &Parts<'_>, loader: Option<&Loader>, overlap_dp: bool) -> StepTime {
+    let Parts { flops, rates, params_per_rank, factors, collectives } = *parts;
     let hbm = rates.memory;
     let elementwise_forward_s = elementwise_forward_bytes(shape) / hbm;
     let elementwise_s = 3.0 * elementwise_forward_s;
@@ -210,6 +227,9 @@ pub(super) fn step_time(
     let overhead_s = overhead_seconds(shape, factors);
     // Recomputation runs the forward pass (its blocks, nearly all of it) again in backward.
     let recompute_s = if shape.recompute { forward_s } else { 0.0 };
+    let compute_s = forward_s + backward_s + recompute_s + optimizer_s + overhead_s + blocking_comm_s + exposed_overlapped_comm_s;
+    let (data_s, data_overlapped, exposed_data_s) =
+        loader.map_or((0.0, false, 0.0), |l| (l.seconds, l.readers.overlapped(), loader::exposed(l, compute_s)));
     StepTime {
         forward_s,
         backward_s,
@@ -220,7 +240,10 @@ pub(super) fn step_time(
         overlapped_comm_s,
         exposed_overlapped_comm_s,
         recompute_s,
-        total_s: forward_s + backward_s + recompute_s + optimizer_s + overhead_s + blocking_comm_s + exposed_overlapped_comm_s,
+        data_s,
+        data_overlapped,
+        exposed_data_s,
+        total_s: compute_s + exposed_data_s,
     }
 }
 

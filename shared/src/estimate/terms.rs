@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Estimate;
 use super::comms::Collective;
+use super::loader::Loader;
 use super::memory::{MemoryBreakdown, SavedTensor};
 use super::step::{Rates, StepTime};
 use crate::cluster::{EstimateFactors, GpuKind, Interconnect};
@@ -89,11 +90,28 @@ pub(super) fn inputs(gpu: &GpuKind, links: &Interconnect, factors: &EstimateFact
     if estimate.memory_gb.data_loader > 0.0 {
         terms.push(factor("dali_overhead_gb", factors.dali_overhead_gb, "GiB", "DALI loader's device buffers"));
     }
+    if let Some(loader) = &factors.loader {
+        terms.extend([
+            factor(
+                "loader.prepare_gb_per_s",
+                loader.prepare_gb_per_s,
+                "GB/s",
+                "one reader preparing sample bytes already in memory: copy out of the file, normalise, collate, pin",
+            ),
+            factor("loader.storage_gb_per_s", loader.storage_gb_per_s, "GB/s", "one reader reading what the page cache does not hold"),
+            factor(
+                "loader.page_cache_gb_per_gpu",
+                loader.page_cache_gb_per_gpu,
+                "GiB",
+                "host memory per GPU that keeps the dataset's pages",
+            ),
+        ]);
+    }
     terms
 }
 
 /// The model-side numbers and the conclusions, as terms.
-pub(super) fn outputs(estimate: &Estimate, rates: &Rates) -> Vec<Term> {
+pub(super) fn outputs(estimate: &Estimate, rates: &Rates, loader: Option<&Loader>) -> Vec<Term> {
     let p = &estimate.params;
     let f = &estimate.flops;
     let mut terms = vec![
@@ -115,6 +133,7 @@ pub(super) fn outputs(estimate: &Estimate, rates: &Rates) -> Vec<Term> {
     terms.extend(estimate.saved_activations.iter().map(saved_term));
     terms.extend(memory_terms(&estimate.memory_gb));
     terms.extend(estimate.collectives.iter().map(collective_term));
+    terms.extend(loader.map(|l| loader_terms(l, estimate.local_batch_size)).unwrap_or_default());
     terms.extend(time_terms(&estimate.time));
     terms.extend([
         result("samples_per_sec", estimate.samples_per_sec, "samples/s", "global batch / step time"),
@@ -148,7 +167,23 @@ fn collective_term(c: &Collective) -> Term {
     derived(&format!("{} {} ({}): {}", c.group, c.operation.name(), c.phase.name(), c.what), c.seconds, "s", &note)
 }
 
-fn time_terms(t: &StepTime) -> [Term; 10] {
+fn loader_terms(l: &Loader, local_batch: u64) -> Vec<Term> {
+    let cached = format!("{:.0}% of the training set's {:.1} GB in the page cache", 100.0 * l.cached_share, l.dataset_bytes / 1e9);
+    vec![
+        derived("loader.sample_bytes", l.sample_bytes / 1e6, "MB", "input and target fields, float32"),
+        derived("loader.cached_share", l.cached_share, "", &cached),
+        derived(
+            "loader.seconds_per_sample",
+            l.seconds_per_sample,
+            "s",
+            "one reader: bytes / prepare rate + bytes not in the page cache / storage rate",
+        ),
+        derived("loader.readers", l.readers.count() as f64, "", &l.readers.words()),
+        derived("loader.batch_read", l.seconds_per_sample * local_batch as f64, "s", "one reader, the rank's whole batch"),
+    ]
+}
+
+fn time_terms(t: &StepTime) -> [Term; 12] {
     [
         derived("time.forward", t.forward_s, "s", "forward FLOPs / rates + element-wise bytes / memory bandwidth"),
         derived("time.backward", t.backward_s, "s", "the same for the backward pass"),
@@ -159,7 +194,28 @@ fn time_terms(t: &StepTime) -> [Term; 10] {
         derived("time.blocking_comm", t.blocking_comm_s, "s", "tp and cp collectives"),
         derived("time.overlapped_comm", t.overlapped_comm_s, "s", "gradient all-reduce, full time"),
         derived("time.exposed_overlapped_comm", t.exposed_overlapped_comm_s, "s", "the part the backward pass does not hide"),
-        result("step_time", t.total_s, "s", "forward + backward + recompute + optimizer + overhead + blocking + exposed communication"),
+        derived(
+            "time.data_loading",
+            t.data_s,
+            "s",
+            if t.data_overlapped {
+                "a batch's reading / the workers: what they need per step"
+            } else {
+                "the batch's reading, inside the step"
+            },
+        ),
+        derived(
+            "time.exposed_data_loading",
+            t.exposed_data_s,
+            "s",
+            if t.data_overlapped { "the part the rest of the step does not hide" } else { "all of it: 0 workers read inside the step" },
+        ),
+        result(
+            "step_time",
+            t.total_s,
+            "s",
+            "forward + backward + recompute + optimizer + overhead + blocking + exposed communication + exposed data loading",
+        ),
     ]
 }
 

@@ -25,6 +25,13 @@ pub struct MetricPoint {
     pub value: f64,
 }
 
+/// A once-an-epoch tag's steady value: its mean from epoch 2 on, as the tutorial reads its
+/// logs (epoch 1 pays for the start); `None` until epoch 2 has logged it.
+pub fn steady(points: &[MetricPoint], tag: &str) -> Option<f64> {
+    let values: Vec<f64> = points.iter().filter(|p| p.tag == tag && p.epoch >= 2).map(|p| p.value).collect();
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
 /// The tutorial's scalar tags, logged once per epoch (and at step 0 for the losses).
 pub mod tags {
     pub const LOSS_TRAIN: &str = "Loss/train";

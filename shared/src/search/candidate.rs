@@ -71,8 +71,8 @@ impl Serialize for Order {
 pub struct Candidate {
     pub sizes: Sizes,
     pub order: Order,
-    /// 0 is DDP, what the trainer runs; 1-3 shard the optimizer state, then the gradients,
-    /// then the weights over dp (the estimate's what-if).
+    /// 0 is DDP; 1-3 shard the optimizer state, then the gradients, then the weights over dp
+    /// (`zero_stage`, which the trainer runs).
     pub zero: u8,
     /// Each block's activations recomputed in backward (`activation_checkpointing`).
     pub recompute: bool,
@@ -81,10 +81,10 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    /// Whether the tutorial's trainer runs it as it is: DDP (ZeRO 0) without a pipeline. The
-    /// others are the estimate's what-ifs.
+    /// Whether the trainer runs it as it is: any ZeRO stage (`zero_stage`), without a
+    /// pipeline. A pipeline is the estimate's what-if.
     pub fn trainer_runs(&self) -> bool {
-        self.zero == 0 && self.sizes.pp == 1
+        self.sizes.pp == 1
     }
 
     /// The rank layout, for the rank grid and the estimate.

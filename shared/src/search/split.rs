@@ -11,13 +11,15 @@
 //!   the forward pass run again, once per micro-batch;
 //! - ZeRO: memory from the estimate's `zero_what_if`; its `dp_bytes_factor` scales the dp
 //!   gradient traffic (1 for stages 1 and 2, 1.5 for stage 3), and the extra is counted in
-//!   full, since the estimate has no model of how ZeRO-3's gathers overlap the computation.
+//!   full, since the estimate has no model of how ZeRO-3's gathers overlap the computation;
+//! - data loading: the loader reads the rank's whole batch each step (`m` micro-batches' worth
+//!   of the estimate's); read inside the step (0 workers) all of it counts, read by workers
+//!   only what the rest of the step, recomputation and extra dp traffic included, does not hide.
 //!
 //! Not modelled, so never part of a split: a pipeline's bubble (pp > 1 is excluded, see
-//! [`super::Rule::PipelineNotModelled`]), data loading (the estimate counts the loader's
-//! memory, not its time), the efficiency small micro-batches lose, and a DDP bucket's call
-//! cost (the search keeps the config's `bucket_cap_mb`: the estimate counts only what smaller
-//! buckets gain, so a search over them would always pick the smallest).
+//! [`super::Rule::PipelineNotModelled`]), the efficiency small micro-batches lose, and a DDP
+//! bucket's call cost (the search keeps the config's `bucket_cap_mb`: the estimate counts only
+//! what smaller buckets gain, so a search over them would always pick the smallest).
 
 use std::fmt;
 
@@ -45,6 +47,9 @@ pub enum StepPart {
     Collectives { group: Token, link: Link },
     /// The part of a group's gradient all-reduce the backward pass does not hide.
     GradientSync { group: Token, link: Link },
+    /// Reading and preparing the batch: all of it with 0 workers, what the rest of the step
+    /// does not hide with workers.
+    DataLoading,
 }
 
 impl fmt::Display for StepPart {
@@ -56,6 +61,7 @@ impl fmt::Display for StepPart {
             StepPart::Optimizer => f.write_str("optimizer step"),
             StepPart::Collectives { group, link } => write!(f, "{group} collectives between layers ({})", link.name()),
             StepPart::GradientSync { group, link } => write!(f, "{group} gradient all-reduce not hidden by backward ({})", link.name()),
+            StepPart::DataLoading => f.write_str("data loading the step waits for"),
         }
     }
 }
@@ -79,6 +85,11 @@ pub struct Split {
     pub recompute_s: f64,
     pub optimizer_s: f64,
     pub groups: [GroupTime; 3],
+    /// What the loader needs per step: the rank's batch over its readers.
+    pub data_s: f64,
+    /// Whether the loader reads beside the step (workers), so that the rest of it hides the
+    /// reading, rather than inside it.
+    pub data_overlapped: bool,
 }
 
 impl Split {
@@ -105,6 +116,8 @@ impl Split {
             recompute_s: 0.0,
             optimizer_s: t.optimizer_s,
             groups,
+            data_s: m * t.data_s,
+            data_overlapped: t.data_overlapped,
         }
     }
 
@@ -119,8 +132,16 @@ impl Split {
         self.parts().iter().map(|(_, s)| s).sum()
     }
 
+    /// The part of the loader's time the step waits for.
+    pub fn exposed_data_s(&self) -> f64 {
+        let [tp, cp, dp] = self.groups;
+        let rest = self.arithmetic_s + self.element_wise_s + self.recompute_s + self.optimizer_s;
+        let rest = [tp, cp, dp].iter().fold(rest, |sum, g| sum + g.blocking_s + g.exposed_s);
+        if self.data_overlapped { (self.data_s - rest).max(0.0) } else { self.data_s }
+    }
+
     /// Every part, including those that take no time.
-    pub fn parts(&self) -> [(StepPart, f64); 10] {
+    pub fn parts(&self) -> [(StepPart, f64); 11] {
         let [tp, cp, dp] = self.groups;
         let blocking = |g: GroupTime| (StepPart::Collectives { group: g.group, link: g.link }, g.blocking_s);
         let exposed = |g: GroupTime| (StepPart::GradientSync { group: g.group, link: g.link }, g.exposed_s);
@@ -135,6 +156,7 @@ impl Split {
             exposed(tp),
             exposed(cp),
             exposed(dp),
+            (StepPart::DataLoading, self.exposed_data_s()),
         ]
     }
 

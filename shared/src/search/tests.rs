@@ -220,3 +220,57 @@ fn search_benchmark_mp_on_perlmutter_every_power_of_two() {
     );
     assert!(valid > 0 && searched > valid as u64);
 }
+
+#[test]
+fn search_splits_out_the_data_loading_a_step_waits_for() {
+    let clusters = clusters();
+    let perlmutter = clusters.get("perlmutter").unwrap();
+    // `base` read as the tutorial reads it with 0 workers (one sample after another), with
+    // `short_opt`'s fast step: the whole dataset, mostly from the file system, outlasts it.
+    let mut base = config("base");
+    base.apply_overrides(&["serial_read=true", "amp_mode=fp16", "enable_jit=true"]).unwrap();
+    let one = space("base", &base, perlmutter, None, 1);
+    let Judgement::Valid(serial) = judge(&one, candidate(1, 1, 1, 1, "dp")).unwrap() else { panic!() };
+    assert_eq!(serial.limit, StepPart::DataLoading, "{:?}", serial.split);
+    assert_eq!(serial.limit.to_string(), "data loading the step waits for");
+    let recorded = estimate(&base, &base.layout(1).unwrap(), perlmutter, &perlmutter.gpus[0], &EstimateOptions::default()).unwrap();
+    assert!((serial.split.seconds(StepPart::DataLoading) - recorded.time.exposed_data_s).abs() < 1e-12);
+    assert!((serial.step_time_s - recorded.step_time_s).abs() < 1e-12);
+    // Micro-batches read the same batch: the same wait, in as many slices.
+    let Judgement::Valid(halves) = judge(&one, Candidate { micro_batches: 2, ..serial.candidate }).unwrap() else { panic!() };
+    assert!((halves.split.seconds(StepPart::DataLoading) - serial.split.seconds(StepPart::DataLoading)).abs() < 1e-9);
+    // Eight workers read beside the step: they need less than it takes, so nothing is waited for.
+    base.apply_overrides(&["num_data_workers=8"]).unwrap();
+    let workers = space("base", &base, perlmutter, None, 1);
+    let Judgement::Valid(fed) = judge(&workers, candidate(1, 1, 1, 1, "dp")).unwrap() else { panic!() };
+    assert!(fed.split.data_overlapped && fed.split.data_s > 0.0 && fed.split.seconds(StepPart::DataLoading) == 0.0);
+    assert_ne!(fed.limit, StepPart::DataLoading);
+}
+
+#[test]
+fn recomputation_hides_more_of_the_workers_reading_without_counting_it_twice() {
+    let clusters = clusters();
+    let perlmutter = clusters.get("perlmutter").unwrap();
+    // `base` fp16 + compile with one worker: the reading (about 1.1 s a batch) outlasts the
+    // step (about 0.4 s), so the step waits for part of it; recomputation lengthens the
+    // step, and the wait shrinks by as much.
+    let mut base = config("base");
+    base.apply_overrides(&["num_data_workers=1", "amp_mode=fp16", "enable_jit=true"]).unwrap();
+    let one = space("base", &base, perlmutter, None, 1);
+    let Judgement::Valid(kept) = judge(&one, candidate(1, 1, 1, 1, "dp")).unwrap() else { panic!() };
+    let Judgement::Valid(again) = judge(&one, Candidate { recompute: true, ..kept.candidate }).unwrap() else { panic!() };
+    assert!(kept.split.seconds(StepPart::DataLoading) > 0.0 && kept.limit == StepPart::DataLoading, "{:?}", kept.split);
+    assert!(again.split.recompute_s > 0.0);
+    assert!(
+        (again.step_time_s - kept.step_time_s).abs() < 1e-9,
+        "the worker still sets the pace: {} vs {}",
+        again.step_time_s,
+        kept.step_time_s
+    );
+    let recorded = |set: &str| {
+        let mut c = base.clone();
+        c.apply_overrides(&[set]).unwrap();
+        estimate(&c, &c.layout(1).unwrap(), perlmutter, &perlmutter.gpus[0], &EstimateOptions::default()).unwrap().step_time_s
+    };
+    assert!((again.step_time_s - recorded("activation_checkpointing=true")).abs() < 1e-9);
+}

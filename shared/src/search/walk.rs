@@ -206,7 +206,12 @@ fn variant(candidate: Candidate, e: &Estimate, gpu: &GpuKind) -> Result<Ranked, 
     let zero = e.zero_what_if.iter().find(|z| z.stage == candidate.zero).copied().ok_or(f64::INFINITY)?;
     let what_if = e.recompute_what_if;
     let (extra_gb, recompute_s) = match candidate.recompute {
-        true => (what_if.total_gb - e.memory_gb.total, m * (what_if.step_time_s - e.step_time_s)),
+        // The forward pass again, once per micro-batch; the split works out anew how much of
+        // the loader's reading the longer step hides.
+        true => {
+            let extra = (what_if.step_time_s - what_if.exposed_data_s) - (e.step_time_s - e.time.exposed_data_s);
+            (what_if.total_gb - e.memory_gb.total, m * extra)
+        }
         false => (0.0, 0.0),
     };
     let memory_gb = zero.total_gb + extra_gb;

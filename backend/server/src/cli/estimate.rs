@@ -66,8 +66,8 @@ pub struct EstimateArgs {
 
 pub fn run(args: EstimateArgs) -> anyhow::Result<ExitCode> {
     match prepare(&args) {
-        Ok(estimate) if args.json => println!("{}", serde_json::to_string_pretty(&estimate)?),
-        Ok(estimate) => print!("{}", Report { args: &args, estimate: &estimate }),
+        Ok(estimate) if args.json => super::print(format_args!("{}\n", serde_json::to_string_pretty(&estimate)?))?,
+        Ok(estimate) => super::print(Report { args: &args, estimate: &estimate })?,
         Err(problems) => {
             eprintln!("{}", problems.join("\n"));
             return Ok(ExitCode::from(EXIT_INVALID_INPUT));
@@ -203,7 +203,7 @@ fn memory_table(e: &Estimate) -> String {
     let _ = writeln!(out, "  {:<16} {:>8.2}", "total", e.memory_gb.total);
     let zero: Vec<String> =
         e.zero_what_if.iter().map(|z| format!("{} {:.1}{}", z.stage, z.total_gb, if z.fits { "" } else { " (no)" })).collect();
-    let _ = writeln!(out, "  ZeRO stage what-if: {}", zero.join(", "));
+    let _ = writeln!(out, "  by ZeRO stage (zero_stage, each runs): {}", zero.join(", "));
     let r = &e.recompute_what_if;
     let what = if r.recompute { "with" } else { "without" };
     let fits = if r.fits { "" } else { " (no)" };
@@ -223,6 +223,8 @@ fn time_table(e: &Estimate) -> String {
         ("tp/cp collectives", t.blocking_comm_s),
         ("dp gradients, exposed", t.exposed_overlapped_comm_s),
         ("  full time", t.overlapped_comm_s),
+        ("data loading, waited for", t.exposed_data_s),
+        (if t.data_overlapped { "  workers' time" } else { "  all inside the step" }, t.data_s),
         ("step", t.total_s),
     ];
     let mut out = String::from("time per step (s)\n");

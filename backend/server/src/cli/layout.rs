@@ -47,9 +47,9 @@ pub fn run(args: LayoutArgs) -> anyhow::Result<ExitCode> {
     };
     let report = Report::new(&layout, placement);
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        super::print(format_args!("{}\n", serde_json::to_string(&report)?))?;
     } else {
-        print!("{}", Table { report: &report, layout: &layout, placement });
+        super::print(Table { report: &report, layout: &layout, placement })?;
     }
     Ok(ExitCode::SUCCESS)
 }

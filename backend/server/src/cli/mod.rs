@@ -66,3 +66,14 @@ fn private_by_default() {
 
     umask(Mode::from_bits_truncate(0o077));
 }
+
+/// Writes `text` to standard output. A reader that stops reading (`scalebook search | head`)
+/// ends the output, not the program: what it did not read, it did not want.
+pub fn print(text: impl std::fmt::Display) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match write!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        written => written,
+    }
+}

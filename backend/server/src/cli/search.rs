@@ -52,8 +52,8 @@ pub struct SearchArgs {
 pub fn run(args: SearchArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     match answer(&args) {
-        Ok(answer) if args.json => println!("{}", serde_json::to_string_pretty(&View::new(&args, &answer))?),
-        Ok(answer) => print!("{}", Report { args: &args, answer: &answer, took: started.elapsed() }),
+        Ok(answer) if args.json => super::print(format_args!("{}\n", serde_json::to_string_pretty(&View::new(&args, &answer))?))?,
+        Ok(answer) => super::print(Report { args: &args, answer: &answer, took: started.elapsed() })?,
         Err(problems) => {
             eprintln!("{problems}");
             return Ok(ExitCode::from(EXIT_INVALID_INPUT));
@@ -186,7 +186,7 @@ fn row(rank: usize, r: &Ranked) -> String {
 }
 
 fn ranking_table(a: &Answer, top: usize) -> String {
-    let mut out = format!("fastest {top} (\"what-if\": a ZeRO stage the trainer does not run, from the estimate's what-if)\n");
+    let mut out = format!("fastest {top} (\"what-if\": a pipeline the trainer does not run, from the estimate; every ZeRO stage runs)\n");
     out.push_str(&row_header());
     for (i, r) in a.ranked.iter().take(top).enumerate() {
         out.push_str(&row(i + 1, r));
@@ -224,7 +224,7 @@ fn why(a: &Answer) -> String {
             out.push_str(&split_lines(i + 1, r));
         }
     }
-    out.push_str("  (not modelled: a pipeline's bubble, as pp > 1 is left out; data loading's time)\n\n");
+    out.push_str("  (not modelled: a pipeline's bubble, as pp > 1 is left out; a DALI loader's time)\n\n");
     out
 }
 

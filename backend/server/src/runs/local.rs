@@ -12,6 +12,7 @@ use crate::executor::local::LocalExecutor;
 use crate::executor::outcome;
 use crate::executor::process;
 use crate::logdir::is_logdir_run;
+use scalebook_shared::machine::is_busy;
 use scalebook_shared::rundir::ExitRecord;
 
 /// How often a run started by an earlier server is checked for having ended (it is not our
@@ -130,6 +131,10 @@ impl RunManager {
             }
         });
         self.summarise_profile(&id);
+        if self.get(&id).is_some_and(|r| r.state() == RunState::Completed) {
+            let idle_now = crate::machine::load_now().is_some_and(|load| !is_busy(load.one_minute, load.cores));
+            self.executors.predictor.review(&self.store.run_dir(&id), idle_now);
+        }
         self.schedule();
     }
 }

@@ -51,6 +51,15 @@ unsafe extern "C" {
     fn sb_all_reduce(group: *mut SbGroup, t: *mut C_tensor, op: c_int, err: *mut c_char, len: usize) -> c_int;
     fn sb_broadcast(group: *mut SbGroup, t: *mut C_tensor, root: c_int, err: *mut c_char, len: usize) -> c_int;
     fn sb_barrier(group: *mut SbGroup, err: *mut c_char, len: usize) -> c_int;
+    fn sb_all_gather_flat(group: *mut SbGroup, out: *mut C_tensor, input: *mut C_tensor, err: *mut c_char, len: usize) -> c_int;
+    fn sb_reduce_scatter_flat(
+        group: *mut SbGroup,
+        out: *mut C_tensor,
+        input: *mut C_tensor,
+        op: c_int,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
     fn sb_region(
         group: *mut SbGroup,
         kind: c_int,
@@ -268,6 +277,40 @@ impl ProcessGroup {
             // SAFETY: live group and tensor for the duration of the call.
             call(&self.what("broadcast"), |err, len| unsafe { sb_broadcast(self.ptr.as_ptr(), p, root, err, len) })
         })
+    }
+
+    /// Every rank's `input` into `out`, in rank order: `out` is contiguous and holds the
+    /// group's size times `input`'s elements (ZeRO's gathering of updated shards).
+    pub fn all_gather_into(&self, out: &mut Tensor, input: &Tensor) -> Result<(), Error> {
+        self.check_flat("all-gather", out.numel() == input.numel() * self.size && out.is_contiguous())?;
+        let (mut input, o) = (input.shallow_clone(), out.as_mut_ptr());
+        let i = input.as_mut_ptr();
+        let _range = Self::range("all-gather");
+        // SAFETY: live group and tensors for the duration of the call.
+        call(&self.what("all-gather"), |err, len| unsafe { sb_all_gather_flat(self.ptr.as_ptr(), o, i, err, len) })
+    }
+
+    /// This rank's chunk of `input` reduced over the group (`Sum` or `Avg`) into `out`:
+    /// `input` holds the group's size times `out`'s elements, chunk r going to rank r (ZeRO's
+    /// gradient reduction, in place of an all-reduce).
+    pub fn reduce_scatter_into(&self, out: &mut Tensor, input: &Tensor, op: ReduceOp) -> Result<(), Error> {
+        self.check_flat("reduce-scatter", input.numel() == out.numel() * self.size && out.is_contiguous() && op != ReduceOp::Max)?;
+        let (mut input, o) = (input.shallow_clone(), out.as_mut_ptr());
+        let i = input.as_mut_ptr();
+        let _range = Self::range("reduce-scatter");
+        // SAFETY: live group and tensors for the duration of the call.
+        call(&self.what("reduce-scatter"), |err, len| unsafe { sb_reduce_scatter_flat(self.ptr.as_ptr(), o, i, op as c_int, err, len) })
+    }
+
+    /// The shapes a flat collective needs, or an error naming it.
+    fn check_flat(&self, op: &str, ok: bool) -> Result<(), Error> {
+        match ok {
+            true => Ok(()),
+            false => Err(Error::Internal {
+                what: self.what(op),
+                message: format!("needs a contiguous output and {} equal chunks (sum or average)", self.size),
+            }),
+        }
     }
 
     pub fn barrier(&self) -> Result<(), Error> {

@@ -10,6 +10,7 @@ mod profiler;
 mod recompute;
 mod reducer;
 mod tensor_ops;
+mod zero;
 
 use std::ffi::{CStr, c_char, c_int};
 
@@ -28,6 +29,7 @@ pub use reducer::OverlappedReducer;
 pub use tensor_ops::{
     AdamStep, AdamTensors, empty_pinned, fused_adam, gpu_memory_used, gpu_peak_allocated, set_autocast, set_tf32, unscale_grads,
 };
+pub use zero::{Unit, set_data, set_grad, storage_bytes};
 
 /// Runs a shim call with an error buffer and turns a non-zero status into an error.
 fn call(what: &str, f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), Error> {

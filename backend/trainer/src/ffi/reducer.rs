@@ -28,6 +28,14 @@ unsafe extern "C" {
     ) -> *mut SbReducer;
     fn sb_reducer_free(reducer: *mut SbReducer);
     fn sb_reducer_arm(reducer: *mut SbReducer, firings: usize);
+    fn sb_reducer_scatter(
+        reducer: *mut SbReducer,
+        shards: *const *mut C_tensor,
+        release: *const *mut C_tensor,
+        n: usize,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> i32;
     fn sb_reducer_finish(reducer: *mut SbReducer, average: c_int, early: *mut usize, err: *mut c_char, err_len: usize) -> i32;
 }
 
@@ -60,6 +68,26 @@ impl OverlappedReducer {
         let ptr = NonNull::new(ptr)
             .ok_or_else(|| Error::Native { what: format!("gradient reducer over {}", group.name()), message: message(&buf) })?;
         Ok(OverlappedReducer { ptr, _group: group })
+    }
+
+    /// Makes every bucket a ZeRO unit: bucket b's gradients are reduce-scattered into
+    /// `shards[b]` (this rank's chunk of the average, added to what it holds) and the
+    /// parameters' own gradients let go; with `release`, also that unit's gathered parameters
+    /// once its gradients are issued (stage 3).
+    pub fn scatter(&self, shards: &[Tensor], release: Option<&[Tensor]>) -> Result<(), Error> {
+        let mut shards: Vec<Tensor> = shards.iter().map(Tensor::shallow_clone).collect();
+        let shard_ptrs = pointers(&mut shards);
+        let mut release: Option<Vec<Tensor>> = release.map(|r| r.iter().map(Tensor::shallow_clone).collect());
+        let release_ptrs = release.as_mut().map(|r| pointers(r));
+        if release_ptrs.as_ref().is_some_and(|r| r.len() != shard_ptrs.len()) {
+            return Err(Error::Internal { what: "ZeRO's reducer".into(), message: "one buffer to release per unit".into() });
+        }
+        let release_ptr = release_ptrs.as_ref().map_or(std::ptr::null(), |r| r.as_ptr());
+        // SAFETY: live reducer; `n` live shard tensors and, when given, `n` live buffers, which
+        // the reducer keeps its own references to; an error buffer of its length.
+        call("ZeRO's reducer", |err, len| unsafe {
+            sb_reducer_scatter(self.ptr.as_ptr(), shard_ptrs.as_ptr(), release_ptr, shard_ptrs.len(), err, len)
+        })
     }
 
     /// Arms the hooks for the next backward pass, in which every gradient is complete after

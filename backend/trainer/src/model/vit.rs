@@ -1,12 +1,13 @@
 //! The whole model. Parameter names follow the PyTorch module tree (`patch_embed.proj`,
 //! `pos_embed`, `blocks.N.attn.q`, `norm`, `head`) so checkpoints read the same way.
 
+use std::rc::Rc;
 use std::sync::Arc;
 
 use tch::nn::ModuleT;
 use tch::{Tensor, nn};
 
-use super::{Block, VitSpec, init};
+use super::{Block, PartHooks, VitSpec, init};
 use crate::Error;
 use crate::ffi::{recompute, shared_part};
 
@@ -21,6 +22,8 @@ pub struct VisionTransformer {
     blocks: Vec<Arc<Block>>,
     norm: nn::LayerNorm,
     head: nn::Linear,
+    /// Run around the blocks (ZeRO-3's gathers), once set.
+    pub(super) hooks: Option<Rc<dyn PartHooks>>,
 }
 
 impl VisionTransformer {
@@ -49,6 +52,7 @@ impl VisionTransformer {
             blocks,
             norm: init::layer_norm(path / "norm", d, spec.norm_eps),
             head: init::linear(path / "head", d, spec.out_chans * p * p, false),
+            hooks: None,
         }
     }
 
@@ -91,11 +95,25 @@ impl VisionTransformer {
     /// The forward pass; in training with `spec.recompute`, each block's activations are
     /// recomputed in backward instead of kept (which can only fail inside libtorch).
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor, Error> {
+        let hooks = self.hooks.as_deref();
+        if let Some(hooks) = hooks {
+            hooks.enter()?;
+        }
         let tokens = patch_embed(x, &self.patch_weight, &self.patch_bias, &self.spec);
         let mut x = tokens.g_add(&self.pos_embed).dropout(self.spec.dropout, train);
-        for block in &self.blocks {
+        for (i, block) in self.blocks.iter().enumerate() {
+            if let Some(hooks) = hooks {
+                hooks.before_block(i)?;
+            }
             x = if train && self.spec.recompute { recompute(block, &x)? } else { block.forward_t(&x, train) };
+            if let Some(hooks) = hooks {
+                x = hooks.after_block(i, x, train)?;
+            }
         }
-        Ok(unpatchify(&x.apply(&self.norm).apply(&self.head), &self.spec))
+        let y = unpatchify(&x.apply(&self.norm).apply(&self.head), &self.spec);
+        if let Some(hooks) = hooks {
+            hooks.exit(train)?;
+        }
+        Ok(y)
     }
 }

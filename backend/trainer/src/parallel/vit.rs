@@ -9,6 +9,7 @@
 //! names the parameters whose gradients need that sum.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use scalebook_shared::layout::Token;
@@ -18,7 +19,7 @@ use super::linear::serial;
 use super::{Parallel, ParallelAttention, ParallelMlp};
 use crate::Error;
 use crate::ffi::{Recomputable, Region, recompute, shared_part};
-use crate::model::{Forward, VitSpec, patch_embed, unpatchify};
+use crate::model::{Forward, PartHooks, VitSpec, patch_embed, unpatchify};
 
 struct Norm {
     weight: Tensor,
@@ -69,6 +70,8 @@ pub struct ParallelVit {
     norm: Norm,
     head: Tensor,
     par: Parallel,
+    /// Run around the blocks (ZeRO-3's gathers), once set.
+    hooks: Option<Rc<dyn PartHooks>>,
 }
 
 impl ParallelVit {
@@ -98,6 +101,7 @@ impl ParallelVit {
             norm: Norm::cut(&(path / "norm"), vars, "norm")?,
             head: (path / "head").var_copy("weight", serial(vars, "head.weight")?),
             par,
+            hooks: None,
         })
     }
 
@@ -111,19 +115,38 @@ impl ParallelVit {
 impl Forward for ParallelVit {
     fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor, Error> {
         let eps = self.spec.norm_eps;
+        let hooks = self.hooks.as_deref();
+        if let Some(hooks) = hooks {
+            hooks.enter()?;
+        }
         let tokens = patch_embed(x, &self.patch_weight, &self.patch_bias, &self.spec);
         let mut x = (tokens + &self.pos_embed).dropout(self.spec.dropout, train);
         let cp = (self.par.cp_sizes.len() > 1).then(|| self.par.comm.group(Token::CP));
         if let Some(cp) = cp {
             x = cp.region(Region::ScatterTo, &x, 1, &self.par.cp_sizes)?;
         }
-        for block in &self.blocks {
+        for (i, block) in self.blocks.iter().enumerate() {
+            if let Some(hooks) = hooks {
+                hooks.before_block(i)?;
+            }
             x = if train && self.spec.recompute { recompute(block, &x)? } else { block.forward(&x, train)? };
+            if let Some(hooks) = hooks {
+                x = hooks.after_block(i, x, train)?;
+            }
         }
         let mut x = self.norm.forward(&x, eps);
         if let Some(cp) = cp {
             x = cp.region(Region::GatherFrom, &x, 1, &self.par.cp_sizes)?;
         }
-        Ok(unpatchify(&x.linear::<Tensor>(&self.head, None), &self.spec))
+        let y = unpatchify(&x.linear::<Tensor>(&self.head, None), &self.spec);
+        if let Some(hooks) = hooks {
+            hooks.exit(train)?;
+        }
+        Ok(y)
+    }
+
+    fn set_part_hooks(&mut self, hooks: Rc<dyn PartHooks>) -> Result<(), Error> {
+        self.hooks = Some(hooks);
+        Ok(())
     }
 }

@@ -49,9 +49,11 @@ pub struct GradScaler {
     scale: Tensor,
     growth_tracker: Tensor,
     found_inf: Tensor,
-    /// The ranks holding the other shards of the model (tp·cp > 1): every one skips a step
-    /// when any one overflows, as Megatron's scaler does, or their scales would part.
-    shards: Option<Rc<ProcessGroup>>,
+    /// The ranks holding the other shards of the model (tp·cp > 1), and with ZeRO the dp
+    /// ranks holding the other shards of the gradients: every one skips a step when any one
+    /// overflows, as Megatron's scaler does, or their scales would part. Over tp-cp first,
+    /// then dp, which together reach every rank of the run.
+    shards: Vec<Rc<ProcessGroup>>,
 }
 
 pub const INIT_SCALE: f64 = 65_536.0;
@@ -65,18 +67,21 @@ impl GradScaler {
             scale: Tensor::full([1], INIT_SCALE, (Kind::Float, device)),
             growth_tracker: Tensor::zeros([1], (Kind::Int, device)),
             found_inf: Tensor::zeros([1], (Kind::Float, device)),
-            shards,
+            shards: shards.into_iter().collect(),
         }
+    }
+
+    /// Shares the overflow check with `group` too (ZeRO's dp group: each rank unscales only
+    /// its shard of the gradients, and all of them must skip the same steps).
+    pub fn share_with(&mut self, group: Rc<ProcessGroup>) {
+        self.shards.push(group);
     }
 
     /// The non-finite check of the gradients at factor `inv` (which also unscales them),
     /// shared with the other shards.
     fn check(&mut self, grads: &mut [Tensor], inv: &mut Tensor) -> Result<(), Error> {
         ffi::unscale_grads(grads, &mut self.found_inf, inv)?;
-        match &self.shards {
-            Some(group) => group.all_reduce(&mut self.found_inf, ReduceOp::Max),
-            None => Ok(()),
-        }
+        self.shards.iter().try_for_each(|group| group.all_reduce(&mut self.found_inf, ReduceOp::Max))
     }
 
     /// The loss to call backward on.

@@ -18,6 +18,7 @@ mod run;
 mod split;
 mod step;
 mod sync;
+pub mod zero;
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -248,7 +249,10 @@ fn start<'a>(opts: &'a RunOptions, log: &'a Logger, comm: Rc<Comm>) -> Result<(R
             log.info(&sync.describe());
         }
         sync.broadcast_parameters()?;
-        learner.sync = Some(sync);
+        learner.attach(sync, c)?;
+        if let Some(line) = learner.describe_zero() {
+            log.info(&line);
+        }
     }
     let config_json = resumable_config(c);
     let (mut epoch0, mut steps) = (0u64, 0u64);
@@ -331,10 +335,13 @@ fn validate(learner: &Learner, valid: &DataLoader, epoch: u64) -> Result<(f64, f
 }
 
 /// The config as a checkpoint records it: everything that changes the result. The number of
-/// data workers does not (batches arrive in the same order), so a run may resume with more.
+/// data workers does not (batches arrive in the same order), so a run may resume with more;
+/// nor does ZeRO's stage (the same sums, and the checkpoint holds the optimizer state
+/// unsharded), so a run may resume at another.
 fn resumable_config(c: &TrainConfig) -> serde_json::Value {
     let mut json = c.to_json();
     json.remove("num_data_workers");
+    json.remove("zero_stage");
     serde_json::Value::Object(json)
 }
 
@@ -357,11 +364,20 @@ fn restore(
         return Err(fail(format!("the checkpoint was made with a different config ({differs} differ)")));
     }
     let lookup = |name: &str| saved.get(name).map(tch::Tensor::shallow_clone);
-    for (name, mut var) in vs.variables() {
-        let value = lookup(&name).ok_or_else(|| fail(format!("the checkpoint has no {name}")))?;
-        tch::no_grad(|| var.copy_(&value));
+    learner.with_full_parameters(|| {
+        for (name, mut var) in vs.variables() {
+            let value = lookup(&name).ok_or_else(|| fail(format!("the checkpoint has no {name}")))?;
+            tch::no_grad(|| var.copy_(&value));
+        }
+        Ok(())
+    })?;
+    // A checkpoint holds the optimizer state unsharded, whatever the stage it was saved at:
+    // with ZeRO, each rank reads its shards' part of it.
+    match learner.sync.as_ref().and_then(GradSync::shards) {
+        Some(shards) => learner.optimizer.load_state(|key| shards.shard_state(key, &lookup)),
+        None => learner.optimizer.load_state(lookup),
     }
-    learner.optimizer.load_state(lookup).map_err(fail)?;
+    .map_err(fail)?;
     if let Some(scaler) = &mut learner.scaler {
         scaler.load_state(lookup).map_err(fail)?;
     }

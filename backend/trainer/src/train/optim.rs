@@ -26,6 +26,7 @@ pub enum Optimizer {
 
 impl Optimizer {
     pub fn new(choice: Choice, params: Vec<(String, Tensor)>, fused: bool) -> Optimizer {
+        let params = Params::own(params);
         match choice {
             Choice::Adam => Optimizer::Adam(Adam::new(params, fused, 0.0)),
             Choice::AdamW => Optimizer::Adam(Adam::new(params, fused, ADAMW_WEIGHT_DECAY)),
@@ -33,7 +34,18 @@ impl Optimizer {
         }
     }
 
-    fn params(&mut self) -> &mut [(String, Tensor)] {
+    /// The optimizer over ZeRO's shards: (name, this rank's shard of a unit's parameters, the
+    /// gradient of that shard). The same update, element by element, as over the parameters.
+    pub fn over_shards(choice: Choice, shards: Vec<(String, Tensor, Tensor)>, fused: bool) -> Optimizer {
+        let params = Params::explicit(shards);
+        match choice {
+            Choice::Adam => Optimizer::Adam(Adam::new(params, fused, 0.0)),
+            Choice::AdamW => Optimizer::Adam(Adam::new(params, fused, ADAMW_WEIGHT_DECAY)),
+            Choice::Sgd => Optimizer::Sgd(Sgd::new(params)),
+        }
+    }
+
+    fn params(&mut self) -> &mut Params {
         match self {
             Optimizer::Adam(adam) => &mut adam.params,
             Optimizer::Sgd(sgd) => &mut sgd.params,
@@ -41,9 +53,24 @@ impl Optimizer {
     }
 
     pub fn zero_grad(&mut self) {
-        for (_, p) in self.params() {
-            p.zero_grad();
+        let params = self.params();
+        match &mut params.grads {
+            Some(grads) => tch::no_grad(|| {
+                for g in grads {
+                    let _ = g.zero_();
+                }
+            }),
+            None => {
+                for (_, p) in &mut params.named {
+                    p.zero_grad();
+                }
+            }
         }
+    }
+
+    /// The bytes of its state (moments, step counters, momentum).
+    pub fn state_bytes(&self) -> u64 {
+        self.state().iter().map(|(_, t)| (t.numel() * t.kind().elt_size_in_bytes()) as u64).sum()
     }
 
     /// One update at learning rate `lr`. With a scaler (fp16), gradients are unscaled first
@@ -67,23 +94,46 @@ impl Optimizer {
     pub fn load_state(&mut self, lookup: impl Fn(&str) -> Option<Tensor>) -> Result<(), String> {
         match self {
             Optimizer::Adam(adam) => load_slots(
-                &adam.params,
+                &adam.params.named,
                 "adam",
                 lookup,
                 [("exp_avg", &mut adam.exp_avgs), ("exp_avg_sq", &mut adam.exp_avg_sqs), ("step", &mut adam.steps)],
             ),
-            Optimizer::Sgd(sgd) => load_slots(&sgd.params, "sgd", lookup, [("momentum", &mut sgd.momentum)]),
+            Optimizer::Sgd(sgd) => load_slots(&sgd.params.named, "sgd", lookup, [("momentum", &mut sgd.momentum)]),
         }
     }
 }
 
-/// The gradients of `params`, which backward must have produced.
-fn grads(params: &[(String, Tensor)], what: &str) -> Result<Vec<Tensor>, Error> {
-    let grads: Vec<Tensor> = params.iter().map(|(_, p)| p.grad()).collect();
-    if grads.iter().any(|g| !g.defined()) {
-        return Err(Error::Internal { what: what.into(), message: "a parameter has no gradient; was backward() run?".into() });
+/// What an optimizer updates: parameters sorted by name (so state lines up across runs and
+/// checkpoints), each with its gradient where it is not the parameter's own (ZeRO's shards).
+struct Params {
+    named: Vec<(String, Tensor)>,
+    grads: Option<Vec<Tensor>>,
+}
+
+impl Params {
+    fn own(mut named: Vec<(String, Tensor)>) -> Params {
+        named.sort_by(|a, b| a.0.cmp(&b.0));
+        Params { named, grads: None }
     }
-    Ok(grads)
+
+    fn explicit(mut shards: Vec<(String, Tensor, Tensor)>) -> Params {
+        shards.sort_by(|a, b| a.0.cmp(&b.0));
+        let (named, grads) = shards.into_iter().map(|(name, p, g)| ((name, p), g)).unzip();
+        Params { named, grads: Some(grads) }
+    }
+
+    /// The gradients, which backward must have produced.
+    fn grads(&self, what: &str) -> Result<Vec<Tensor>, Error> {
+        let grads: Vec<Tensor> = match &self.grads {
+            Some(grads) => grads.iter().map(Tensor::shallow_clone).collect(),
+            None => self.named.iter().map(|(_, p)| p.grad()).collect(),
+        };
+        if grads.iter().any(|g| !g.defined()) {
+            return Err(Error::Internal { what: what.into(), message: "a parameter has no gradient; was backward() run?".into() });
+        }
+        Ok(grads)
+    }
 }
 
 /// Copies each saved `{prefix}.{slot}.{name}` into its state slot (one tensor per parameter
@@ -108,8 +158,7 @@ fn load_slots<const N: usize>(
 }
 
 pub struct Adam {
-    /// (name, parameter), sorted by name so state lines up across runs and checkpoints.
-    params: Vec<(String, Tensor)>,
+    params: Params,
     exp_avgs: Vec<Tensor>,
     exp_avg_sqs: Vec<Tensor>,
     /// One float32 step counter per parameter, as the fused kernel wants them.
@@ -120,24 +169,23 @@ pub struct Adam {
 }
 
 impl Adam {
-    pub fn new(mut params: Vec<(String, Tensor)>, fused: bool, weight_decay: f64) -> Adam {
-        params.sort_by(|a, b| a.0.cmp(&b.0));
+    fn new(params: Params, fused: bool, weight_decay: f64) -> Adam {
         let zeros = |p: &Tensor| p.zeros_like().detach();
-        let exp_avgs = params.iter().map(|(_, p)| zeros(p)).collect();
-        let exp_avg_sqs = params.iter().map(|(_, p)| zeros(p)).collect();
+        let exp_avgs = params.named.iter().map(|(_, p)| zeros(p)).collect();
+        let exp_avg_sqs = params.named.iter().map(|(_, p)| zeros(p)).collect();
         // The fused kernel reads the step counters on the parameters' device. The
         // tensor-by-tensor update reads them on the host for its bias correction, so there they
         // stay on the CPU (as torch.optim.Adam keeps them): on a GPU, a counter there would cost
         // a synchronisation per parameter and step (198 per step for `base`, seen on an H200).
         let counter = |p: &Tensor| Tensor::zeros([], (Kind::Float, if fused { p.device() } else { Device::Cpu }));
-        let steps = params.iter().map(|(_, p)| counter(p)).collect();
+        let steps = params.named.iter().map(|(_, p)| counter(p)).collect();
         Adam { params, exp_avgs, exp_avg_sqs, steps, fused, weight_decay }
     }
 
     fn step(&mut self, lr: f64, scaler: Option<&mut GradScaler>) -> Result<(), Error> {
         let hyper = AdamStep { lr, beta1: BETA1, beta2: BETA2, eps: EPS };
-        let mut params: Vec<Tensor> = self.params.iter().map(|(_, p)| p.shallow_clone()).collect();
-        let mut grads = grads(&self.params, "Adam")?;
+        let mut params: Vec<Tensor> = self.params.named.iter().map(|(_, p)| p.shallow_clone()).collect();
+        let mut grads = self.params.grads("Adam")?;
         // The fused kernel skips an overflowed fp16 step inside, after the decay would have
         // been applied, so AdamW with a scaler takes the unfused path.
         let fused = self.fused && (self.weight_decay == 0.0 || scaler.is_none());
@@ -184,8 +232,8 @@ impl Adam {
     }
 
     fn state(&self) -> Vec<(String, Tensor)> {
-        let mut out = Vec::with_capacity(self.params.len() * 3);
-        for (i, (name, _)) in self.params.iter().enumerate() {
+        let mut out = Vec::with_capacity(self.params.named.len() * 3);
+        for (i, (name, _)) in self.params.named.iter().enumerate() {
             out.push((format!("adam.exp_avg.{name}"), self.exp_avgs[i].shallow_clone()));
             out.push((format!("adam.exp_avg_sq.{name}"), self.exp_avg_sqs[i].shallow_clone()));
             out.push((format!("adam.step.{name}"), self.steps[i].shallow_clone()));
@@ -198,26 +246,25 @@ impl Adam {
 /// `p ← p − lr·buf`. PyTorch starts the buffer at the first gradient, which is what a buffer
 /// of zeros gives here too.
 pub struct Sgd {
-    params: Vec<(String, Tensor)>,
+    params: Params,
     momentum: Vec<Tensor>,
 }
 
 impl Sgd {
-    fn new(mut params: Vec<(String, Tensor)>) -> Sgd {
-        params.sort_by(|a, b| a.0.cmp(&b.0));
-        let momentum = params.iter().map(|(_, p)| p.zeros_like().detach()).collect();
+    fn new(params: Params) -> Sgd {
+        let momentum = params.named.iter().map(|(_, p)| p.zeros_like().detach()).collect();
         Sgd { params, momentum }
     }
 
     fn step(&mut self, lr: f64, scaler: Option<&mut GradScaler>) -> Result<(), Error> {
-        let mut grads = grads(&self.params, "SGD")?;
+        let mut grads = self.params.grads("SGD")?;
         if let Some(scaler) = scaler
             && !scaler.unscale(&mut grads)?
         {
             return Ok(());
         }
         tch::no_grad(|| {
-            for ((_, p), (g, buf)) in self.params.iter_mut().zip(grads.iter().zip(&mut self.momentum)) {
+            for ((_, p), (g, buf)) in self.params.named.iter_mut().zip(grads.iter().zip(&mut self.momentum)) {
                 let _ = buf.g_mul_scalar_(SGD_MOMENTUM).g_add_(g);
                 let _ = p.g_sub_(&(&*buf * lr));
             }
@@ -226,7 +273,7 @@ impl Sgd {
     }
 
     fn state(&self) -> Vec<(String, Tensor)> {
-        self.params.iter().zip(&self.momentum).map(|((name, _), m)| (format!("sgd.momentum.{name}"), m.shallow_clone())).collect()
+        self.params.named.iter().zip(&self.momentum).map(|((name, _), m)| (format!("sgd.momentum.{name}"), m.shallow_clone())).collect()
     }
 }
 

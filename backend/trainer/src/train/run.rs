@@ -200,12 +200,19 @@ impl Run<'_> {
         self.log.info(&format!("  Avg val loss={}", py_float(loss)));
         self.log.info(&format!("  Total validation time: {} sec", py_float(val_start.elapsed().as_secs_f64())));
         self.report.valid(self.steps, e, &ValidReport { loss, rmse_u10 })?;
-        if let Some(maps) = &mut self.maps {
-            maps.draw(&self.learner, e, self.steps, &mut self.report)?;
-            if e == self.num_epochs {
-                maps.roll_out(&self.learner, self.loaders.valid.dataset(), e, self.steps, self.report.writes(), self.log)?;
+        // Only dp rank 0 predicts for the maps: at ZeRO stage 3 every dp rank gathers the
+        // parameters for it first, so that rank's forward passes need nobody else.
+        let (learner, maps, report) = (&self.learner, &mut self.maps, &mut self.report);
+        let (valid, steps, num_epochs, log) = (self.loaders.valid.dataset(), self.steps, self.num_epochs, self.log);
+        learner.with_full_parameters(|| {
+            if let Some(maps) = maps {
+                maps.draw(learner, e, steps, report)?;
+                if e == num_epochs {
+                    maps.roll_out(learner, valid, e, steps, report.writes(), log)?;
+                }
             }
-        }
+            Ok(())
+        })?;
         self.peak_memory(e)?;
         self.report.flush()?;
         self.checkpoint(e)?;
@@ -214,15 +221,27 @@ impl Run<'_> {
     }
 
     /// The checkpoint after epoch `e`: one copy of each model-parallel shard (the dp replicas
-    /// are identical), where the run stands written by rank 0.
+    /// are identical), where the run stands written by rank 0. With ZeRO every dp rank takes
+    /// part (the optimizer state's shards are gathered, and at stage 3 the parameters), and dp
+    /// rank 0 writes what an unsharded run would.
     fn checkpoint(&self, e: u64) -> Result<(), Error> {
-        if self.comm.rank(Token::DP) != 0 {
+        let shards = self.learner.sync.as_ref().and_then(super::GradSync::shards);
+        if shards.is_none() && self.comm.rank(Token::DP) != 0 {
             return Ok(());
         }
-        let mut tensors: Vec<_> = self.vs.variables().into_iter().collect();
-        tensors.extend(self.learner.optimizer.state());
-        tensors.extend(self.learner.scaler.iter().flat_map(amp::GradScaler::state));
-        let position = Position { epochs_done: e, steps: self.steps, seed: self.seed, config: self.config_json.clone() };
-        self.checkpoints.save(&tensors, self.comm.is_root().then_some(&position))
+        let optimizer = match shards {
+            Some(shards) => shards.full_state(self.learner.optimizer.state())?,
+            None => self.learner.optimizer.state(),
+        };
+        self.learner.with_full_parameters(|| {
+            if self.comm.rank(Token::DP) != 0 {
+                return Ok(());
+            }
+            let mut tensors: Vec<_> = self.vs.variables().into_iter().collect();
+            tensors.extend(optimizer);
+            tensors.extend(self.learner.scaler.iter().flat_map(amp::GradScaler::state));
+            let position = Position { epochs_done: e, steps: self.steps, seed: self.seed, config: self.config_json.clone() };
+            self.checkpoints.save(&tensors, self.comm.is_root().then_some(&position))
+        })
     }
 }

@@ -81,17 +81,53 @@ impl Learner {
         Ok((vs, Learner { model, optimizer, scaler, amp: config.amp_mode, device, sync: None, probe_memory: false, lanes, micro_batches }))
     }
 
+    /// Takes over `sync` as this learner's gradient sync. With ZeRO, the optimizer becomes the
+    /// one over this rank's shards (`config`'s choice; its state so far, none in a new run, is
+    /// dropped), the fp16 scaler's overflow check is shared over dp too (each rank unscales
+    /// only its shard), and at stage 3 the model gathers its blocks around their use, on one
+    /// lane (lanes would gather and release the same blocks from several threads).
+    pub fn attach(&mut self, sync: GradSync, config: &TrainConfig) -> Result<(), Error> {
+        if let Some(optimizer) = sync.sharded_optimizer(config.optimizer, config.enable_jit || config.enable_fused) {
+            self.optimizer = optimizer;
+            if let Some(scaler) = &mut self.scaler {
+                scaler.share_with(sync.comm.shared_group(Token::DP));
+            }
+        }
+        if let Some(hooks) = sync.part_hooks() {
+            self.model.set_part_hooks(hooks)?;
+            self.lanes = None;
+        }
+        self.sync = Some(sync);
+        Ok(())
+    }
+
+    /// Runs `f` with every parameter in memory (ZeRO-3 keeps only shards between steps):
+    /// to save or restore a checkpoint.
+    pub fn with_full_parameters<T>(&self, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+        match &self.sync {
+            Some(sync) => sync.with_full_parameters(f),
+            None => f(),
+        }
+    }
+
+    /// The log's `ZeRO:` line, when ZeRO shards this learner's state.
+    pub fn describe_zero(&self) -> Option<String> {
+        self.sync.as_ref().and_then(|sync| sync.describe_zero(&self.optimizer))
+    }
+
     /// zero_grad, forward and loss under autocast, backward (scaled for fp16) with gradients
     /// averaged over dp, optimizer step at `lr`. Returns the loss averaged over dp (as the tutorial
     /// logs it) and the phase times (the all-reduce counts as backward, where DDP overlaps it).
     ///
     /// With micro-batches, each slice of the batch runs forward and backward in turn, its loss
     /// weighted by its share of the batch so the accumulated gradients are the whole batch's;
-    /// only the last backward pass issues all-reduces (DDP's `no_sync` on the others).
+    /// only the last backward pass issues all-reduces (DDP's `no_sync` on the others), where
+    /// ZeRO's stages 2 and 3 reduce-scatter each micro-batch's gradients.
     pub fn train_step(&mut self, batch: &Batch, lr: f64) -> Result<(f64, StepTimes), Error> {
         let (input, target) = (batch.input.to_device(self.device), batch.target.to_device(self.device));
         self.optimizer.zero_grad();
         if let Some(sync) = &self.sync {
+            sync.zero_grad();
             sync.broadcast_buffers()?;
         }
         let size = input.size()[0];
@@ -101,8 +137,8 @@ impl Learner {
         for (k, (start, len)) in slices(size, micro).enumerate() {
             let (x, y) = (input.narrow(0, start, len), target.narrow(0, start, len));
             let weight = len as f64 / size as f64;
-            if let Some(sync) = self.sync.as_ref().filter(|_| k + 1 == micro) {
-                sync.before_last_backward(self.lanes.map_or(1, |lanes| lanes.count_for(len)));
+            if let Some(sync) = &self.sync {
+                sync.before_backward(k + 1 == micro, self.lanes.map_or(1, |lanes| lanes.count_for(len)));
             }
             let part = match self.lanes {
                 Some(lanes) => {
@@ -118,6 +154,12 @@ impl Learner {
                 }
             };
             loss += part;
+            if let Some(sync) = self.sync.as_ref().filter(|sync| sync.zero_stage() >= 2) {
+                let reduce_start = Mark::now(self.device)?;
+                let _range = Range::enter(ranges::GRAD_ALLREDUCE);
+                sync.after_backward()?;
+                phases.backward.add(reduce_start, Mark::now(self.device)?);
+            }
         }
         let reduce_start = Mark::now(self.device)?;
         if let Some(sync) = &self.sync {
@@ -128,6 +170,9 @@ impl Learner {
         let optimizer_start = Mark::now(self.device)?;
         let optimizer_range = Range::enter(ranges::OPTIMIZER);
         self.optimizer.step(lr, self.scaler.as_mut())?;
+        if let Some(sync) = &self.sync {
+            sync.after_step()?;
+        }
         if let Some(scaler) = &mut self.scaler {
             scaler.update();
         }

@@ -11,6 +11,11 @@
 //! `first_bucket_cap_mb` (1 MiB), as DDP's is once it has seen that order. The dp average and
 //! the cp sum are both linear, so doing the average first (during backward) gives the same
 //! gradients.
+//!
+//! With `zero_stage` 1-3 the dp group shares the training state instead of repeating it
+//! ([`super::zero`]): the optimizer updates only this rank's shards, stage 2 reduce-scatters
+//! the gradients in place of the all-reduce, and stage 3 gathers each block's parameters
+//! around its use.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -19,9 +24,12 @@ use scalebook_shared::config::TrainConfig;
 use scalebook_shared::layout::Token;
 use tch::{Tensor, nn};
 
+use super::optim::Optimizer;
+use super::zero::{self, Holdings, Shards, ZeroHooks};
 use crate::Error;
 use crate::dist::{BucketCaps, Comm, GradReducer};
 use crate::ffi::{OverlappedReducer, ReduceOp};
+use crate::model::PartHooks;
 use crate::parallel::ParallelVit;
 
 /// SC22's DDP flags, from the config.
@@ -34,6 +42,8 @@ pub struct DdpKnobs {
     pub all_reduce: bool,
     /// Issue each bucket's all-reduce during backward, as soon as it is full.
     pub overlap: bool,
+    /// ZeRO's stage over dp (0: DDP).
+    pub zero_stage: usize,
 }
 
 impl DdpKnobs {
@@ -43,6 +53,7 @@ impl DdpKnobs {
             broadcast_buffers: !c.disable_broadcast_buffers,
             all_reduce: !c.noddp,
             overlap: c.overlap_grad_reduce,
+            zero_stage: c.zero_stage,
         }
     }
 }
@@ -71,6 +82,11 @@ fn ddp_line(calls: usize, caps: BucketCaps, overlapped: bool) -> String {
 pub struct GradSync {
     /// Declared first, dropped first: its hooks stop before anything else goes.
     overlapped: Option<OverlappedReducer>,
+    /// ZeRO stages 2 and 3: the reduce-scatter of each unit's gradients (during backward when
+    /// overlapped, else after it).
+    scatter: Option<OverlappedReducer>,
+    /// ZeRO's shards, when `zero_stage` > 0 and dp > 1 (shared with the model's hooks at stage 3).
+    shards: Option<Rc<Shards>>,
     /// How many buckets the last backward pass issued before it ended.
     issued_in_backward: Cell<usize>,
     pub comm: Rc<Comm>,
@@ -87,19 +103,49 @@ pub struct GradSync {
 }
 
 impl GradSync {
+    /// The gradient sync of `vs`'s trained variables over `comm`'s groups. With ZeRO, the
+    /// parameters are moved into their units' buffers here (stage 3 keeps them gathered until
+    /// [`GradSync::broadcast_parameters`], which every run calls once first).
     pub fn new(comm: Rc<Comm>, vs: &nn::VarStore, knobs: DdpKnobs) -> Result<GradSync, Error> {
         let (named, buffers) = in_backward_order(vs);
         let cp_params: Vec<Tensor> = named.iter().filter(|(n, _)| ParallelVit::is_cp_shared(n)).map(|(_, t)| t.shallow_clone()).collect();
-        let params: Vec<Tensor> = named.into_iter().map(|(_, t)| t).collect();
-        let reducer = GradReducer::new(&params, knobs.buckets);
+        let reducer = GradReducer::new(&named.iter().map(|(_, t)| t.shallow_clone()).collect::<Vec<_>>(), knobs.buckets);
         let dp = comm.shared_group(Token::DP);
-        let overlapped = if knobs.overlap && knobs.all_reduce && dp.size() > 1 {
-            Some(OverlappedReducer::new(dp, &params, reducer.buckets())?)
+        let stage = if dp.size() > 1 && knobs.all_reduce { knobs.zero_stage } else { 0 };
+        // ZeRO's units: DDP's buckets at stages 1 and 2, FSDP's blocks at stage 3.
+        let (units, blocks) = match stage {
+            3 => {
+                let (units, of_block, root) = zero::block_units(&named.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>());
+                (units, Some((of_block, root)))
+            }
+            _ => (reducer.buckets().to_vec(), None),
+        };
+        let shards = match stage {
+            0 => None,
+            _ => {
+                let cp = (comm.shared_group(Token::CP), ParallelVit::is_cp_shared as fn(&str) -> bool);
+                Some(Rc::new(Shards::new(stage, dp.clone(), &named, units.clone(), blocks, cp)?))
+            }
+        };
+        let params: Vec<Tensor> = named.into_iter().map(|(_, t)| t).collect();
+        let overlapped = if knobs.overlap && knobs.all_reduce && dp.size() > 1 && stage < 2 {
+            Some(OverlappedReducer::new(dp.clone(), &params, reducer.buckets())?)
         } else {
             None
         };
+        let scatter = match &shards {
+            Some(shards) if stage >= 2 => {
+                let scatter = OverlappedReducer::new(dp.clone(), &params, &units)?;
+                let release = (stage == 3).then(|| shards.buffers());
+                scatter.scatter(shards.grad_shards(), release.as_deref())?;
+                Some(scatter)
+            }
+            _ => None,
+        };
         Ok(GradSync {
             overlapped,
+            scatter,
+            shards,
             issued_in_backward: Cell::new(0),
             reducer,
             cp_reducer: GradReducer::new(&cp_params, knobs.buckets),
@@ -111,21 +157,70 @@ impl GradSync {
         })
     }
 
+    /// ZeRO's stage this sync runs (0: DDP, also where dp is 1).
+    pub fn zero_stage(&self) -> usize {
+        self.shards.as_ref().map_or(0, |s| s.stage())
+    }
+
+    /// The optimizer over this rank's shards, when ZeRO shards the optimizer state.
+    pub fn sharded_optimizer(&self, choice: scalebook_shared::config::Optimizer, fused: bool) -> Option<Optimizer> {
+        self.shards.as_ref().map(|s| s.optimizer(choice, fused))
+    }
+
+    /// Stage 3's gathers and releases, for the model to run around its blocks.
+    pub fn part_hooks(&self) -> Option<Rc<dyn PartHooks>> {
+        self.shards.as_ref().filter(|s| s.stage() == 3).map(|s| Rc::new(ZeroHooks(s.clone())) as Rc<dyn PartHooks>)
+    }
+
+    /// Runs `f` with every parameter gathered (stage 3 releases them after, keeping what `f`
+    /// wrote): to save or load a checkpoint.
+    pub fn with_full_parameters<T>(&self, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+        match &self.shards {
+            Some(shards) => shards.with_full_parameters(f),
+            None => f(),
+        }
+    }
+
+    /// The shards, for checkpoints of their optimizer state.
+    pub fn shards(&self) -> Option<&Shards> {
+        self.shards.as_deref()
+    }
+
+    /// What this rank holds between steps and what it would hold unsharded, given its
+    /// optimizer; `None` without ZeRO.
+    pub fn holdings(&self, optimizer: &Optimizer) -> Option<(Holdings, Holdings)> {
+        self.shards.as_ref().map(|s| s.holdings(optimizer))
+    }
+
+    /// The log's `ZeRO:` line (none without ZeRO), given the optimizer over the shards.
+    pub fn describe_zero(&self, optimizer: &Optimizer) -> Option<String> {
+        let shards = self.shards.as_ref()?;
+        let (held, unsharded) = shards.holdings(optimizer);
+        let dp = self.comm.size(Token::DP);
+        Some(zero::zero_line(shards.stage(), dp, shards.unit_count(), held, unsharded, self.knobs.overlap))
+    }
+
     /// How many all-reduces one step's dp gradient averaging makes (SC22 counted 8 NCCL calls
     /// per step at 25 MB buckets and 5 at 100 MB).
     pub fn dp_all_reduces(&self) -> usize {
-        if self.knobs.all_reduce { self.reducer.bucket_count() } else { 0 }
+        if self.knobs.all_reduce && self.zero_stage() < 2 { self.reducer.bucket_count() } else { 0 }
     }
 
     /// The log's line about the gradient all-reduces (SC22 counted NCCL calls per step in its
     /// profiles; here the trainer says how many it makes, how its buckets are cut, and when).
     pub fn describe(&self) -> String {
-        ddp_line(self.dp_all_reduces(), self.knobs.buckets, self.overlapped.is_some())
+        match self.zero_stage() {
+            0 | 1 => ddp_line(self.dp_all_reduces(), self.knobs.buckets, self.overlapped.is_some()),
+            stage => format!("DDP: none, ZeRO stage {stage} reduce-scatters the gradients in its place (the ZeRO: line)"),
+        }
     }
 
     /// Makes every data-parallel replica start from dp-rank 0's parameters (DDP does this when
     /// it wraps the model).
     pub fn broadcast_parameters(&self) -> Result<(), Error> {
+        if let Some(shards) = &self.shards {
+            return tch::no_grad(|| shards.broadcast());
+        }
         let group = self.comm.group(Token::DP);
         tch::no_grad(|| {
             for p in &self.params {
@@ -144,19 +239,46 @@ impl GradSync {
         tch::no_grad(|| self.buffers.iter().try_for_each(|b| group.broadcast(&mut b.shallow_clone(), 0)))
     }
 
-    /// Called before the backward pass that completes the step's gradients (the last
-    /// micro-batch's), in which each gradient is accumulated `firings` times (once per lane):
-    /// from then on, a full bucket's all-reduce is issued at once.
-    pub fn before_last_backward(&self, firings: usize) {
-        if let Some(overlapped) = &self.overlapped {
+    /// Zeroes what a step's gradients accumulate into, where ZeRO keeps it (the optimizer
+    /// zeroes its own: the parameters' gradients without ZeRO).
+    pub fn zero_grad(&self) {
+        if let Some(shards) = &self.shards {
+            shards.zero_grad();
+        }
+    }
+
+    /// Called before each micro-batch's backward pass (`last`: the one that completes the
+    /// step's gradients), in which each gradient is accumulated `firings` times (once per
+    /// lane). DDP issues all-reduces only in the last (its `no_sync` on the others); ZeRO's
+    /// stages 2 and 3 reduce-scatter in every one. With overlap, a full bucket's collective is
+    /// issued at once from then on.
+    pub fn before_backward(&self, last: bool, firings: usize) {
+        if let Some(overlapped) = self.overlapped.as_ref().filter(|_| last) {
             overlapped.arm(firings);
         }
+        if let Some(scatter) = self.scatter.as_ref().filter(|_| self.knobs.overlap) {
+            scatter.arm(firings);
+        }
+    }
+
+    /// After each micro-batch's backward pass: ZeRO's stages 2 and 3 reduce-scatter its
+    /// gradients into the shards (what backward did not issue, then waiting for all of it).
+    pub fn after_backward(&self) -> Result<(), Error> {
+        if let Some(scatter) = &self.scatter {
+            self.issued_in_backward.set(scatter.finish(true)?);
+        }
+        Ok(())
     }
 
     /// After the last backward pass. The cp sum is part of the model's maths and always runs;
     /// the dp average is DDP's, and `noddp` skips it (the replicas then train apart, which is
-    /// the point of measuring it). With overlap, this waits for what backward issued.
+    /// the point of measuring it). With overlap, this waits for what backward issued. At
+    /// ZeRO's stages 2 and 3 the dp reduction is done (after each backward) and the cp sum
+    /// runs on the shards.
     pub fn reduce_gradients(&self) -> Result<(), Error> {
+        if let Some(shards) = self.shards.as_ref().filter(|s| s.stage() >= 2) {
+            return shards.cp_sum();
+        }
         if let Some(overlapped) = &self.overlapped {
             self.issued_in_backward.set(overlapped.finish(true)?);
         } else if self.knobs.all_reduce {
@@ -165,7 +287,16 @@ impl GradSync {
         self.cp_reducer.reduce(&self.cp_params, self.comm.group(Token::CP), ReduceOp::Sum)
     }
 
-    /// How many of the dp all-reduces the last step issued during backward (0 without overlap).
+    /// After the optimizer step: ZeRO's stages 1 and 2 gather every rank's updated shards.
+    pub fn after_step(&self) -> Result<(), Error> {
+        match &self.shards {
+            Some(shards) => tch::no_grad(|| shards.gather_updated()),
+            None => Ok(()),
+        }
+    }
+
+    /// How many of the dp all-reduces (reduce-scatters, at ZeRO's stages 2 and 3: of the last
+    /// micro-batch) the last step issued during backward (0 without overlap).
     pub fn issued_in_backward(&self) -> usize {
         self.issued_in_backward.get()
     }
