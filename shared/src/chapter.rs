@@ -81,7 +81,8 @@ impl Part {
 
 /// The blocks a learner acts on (runs, edits, explores); code, quizzes, figures and published
 /// tables are read.
-pub const ACTION_BLOCKS: [&str; 10] = ["run", "sweep", "config", "estimate", "rank-grid", "data", "maps", "timeline", "chart", "pipeline"];
+pub const ACTION_BLOCKS: [&str; 11] =
+    ["run", "sweep", "config", "estimate", "rank-grid", "layout-search", "data", "maps", "timeline", "chart", "pipeline"];
 
 /// The most words a learner reads between two blocks they act on (issue #28's rule).
 pub const MAX_READING_WORDS: usize = 900;

@@ -20,6 +20,7 @@ use super::config_editor::ConfigEditor;
 use super::data_block::DataBlock;
 use super::estimate::EstimateBlock;
 use super::figures::{Figure, FigureBlock};
+use super::layout_search::LayoutSearchBlock;
 use super::maps_block::MapsBlock;
 use super::pipeline::PipelineBlock;
 use super::rank_grid::RankGridBlock;
@@ -101,6 +102,7 @@ async fn load(spec: BlockSpec) -> Result<AnyView, LoadError> {
         BlockSpec::Sweep { config, measure, variants } => from_part!(sweep_block(config, measure, variants)),
         BlockSpec::Estimate { config, grid, cluster, gpu } => from_part!(estimate_block(config, grid, cluster, gpu)),
         BlockSpec::RankGrid(spec) => from_part!(rank_grid_block(spec)),
+        BlockSpec::LayoutSearch { config, cluster, gpu, gpus } => from_part!(layout_search_block(config, cluster, gpu, gpus)),
         BlockSpec::Figure { figure, config, caption } => from_part!(figure_block(figure, config, caption)),
         BlockSpec::Data { config, set, index, channel } => from_part!(data_block(config, set, index, channel)),
         BlockSpec::Maps { run } => from_part!(maps_block(run)),
@@ -143,6 +145,12 @@ fn estimate_block(config: String, grid: GridSpec, cluster: Option<String>, gpu: 
 #[cfg_attr(scalebook_split, wasm_split(runs, wasm_split_path = ::leptos::wasm_split, fallible))]
 fn rank_grid_block(spec: GridSpec) -> Result<AnyView, LoadError> {
     Ok(view! { <RankGridBlock spec /> }.into_any())
+}
+
+// With the estimate and the rank grid, which it opens a layout in.
+#[cfg_attr(scalebook_split, wasm_split(runs, wasm_split_path = ::leptos::wasm_split, fallible))]
+fn layout_search_block(config: String, cluster: Option<String>, gpu: Option<String>, gpus: u32) -> Result<AnyView, LoadError> {
+    Ok(view! { <LayoutSearchBlock config cluster gpu gpus /> }.into_any())
 }
 
 #[cfg_attr(scalebook_split, wasm_split(pictures, wasm_split_path = ::leptos::wasm_split, fallible))]

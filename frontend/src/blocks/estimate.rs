@@ -32,11 +32,7 @@ const HERE: &str = "@this-machine";
 pub fn EstimateBlock(config: String, grid: GridSpec, cluster: Option<String>, gpu: Option<String>) -> impl IntoView {
     let library = expect_context::<Library>();
     let gpu_name = RwSignal::new(gpu);
-    let hardware = Signal::derive(move || match gpu_name.get().as_deref() == Some(HERE) {
-        true => Hardware::CpuCores,
-        false => Hardware::Gpus,
-    });
-    let state = LayoutState::new(&grid, hardware);
+    let state = LayoutState::new(&grid, hardware_of(gpu_name));
     let config_name = RwSignal::new(config);
     let inputs = move || async move { Ok((library.configs.await?, library.clusters.await?)) };
     view! {
@@ -50,6 +46,14 @@ pub fn EstimateBlock(config: String, grid: GridSpec, cluster: Option<String>, gp
             })}
         </section>
     }
+}
+
+/// What a layout's ranks run on, given the hardware select's choice.
+pub(super) fn hardware_of(gpu_name: RwSignal<Option<String>>) -> Signal<Hardware> {
+    Signal::derive(move || match gpu_name.get().as_deref() == Some(HERE) {
+        true => Hardware::CpuCores,
+        false => Hardware::Gpus,
+    })
 }
 
 /// The named cluster, or the first one that has GPUs (estimates model GPU clusters), with its
@@ -67,13 +71,15 @@ fn problem(field: &str, message: impl Into<String>) -> Error {
 }
 
 /// This machine's measurement, from the server (which measures it the first time).
-async fn this_machine() -> Result<MachineModel, String> {
+pub(super) async fn this_machine() -> Result<MachineModel, String> {
     let text = fetch::text(&urls::api("machine.json")).await?;
     serde_json::from_str(&text).map_err(|e| format!("the server's measurement of this machine does not parse: {e}"))
 }
 
+/// The config and hardware choices, the rank grid and the estimate of `state`'s layout on
+/// `cluster`, and "Run this layout" (also what the layout search opens a layout in).
 #[component]
-fn EstimateFor(
+pub(super) fn EstimateFor(
     configs: Arc<ConfigFile>,
     cluster: Cluster,
     cluster_name: String,

@@ -13,6 +13,8 @@ mod estimate;
 mod estimate_view;
 mod figures;
 mod layout_launch;
+mod layout_search;
+mod layout_search_measure;
 mod layout_state;
 mod maps_block;
 mod maps_legend;

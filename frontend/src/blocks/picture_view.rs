@@ -22,7 +22,8 @@ pub fn PictureFigure(picture: Picture, kind: &'static str, name: String, source:
     }
 }
 
-fn item(Item { shape, class, tip }: Item) -> AnyView {
+/// One item as SVG (the layout search draws its scatter's items inside an SVG of its own).
+pub(super) fn item(Item { shape, class, tip }: Item) -> AnyView {
     // Built here rather than in each arm's `view!`: only inside an SVG element does the macro
     // make `title` SVG's tooltip rather than HTML's document title.
     let tip = tip.map(|t| leptos::svg::title().child(t));

@@ -22,12 +22,21 @@ use crate::library::Ready;
 use crate::routing::slug_from_hash;
 use crate::runs::Runs;
 
-#[component]
-pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> impl IntoView {
+/// The state of the sweep of `config`'s `variants` in this chapter, kept for the page's life:
+/// the block's, and what another block that reads the sweep's figures finds (the layout
+/// search's verdict on its top three).
+pub fn sweep_state(config: String, measure: Measure, variants: Vec<Variant>) -> SweepState {
     let hash = window().location().hash().unwrap_or_default();
     let memory = sweep_model::memory_key(&hash, &config, measure, &variants);
-    let state =
-        expect_context::<Kept>().get_or_make(&memory, || SweepState::new(memory.clone(), slug_from_hash(&hash), config, variants, measure));
+    expect_context::<Kept>().get_or_make(&memory, || SweepState::new(memory.clone(), slug_from_hash(&hash), config, variants, measure))
+}
+
+/// `inside` another block (the layout search's top three), it is not a `.block` of its own:
+/// the classroom numbers a chapter's blocks, and a sweep that only some pages open must not
+/// shift the count.
+#[component]
+pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>, #[prop(optional)] inside: bool) -> impl IntoView {
+    let state = sweep_state(config, measure, variants);
     let SweepState { runs, library, chosen, ids, progress, variants, .. } = state;
     let busy = move || state.busy();
     let blocked = move || state.blocked();
@@ -36,7 +45,7 @@ pub fn SweepBlock(config: String, measure: Measure, variants: Vec<Variant>) -> i
 
     let config_id = unique_id("sweep-config");
     view! {
-        <section class="block sweep-block" aria-label="Sweep" data-measure=format!("{measure:?}").to_lowercase()>
+        <section class=if inside { "sweep-block" } else { "block sweep-block" } aria-label="Sweep" data-measure=format!("{measure:?}").to_lowercase()>
             <div class="toolbar">
                 <label for=config_id.clone()>"config"</label>
                 <select id=config_id class="sweep-config" disabled=busy on:change=move |ev| chosen.set(event_target_value(&ev))>

@@ -15,6 +15,7 @@ use scalebook_shared::weather::CHANNELS;
 use super::figures::Figure;
 use scalebook_shared::sweep::{Variant, parse_variants};
 
+use super::layout_search_model as search;
 use super::sweep_model::Measure;
 
 /// The sets a data sample can come from.
@@ -84,6 +85,17 @@ pub enum BlockSpec {
     Maps {
         run: Option<RunId>,
     },
+    /// Every layout of `config` on `gpus` of a cluster's GPUs, searched in the browser as the
+    /// controls (which start here) move: a scatter of memory against speed, the best and why,
+    /// the tutorial's choice and what was left out by rule.
+    LayoutSearch {
+        config: String,
+        /// The first cluster with GPUs when `None`.
+        cluster: Option<String>,
+        /// The cluster's first GPU when `None`.
+        gpu: Option<String>,
+        gpus: u32,
+    },
     /// A pipeline's schedules with controls: `stages` stages and `micro_batches` micro-batches
     /// to start from, GPipe's schedule beside 1F1B's, with the bubble and what each holds.
     Pipeline {
@@ -138,6 +150,12 @@ impl BlockSpec {
                 cluster: settings.take("cluster"),
                 gpu: settings.take("gpu"),
             },
+            "layout-search" => BlockSpec::LayoutSearch {
+                config: settings.take("config").unwrap_or_else(|| search::DEFAULT_CONFIG.to_owned()),
+                cluster: settings.take("cluster"),
+                gpu: settings.take("gpu"),
+                gpus: settings.gpu_count()?,
+            },
             "run" => BlockSpec::Run { config: settings.config(), dp: settings.count("dp", 1)? },
             "chart" => BlockSpec::Chart(settings.chart()?),
             "code" => BlockSpec::Code {
@@ -178,7 +196,7 @@ impl BlockSpec {
             },
             other => {
                 return Err(format!(
-                    "unknown block kind `{other}`; the kinds are config, rank-grid, estimate, run, chart, code, sweep, quiz, data, maps, timeline, pipeline, figure and published"
+                    "unknown block kind `{other}`; the kinds are config, rank-grid, estimate, layout-search, run, chart, code, sweep, quiz, data, maps, timeline, pipeline, figure and published"
                 ));
             }
         };
@@ -274,6 +292,15 @@ impl Settings {
         match self.take(key) {
             None => Ok(default),
             Some(v) => v.parse::<u32>().ok().filter(|n| *n > 0).ok_or(format!("{key}={v}: expected a whole number of at least 1")),
+        }
+    }
+
+    /// `gpus=N` of a layout search: a count its slider offers.
+    fn gpu_count(&mut self) -> Result<u32, String> {
+        let gpus = self.count("gpus", search::DEFAULT_GPUS)?;
+        match search::GPU_COUNTS.contains(&gpus) {
+            true => Ok(gpus),
+            false => Err(format!("gpus={gpus}: the layout search takes a power of two from 1 to 1024 GPUs")),
         }
     }
 
@@ -509,6 +536,21 @@ b | dp=2"
         assert!(both.contains("not both"), "{both}");
         assert!(BlockSpec::parse("timeline run=a/b", "").unwrap_err().starts_with("run=a/b"));
         assert!(BlockSpec::parse("timeline rank=0", "").unwrap_err().contains("no setting `rank`"));
+    }
+
+    #[test]
+    fn layout_searches_name_a_config_a_cluster_and_a_gpu_count() {
+        let search = BlockSpec::parse("layout-search config=mp cluster=perlmutter gpus=16", "").unwrap();
+        let expected = BlockSpec::LayoutSearch { config: "mp".into(), cluster: Some("perlmutter".into()), gpu: None, gpus: 16 };
+        assert_eq!(search, expected);
+        let defaults = BlockSpec::parse("layout-search", "").unwrap();
+        assert_eq!(defaults, BlockSpec::LayoutSearch { config: "mp".into(), cluster: None, gpu: None, gpus: 16 });
+        let gpu = BlockSpec::parse("layout-search gpu=a100-80gb gpus=1024", "").unwrap();
+        assert_eq!(gpu, BlockSpec::LayoutSearch { config: "mp".into(), cluster: None, gpu: Some("a100-80gb".into()), gpus: 1024 });
+        assert!(BlockSpec::parse("layout-search gpus=12", "").unwrap_err().contains("a power of two from 1 to 1024"));
+        assert!(BlockSpec::parse("layout-search gpus=2048", "").unwrap_err().contains("a power of two"));
+        assert!(BlockSpec::parse("layout-search gpus=0", "").unwrap_err().contains("at least 1"));
+        assert!(BlockSpec::parse("layout-search tp=2", "").unwrap_err().contains("a layout-search block has no setting `tp`"));
     }
 
     #[test]
