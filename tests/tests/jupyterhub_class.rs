@@ -251,13 +251,14 @@ async fn a_class_of_many_scalebooks_runs_under_jupyterhub() -> anyhow::Result<()
     let refused = posing
         .recv_until(WAIT, |e| match e {
             Event::Message(message) => match message.as_ref() {
-                ServerMessage::Error(report) => Some(report.message.clone()),
+                ServerMessage::Error(report) => Some(report.clone()),
                 _ => None,
             },
             Event::Closed { .. } => None,
         })
         .await?;
-    ensure!(refused.contains("not asked for"), "forged points were not refused as another's: {refused}");
+    let on_run = refused.problems.0.iter().find(|p| p.field == "run").map(|p| p.message.as_str()).unwrap_or_default();
+    ensure!(on_run.contains("not asked for"), "forged points were not refused as another's: {refused:?}");
     ensure!(metrics(&copy_dir) == metrics(&run_dir), "the instructor's copy of {learner1}'s run is no longer {learner1}'s file");
     // The instructor removes the impostor from the roster: every connection of learner2 goes,
     // and learner2 cannot come back under another name.

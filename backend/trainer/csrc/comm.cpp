@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "comm.h"
+#include "error.h"
 #ifdef SCALEBOOK_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -34,23 +35,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-void write_error(const char* what, char* err, size_t err_len) {
-    if (err == nullptr || err_len == 0) return;
-    std::strncpy(err, what, err_len - 1);
-    err[err_len - 1] = '\0';
-}
-
-template <typename F>
-int guarded(char* err, size_t err_len, F&& f) {
-    try {
-        f();
-        return 0;
-    } catch (const std::exception& e) {
-        write_error(e.what(), err, err_len);
-        return 1;
-    }
-}
 
 template <typename F>
 void run(SbGroup* g, uint64_t bytes, F&& issue) {

@@ -15,6 +15,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "comm.h"
+#include "error.h"
 
 #include <cstring>
 #include <exception>
@@ -24,23 +25,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-void write_error(const char* what, char* err, size_t err_len) {
-    if (err == nullptr || err_len == 0) return;
-    std::strncpy(err, what, err_len - 1);
-    err[err_len - 1] = '\0';
-}
-
-template <typename F>
-int guarded(char* err, size_t err_len, F&& f) {
-    try {
-        f();
-        return 0;
-    } catch (const std::exception& e) {
-        write_error(e.what(), err, err_len);
-        return 1;
-    }
-}
 
 // Gathers the unit whose buffer is `full` from every rank's `shard`, unless it holds its
 // values already.

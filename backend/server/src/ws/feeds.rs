@@ -14,7 +14,6 @@ use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
 use super::outbox::{Closed, Outbox};
-use super::session::Session;
 use crate::class::shared::SharedRuns;
 use crate::class::{ClassKey, for_followers};
 use crate::classroom::{AUDIENCE_SETTLE, Roster, roster_message};
@@ -24,14 +23,22 @@ use crate::stream::{Backlog, Subscription};
 use crate::wire::encode;
 
 /// Starts the feeds a connection of `role` gets: the presentation and whether its presenter is
-/// connected, the runs' changes; an instructor's the audience, the class link and the roster;
-/// a follower's the runs the instructor asks its learner for; every page but a follower's the
-/// state of the class this server follows. They end when aborted or when the connection goes.
-pub fn start(state: &AppState, role: Role, session: &Session, out: Outbox) -> Vec<JoinHandle<()>> {
+/// connected, the runs' changes (the list again, of `learner`'s runs, for one that fell
+/// behind); an instructor's the audience, the class link and the roster; a follower's the runs
+/// the instructor asks its learner for, once it is `introduced`; every page but a follower's
+/// the state of the class this server follows. They end when aborted or when the connection
+/// goes.
+pub fn start(
+    state: &AppState,
+    role: Role,
+    learner: watch::Receiver<Option<Learner>>,
+    introduced: watch::Receiver<Option<FollowerIdentity>>,
+    out: Outbox,
+) -> Vec<JoinHandle<()>> {
     let mut tasks = vec![
         tokio::spawn(forward_presentations(state.classroom.presentations(role), out.clone())),
         tokio::spawn(forward_presenter(state.classroom.presenter_states(), out.clone())),
-        tokio::spawn(forward_updates(state.runs.clone(), role, session.learners(), out.clone())),
+        tokio::spawn(forward_updates(state.runs.clone(), role, learner, out.clone())),
     ];
     if role == Role::Instructor {
         tasks.push(tokio::spawn(forward_audience(state.classroom.audiences(), out.clone())));
@@ -44,7 +51,7 @@ pub fn start(state: &AppState, role: Role, session: &Session, out: Outbox) -> Ve
         tasks.push(tokio::spawn(forward_class_states(state.following.states(), out.clone())));
     }
     if role == Role::Follower {
-        tasks.push(tokio::spawn(forward_asks(state.shared.clone(), session.introduced(), out)));
+        tasks.push(tokio::spawn(forward_asks(state.shared.clone(), introduced, out)));
     }
     tasks
 }

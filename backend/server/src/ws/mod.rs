@@ -67,7 +67,7 @@ async fn connection(
     let Some((role, first)) = admitted(admission, door.as_ref(), &mut socket).await else { return };
     let (out, outgoing) = outbox::outbox(OUT_QUEUE, state.ws.max_queued_bytes);
     let mut session = Session::new(state.clone(), role, out.clone(), door.as_ref().and_then(Connection::peer), identity);
-    let tasks = feeds::start(&state, role, &session, out.clone());
+    let tasks = feeds::start(&state, role, session.learners(), session.introduced(), out.clone());
     let opened = Instant::now();
     tracing::info!(?role, "websocket opened");
     let received = converse(&mut socket, &mut session, first, outgoing, &out, &state).await;
