@@ -132,8 +132,13 @@ impl RunManager {
         });
         self.summarise_profile(&id);
         if self.get(&id).is_some_and(|r| r.state() == RunState::Completed) {
-            let idle_now = crate::machine::load_now().is_some_and(|load| !is_busy(load.one_minute, load.cores));
-            self.executors.predictor.review(&self.store.run_dir(&id), idle_now);
+            // It reads the run's whole metrics file: on a blocking thread, not an async worker.
+            let (runs, dir) = (self.clone(), self.store.run_dir(&id));
+            let _ = tokio::task::spawn_blocking(move || {
+                let idle_now = crate::machine::load_now().is_some_and(|load| !is_busy(load.one_minute, load.cores));
+                runs.executors.predictor.review(&dir, idle_now);
+            })
+            .await;
         }
         self.schedule();
     }
