@@ -6,6 +6,7 @@
 #   ./scalebook.sh check-trunk            build the page with Trunk (Trunk.toml), as CI does after `test`
 #   ./scalebook.sh setup                  set up what is missing, build nothing
 #   ./scalebook.sh install PREFIX         set up, build, and install for every user (PREFIX/bin/scalebook)
+#   ./scalebook.sh export DIR [flags...]  build the page, write the static edition to DIR (any static web server)
 #   ./scalebook.sh bench [flags...]       Scalebook beside the tutorial's PyTorch code (BENCHMARKS.md)
 #   ./scalebook.sh cargo ARGS...          cargo with the pinned environment (for developers)
 #
@@ -386,6 +387,24 @@ ensure_synthetic_data() {
     fi
 }
 
+# `export DIR`: the page built as `run` builds it, and the server that writes the static edition
+# (with the trainer, which measures this machine for the edition's estimates); DIR is relative
+# to where it was called from, and the flags go on to `scalebook export`.
+cmd_export() {
+    if [ $# -lt 1 ]; then
+        echo "usage: $0 export DIR [--base-path /PREFIX/]" >&2
+        exit 2
+    fi
+    local dir=$1
+    shift
+    if [ "${dir#/}" = "$dir" ]; then dir="$CALLER_DIR/$dir"; fi
+    setup
+    build_frontend
+    build_native
+    say "writing the static edition to $dir"
+    exec "$CARGO_TARGET_DIR/release/scalebook" export "$dir" "$@"
+}
+
 # The directories whose Rust files the chapters' code blocks show (SOURCE_DIRS in
 # backend/server/src/code.rs), read relative to the parent of the config file's directory.
 SOURCE_DIRS=(shared/src backend/server/src backend/trainer/src frontend/src)
@@ -634,6 +653,7 @@ case "${1:-}" in
     cargo) shift; checkout_cargo "$@" ;;
     setup) shift; setup "${APT_TEST[@]}" "${APT_INSTALL[@]}" ;;
     install) shift; cmd_install "$@" ;;
+    export) shift; cmd_export "$@" ;;
     bench) shift; cmd_bench "$@" ;;
-    *) echo "usage: $0 run [serve flags...] | test | check-trunk | setup | install PREFIX | bench [flags...] | cargo ARGS..." >&2; exit 2 ;;
+    *) echo "usage: $0 run [serve flags...] | test | check-trunk | setup | install PREFIX | export DIR [flags...] | bench [flags...] | cargo ARGS..." >&2; exit 2 ;;
 esac

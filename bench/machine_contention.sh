@@ -3,12 +3,7 @@
 # the machine is idle, and cpu_short predicted from each against cpu_short measured (BENCHMARKS.md,
 # "Contention the load average misses is caught"). Run after `./scalebook.sh test` (or `run`)
 # has built the binaries, on an otherwise idle machine: about three minutes.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-bin=${CARGO_TARGET_DIR:-$HOME/.cache/scalebook/target}/release
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OMP_WAIT_POLICY=PASSIVE
+source "$(dirname "$0")/setup.sh"
 model() {
     python3 -c "import json, sys; m = json.load(open(sys.argv[1])); print(sys.argv[2], 'load', m['load_at_measurement'],
   [(r['threads'], round(r['cpu_share'], 2), round(r['matmul_gflops'][-1])) for r in m['by_threads']])" "$work/machine.json" "$1"

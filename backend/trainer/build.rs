@@ -7,7 +7,8 @@
 //!   ranges), `csrc/recompute.cpp` (activation recomputation), `csrc/comm.cpp` (c10d process
 //!   groups and the parallel-region autograd functions), `csrc/reducer.cpp` (DDP's gradient
 //!   all-reduce overlapped with backward, and ZeRO's reduce-scatter) and `csrc/zero.cpp` (ZeRO's
-//!   parameter units: gathered, released, gathered again before backward).
+//!   parameter units: gathered, released, gathered again before backward) and `csrc/p2p.cpp`
+//!   (the pipeline's point-to-point sends and receives).
 //!
 //! With the `cuda` feature, the ranges are NVTX ranges too, comm.cpp is built with NCCL,
 //! `csrc/cuda_memory.cpp` (the caching allocator's peak), `csrc/cuda_copy.cpp` (batches
@@ -34,7 +35,7 @@ fn main() {
     shim.compile("scalebook_shim");
 
     let mut comm = build(&include, "csrc/comm.cpp");
-    comm.file("csrc/reducer.cpp").file("csrc/zero.cpp");
+    comm.file("csrc/reducer.cpp").file("csrc/zero.cpp").file("csrc/p2p.cpp");
     comm.include("csrc/gloo-stub").define("USE_C10D_GLOO", None);
     if cuda {
         // The wheel's site-packages holds the NVIDIA headers beside torch/.

@@ -11,6 +11,7 @@ use wasm_bindgen::closure::Closure;
 
 use crate::chapters::{self, ChapterIndex, ChapterPage, Pager, TableOfContents};
 use crate::classroom::{Classroom, ClassroomControls};
+use crate::edition::{self, StaticBanner};
 use crate::kept::Kept;
 use crate::library::{Library, Ready, load, when_loaded};
 use crate::net::urls;
@@ -72,8 +73,12 @@ pub fn App() -> impl IntoView {
             <span class="tagline">"Deep Learning at Scale, step by step"</span>
             <span class="spacer"></span>
             <ClassroomControls />
-            <ConnectionBadge runs />
+            {match edition::is_static() {
+                true => view! { <span class="edition">"Static edition"</span> }.into_any(),
+                false => view! { <ConnectionBadge runs /> }.into_any(),
+            }}
         </header>
+        {edition::is_static().then(|| view! { <StaticBanner /> })}
         <Notice runs />
         {when_loaded("table of contents", move || index.into_future(), move |index: Arc<ChapterIndex>| {
             let index = ChapterIndex::clone(&index);

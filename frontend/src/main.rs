@@ -9,6 +9,7 @@ mod chapters;
 mod classroom;
 mod clock;
 mod download;
+mod edition;
 mod ids;
 mod kept;
 mod library;

@@ -7,6 +7,7 @@
 //! - [`blocks`]: each block's grammar ([`blocks::spec`]) and models (configs, runs, sweeps),
 //!   and the geometry of what they draw (charts, rank grids, timelines, figures).
 //! - [`classroom`]: following a presenter, the roster and the class panel, as state machines.
+//! - [`error`]: why a chapter's block cannot be read.
 //! - [`progress`]: how far a run has come and how long it has left.
 //! - [`requests`]: the page's requests matched to their answers.
 //! - [`runs`]: a run's stream of points and log lines, and whose a run is.
@@ -15,6 +16,7 @@
 pub mod blocks;
 pub mod chapters;
 pub mod classroom;
+pub mod error;
 pub mod markdown;
 pub mod placement;
 pub mod prediction;

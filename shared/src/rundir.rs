@@ -27,8 +27,9 @@ pub const EXIT: &str = "exit.json";
 pub const SCRIPT: &str = "job.sbatch";
 /// TensorBoard's event files.
 pub const EVENTS_DIR: &str = "logs";
-/// Per-epoch checkpoints (`last.ot`, or `last.mpK.ot` per model-parallel shard, and
-/// `last.json`: where the run stands).
+/// Per-epoch checkpoints (`last.ot`, or `last.mpK.ot` per model-parallel shard; a ZeRO run's
+/// `last.dpR-of-N.ot` per dp rank with `last.shards.json`, its layout; and `last.json`: where
+/// the run stands).
 pub const CHECKPOINTS_DIR: &str = "checkpoints";
 /// The step profiles, one Chrome-trace JSON file per rank ([`crate::profile::trace_file`]).
 pub const PROFILE_DIR: &str = "profile";
@@ -73,13 +74,22 @@ impl RunDir {
         self.0.join(name)
     }
 
-    /// The checkpoint of model-parallel shard `shard` (`None`: the whole model).
+    /// The checkpoint of model-parallel shard `shard` (`None`: the whole model), as a run
+    /// without ZeRO writes it: one file holds the shard's every tensor.
     pub fn checkpoint(&self, shard: Option<usize>) -> PathBuf {
-        let name = match shard {
-            Some(k) => format!("last.mp{k}.ot"),
-            None => "last.ot".to_owned(),
-        };
-        self.0.join(CHECKPOINTS_DIR).join(name)
+        self.0.join(CHECKPOINTS_DIR).join(checkpoint_file(shard, None))
+    }
+
+    /// Dp rank `rank`'s file of a ZeRO run's checkpoint of model-parallel shard `shard`, cut
+    /// over `of` dp ranks: its part of every unit, written by that rank alone.
+    pub fn checkpoint_dp_shard(&self, shard: Option<usize>, rank: usize, of: usize) -> PathBuf {
+        self.0.join(CHECKPOINTS_DIR).join(checkpoint_file(shard, Some((rank, of))))
+    }
+
+    /// How a ZeRO run's checkpoint of model-parallel shard `shard` was cut over dp (its units,
+    /// their parameters and offsets), so that another layout can read it.
+    pub fn checkpoint_layout(&self, shard: Option<usize>) -> PathBuf {
+        self.0.join(CHECKPOINTS_DIR).join(layout_file(shard))
     }
 
     /// Where the run stands at its last checkpoint (epoch, step, scaler), written by rank 0
@@ -87,6 +97,64 @@ impl RunDir {
     pub fn checkpoint_position(&self) -> PathBuf {
         self.0.join(CHECKPOINTS_DIR).join("last.json")
     }
+}
+
+/// `.mpK` for model-parallel shard K, nothing for a whole model.
+fn mp_part(shard: Option<usize>) -> String {
+    shard.map_or(String::new(), |k| format!(".mp{k}"))
+}
+
+/// The name of a checkpoint's tensor file: of model-parallel shard `shard`, and with
+/// `dp_shard` (rank, of) of one dp rank's part of a ZeRO run's.
+fn checkpoint_file(shard: Option<usize>, dp_shard: Option<(usize, usize)>) -> String {
+    let dp = dp_shard.map_or(String::new(), |(rank, of)| format!(".dp{rank}-of-{of}"));
+    format!("last{}{dp}.ot", mp_part(shard))
+}
+
+/// The name of the layout record of model-parallel shard `shard`'s checkpoint cut over dp.
+fn layout_file(shard: Option<usize>) -> String {
+    format!("last{}.shards.json", mp_part(shard))
+}
+
+/// What a file of [`CHECKPOINTS_DIR`] belongs to, read from its name: what tells the files of
+/// an older checkpoint, written in another form, from the current one's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointFile {
+    /// A whole model shard's tensors (`last.ot`, `last.mp1.ot`).
+    Whole,
+    /// One dp rank's part of a checkpoint cut over `of` ranks (`last.dp0-of-4.ot`).
+    DpShard { of: usize },
+    /// The layout of a checkpoint cut over dp (`last.shards.json`).
+    Layout,
+}
+
+impl CheckpointFile {
+    /// The kind of checkpoint file `file` is (`None`: not one; `last.json` is none of these).
+    pub fn of_name(file: &str) -> Option<CheckpointFile> {
+        let rest = file.strip_prefix("last")?;
+        if let Some(mp) = rest.strip_suffix(".shards.json") {
+            let (shard, rest) = split_mp(mp)?;
+            return (rest.is_empty() && layout_file(shard) == file).then_some(CheckpointFile::Layout);
+        }
+        let (shard, rest) = split_mp(rest.strip_suffix(".ot")?)?;
+        let dp_shard = match rest.strip_prefix(".dp") {
+            Some(dp) => {
+                let (rank, of) = dp.split_once("-of-")?;
+                Some((rank.parse().ok()?, of.parse().ok()?))
+            }
+            None if rest.is_empty() => None,
+            None => return None,
+        };
+        let kind = dp_shard.map_or(CheckpointFile::Whole, |(_, of)| CheckpointFile::DpShard { of });
+        (checkpoint_file(shard, dp_shard) == file).then_some(kind)
+    }
+}
+
+/// A leading `.mpK` of `rest` as the shard K, and what follows it.
+fn split_mp(rest: &str) -> Option<(Option<usize>, &str)> {
+    let Some(mp) = rest.strip_prefix(".mp") else { return Some((None, rest)) };
+    let digits = mp.find(|c: char| !c.is_ascii_digit()).unwrap_or(mp.len());
+    Some((Some(mp[..digits].parse().ok()?), &mp[digits..]))
 }
 
 /// Where each rank ran: one file per rank ([`placement_file`]), written by the rank as it
@@ -170,5 +238,25 @@ mod tests {
         assert_eq!(dir.checkpoint(None), Path::new("/runs/r1/checkpoints/last.ot"));
         assert_eq!(dir.checkpoint(Some(2)), Path::new("/runs/r1/checkpoints/last.mp2.ot"));
         assert_eq!(dir.file(METRICS), Path::new("/runs/r1/metrics.jsonl"));
+        assert_eq!(dir.checkpoint_dp_shard(None, 1, 4), Path::new("/runs/r1/checkpoints/last.dp1-of-4.ot"));
+        assert_eq!(dir.checkpoint_dp_shard(Some(2), 0, 2), Path::new("/runs/r1/checkpoints/last.mp2.dp0-of-2.ot"));
+        assert_eq!(dir.checkpoint_layout(None), Path::new("/runs/r1/checkpoints/last.shards.json"));
+        assert_eq!(dir.checkpoint_layout(Some(1)), Path::new("/runs/r1/checkpoints/last.mp1.shards.json"));
+    }
+
+    #[test]
+    fn a_checkpoint_files_kind_reads_back_from_its_name_only() {
+        let name = |path: PathBuf| path.file_name().unwrap().to_str().unwrap().to_owned();
+        let kind = |path: PathBuf| CheckpointFile::of_name(&name(path));
+        let dir = RunDir::new("/runs/r1");
+        assert_eq!(kind(dir.checkpoint(None)), Some(CheckpointFile::Whole));
+        assert_eq!(kind(dir.checkpoint(Some(3))), Some(CheckpointFile::Whole));
+        assert_eq!(kind(dir.checkpoint_dp_shard(None, 3, 4)), Some(CheckpointFile::DpShard { of: 4 }));
+        assert_eq!(kind(dir.checkpoint_dp_shard(Some(1), 0, 2)), Some(CheckpointFile::DpShard { of: 2 }));
+        assert_eq!(kind(dir.checkpoint_layout(None)), Some(CheckpointFile::Layout));
+        assert_eq!(kind(dir.checkpoint_layout(Some(12))), Some(CheckpointFile::Layout));
+        for other in ["last.json", "last.ot.tmp", "last.dp1.ot", "last.mp.ot", "last.dp01-of-4.ot", "last.x.ot", "last.mp1x.shards.json"] {
+            assert_eq!(CheckpointFile::of_name(other), None, "{other}");
+        }
     }
 }

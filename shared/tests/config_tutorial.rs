@@ -1,7 +1,9 @@
 //! The shipped `config/ViT.yaml` holds the tutorial's configs with the tutorial's exact values
 //! (reference §2.2–2.3), and files from the other tutorial editions load too.
 
-use scalebook_shared::config::{AmpMode, BenchyTrial, ConfigFile, DEFAULT_CONFIG, DataLoaderKind, ModelBackend, Optimizer, TrainConfig};
+use scalebook_shared::config::{
+    AmpMode, BenchyTrial, ConfigFile, DEFAULT_CONFIG, DataLoaderKind, ModelBackend, Optimizer, PipelineSchedule, TrainConfig,
+};
 
 const SHIPPED: &str = include_str!("../shipped/ViT.yaml");
 
@@ -57,6 +59,10 @@ fn tutorial_base() -> TrainConfig {
         gradient_accumulation_steps: 1,
         activation_checkpointing: false,
         zero_stage: 0,
+        pipeline_parallel: 1,
+        num_micro_batches: 1,
+        pipeline_schedule: PipelineSchedule::OneFOneB,
+        virtual_pipeline_stages: 2,
         serial_read: false,
         benchy_trial: BenchyTrial::Full,
         profile: String::new(),

@@ -288,9 +288,7 @@ fn every_sweep_variant_is_a_valid_run() {
                 runs += 1;
                 for name in &offered {
                     let mut config = configs.get(name).unwrap_or_else(|e| panic!("{slug}: {e}"));
-                    let checked = config
-                        .apply_overrides(&v.overrides)
-                        .and_then(|()| config.validate(v.dp as usize * config.tensor_parallel * config.context_parallel));
+                    let checked = config.apply_overrides(&v.overrides).and_then(|()| config.validate(config.world(v.dp as usize)));
                     if let Err(e) = checked {
                         problems.push(format!("{slug}: `{}` on {name}: {e}", v.label));
                     }

@@ -185,7 +185,7 @@ fn terms_explain_every_factor_and_result() {
     assert_eq!(value("memory.data_loader").value, perlmutter().estimate.unwrap().dali_overhead_gb);
     // Every saved tensor and every collective has its line.
     assert_eq!(names.iter().filter(|n| n.starts_with("activation: ")).count(), e.saved_activations.len());
-    assert!(e.collectives.iter().all(|c| names.iter().any(|n| n.ends_with(&c.what))));
+    assert!(e.collectives.iter().all(|c| names.iter().any(|n| n.ends_with(&*c.what))));
 }
 
 #[test]
@@ -248,7 +248,7 @@ fn every_problem_is_reported_at_once() {
     for (field, fragment) in [
         ("embed_dim", "not divisible by num_heads 7"),
         ("tensor_parallel", "the layout has tp 4"),
-        ("pp", "pp = 1 only"),
+        ("pipeline_parallel", "the layout has pp 2"),
         ("cluster", "CPU cores"),
         ("cluster", "interconnect"),
         ("cluster", "`estimate` section"),
@@ -258,4 +258,69 @@ fn every_problem_is_reported_at_once() {
     let reordered = Layout::new(sizes(1, 1, 4), "dp-tp-cp").unwrap();
     let err = estimate(&config("bs64_opt", &[]), &reordered, &pm, pm.gpu("a100-40gb").unwrap(), &EstimateOptions::default()).unwrap_err();
     assert!(err.problems().for_field("parallel_order").any(|p| p.message.contains("dp-tp-cp")), "{err}");
+}
+
+/// `mp` on 16 of Perlmutter's A100s as tp 4 × pp 2 × dp 2 with `m` micro-batches.
+fn pipelined(schedule: &str, m: usize, zero: usize) -> Estimate {
+    let set = ["tensor_parallel=4", "pipeline_parallel=2", "parallel_order=tp-pp-dp"];
+    let mut c = config("mp", &set);
+    c.apply_overrides(&[format!("num_micro_batches={m}"), format!("pipeline_schedule={schedule}"), format!("zero_stage={zero}")]).unwrap();
+    run(&c, Sizes { tp: 4, cp: 1, pp: 2, dp: 2 }, "tp-pp-dp", EstimateOptions::default()).unwrap()
+}
+
+#[test]
+fn the_bubble_is_the_simulations_idle_share() {
+    use scalebook_shared::pipeline::{Schedule, idle_share, simulate};
+    for (name, schedule, m) in
+        [("gpipe", Schedule::GPipe, 8), ("1f1b", Schedule::OneFOneB, 8), ("interleaved", Schedule::Interleaved(2), 8)]
+    {
+        let e = pipelined(name, m, 0);
+        let pipeline = e.pipeline.as_ref().unwrap();
+        let simulated = idle_share(&simulate(schedule, 2, m, 1.0), 2);
+        assert!((pipeline.bubble_fraction - simulated).abs() < 1e-12, "{name}: {} vs {simulated}", pipeline.bubble_fraction);
+        // The bubble is (p − 1)/(v·m) of the passes, p2p transfers and tp's collectives included.
+        let t = &e.time;
+        let between: f64 = e.collectives.iter().filter(|c| !c.overlapped && c.phase != Phase::Step).map(|c| c.seconds).sum();
+        let passes = t.forward_s + t.backward_s + t.recompute_s + t.overhead_s + between;
+        let v = if name == "interleaved" { 2.0 } else { 1.0 };
+        assert!((t.bubble_s - passes / (v * m as f64)).abs() < 1e-12, "{name}: {t:?}");
+    }
+}
+
+#[test]
+fn two_stages_halve_the_blocks_and_pass_one_micro_batch_activation_each_way() {
+    let one = run(&config("mp", &["tensor_parallel=4"]), sizes(4, 1, 4), "tp-cp-dp", EstimateOptions::default()).unwrap();
+    let two = pipelined("1f1b", 8, 0);
+    let stage = two.pipeline.as_ref().unwrap();
+    assert_eq!(stage.per_stage.iter().map(|s| s.blocks).collect::<Vec<_>>(), [6, 6]);
+    // The heaviest stage holds half the blocks' parameters and one end of the model.
+    let blocks = |e: &Estimate| e.params.column_parallel + e.params.row_parallel + e.params.block_replicated;
+    assert_eq!(2 * blocks(&two), blocks(&one));
+    // Each transfer is one micro-batch's fp32 residual stream: 64 samples / dp 2 / 8 = 4.
+    let send = find(&two, Token::PP, Operation::SendRecv, Phase::Forward);
+    assert_eq!((send.bytes, send.count), (4 * 4 * 4050 * 1536, 8));
+    assert_eq!(find(&two, Token::PP, Operation::SendRecv, Phase::Backward).bytes, send.bytes);
+    // tp-pp-dp on four-GPU nodes: the two stages of a tp group are on different nodes.
+    assert_eq!(send.link, Link::Network);
+    // dp's all-reduce covers one stage's parameters only.
+    // (the collectives are the slowest stage's, the last: its blocks, final LayerNorm and head).
+    let model = two.params.model;
+    let last = blocks(&one) / 2 + model.final_norm + model.head;
+    assert_eq!(two.pipeline.as_ref().unwrap().slowest_stage, 1);
+    assert_eq!(find(&two, Token::DP, Operation::AllReduce, Phase::Backward).bytes, 4 * last);
+}
+
+#[test]
+fn zero_3_moves_about_one_and_a_half_all_reduces() {
+    let e = run(&config("mp", &["tensor_parallel=4", "zero_stage=3"]), sizes(4, 1, 4), "tp-cp-dp", EstimateOptions::default()).unwrap();
+    let ddp = run(&config("mp", &["tensor_parallel=4"]), sizes(4, 1, 4), "tp-cp-dp", EstimateOptions::default()).unwrap();
+    let ring = |e: &Estimate| -> f64 {
+        let dp = e.collectives.iter().filter(|c| c.group == Token::DP && c.bytes > 4);
+        dp.map(|c| c.seconds * c.bus_gb_per_s).sum()
+    };
+    let factor = ring(&e) / ring(&ddp);
+    assert!((1.4..=1.5).contains(&factor), "{factor}");
+    assert!((e.zero_what_if[3].dp_bytes_factor - factor).abs() < 1e-6);
+    assert!(e.memory_gb.total < ddp.memory_gb.total && e.step_time_s > ddp.step_time_s);
+    assert!((e.memory_gb.total - ddp.zero_what_if[3].total_gb).abs() < 1e-9);
 }

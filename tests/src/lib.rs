@@ -1,8 +1,8 @@
 //! Harness for end-to-end tests: the real `scalebook` server process, a real headless Chromium
 //! driven over WebDriver, a prefix-stripping proxy like JupyterHub's, scratch directories
-//! with generated training data, installs made by `scalebook.sh install`, and a real JupyterHub
-//! serving Unix users of its own. Everything is torn down when its handle drops, so a failing
-//! test leaves no process behind.
+//! with generated training data, installs made by `scalebook.sh install`, a real JupyterHub
+//! serving Unix users of its own, and a plain static file server for the static edition.
+//! Everything is torn down when its handle drops, so a failing test leaves no process behind.
 
 mod browser;
 pub mod by_hand;
@@ -13,11 +13,13 @@ pub mod notebook;
 mod proxy;
 mod scratch;
 mod server;
+mod static_site;
 
 pub use browser::{ARROW_RIGHT, Browser, WAIT, free_port};
 pub use proxy::PrefixProxy;
 pub use scratch::{with_project_data, with_tiny_data};
 pub use server::Server;
+pub use static_site::StaticSite;
 // The workspace root (the server is started there, so it finds `static/` and `config/`), and a
 // binary this workspace builds: found as the server's own tests and benchmarks find them.
 pub use scalebook_harness::{workspace as workspace_root, workspace_binary};

@@ -43,6 +43,29 @@ pub fn snippet(root: &Path, path: &str, item: &str) -> Result<Snippet, Error> {
     Ok(Snippet { path: path.to_owned(), item: item.to_owned(), first_line, last_line, text })
 }
 
+/// The file and item of every `code` block of a chapter's Markdown `text`, in order: what the
+/// page asks for when it shows the chapter (and so what `scalebook export` writes beforehand).
+pub fn listed_in(text: &str) -> Vec<(String, String)> {
+    scalebook_shared::chapter::parts(text)
+        .into_iter()
+        .filter_map(|part| match part {
+            scalebook_shared::chapter::Part::Block { info, .. } => code_block(&info),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The `path=` and `item=` of a block whose info string (after `scalebook`) is a `code` block's;
+/// `None` for any other kind. A missing setting reads as empty, which [`snippet`] refuses.
+fn code_block(info: &str) -> Option<(String, String)> {
+    let mut words = info.split_whitespace();
+    if words.next() != Some(scalebook_shared::chapter::BlockKind::Code.name()) {
+        return None;
+    }
+    let setting = |key: &str| info.split_whitespace().find_map(|w| w.strip_prefix(key)).unwrap_or_default().to_owned();
+    Some((setting("path="), setting("item=")))
+}
+
 /// The lines of `item` (`name`, or `Type::name` for an item of an `impl` of `Type`) among `items`.
 fn find(items: &[syn::Item], item: &str) -> Option<(usize, usize)> {
     match item.split_once("::") {
@@ -133,11 +156,9 @@ mod tests {
             if path.extension().is_none_or(|e| e != "md") {
                 continue;
             }
-            for line in std::fs::read_to_string(&path).unwrap().lines().filter(|l| l.starts_with("```scalebook code ")) {
-                let setting = |key: &str| line.split_whitespace().find_map(|w| w.strip_prefix(key)).unwrap_or_default().to_owned();
-                let (file, item) = (setting("path="), setting("item="));
+            for (file, item) in listed_in(&std::fs::read_to_string(&path).unwrap()) {
                 let found = snippet(&root(), &file, &item);
-                assert!(found.is_ok(), "{}: {line}: {:?}", path.display(), found.err());
+                assert!(found.is_ok(), "{}: {file} {item}: {:?}", path.display(), found.err());
                 blocks += 1;
             }
         }
@@ -149,12 +170,9 @@ mod tests {
     #[test]
     fn no_chapter_is_a_wall_of_reading() {
         use scalebook_shared::chapter::{MAX_READING_WORDS, reading_stretches};
-        let code_words = |info: &str| {
-            let setting = |key: &str| info.split_whitespace().find_map(|w| w.strip_prefix(key)).unwrap_or_default().to_owned();
-            match info.starts_with("code ") {
-                true => snippet(&root(), &setting("path="), &setting("item=")).map_or(0, |s| s.text.split_whitespace().count()),
-                false => 0,
-            }
+        let code_words = |info: &str| match code_block(info) {
+            Some((path, item)) => snippet(&root(), &path, &item).map_or(0, |s| s.text.split_whitespace().count()),
+            None => 0,
         };
         let mut walls = Vec::new();
         for entry in std::fs::read_dir(root().join("static/chapters")).unwrap() {

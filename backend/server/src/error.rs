@@ -89,6 +89,18 @@ pub enum Error {
     /// This machine could not be measured for local predictions: what failed.
     #[error("measuring this machine: {0}")]
     Machine(String),
+    /// `scalebook export` cannot write its directory there: the path and the rule it breaks.
+    #[error("cannot export to {}: {why}", path.display())]
+    ExportTarget { path: PathBuf, why: String },
+    /// A file of the static edition that could not be read or written: which, and why.
+    #[error("exporting {}: {source}", path.display())]
+    ExportFile { path: PathBuf, source: std::io::Error },
+    /// A chapter's `code` block whose listing cannot be made: the chapter, and why.
+    #[error("{}: {source}", chapter.display())]
+    ExportListing { chapter: PathBuf, source: Box<Error> },
+    /// The built page does not read as `scalebook.sh` writes it: what is missing.
+    #[error("{}: {why}; build the page again with `./scalebook.sh export` or `./scalebook.sh run`", path.display())]
+    ExportPage { path: PathBuf, why: String },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

@@ -11,6 +11,7 @@ pub mod clock;
 pub mod code;
 pub mod error;
 pub mod executor;
+pub mod export;
 pub mod gate;
 pub mod headers;
 pub mod learners;

@@ -60,6 +60,19 @@ int sb_set_tf32(int enabled, char* err, size_t err_len) {
     }
 }
 
+// Back-propagates from `y` with `grad` as its gradient (a pipeline stage's output, whose
+// gradient came from the next stage), accumulating into the leaves' gradients as
+// `Tensor.backward(grad)` does; tch only back-propagates from scalars.
+int sb_backward_with(at::Tensor* y, at::Tensor* grad, char* err, size_t err_len) {
+    try {
+        y->backward(*grad);
+        return 0;
+    } catch (const std::exception& e) {
+        write_error(e, err, err_len);
+        return 1;
+    }
+}
+
 // An uninitialised float32 CPU tensor in page-locked memory, allocated there directly (a
 // tensor's pin_memory() would allocate, then copy the whole batch over).
 int sb_empty_pinned(const int64_t* shape, size_t ndim, at::Tensor** out, char* err, size_t err_len) {

@@ -3,20 +3,31 @@
 
 mod support;
 
+use std::collections::HashMap;
+use std::path::Path;
 use std::rc::Rc;
 
 use scalebook_shared::config::TrainConfig;
 use scalebook_shared::layout::{Sizes, Token};
 use scalebook_shared::metrics::tags;
+use scalebook_shared::rundir;
 use scalebook_trainer::data::Batch;
 use scalebook_trainer::dist::Comm;
 use scalebook_trainer::ffi::{ReduceOp, Region};
 use scalebook_trainer::train::amp::{GradScaler, INIT_SCALE};
+use scalebook_trainer::train::checkpoint::Checkpoints;
+use scalebook_trainer::train::reshard::Saved;
 use scalebook_trainer::train::{DdpKnobs, GradSync, Learner};
 use tch::{Device, Kind, Tensor};
 
 fn ranks<F: Fn()>(test: F, sizes: Sizes) -> Option<Comm> {
     support::ranks(test, sizes, "tp-cp-dp")
+}
+
+/// A run's checkpoint, whatever its form, as a one-rank run's tensors.
+fn whole_checkpoint(run_dir: &Path) -> HashMap<String, Tensor> {
+    let (_, saved) = Checkpoints::new(run_dir, None).load().unwrap();
+    saved.into_whole().unwrap()
 }
 
 fn close(a: &Tensor, b: &Tensor) -> f64 {
@@ -238,7 +249,7 @@ fn attached(comm: &Rc<Comm>, config: &TrainConfig) -> (tch::nn::VarStore, Learne
 }
 
 /// Every stage of ZeRO, overlapped or not, with micro-batches and (stage 3) recomputation,
-/// takes the steps DDP takes, on every rank; the optimizer state it saves reads as DDP's.
+/// takes the steps DDP takes, on every rank; the optimizer state it holds is DDP's, resharded.
 #[test]
 fn zero_steps_are_ddp_steps() {
     let Some(comm) = ranks(zero_steps_are_ddp_steps, Sizes { dp: 2, ..Sizes::default() }) else { return };
@@ -275,7 +286,7 @@ fn zero_steps_are_ddp_steps() {
         }
     }
     let reference_params = reference_vs.variables();
-    let reference_state: std::collections::HashMap<String, Tensor> = reference.optimizer.state().into_iter().collect();
+    let reference_state: HashMap<String, Tensor> = reference.optimizer.state().into_iter().collect();
     let g = comm.group(Token::DP);
     for (config, (vs, learner)) in variants.iter().zip(&learners) {
         let stage = config.zero_stage;
@@ -297,11 +308,15 @@ fn zero_steps_are_ddp_steps() {
                 Ok(())
             })
             .unwrap();
+        // DDP's state, resharded as a checkpoint of it is read at this stage, is this rank's.
         let shards = learner.sync.as_ref().unwrap().shards().expect("ZeRO has shards");
-        let full = shards.full_state(learner.optimizer.state()).unwrap();
-        assert_eq!(full.len(), reference_state.len(), "stage {stage}: the saved state names every parameter's slots");
-        for (name, t) in full {
-            let diff = close(&t, &reference_state[&name]);
+        let own = learner.optimizer.state();
+        let tensors = reference_params.iter().chain(&reference_state).map(|(k, t)| (k.clone(), t.shallow_clone())).collect();
+        let ddp = Saved::Whole { path: "ddp".into(), tensors };
+        let resharded = shards.restore(&ddp, &own).unwrap();
+        assert_eq!(resharded.len(), own.len(), "stage {stage}: every slot of every shard");
+        for (name, t) in own {
+            let diff = close(&t, &resharded[&name]);
             assert!(diff < 1e-6, "stage {stage}: {name} differs from DDP's by {diff}");
         }
     }
@@ -383,18 +398,15 @@ fn zero_runs_learn_what_one_rank_learns() {
         assert!(out.status.success(), "{name}: {stderr}");
         (run_dir, stderr)
     };
-    let curve = |run_dir: &std::path::Path| {
+    let curve = |run_dir: &Path| {
         let points = support::runs::points(run_dir);
         let series = |tag: &str| points.iter().filter(|p| p.tag == tag).map(|p| p.value).collect::<Vec<_>>();
         (series(tags::step::LOSS_TRAIN), series(tags::LOSS_VALID))
     };
-    let checkpoint = |run_dir: &std::path::Path, file: &str| -> std::collections::HashMap<String, Tensor> {
-        Tensor::load_multi(run_dir.join("checkpoints").join(file)).unwrap().into_iter().collect()
-    };
     let (one_dir, _) = train("one", 1, &[]);
     let (one_train, one_valid) = curve(&one_dir);
     assert_eq!((one_train.len(), one_valid.len()), (16, 5));
-    let one_checkpoint = checkpoint(&one_dir, "last.ot");
+    let one_checkpoint = whole_checkpoint(&one_dir);
     let small = ["bucket_cap_mb=0.05", "first_bucket_cap_mb=0.05"];
     let layouts: [(&str, usize, Vec<&str>); 7] = [
         ("zero1", 2, [&["zero_stage=1"][..], &small].concat()),
@@ -420,15 +432,13 @@ fn zero_runs_learn_what_one_rank_learns() {
             // Parameters and Adam's moments as one rank's run saved them, each kind as a whole
             // (a gradient that is zero in exact arithmetic, as the key bias's, leaves moments
             // of rounding noise, which no two sums share).
-            let saved = checkpoint(&run_dir, "last.ot");
+            let saved = whole_checkpoint(&run_dir);
             assert_eq!(saved.len(), one_checkpoint.len(), "{name}");
             for kind in ["adam.exp_avg.", "adam.exp_avg_sq.", "adam.step.", ""] {
                 let mut keys: Vec<&String> =
                     saved.keys().filter(|k| k.starts_with(kind) && (!kind.is_empty() || !k.starts_with("adam."))).collect();
                 keys.sort();
-                let whole = |c: &std::collections::HashMap<String, Tensor>| {
-                    Tensor::cat(&keys.iter().map(|k| c[*k].reshape([-1])).collect::<Vec<_>>(), 0)
-                };
+                let whole = |c: &HashMap<String, Tensor>| Tensor::cat(&keys.iter().map(|k| c[*k].reshape([-1])).collect::<Vec<_>>(), 0);
                 let error = support::relative_error(&whole(&saved), &whole(&one_checkpoint));
                 assert!(!keys.is_empty() && error < 1e-4, "{name}: {kind}* off by {error:e} ({} tensors)", keys.len());
             }
@@ -437,7 +447,7 @@ fn zero_runs_learn_what_one_rank_learns() {
 }
 
 /// A ZeRO-3 run stopped after an epoch resumes the same curve, at its own stage and at stage 0
-/// (its checkpoint holds the optimizer state unsharded).
+/// (its sharded checkpoint read whole by DDP's optimizer).
 #[test]
 fn a_zero_run_resumes_its_curve() {
     let dir = support::runs::scratch("zero-resume");
@@ -453,7 +463,7 @@ fn a_zero_run_resumes_its_curve() {
         assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
         run_dir
     };
-    let steps = |run_dir: &std::path::Path| {
+    let steps = |run_dir: &Path| {
         support::runs::points(run_dir)
             .into_iter()
             .filter(|p| p.tag == tags::step::LOSS_TRAIN)
@@ -468,7 +478,7 @@ fn a_zero_run_resumes_its_curve() {
         steps(&split)
     };
     assert_eq!(split, whole, "the same steps, each once, with the same losses");
-    // The same checkpoint resumed at stage 0: DDP's optimizer reads the unsharded state.
+    // The same checkpoint resumed at stage 0: DDP's optimizer reads the shards whole.
     let other = train("other", &["--max-epochs", "1"]);
     let out = support::runs::launch_config("cpu_tiny", 2, &data, &other, &["num_iters=12", "zero_stage=0"])
         .args(["--dist-timeout", "60", "--resume"])
@@ -480,4 +490,93 @@ fn a_zero_run_resumes_its_curve() {
     for ((step, a), (_, b)) in whole.iter().zip(&resumed) {
         assert!(((a - b) / a).abs() < 1e-6, "step {step}: {a} at stage 3 against {b} resumed at stage 0");
     }
+}
+
+/// The files of a run's checkpoint directory, by name.
+fn checkpoint_files(run_dir: &Path) -> Vec<String> {
+    let entries = std::fs::read_dir(run_dir.join(rundir::CHECKPOINTS_DIR)).unwrap();
+    let mut names: Vec<String> = entries.map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    names
+}
+
+/// `from` and everything in it, copied to `to`.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// A ZeRO-3 run at dp 4 writes its checkpoint in shards, each dp rank its own file and no
+/// rank a gathered one; stopped after an epoch, it resumes resharded at dp 2 (ZeRO-3) and on
+/// one rank without ZeRO, each curve within 1e-4 of the run never stopped, at every step and
+/// validation. Each resume leaves only its own form of checkpoint behind.
+#[test]
+fn a_sharded_checkpoint_resumes_under_another_layout() {
+    let dir = support::runs::scratch("reshard");
+    let data = dir.path().join("data");
+    support::runs::generate_sized(&data, 48, [36, 72]);
+    // cpu_tiny: 2 epochs of 4 steps (a batch of 4: one sample a rank at dp 4).
+    let train = |run_dir: &Path, nproc: usize, zero_stage: &str, extra: &[&str]| {
+        let out = support::runs::launch_config("cpu_tiny", nproc, &data, run_dir, &[zero_stage])
+            .args(["--dist-timeout", "60"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}: {}", run_dir.display(), String::from_utf8_lossy(&out.stderr));
+    };
+    let curve = |run_dir: &Path| {
+        let points = support::runs::points(run_dir);
+        let series = |tag: &str| points.iter().filter(|p| p.tag == tag).map(|p| (p.step, p.value)).collect::<Vec<_>>();
+        (series(tags::step::LOSS_TRAIN), series(tags::LOSS_VALID))
+    };
+    let never_stopped = dir.path().join("never-stopped");
+    train(&never_stopped, 4, "zero_stage=3", &[]);
+    let (whole_train, whole_valid) = curve(&never_stopped);
+    assert_eq!((whole_train.len(), whole_valid.len()), (8, 3));
+
+    let stopped = dir.path().join("stopped");
+    train(&stopped, 4, "zero_stage=3", &["--max-epochs", "1"]);
+    let sharded = ["last.dp0-of-4.ot", "last.dp1-of-4.ot", "last.dp2-of-4.ot", "last.dp3-of-4.ot", "last.json", "last.shards.json"];
+    assert_eq!(checkpoint_files(&stopped), sharded, "one file per dp rank, its layout, where the run stands; nothing gathered");
+
+    let resumed: [(&str, usize, &str, Vec<&str>); 2] = [
+        ("dp2-zero3", 2, "zero_stage=3", vec!["last.dp0-of-2.ot", "last.dp1-of-2.ot", "last.json", "last.shards.json"]),
+        ("one-rank", 1, "zero_stage=0", vec!["last.json", "last.ot"]),
+    ];
+    let worst = |a: &[(u64, f64)], b: &[(u64, f64)]| {
+        assert_eq!(a.iter().map(|p| p.0).collect::<Vec<_>>(), b.iter().map(|p| p.0).collect::<Vec<_>>(), "the same steps, each once");
+        a.iter().zip(b).map(|((_, x), (_, y))| ((y - x) / x).abs()).fold(0.0, f64::max)
+    };
+    for (name, nproc, zero_stage, files) in resumed {
+        let run_dir = dir.path().join(name);
+        copy_tree(&stopped, &run_dir);
+        train(&run_dir, nproc, zero_stage, &["--resume"]);
+        let (steps, valid) = curve(&run_dir);
+        let (step_diff, valid_diff) = (worst(&whole_train, &steps), worst(&whole_valid, &valid));
+        eprintln!("resumed {name} from dp 4 ZeRO-3: train loss {step_diff:.2e}, validation loss {valid_diff:.2e}");
+        assert!(step_diff < 1e-4 && valid_diff < 1e-4, "{name}: train {step_diff:e}, valid {valid_diff:e} against the run never stopped");
+        assert_eq!(checkpoint_files(&run_dir), files, "{name}: only the new checkpoint's files");
+    }
+
+    // A shard missing, or one of another layout in its place: refused, naming the file.
+    let refused = |name: &str, says: &str| {
+        let out = support::runs::launch_config("cpu_tiny", 1, &data, &dir.path().join(name), &[]).arg("--resume").output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(says), "{name}: {stderr}");
+    };
+    let checkpoints = |name: &str| dir.path().join(name).join(rundir::CHECKPOINTS_DIR);
+    copy_tree(&stopped, &dir.path().join("missing"));
+    std::fs::remove_file(checkpoints("missing").join("last.dp2-of-4.ot")).unwrap();
+    refused("missing", "last.dp2-of-4.ot: is missing");
+    copy_tree(&stopped, &dir.path().join("mismatched"));
+    std::fs::copy(checkpoints("dp2-zero3").join("last.dp0-of-2.ot"), checkpoints("mismatched").join("last.dp1-of-4.ot")).unwrap();
+    refused("mismatched", "last.dp1-of-4.ot: holds");
 }

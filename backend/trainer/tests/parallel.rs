@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use scalebook_shared::layout::Sizes;
-use scalebook_trainer::model::{Attention, Forward, Mlp, VisionTransformer, VitSpec};
+use scalebook_trainer::model::{Attention, Forward, Mlp, Part, VisionTransformer, VitSpec};
 use scalebook_trainer::parallel::{Parallel, ParallelAttention, ParallelMlp, ParallelVit};
 use support::{ranks, relative_error};
 use tch::{Device, Kind, Tensor, nn, nn::ModuleT};
@@ -81,7 +81,7 @@ fn check<F: Fn()>(test: F, tp: u32, cp: u32, order: &str) {
     let vs = nn::VarStore::new(Device::Cpu);
     let serial = VisionTransformer::new(&vs.root(), &spec);
     let pvs = nn::VarStore::new(Device::Cpu);
-    let parallel = ParallelVit::cut(&pvs.root(), &spec, &vs.variables(), par.clone()).unwrap();
+    let parallel = ParallelVit::cut(&pvs.root(), &spec, &vs.variables(), par.clone(), &Part::whole(spec.depth as usize)).unwrap();
     let x = seeded_randn(21, &[1, 20, 360, 720]).set_requires_grad(true);
     let upstream = seeded_randn(22, &[1, 20, 360, 720]);
     let y = serial.forward(&x, false).unwrap();

@@ -8,7 +8,7 @@ use crate::library::{load, when_loaded};
 use crate::net::urls;
 use scalebook_page::markdown::to_html;
 
-/// What `api/code` answers.
+/// What `api/code` answers (and the static edition's file of a listing holds).
 #[derive(Debug, Clone, Deserialize)]
 struct Snippet {
     path: String,
@@ -20,8 +20,7 @@ struct Snippet {
 
 #[component]
 pub fn CodeBlock(path: String, item: String, caption: String) -> impl IntoView {
-    let query = format!("code?path={}&item={}", encode(&path), encode(&item));
-    let snippet = load("source", urls::api(&query), |text| serde_json::from_str::<Snippet>(text).map_err(|e| e.to_string()));
+    let snippet = load("source", urls::code_listing(&path, &item), |text| serde_json::from_str::<Snippet>(text).map_err(|e| e.to_string()));
     view! {
         <figure class="block code" data-path=path.clone() data-item=item.clone()>
             {when_loaded("source", move || snippet.into_future(), |s| {
@@ -36,8 +35,4 @@ pub fn CodeBlock(path: String, item: String, caption: String) -> impl IntoView {
             {(!caption.is_empty()).then(|| view! { <div class="caption" inner_html=to_html(&caption)></div> })}
         </figure>
     }
-}
-
-fn encode(text: &str) -> String {
-    String::from(js_sys::encode_uri_component(text))
 }

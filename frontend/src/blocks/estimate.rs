@@ -96,11 +96,7 @@ pub(super) fn EstimateFor(
         let cluster = cluster.clone();
         Memo::new(move |_| {
             let layout = state.layout.get()?;
-            let mut config = configs.get(&config_name.get())?;
-            let sizes = layout.sizes();
-            config.tensor_parallel = sizes.tp as usize;
-            config.context_parallel = sizes.cp as usize;
-            config.parallel_order = state.order.get();
+            let config = configs.get(&config_name.get())?.with_layout(&state.run(&layout))?;
             let (cluster, gpu) = if here.get() {
                 let measured = machine.get().flatten().ok_or_else(|| problem("gpu", "measuring this machine (a few seconds, once)…"))?;
                 measured.map_err(|e| problem("gpu", e))?.for_run(&config, layout.world() as usize)?

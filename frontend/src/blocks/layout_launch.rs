@@ -35,7 +35,7 @@ pub fn LayoutLaunch(config: Signal<String>, state: LayoutState, place: Signal<Wh
             Where::Here => None,
             Where::Slurm { cluster, gpu } => Some(SlurmRequest { cluster, gpu: Some(gpu), ..SlurmRequest::default() }),
         };
-        run_model::layout_request(config.get(), layout.sizes(), &state.order.get(), state.zero.get(), slurm).map_err(|p| Problems(vec![p]))
+        run_model::layout_request(config.get(), &state.run(&layout), slurm).map_err(|p| Problems(vec![p]))
     });
     // A changed request clears the last refusal, which answered another one.
     Effect::new(move |_| {

@@ -90,6 +90,8 @@ fn Search(configs: Arc<ConfigFile>, clusters: Arc<Clusters>, mut query: Query) -
             state.sizes.set(r.candidate.sizes);
             state.order.set(r.candidate.order.to_string());
             state.zero.set(u32::from(r.candidate.zero));
+            state.micro_batches.set(r.candidate.micro_batches);
+            state.recompute.set(r.candidate.recompute);
             if let Ok(cluster) = clusters.get(&q.cluster) {
                 state.gpus_per_node.set(u32::try_from(cluster.gpus_per_node).unwrap_or(u32::MAX));
             }
@@ -127,9 +129,8 @@ fn Search(configs: Arc<ConfigFile>, clusters: Arc<Clusters>, mut query: Query) -
                 data-order=r.candidate.order.to_string()>
                 {format!("Opened below: {}. ", r.candidate)}
                 <span class="muted">
-                    "The rank grid shows its groups; the estimate is one step of its rank layout as the config sets it (the \
-                     batch in one piece), with ZeRO and recomputation in its what-if tables; \"Run this layout\" runs it with \
-                     its ZeRO stage."
+                    "The rank grid shows its groups; the estimate is one step of it with its ZeRO stage, micro-batches and \
+                     recomputation, as the search priced it; \"Run this layout\" runs exactly that."
                 </span>
             </p>
         })}
@@ -244,8 +245,7 @@ fn Plot(
         view! {
             <div class="search-readout" data-index=index data-tp=r.candidate.sizes.tp data-cp=r.candidate.sizes.cp
                 data-dp=r.candidate.sizes.dp data-order=r.candidate.order.to_string()>
-                <p>{format!("#{} of {}", index + 1, searched.with(|s| s.result.as_ref().map_or(0, |a| a.ranked.len())))}
-                    {(!r.candidate.trainer_runs()).then_some(" (a what-if the trainer does not run)")}</p>
+                <p>{format!("#{} of {}", index + 1, searched.with(|s| s.result.as_ref().map_or(0, |a| a.ranked.len())))}</p>
                 <table><tbody>{rows}</tbody></table>
             </div>
         }
@@ -295,7 +295,7 @@ fn Explained(answer: Answer, open: impl Fn(usize) + Clone + Send + Sync + 'stati
             view! {
                 <li class="search-best-layout" data-rank=b.rank data-limit=b.limit.key()>
                     <strong>{format!("#{} ", b.rank)}</strong>{b.layout.clone()}
-                    <span class="muted">{if b.trainer_runs { " (the trainer runs it)" } else { " (a what-if)" }}</span>" "
+                    " "
                     <button type="button" class="open-layout" on:click=move |_| open(index)>"Open"</button>
                     <br /><span class="muted">{format!("Limited by {}; the step:", b.limit.name())}</span>
                     <ul class="search-parts">{parts}</ul>

@@ -4,6 +4,7 @@
 
 use leptos::prelude::*;
 use scalebook_page::blocks::hardware_words::Hardware;
+use scalebook_shared::config::{LayoutRun, PipelineSchedule};
 use scalebook_shared::layout::{Dim, Layout, Placement, Sizes, Token};
 use scalebook_shared::{Error, Problems};
 
@@ -17,6 +18,12 @@ pub struct LayoutState {
     pub order: RwSignal<String>,
     /// ZeRO's stage over dp for "Run this layout" (0: DDP).
     pub zero: RwSignal<u32>,
+    /// Micro-batches per step: the pipeline's when pp > 1, gradient accumulation's otherwise.
+    pub micro_batches: RwSignal<u32>,
+    /// The pipeline's schedule, when pp > 1.
+    pub schedule: RwSignal<PipelineSchedule>,
+    /// Recompute each block's activations in backward (`activation_checkpointing`).
+    pub recompute: RwSignal<bool>,
     pub gpus_per_node: RwSignal<u32>,
     /// A cluster's GPUs, `gpus_per_node` to a node; or this machine's cores, every rank on it.
     pub hardware: Signal<Hardware>,
@@ -43,6 +50,9 @@ impl LayoutState {
             sizes,
             order,
             zero: RwSignal::new(0),
+            micro_batches: RwSignal::new(1),
+            schedule: RwSignal::new(PipelineSchedule::OneFOneB),
+            recompute: RwSignal::new(false),
             gpus_per_node,
             hardware,
             colour: RwSignal::new(spec.colour),
@@ -56,6 +66,17 @@ impl LayoutState {
     /// The rank the details are about: the one under the pointer, else the selected one.
     pub fn focus(&self) -> Option<u32> {
         self.hovered.get().or(self.selected.get())
+    }
+
+    /// `layout` run with the choices made beside it (ZeRO, micro-batches, schedule).
+    pub fn run(&self, layout: &Layout) -> LayoutRun {
+        LayoutRun {
+            zero: self.zero.get(),
+            micro_batches: self.micro_batches.get(),
+            schedule: self.schedule.get(),
+            recompute: self.recompute.get(),
+            ..LayoutRun::new(layout.sizes(), self.order.get())
+        }
     }
 
     pub fn problems(&self) -> Problems {
@@ -99,6 +120,10 @@ pub fn LayoutControls(state: LayoutState) -> impl IntoView {
     };
     let order_id = unique_id("order");
     let zero_id = unique_id("zero");
+    let micro_id = unique_id("micro-batches");
+    let schedule_id = unique_id("schedule");
+    let recompute_id = unique_id("recompute");
+    let piped = move || state.sizes.get().pp > 1;
     let gpus_id = unique_id("gpus");
     let colour_id = unique_id("colour");
     view! {
@@ -122,6 +147,37 @@ pub fn LayoutControls(state: LayoutState) -> impl IntoView {
                     })}
                 </select>
             </div>
+            <div class="control">
+                <label for=micro_id.clone()>"micro-batches"</label>
+                <input id=micro_id type="number" min="1" data-field="num_micro_batches" class="size"
+                    title="micro-batches per step: the pipeline's with pp > 1, gradient accumulation's with pp 1"
+                    prop:value=move || state.micro_batches.get()
+                    on:input=move |ev| state.micro_batches.set(event_target_value(&ev).trim().parse().unwrap_or(0)) />
+            </div>
+            <div class="control">
+                <label for=recompute_id.clone()>"recompute"</label>
+                <input id=recompute_id type="checkbox" data-field="activation_checkpointing"
+                    title="recompute each block's activations in backward: less memory, one more forward"
+                    prop:checked=move || state.recompute.get()
+                    on:change=move |ev| state.recompute.set(event_target_checked(&ev)) />
+            </div>
+            <Show when=piped>
+                <div class="control">
+                    <label for=schedule_id.clone()>"schedule"</label>
+                    <select id=schedule_id.clone() data-field="pipeline_schedule"
+                        on:change=move |ev| {
+                            let name = event_target_value(&ev);
+                            if let Some(s) = PipelineSchedule::ALL.into_iter().find(|s| s.name() == name) {
+                                state.schedule.set(s);
+                            }
+                        }>
+                        {PipelineSchedule::ALL.map(|s| {
+                            let selected = move || state.schedule.get() == s;
+                            view! { <option value=s.name() selected=selected>{s.name()}</option> }
+                        })}
+                    </select>
+                </div>
+            </Show>
             // This machine's cores have no nodes to size.
             <Show when=move || state.hardware.get() == Hardware::Gpus>
                 <div class="control">

@@ -45,6 +45,7 @@ mod timeline_recorded;
 mod timeline_state;
 mod timeline_summary;
 mod timeline_view;
+mod without_server;
 
 pub use scalebook_page::blocks::{
     BlockSpec, ChartSpec, GridSpec, chart_drawing, config_model, grid_geometry, picture, published_chart, sweep_agreement, sweep_model,
@@ -53,19 +54,11 @@ pub use scalebook_page::blocks::{
 
 use leptos::prelude::*;
 
-use self::code::CodeBlock;
 pub use self::deferred::Pending;
-use self::published::PublishedBlock;
-use self::quiz::Quiz;
 
-/// The component a spec asks for. The blocks few chapters use are loaded when a chapter first
-/// shows one (see [`deferred`]); the light ones every chapter has are drawn at once.
+/// The component a spec asks for: the light blocks every chapter has are drawn at once, the
+/// blocks few chapters use when a chapter first shows one (see [`deferred`]).
 #[component]
 pub fn Block(spec: BlockSpec) -> impl IntoView {
-    match spec {
-        BlockSpec::Quiz { question, answer } => view! { <Quiz question answer /> }.into_any(),
-        BlockSpec::Code { path, item, caption } => view! { <CodeBlock path item caption /> }.into_any(),
-        BlockSpec::Published { table, caption } => view! { <PublishedBlock table caption /> }.into_any(),
-        spec => deferred::block(spec).into_any(),
-    }
+    deferred::block(spec)
 }

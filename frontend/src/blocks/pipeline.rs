@@ -5,8 +5,8 @@
 
 use leptos::prelude::*;
 use scalebook_page::blocks::figures::pipeline::{VIRTUAL_STAGES, explorer};
-use scalebook_page::blocks::pipeline_model::{Schedule, bubble_text, interleaved_bubble_text, peak_held, simulate};
 use scalebook_page::blocks::spec::{MAX_MICRO_BATCHES, MAX_STAGES};
+use scalebook_shared::pipeline::{Schedule, bubble_text, interleaved_bubble_text, peak_held, simulate};
 
 use super::picture_view::PictureFigure;
 use crate::ids::unique_id;

@@ -100,6 +100,10 @@ fn Bars(labels: Vec<String>, figures: Vec<Figures>, measure: Measure) -> impl In
         Measure::Memory => {
             "the most memory a rank held (a CPU rank's resident set, a GPU's allocator peak), in GiB; the tick is the estimate's total at launch"
         }
+        Measure::State => {
+            "the training state the fullest rank holds (parameters, gradients, optimizer state), in MiB, as the trainer counts it; \
+             the tick is the estimate's at launch"
+        }
         _ => "training samples/s (median over the epochs after the first); the tick is what was predicted at launch",
     };
     view! {

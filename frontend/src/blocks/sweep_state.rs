@@ -89,14 +89,18 @@ impl SweepState {
         let predicted: Vec<Option<f64>> = (0..values.len())
             .map(|i| {
                 let estimate = &predictions.get(i)?.as_ref()?.estimate;
-                Some(if measure == Measure::Memory { estimate.memory_gb.total } else { estimate.samples_per_sec })
+                Some(sweep_model::predicted(measure, estimate))
             })
             .collect();
         // One per variant, before the predictions have loaded too; a rate of memory means nothing.
         let mfu: Vec<Option<f64>> = values
             .iter()
             .enumerate()
-            .map(|(i, v)| model_flops(&predictions.get(i)?.as_ref()?.estimate, (*v)?).share_of_peak.filter(|_| measure != Measure::Memory))
+            .map(|(i, v)| {
+                model_flops(&predictions.get(i)?.as_ref()?.estimate, (*v)?)
+                    .share_of_peak
+                    .filter(|_| !matches!(measure, Measure::Memory | Measure::State))
+            })
             .collect();
         let (values, predicted) = match measure {
             sweep_model::Measure::Efficiency => {

@@ -73,6 +73,14 @@ pub fn SummaryView(summary: ProfileSummary) -> impl IntoView {
             }
         })
         .collect_view();
+    let bubbles = (!summary.bubbles.is_empty()).then(|| {
+        view! {
+            <div class="pipeline-bubble">
+                <p>"The pipeline's bubble, measured from each rank's passes (the forward and backward ranges of every micro-batch):"</p>
+                <ul>{summary.bubbles.iter().map(|b| view! { <li>{b.to_string()}</li> }).collect_view()}</ul>
+            </div>
+        }
+    });
     let unread = (!summary.unread.is_empty())
         .then(|| view! { <p class="error" role="alert">{format!("Some traces could not be read: {}", summary.unread.join("; "))}</p> });
     view! {
@@ -89,6 +97,7 @@ pub fn SummaryView(summary: ProfileSummary) -> impl IntoView {
                 </thead>
                 <tbody>{bars}</tbody>
             </table>
+            {bubbles}
             {stragglers(&summary)}
             {ops}
             {unread}

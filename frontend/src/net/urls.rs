@@ -92,6 +92,20 @@ pub fn api(path: &str) -> String {
     resolve(&format!("api/{path}"))
 }
 
+/// The URL of a `code` block's listing (item `item` of the source file `path`): the server's
+/// answer to a query, or, in the static edition, which no server answers, the file the export
+/// wrote for it.
+pub fn code_listing(path: &str, item: &str) -> String {
+    match crate::edition::is_static() {
+        true => api(&scalebook_shared::edition::code_listing(path, item)),
+        false => api(&format!("code?path={}&item={}", encode(path), encode(item))),
+    }
+}
+
+fn encode(text: &str) -> String {
+    String::from(js_sys::encode_uri_component(text))
+}
+
 /// Whether `url` is one of this server's API URLs (the only requests that get the token).
 pub fn is_api(url: &str) -> bool {
     url.starts_with(&resolve("api/"))

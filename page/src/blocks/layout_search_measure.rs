@@ -9,7 +9,7 @@
 //! one run; of equally fast ones (ZeRO stages 1 and 2 and micro-batches change the predicted
 //! time by nothing but rounding), the simplest: DDP, the batch in one piece, no recomputation.
 
-use scalebook_shared::config::ConfigFile;
+use scalebook_shared::config::{ConfigFile, LayoutRun};
 use scalebook_shared::machine::MachineModel;
 use scalebook_shared::search::{Answer, Difference, Ranked, Space, search};
 use scalebook_shared::sweep::Variant;
@@ -63,14 +63,11 @@ pub fn winners(config_name: &str, configs: &ConfigFile, machine: &MachineModel, 
     Ok((answer, winners))
 }
 
-/// The fastest variant of each of the [`MEASURED`] fastest rank layouts the trainer runs.
+/// The fastest variant of each of the [`MEASURED`] fastest rank layouts.
 fn pick(answer: &Answer) -> Vec<Winner> {
     let mut winners: Vec<Winner> = Vec::new();
     for (i, r) in answer.ranked.iter().enumerate() {
         let same = |w: &Winner| (w.ranked.candidate.sizes, w.ranked.candidate.order) == (r.candidate.sizes, r.candidate.order);
-        if !r.candidate.trainer_runs() {
-            continue;
-        }
         let full = winners.len() == MEASURED;
         match winners.iter_mut().find(|w| same(w)) {
             Some(w) if r.samples_per_sec == w.ranked.samples_per_sec && simpler(r, &w.ranked) => w.ranked = *r,
@@ -95,19 +92,11 @@ pub fn variant(place: usize, r: &Ranked) -> Variant {
     let c = r.candidate;
     let s = c.sizes;
     let shown: Vec<String> =
-        [("tp", s.tp), ("cp", s.cp), ("dp", s.dp)].iter().filter(|(_, n)| *n > 1).map(|(d, n)| format!("{d} {n}")).collect();
+        [("tp", s.tp), ("cp", s.cp), ("pp", s.pp), ("dp", s.dp)].iter().filter(|(_, n)| *n > 1).map(|(d, n)| format!("{d} {n}")).collect();
     let shape = if shown.is_empty() { "one rank".to_owned() } else { shown.join(" × ") };
     let order = c.layout().map_or_else(|_| c.order.to_string(), |l| l.effective_order());
-    let mut overrides = vec![format!("tensor_parallel={}", s.tp), format!("context_parallel={}", s.cp), format!("parallel_order={order}")];
-    if c.micro_batches > 1 {
-        overrides.push(format!("gradient_accumulation_steps={}", c.micro_batches));
-    }
-    if c.recompute {
-        overrides.push("activation_checkpointing=true".into());
-    }
-    if c.zero > 0 {
-        overrides.push(format!("zero_stage={}", c.zero));
-    }
+    let run = LayoutRun { zero: c.zero.into(), micro_batches: c.micro_batches, recompute: c.recompute, ..LayoutRun::new(s, order) };
+    let overrides = run.overrides();
     Variant { label: format!("#{place} {shape}"), dp: s.dp, overrides }
 }
 
@@ -207,8 +196,8 @@ mod tests {
             // Every variant is a valid launch of the config on its ranks.
             let mut c: TrainConfig = config.clone();
             c.apply_overrides(&v.overrides).unwrap();
-            assert_eq!(c.tensor_parallel as u32 * c.context_parallel as u32 * v.dp, 4, "{v:?}");
-            c.layout(v.dp as usize * c.tensor_parallel * c.context_parallel).unwrap();
+            assert_eq!(c.world(v.dp as usize), 4, "{v:?}");
+            c.layout_for_dp(v.dp as usize).unwrap();
         }
         // Of equally fast variants, the simplest runs.
         let first = &winners[0].ranked;

@@ -14,7 +14,6 @@ pub mod layout_search_measure;
 pub mod layout_search_model;
 pub mod maps_model;
 pub mod picture;
-pub mod pipeline_model;
 pub mod profile_summary;
 pub mod published_chart;
 pub mod rollout_model;

@@ -2,8 +2,7 @@
 //! Launch button may be pressed (and the one reason shown when not), a learner's rules checked
 //! as the server checks them, and what a server's answer does to the block.
 
-use scalebook_shared::config::{ConfigFile, TrainConfig, zero_stage_problem};
-use scalebook_shared::layout::Sizes;
+use scalebook_shared::config::{ConfigFile, LayoutRun, TrainConfig, zero_stage_problem};
 use scalebook_shared::protocol::{ExecutorSpec, LaunchRequest, LearnerRuns, RunId, SlurmRequest};
 use scalebook_shared::{Problem, Problems, launch};
 
@@ -55,28 +54,16 @@ pub fn request(config: String, overrides: Vec<String>, dp: u32, slurm: Option<Sl
     LaunchRequest { config, overrides, dp, executor, seed: None }
 }
 
-/// The launch of a layout explored in an estimate or a rank grid: `config` with the layout's
-/// tp, cp and order as overrides, ZeRO's stage `zero` over its dp when not 0 (`zero_stage`),
-/// and its dp as the run's ranks, here or as a batch job (`slurm`). A layout with pipeline
-/// stages cannot run: the trainer has no pipeline parallelism, and dropping `pp` silently would
-/// run another layout than the one shown. A ZeRO stage with nothing to shard over (dp 1) is
-/// refused by the config's own rule.
-pub fn layout_request(config: String, sizes: Sizes, order: &str, zero: u32, slurm: Option<SlurmRequest>) -> Result<LaunchRequest, Problem> {
-    if sizes.pp > 1 {
-        return Err(Problem::new(
-            "pp",
-            format!("pp = {} cannot run: the trainer has tensor, context and data parallelism, not pipeline stages; set pp to 1", sizes.pp),
-        ));
-    }
-    if let Some(rule) = zero_stage_problem(zero as usize, Some(sizes.dp as usize)) {
+/// The launch of a layout explored in an estimate or a rank grid: `config` run as `layout`
+/// (its sizes, order, ZeRO stage, micro-batches and schedule as overrides), with its dp as the
+/// run's replicas, here or as a batch job (`slurm`). A ZeRO stage with nothing to shard over
+/// (dp 1) is refused at once by the config's own rule; the rest of a layout's rules need the
+/// config, which the estimate beside it and the server both check.
+pub fn layout_request(config: String, layout: &LayoutRun, slurm: Option<SlurmRequest>) -> Result<LaunchRequest, Problem> {
+    if let Some(rule) = zero_stage_problem(layout.zero as usize, Some(layout.sizes.dp as usize)) {
         return Err(Problem::new("zero_stage", rule));
     }
-    let mut overrides =
-        vec![format!("tensor_parallel={}", sizes.tp), format!("context_parallel={}", sizes.cp), format!("parallel_order={order}")];
-    if zero > 0 {
-        overrides.push(format!("zero_stage={zero}"));
-    }
-    Ok(request(config, overrides, sizes.dp, slurm))
+    Ok(request(config, layout.overrides(), layout.sizes.dp, slurm))
 }
 
 /// A learner's rules for `request`, as the server will check them (`shared::launch`), each
@@ -136,6 +123,7 @@ pub fn changes_line(overrides: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use scalebook_shared::layout::Sizes;
     use scalebook_shared::protocol::{ErrorCode, ErrorReport};
 
     use super::*;
@@ -211,29 +199,30 @@ mod tests {
     }
 
     #[test]
-    fn a_layout_runs_as_its_sizes_and_order_and_pipeline_stages_are_refused() {
+    fn a_layout_runs_as_its_sizes_order_and_stages() {
         let sizes = Sizes { tp: 2, cp: 1, dp: 2, pp: 1 };
-        let asked = layout_request("cpu_mp".into(), sizes, "tp-cp-dp", 0, None).unwrap();
+        let asked = layout_request("cpu_mp".into(), &LayoutRun::new(sizes, "tp-cp-dp"), None).unwrap();
         assert_eq!(asked.overrides, ["tensor_parallel=2", "context_parallel=1", "parallel_order=tp-cp-dp"]);
         assert_eq!((asked.dp, &asked.executor, asked.config.as_str()), (2, &ExecutorSpec::Local, "cpu_mp"));
         let slurm = SlurmRequest { cluster: "perlmutter".into(), gpu: Some("a100-40gb".into()), ..SlurmRequest::default() };
-        let asked = layout_request("mp".into(), sizes, "tp-cp-dp", 0, Some(slurm.clone())).unwrap();
+        let asked = layout_request("mp".into(), &LayoutRun::new(sizes, "tp-cp-dp"), Some(slurm.clone())).unwrap();
         assert_eq!(asked.executor, ExecutorSpec::Slurm(Box::new(slurm)));
-        let refused = layout_request("mp".into(), Sizes { pp: 4, ..sizes }, "tp-cp-dp-pp", 0, None).unwrap_err();
-        assert_eq!(refused.field, "pp");
-        assert!(refused.message.contains("set pp to 1"), "{refused}");
+        let piped = LayoutRun { micro_batches: 4, ..LayoutRun::new(Sizes { pp: 2, ..sizes }, "tp-cp-dp-pp") };
+        let asked = layout_request("cpu_mp".into(), &piped, None).unwrap();
+        assert_eq!(asked.overrides[3..], ["pipeline_parallel=2", "num_micro_batches=4", "pipeline_schedule=1f1b"]);
     }
 
     #[test]
     fn a_zero_layout_runs_with_its_stage_over_its_dp_ranks() {
         let sizes = Sizes { tp: 2, cp: 1, dp: 2, pp: 1 };
-        let asked = layout_request("cpu_mp".into(), sizes, "tp-cp-dp", 3, None).unwrap();
+        let zero = |stage: u32, dp: u32| LayoutRun { zero: stage, ..LayoutRun::new(Sizes { dp, ..sizes }, "tp-cp-dp") };
+        let asked = layout_request("cpu_mp".into(), &zero(3, 2), None).unwrap();
         assert_eq!(asked.overrides, ["tensor_parallel=2", "context_parallel=1", "parallel_order=tp-cp-dp", "zero_stage=3"]);
         assert_eq!(asked.dp, 2);
         // One replica has nothing to shard: refused by the config's rule, against its field.
-        let refused = layout_request("cpu_mp".into(), Sizes { dp: 1, ..sizes }, "tp-cp-dp", 1, None).unwrap_err();
+        let refused = layout_request("cpu_mp".into(), &zero(1, 1), None).unwrap_err();
         assert_eq!(refused.field, "zero_stage");
         assert!(refused.message.contains("shards over dp, which is 1 here"), "{refused}");
-        assert_eq!(layout_request("cpu_mp".into(), sizes, "tp-cp-dp", 4, None).unwrap_err().field, "zero_stage");
+        assert_eq!(layout_request("cpu_mp".into(), &zero(4, 2), None).unwrap_err().field, "zero_stage");
     }
 }

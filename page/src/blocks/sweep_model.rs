@@ -4,6 +4,7 @@
 
 use scalebook_shared::charts::{Scale, format_tick, linear_ticks};
 use scalebook_shared::config::ConfigFile;
+use scalebook_shared::estimate::Estimate;
 use scalebook_shared::metrics::tags;
 use scalebook_shared::protocol::{ErrorCode, ExecutorSpec, LaunchRequest, RunId, RunState, Series};
 use scalebook_shared::sweep::Variant;
@@ -34,10 +35,13 @@ pub enum Measure {
     Scaling,
     /// The most memory a rank held, side by side, each beside the estimate's total.
     Memory,
+    /// The training state the fullest rank holds (parameters, gradients, optimizer state),
+    /// side by side, each beside the estimate's: what ZeRO's stages shard.
+    State,
 }
 
 impl Measure {
-    pub const NAMES: &'static str = "throughput, efficiency, scaling, memory, loss, step-loss, rmse or agreement";
+    pub const NAMES: &'static str = "throughput, efficiency, scaling, memory, state, loss, step-loss, rmse or agreement";
 
     pub fn parse(name: &str) -> Result<Measure, String> {
         match name {
@@ -49,6 +53,7 @@ impl Measure {
             "agreement" => Ok(Measure::Agreement),
             "scaling" => Ok(Measure::Scaling),
             "memory" => Ok(Measure::Memory),
+            "state" => Ok(Measure::State),
             other => Err(format!("measure `{other}` is not one of {}", Measure::NAMES)),
         }
     }
@@ -191,13 +196,35 @@ pub fn after_run(variants: &[Variant], index: usize, state: RunState) -> Option<
     }
 }
 
-/// What a bar measure reads from a run: its peak memory in GiB for [`Measure::Memory`],
-/// otherwise its training throughput.
+/// What a bar measure reads from a run: its peak memory in GiB for [`Measure::Memory`], the
+/// training state a rank holds in MiB for [`Measure::State`], otherwise its training
+/// throughput.
 pub fn measured(measure: Measure, series: &[Series]) -> Option<f64> {
     match measure {
         Measure::Memory => peak_memory(series),
+        Measure::State => state_held(series),
         _ => throughput(series),
     }
+}
+
+/// What a bar measure predicts for a run from the estimate made at its launch, in the bar's
+/// unit.
+pub fn predicted(measure: Measure, estimate: &Estimate) -> f64 {
+    let memory = &estimate.memory_gb;
+    match measure {
+        Measure::Memory => memory.total,
+        Measure::State => (memory.weights + memory.gradients + memory.optimizer_state) * MIB_PER_GIB,
+        _ => estimate.samples_per_sec,
+    }
+}
+
+const MIB_PER_GIB: f64 = 1024.0;
+
+/// The training state the fullest rank held at the run's last report, in MiB: its parameters,
+/// gradients and optimizer state added up.
+pub fn state_held(series: &[Series]) -> Option<f64> {
+    let last = |tag: &str| series.iter().find(|s| s.tag == tag)?.buckets.last().map(|b| b.last);
+    tags::run::STATE_HELD.iter().map(|tag| last(tag)).sum()
 }
 
 /// The largest peak memory a run reported (the trainer reports the peak so far every epoch).
@@ -215,12 +242,11 @@ pub fn throughput(series: &[Series]) -> Option<f64> {
     steady.get(steady.len().checked_sub(1)? / 2).copied()
 }
 
-/// The ranks variant `variant` of a sweep of `config` runs on: its dp times the tp and cp of
-/// its effective config (dp alone when the config is not known).
+/// The ranks variant `variant` of a sweep of `config` runs on: the world of its effective
+/// config with the variant's dp (dp alone when the config is not known).
 pub fn ranks(file: Option<&ConfigFile>, config: &str, variant: &Variant) -> u32 {
     let model = file.and_then(|file| effective(file, config, &variant.overrides));
-    let model_parallel = model.map_or(1, |c| (c.tensor_parallel * c.context_parallel) as u32);
-    variant.dp * model_parallel.max(1)
+    model.map_or(variant.dp, |c| u32::try_from(c.world(variant.dp as usize)).unwrap_or(u32::MAX))
 }
 
 /// Per-rank throughput relative to the first variant's, the weak- and strong-scaling
@@ -266,6 +292,7 @@ pub fn bars(labels: &[String], figures: &[Figures], measure: Measure) -> Vec<Bar
     let show = |v: f64| match measure {
         Measure::Efficiency => format!("{:.0} %", v * 100.0),
         Measure::Memory => format!("{v:.2} GiB"),
+        Measure::State => format!("{v:.2} MiB"),
         _ => format!("{v:.1} samples/s"),
     };
     labels
@@ -346,7 +373,7 @@ impl Measure {
             Measure::Loss | Measure::Agreement => Some((tags::LOSS_VALID, "validation loss (Loss/valid)")),
             Measure::StepLoss => Some((tags::step::LOSS_TRAIN, "training loss of every step (Step/Loss/train)")),
             Measure::Rmse => Some((tags::RMSE_U10M_VALID, "validation RMSE of u10m (RMSE(u10m)/valid)")),
-            Measure::Throughput | Measure::Efficiency | Measure::Scaling | Measure::Memory => None,
+            Measure::Throughput | Measure::Efficiency | Measure::Scaling | Measure::Memory | Measure::State => None,
         }
     }
 }
@@ -492,9 +519,12 @@ mod tests {
         assert_eq!(Measure::parse("agreement"), Ok(Measure::Agreement));
         assert_eq!(Measure::parse("scaling"), Ok(Measure::Scaling));
         assert_eq!(Measure::parse("memory"), Ok(Measure::Memory));
+        assert_eq!(Measure::parse("state"), Ok(Measure::State));
         assert_eq!(Measure::Agreement.loss_tag().map(|t| t.0), Some(tags::LOSS_VALID));
         assert!(
-            Measure::parse("speed").unwrap_err().contains("throughput, efficiency, scaling, memory, loss, step-loss, rmse or agreement")
+            Measure::parse("speed")
+                .unwrap_err()
+                .contains("throughput, efficiency, scaling, memory, state, loss, step-loss, rmse or agreement")
         );
     }
 
@@ -503,6 +533,14 @@ mod tests {
         let peaks = series(tags::run::PEAK_MEMORY, &[0.5, 0.75, 0.75]);
         assert_eq!(measured(Measure::Memory, std::slice::from_ref(&peaks)), Some(0.75));
         assert_eq!(measured(Measure::Throughput, &[peaks]), None);
+    }
+
+    #[test]
+    fn the_state_held_is_its_three_parts_at_the_last_report() {
+        let [params, grads, optimizer] = tags::run::STATE_HELD;
+        let held = [series(params, &[4.0, 2.0]), series(grads, &[4.0, 2.0]), series(optimizer, &[8.0, 4.0])];
+        assert_eq!(measured(Measure::State, &held), Some(8.0));
+        assert_eq!(measured(Measure::State, &held[..2]), None, "a part not reported is no total");
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub fn segments(markdown: &str) -> Vec<Segment> {
                 flush(&mut text, &mut segments);
                 segments.push(match BlockSpec::parse(&info, &body) {
                     Ok(spec) => Segment::Block(spec),
-                    Err(reason) => Segment::Broken { info, reason },
+                    Err(reason) => Segment::Broken { info, reason: reason.to_string() },
                 });
             }
             other => text.push_str(&other.markdown()),

@@ -21,7 +21,7 @@ pub struct Derived {
     pub tp: usize,
     pub cp: usize,
     pub dp: usize,
-    /// Always 1: the tutorial never trains with pipeline parallelism.
+    /// Pipeline stages (1 in all the tutorial trains).
     pub pp: usize,
     /// Samples per optimizer step (`dp × local_batch_size` when that is set).
     pub global_batch_size: usize,
@@ -92,7 +92,7 @@ impl TrainConfig {
     pub fn derived(&self, world: usize, dataset_samples: Option<usize>) -> Result<Derived, Error> {
         self.problems(world, dataset_samples).into_result(())?;
         let (tp, cp) = (self.tensor_parallel, self.context_parallel);
-        let dp = world / tp.saturating_mul(cp);
+        let dp = world / self.model_parallel();
         let local = self.local_batch_size.unwrap_or(self.global_batch_size / dp);
         let dataset = dataset_samples.unwrap_or(ERA5_TRAIN_SAMPLES);
         let train_samples = self.limit_nsamples.map_or(dataset, |limit| limit.min(dataset));
@@ -106,7 +106,7 @@ impl TrainConfig {
             tp,
             cp,
             dp,
-            pp: 1,
+            pp: self.pipeline_parallel,
             global_batch_size,
             local_batch_size: local,
             patch_grid: self.img_size.map(|side| side / self.patch_size),

@@ -73,12 +73,13 @@ pub(super) fn show(value: &Value) -> String {
 }
 
 /// Names people reach for that are not keys: the tutorial's own params names for the parallel
-/// sizes, and pipeline parallelism, which the tutorial never trains with.
+/// sizes and Megatron-LM's for the pipeline's.
 const ALIASES: &[(&str, &str)] = &[
     ("tp", "did you mean `tensor_parallel`?"),
     ("cp", "did you mean `context_parallel`?"),
     ("order", "did you mean `parallel_order`?"),
-    ("pp", "pipeline parallelism is not trained in the tutorial: pp is always 1"),
+    ("pp", "did you mean `pipeline_parallel`?"),
+    ("micro_batches", "did you mean `num_micro_batches`?"),
     ("batch_size", "did you mean `global_batch_size` or `local_batch_size`?"),
 ];
 
@@ -110,7 +111,7 @@ mod tests {
     fn hints_close_keys_aliases_and_substrings() {
         assert_eq!(hint("embd_dim").as_deref(), Some("did you mean `embed_dim`?"));
         assert_eq!(hint("TP").as_deref(), Some("did you mean `tensor_parallel`?"));
-        assert!(hint("pp").unwrap().contains("always 1"));
+        assert_eq!(hint("pp").as_deref(), Some("did you mean `pipeline_parallel`?"));
         assert_eq!(hint("nsamples").as_deref(), Some("did you mean `limit_nsamples`?"));
         assert_eq!(hint("completely_unrelated"), None);
     }

@@ -86,6 +86,32 @@ impl BenchyTrial {
     pub const NAMES: &'static [&'static str] = &["full", "io", "synthetic"];
 }
 
+/// The order a pipeline stage runs its micro-batches' forward and backward passes in
+/// ([`crate::pipeline::Schedule`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum PipelineSchedule {
+    /// Every forward, then every backward (GPipe).
+    #[serde(rename = "gpipe")]
+    GPipe,
+    /// Fill the pipeline, then one forward and one backward (PipeDream-Flush, Megatron's).
+    #[default]
+    #[serde(rename = "1f1b")]
+    OneFOneB,
+    /// 1F1B over `virtual_pipeline_stages` model chunks per rank (Megatron's interleaving).
+    #[serde(rename = "interleaved")]
+    Interleaved,
+}
+
+impl PipelineSchedule {
+    pub const NAMES: &'static [&'static str] = &["gpipe", "1f1b", "interleaved"];
+    pub const ALL: [PipelineSchedule; 3] = [PipelineSchedule::GPipe, PipelineSchedule::OneFOneB, PipelineSchedule::Interleaved];
+
+    /// The name a config writes.
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
 /// One training config. Field names are the tutorial's keys, so a `config/ViT.yaml` from the
 /// tutorial loads unchanged and the names users read in the tutorial are the names they edit.
 ///
@@ -157,6 +183,16 @@ pub struct TrainConfig {
     /// Adam's moments over dp, 2 also the gradients (reduce-scatter in place of all-reduce),
     /// 3 also the parameters (each block gathered before its forward and its backward, FSDP).
     pub zero_stage: usize,
+    /// pp: pipeline stages, each a run of consecutive blocks (the patch embedding with the
+    /// first, the head and the loss with the last); Megatron-LM's
+    /// `--pipeline-model-parallel-size`. The tutorial draws it but never trains it.
+    pub pipeline_parallel: usize,
+    /// Micro-batches each dp rank's batch is cut into for the pipeline (pp > 1); Megatron's
+    /// number of micro-batches. With pp = 1 accumulation is `gradient_accumulation_steps`.
+    pub num_micro_batches: usize,
+    pub pipeline_schedule: PipelineSchedule,
+    /// Model chunks per rank under the interleaved schedule (Megatron's virtual stages).
+    pub virtual_pipeline_stages: usize,
     /// With 0 workers, read a batch's samples one after another on the training thread, as
     /// the tutorial's `DataLoader` does; otherwise they are spread over the compute threads.
     pub serial_read: bool,
@@ -215,6 +251,10 @@ impl Default for TrainConfig {
             gradient_accumulation_steps: 1,
             activation_checkpointing: false,
             zero_stage: 0,
+            pipeline_parallel: 1,
+            num_micro_batches: 1,
+            pipeline_schedule: PipelineSchedule::OneFOneB,
+            virtual_pipeline_stages: 2,
             serial_read: false,
             benchy_trial: BenchyTrial::Full,
             profile: String::new(),
@@ -262,6 +302,8 @@ pub enum FieldOrigin {
     Edition,
     /// A knob of SC22's trainer (DDP tuning, benchy) that the chapters experiment with.
     Tuning,
+    /// Pipeline stages, which the tutorial draws but does not train (Megatron-LM's names).
+    Pipeline,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -353,6 +395,15 @@ impl TrainConfig {
                 Tuning,
                 "ZeRO over dp: 0 DDP, 1 shards Adam's moments, 2 also the gradients, 3 also the weights (FSDP)",
             ),
+            field("pipeline_parallel", Count, Pipeline, "pp: pipeline stages, each a run of consecutive blocks"),
+            field("num_micro_batches", Count, Pipeline, "micro-batches a dp rank's batch is cut into for the pipeline (pp > 1)"),
+            field(
+                "pipeline_schedule",
+                Choice(PipelineSchedule::NAMES),
+                Pipeline,
+                "gpipe (all forwards, then all backwards), 1f1b, or interleaved (virtual stages per rank)",
+            ),
+            field("virtual_pipeline_stages", Count, Pipeline, "model chunks per rank under the interleaved schedule (2 or more)"),
             field(
                 "serial_read",
                 Bool,

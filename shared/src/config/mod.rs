@@ -11,8 +11,10 @@ mod data_dir;
 mod derived;
 mod entries;
 mod fields;
+mod layout_run;
 mod load;
 mod overrides;
+mod pipeline;
 mod schedule;
 mod validate;
 mod write;
@@ -20,8 +22,10 @@ mod write;
 pub use data_dir::{DataPathKind, MAX_STATS_FILE_BYTES, data_dir_overrides};
 pub use derived::{Derived, ERA5_TRAIN_SAMPLES, MLP_RATIO, ParamCount, compute_split_shapes, iters_per_epoch, tokens_per_sample};
 pub use fields::{
-    AmpMode, BenchyTrial, DataLoaderKind, FieldDiff, FieldInfo, FieldKind, FieldOrigin, ModelBackend, Optimizer, TrainConfig,
+    AmpMode, BenchyTrial, DataLoaderKind, FieldDiff, FieldInfo, FieldKind, FieldOrigin, ModelBackend, Optimizer, PipelineSchedule,
+    TrainConfig,
 };
+pub use layout_run::LayoutRun;
 pub use load::ConfigFile;
 pub use schedule::{lr_at, sqrt_rule_lr};
 pub use validate::{MAX_ZERO_STAGE, zero_stage_problem};

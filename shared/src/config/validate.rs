@@ -33,7 +33,7 @@ pub fn zero_stage_problem(stage: usize, dp: Option<usize>) -> Option<String> {
 }
 
 impl TrainConfig {
-    /// Checks the config for a run of `world` ranks (dp = world / (tp·cp), pp = 1).
+    /// Checks the config for a run of `world` ranks (dp = world / (tp·cp·pp)).
     pub fn validate(&self, world: usize) -> Result<(), Error> {
         self.problems(world, None).into_result(())
     }
@@ -44,12 +44,14 @@ impl TrainConfig {
         let tokens = self.check_model(&mut problems);
         let dp = self.check_parallel(world, tokens, &mut problems);
         self.check_zero(dp, &mut problems);
+        self.check_stages(&mut problems);
         self.check_optimizer(&mut problems);
         self.check_paths(&mut problems);
         let profile = self.check_profile(&mut problems);
         if let Some(dp) = dp
             && let Some(local) = self.check_batch(dp, &mut problems)
         {
+            self.check_micro_batches(local, &mut problems);
             self.check_epochs(dp, local, train_samples, profile, &mut problems);
         }
         problems
@@ -69,6 +71,9 @@ impl TrainConfig {
             ("tensor_parallel", self.tensor_parallel),
             ("gradient_accumulation_steps", self.gradient_accumulation_steps),
             ("context_parallel", self.context_parallel),
+            ("pipeline_parallel", self.pipeline_parallel),
+            ("num_micro_batches", self.num_micro_batches),
+            ("virtual_pipeline_stages", self.virtual_pipeline_stages),
             ("world", world),
         ];
         let optional = [
@@ -111,8 +116,8 @@ impl TrainConfig {
 
     /// Tensor, context and data parallel rules; dp when the world splits evenly.
     fn check_parallel(&self, world: usize, tokens: Option<usize>, problems: &mut Problems) -> Option<usize> {
-        let (tp, cp) = (self.tensor_parallel, self.context_parallel);
-        if tp == 0 || cp == 0 {
+        let (tp, cp, pp) = (self.tensor_parallel, self.context_parallel, self.pipeline_parallel);
+        if tp == 0 || cp == 0 || pp == 0 {
             return None;
         }
         let heads = self.num_heads;
@@ -131,14 +136,14 @@ impl TrainConfig {
                 format!("{cp} is more than the {tokens} tokens per sample (every cp rank needs at least one token)"),
             );
         }
-        let model = tp.saturating_mul(cp);
+        let model = self.model_parallel();
         let dp = (world > 0 && world.is_multiple_of(model)).then(|| world / model);
         if world > 0 && dp.is_none() {
             problems.push(
                 "world",
                 format!(
-                    "{world} ranks is not divisible by tensor_parallel {tp} × context_parallel {cp} = {model} \
-                     (world = tp × cp × dp, pp = 1)"
+                    "{world} ranks is not divisible by tensor_parallel {tp} × context_parallel {cp} × pipeline_parallel {pp} \
+                     = {model} (world = tp × cp × pp × dp)"
                 ),
             );
         }
@@ -148,20 +153,20 @@ impl TrainConfig {
         dp
     }
 
-    /// The rank layout this config runs as on `world` ranks: dp = world / (tp·cp), pp = 1,
-    /// in the config's `parallel_order`. Every problem of the config is reported first.
+    /// The rank layout this config runs as on `world` ranks: dp = world / (tp·cp·pp), in the
+    /// config's `parallel_order`. Every problem of the config is reported first.
     pub fn layout(&self, world: usize) -> Result<Layout, Error> {
         self.validate(world)?;
         let dp = world / self.model_parallel();
         Layout::new(self.sizes(dp), &self.parallel_order)
     }
 
-    /// The ranks one replica spans: tp·cp (the tutorial's `{tp·cp}MP`).
+    /// The ranks one replica spans: tp·cp·pp (the tutorial's `{tp·cp}MP`, which never pipelines).
     pub fn model_parallel(&self) -> usize {
-        self.tensor_parallel.saturating_mul(self.context_parallel)
+        self.tensor_parallel.saturating_mul(self.context_parallel).saturating_mul(self.pipeline_parallel)
     }
 
-    /// The ranks of a run with `dp` replicas: tp·cp·dp. Saturates rather than wraps, so a world
+    /// The ranks of a run with `dp` replicas: tp·cp·pp·dp. Saturates rather than wraps, so a world
     /// no machine has is refused by [`TrainConfig::validate`] by name, never mistaken for a small one.
     pub fn world(&self, dp: usize) -> usize {
         self.model_parallel().saturating_mul(dp)
@@ -173,11 +178,11 @@ impl TrainConfig {
         self.layout(self.world(dp))
     }
 
-    /// The layout's sizes with `dp` replicas: the config's tp and cp, no pipeline stages.
+    /// The layout's sizes with `dp` replicas: the config's tp, cp and pp.
     /// Sizes beyond `u32` become `u32::MAX`, which `Layout::new` refuses by name.
     pub fn sizes(&self, dp: usize) -> Sizes {
         let size = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
-        Sizes { tp: size(self.tensor_parallel), cp: size(self.context_parallel), dp: size(dp), pp: 1 }
+        Sizes { tp: size(self.tensor_parallel), cp: size(self.context_parallel), dp: size(dp), pp: size(self.pipeline_parallel) }
     }
 
     fn check_order(&self, dp: usize, problems: &mut Problems) {
@@ -186,6 +191,7 @@ impl TrainConfig {
                 let field = match problem.field.as_str() {
                     "tp" => "tensor_parallel",
                     "cp" => "context_parallel",
+                    "pp" => "pipeline_parallel",
                     "order" => "parallel_order",
                     _ => "world",
                 };

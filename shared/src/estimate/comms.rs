@@ -8,13 +8,33 @@
 //! network: each GPU has its own NIC (Perlmutter: one Slingshot-11 NIC per GPU), and a ring
 //! spread over as many NICs per node as the group has ranks there, so its bus bandwidth is
 //! `ranks per node × NIC × network_efficiency`, at most the NVLink figure.
+//!
+//! A pipeline's stages pass each micro-batch's activation forward and its gradient back,
+//! point to point between neighbouring stages: one GPU's link, NVLink when the two share a
+//! node, the GPU's own NIC when they do not. Each transfer holds its stage up (the trainer
+//! sends and receives between passes), so they count in full.
+//!
+//! ZeRO replaces DDP's gradient all-reduce over dp as the trainer runs it (`train/zero.rs`):
+//! - stage 1: the same all-reduce, overlapped with backward, then the updated shards
+//!   all-gathered after the optimizer step (blocking): 1.5 all-reduces' bytes;
+//! - stage 2: each micro-batch's gradients reduce-scattered under its backward (overlapped,
+//!   as DDP's buckets are), then the same all-gather: an all-reduce's bytes;
+//! - stage 3: each block's parameters all-gathered before its forward and again before its
+//!   backward (blocking: the trainer gathers when the block is reached, without prefetching),
+//!   the unit outside the blocks once per micro-batch, and the gradients reduce-scattered
+//!   under backward: about 1.5 all-reduces' bytes. Nothing is gathered after the step.
+//!
+//! At stages 2 and 3 the cp sum of the block gradients runs on the shards after backward.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::Shape;
 use super::params::ParamSplit;
 use crate::cluster::{EstimateFactors, Interconnect};
-use crate::layout::{Layout, Placement, Token};
+use crate::layout::{Dim, Layout, Placement, Token};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -22,6 +42,8 @@ pub enum Operation {
     AllReduce,
     AllGather,
     ReduceScatter,
+    /// A pipeline stage's send to its neighbour (and the neighbour's receive).
+    SendRecv,
 }
 
 impl Operation {
@@ -30,14 +52,20 @@ impl Operation {
             Operation::AllReduce => "all-reduce",
             Operation::AllGather => "all-gather",
             Operation::ReduceScatter => "reduce-scatter",
+            Operation::SendRecv => "send/recv",
         }
     }
 
-    /// Bytes through each rank's link per byte of the buffer, for a ring of n ranks.
-    fn ring_factor(self, n: u32) -> f64 {
+    /// Bytes through each rank's link per byte of the buffer, for a ring of n ranks (a
+    /// point-to-point transfer sends its buffer once).
+    pub(super) fn ring_factor(self, n: u32) -> f64 {
         let n = f64::from(n);
         let once = (n - 1.0) / n;
-        if self == Operation::AllReduce { 2.0 * once } else { once }
+        match self {
+            Operation::AllReduce => 2.0 * once,
+            Operation::AllGather | Operation::ReduceScatter => once,
+            Operation::SendRecv => 1.0,
+        }
     }
 }
 
@@ -61,7 +89,7 @@ impl Phase {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Link {
     Nvlink,
@@ -80,13 +108,13 @@ impl Link {
 /// One kind of collective in a step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Collective {
-    /// The rank group it runs over (`tp`, `cp`, `dp`).
+    /// The rank group it runs over (`tp`, `cp`, `pp`, `dp`).
     pub group: Token,
     pub group_size: u32,
     pub operation: Operation,
     pub phase: Phase,
-    /// What it moves, in words.
-    pub what: String,
+    /// What it moves, in words (static: an estimate is made thousands of times a search).
+    pub what: Cow<'static, str>,
     /// Size of one call's buffer (the gathered size for an all-gather).
     pub bytes: u64,
     /// Calls per step.
@@ -103,27 +131,79 @@ pub struct Collective {
 /// The bytes of one gradient element: fp32 (AMP keeps fp32 parameters, so gradients are fp32).
 const GRAD_BYTES: u64 = 4;
 
+/// The bytes of an fp32 element: a parameter, and the residual stream between blocks.
+const FP32_BYTES: u64 = 4;
+
 /// Bytes of a k or v element as cp gathers it, whatever the precision: the distributed layers
 /// add their fp32 bias outside the matmul (`y = y + bias`), which promotes autocast's
 /// half-precision product to fp32 before the all-gather.
 const GATHERED_KV_BYTES: u64 = 4;
 
+/// The links found for a search's layouts on one cluster, by how a dimension's groups lie in
+/// the rank space (ring or neighbours, its size, its stride, the world): finding one walks
+/// every group, and many layouts lay a dimension out alike.
+#[derive(Debug, Default)]
+pub(crate) struct FoundLinks(HashMap<(bool, u32, u32, u32), (Link, f64)>);
+
 /// What every collective needs to know about the cluster.
-pub(super) struct Network<'a> {
+pub(crate) struct Network<'a> {
     pub layout: &'a Layout,
     pub placement: Placement,
     pub links: Interconnect,
     pub factors: &'a EstimateFactors,
+    /// Each group's link, found once: finding it walks every group, and an estimate asks for
+    /// it once per stage and ZeRO stage (the layout search makes thousands of estimates).
+    known: Vec<(Token, (Link, f64))>,
 }
 
-impl Network<'_> {
+impl<'a> Network<'a> {
+    pub fn new(layout: &'a Layout, placement: Placement, links: Interconnect, factors: &'a EstimateFactors) -> Network<'a> {
+        Network::found(layout, placement, links, factors, &mut FoundLinks::default())
+    }
+
+    /// [`Network::new`], each dimension's link taken from `found` when a layout before laid
+    /// that dimension out alike (on the same cluster: `found` serves one cluster only).
+    pub fn found(
+        layout: &'a Layout,
+        placement: Placement,
+        links: Interconnect,
+        factors: &'a EstimateFactors,
+        found: &mut FoundLinks,
+    ) -> Network<'a> {
+        let mut net = Network { layout, placement, links, factors, known: Vec::new() };
+        let dims = [(Token::TP, Dim::Tp), (Token::CP, Dim::Cp), (Token::DP, Dim::Dp), (Token::PP, Dim::Pp)];
+        for (token, dim) in dims.into_iter().filter(|&(t, _)| layout.group_size(t) > 1) {
+            let key = (dim == Dim::Pp, layout.group_size(token), layout.stride(dim), layout.world());
+            let link = match found.0.get(&key) {
+                Some(&link) => link,
+                None if dim == Dim::Pp => net.neighbour_link(),
+                None => net.ring_link(token),
+            };
+            found.0.insert(key, link);
+            net.known.push((token, link));
+        }
+        net
+    }
+
+    /// All an estimate reads of the layout beyond its sizes: each group's link and bandwidth
+    /// (bits of the float). Two orders of one factorisation with the same links have the same
+    /// estimate, which the layout search makes once.
+    pub fn links(&self) -> Vec<(Token, Link, u64)> {
+        self.known.iter().map(|&(token, (link, bus))| (token, link, bus.to_bits())).collect()
+    }
+
     fn nvlink_bus(&self) -> f64 {
         self.links.nvlink_gb_per_s * self.factors.nvlink_efficiency
     }
 
-    /// The link a token's groups use and its bus bandwidth in GB/s. The slowest group sets
-    /// the pace, since every group of a token runs the same collective at the same time.
+    /// The link a token's collectives use and its bandwidth in GB/s.
     fn link(&self, token: Token) -> (Link, f64) {
+        self.known.iter().find(|(t, _)| *t == token).map_or_else(|| self.ring_link(token), |(_, link)| *link)
+    }
+
+    /// The link a token's rings use and their bus bandwidth. The slowest group sets the pace,
+    /// since every group of a token runs the same collective at the same time.
+    fn ring_link(&self, token: Token) -> (Link, f64) {
         let groups = self.layout.groups(token);
         let per_node = groups.iter().filter(|g| self.placement.crosses_nodes(g)).map(|g| self.fewest_per_node(g)).min();
         match per_node {
@@ -135,67 +215,158 @@ impl Network<'_> {
         }
     }
 
+    /// The link between neighbouring pipeline stages: the network, through one GPU's NIC,
+    /// when any two neighbours sit on different nodes.
+    fn neighbour_link(&self) -> (Link, f64) {
+        let node = |r: u32| self.placement.node_of(r);
+        let crosses = self.layout.groups(Token::PP).iter().any(|g| g.windows(2).any(|pair| node(pair[0]) != node(pair[1])));
+        match crosses {
+            false => (Link::Nvlink, self.nvlink_bus()),
+            true => (Link::Network, (self.links.network_gb_per_s * self.factors.network_efficiency).min(self.nvlink_bus())),
+        }
+    }
+
     /// The fewest ranks the group has on any node it touches (ranks ascend and nodes are
     /// contiguous rank ranges, so a node's ranks are one run).
     fn fewest_per_node(&self, group: &[u32]) -> u32 {
         let node = |r: u32| self.placement.node_of(r);
         group.chunk_by(|&a, &b| node(a) == node(b)).map(|run| run.len() as u32).min().unwrap_or(1)
     }
-}
 
-/// Every collective of one step on one rank.
-pub(super) fn collectives(shape: &Shape, params: &ParamSplit, net: &Network<'_>) -> Vec<Collective> {
-    let Shape { embed_dim: d, depth, tokens: n, tokens_local: nl, local_batch: b, tp, .. } = *shape;
-    let a = shape.element_bytes() as u64;
-    let mut out = Vec::new();
-    // Each token's link once: finding it walks every group (the layout search makes thousands
-    // of estimates).
-    let links = [Token::TP, Token::CP, Token::DP].map(|token| (token, (net.layout.group_size(token) > 1).then(|| net.link(token))));
-    let mut add = |token: Token, operation, phase, what: &str, bytes: u64, count: u64, overlapped| {
-        let size = net.layout.group_size(token);
-        if size <= 1 {
-            return;
+    /// A collective of `token`'s groups, timed on their link; none when the group is one rank.
+    fn collective(&self, token: Token, call: Call) -> Option<Collective> {
+        let size = self.layout.group_size(token);
+        if size <= 1 || call.count == 0 {
+            return None;
         }
-        let known = links.iter().find(|(t, _)| *t == token).and_then(|(_, link)| *link);
-        let (link, bus) = known.unwrap_or_else(|| net.link(token));
-        let seconds = count as f64 * (operation_seconds(operation, size, bytes, bus) + net.factors.collective_latency_s);
-        out.push(Collective {
+        let (link, bus) = self.link(token);
+        let one = operation_seconds(call.operation, size, call.bytes, bus) + self.factors.collective_latency_s;
+        Some(Collective {
             group: token,
             group_size: size,
-            operation,
-            phase,
-            what: what.to_owned(),
-            bytes,
-            count,
+            operation: call.operation,
+            phase: call.phase,
+            what: Cow::Borrowed(call.what),
+            bytes: call.bytes,
+            count: call.count,
             link,
             bus_gb_per_s: bus,
-            seconds,
-            overlapped,
-        });
-    };
+            seconds: call.count as f64 * one,
+            overlapped: call.overlapped,
+        })
+    }
+}
+
+/// One kind of call, before its group's link times it.
+struct Call {
+    operation: Operation,
+    phase: Phase,
+    what: &'static str,
+    bytes: u64,
+    count: u64,
+    overlapped: bool,
+}
+
+const fn call(operation: Operation, phase: Phase, what: &'static str, bytes: u64, count: u64, overlapped: bool) -> Call {
+    Call { operation, phase, what, bytes, count, overlapped }
+}
+
+/// The collectives of one step on one rank of its pipeline stage that do not depend on ZeRO:
+/// tp's and cp's between layers, and the stages' transfers. Each micro-batch runs its own.
+pub(super) fn model_collectives(shape: &Shape, params: &ParamSplit, net: &Network<'_>) -> Vec<Collective> {
+    let Shape { embed_dim: d, depth, tokens: n, tokens_local: nl, micro_batch: b, micro_batches: m, tp, .. } = *shape;
+    let a = shape.element_bytes() as u64;
     use Operation::*;
     use Phase::*;
     let tokens_local = b * nl * d;
-    add(Token::TP, AllReduce, Forward, "outputs of the row-parallel proj and fc2", a * tokens_local, 2 * depth, false);
-    add(
-        Token::TP,
-        AllReduce,
-        Backward,
-        "input gradients of the column-parallel q, k, v and fc1 (fp32: taken before autocast's cast)",
-        GRAD_BYTES * tokens_local,
-        4 * depth,
-        false,
-    );
     let kv = GATHERED_KV_BYTES * b * n * d / tp;
-    add(Token::CP, AllGather, Forward, "k and v of this rank's heads, all tokens (fp32 after the bias add)", kv, 2 * depth, false);
-    add(Token::CP, ReduceScatter, Backward, "gradients of the gathered k and v (fp32)", kv, 2 * depth, false);
     let sequence = GRAD_BYTES * b * n * d;
-    add(Token::CP, AllGather, Forward, "tokens gathered before the head (fp32)", sequence, 1, false);
-    add(Token::CP, AllGather, Backward, "embedding gradients (backward of the token scatter)", sequence, 1, false);
-    add(Token::CP, AllReduce, Backward, "block gradients summed over cp (DDP comm hook)", GRAD_BYTES * params.cp_reduced, 1, true);
-    add(Token::DP, AllReduce, Backward, "gradients averaged over dp (DDP)", GRAD_BYTES * params.per_rank, 1, true);
-    add(Token::DP, AllReduce, Step, "training loss averaged for the log", 4, 1, false);
-    out
+    let (head, embedding) = (u64::from(shape.head), u64::from(shape.embedding));
+    let transfers = m * shape.chunks_per_stage();
+    let cp_hook_overlapped = shape.zero_stage < 2;
+    let cp_hook = if cp_hook_overlapped { params.cp_reduced } else { params.cp_reduced.div_ceil(shape.dp) };
+    let calls = [
+        (Token::TP, call(AllReduce, Forward, "outputs of the row-parallel proj and fc2", a * tokens_local, 2 * depth * m, false)),
+        (
+            Token::TP,
+            call(
+                AllReduce,
+                Backward,
+                "input gradients of the column-parallel q, k, v and fc1 (fp32: taken before autocast's cast)",
+                GRAD_BYTES * tokens_local,
+                4 * depth * m,
+                false,
+            ),
+        ),
+        (
+            Token::CP,
+            call(AllGather, Forward, "k and v of this rank's heads, all tokens (fp32 after the bias add)", kv, 2 * depth * m, false),
+        ),
+        (Token::CP, call(ReduceScatter, Backward, "gradients of the gathered k and v (fp32)", kv, 2 * depth * m, false)),
+        (Token::CP, call(AllGather, Forward, "tokens gathered before the head (fp32)", sequence, head * m, false)),
+        (Token::CP, call(AllGather, Backward, "embedding gradients (backward of the token scatter)", sequence, embedding * m, false)),
+        (
+            Token::CP,
+            match cp_hook_overlapped {
+                true => call(AllReduce, Backward, "block gradients summed over cp (DDP comm hook)", GRAD_BYTES * cp_hook, 1, true),
+                false => {
+                    call(AllReduce, Step, "block gradients summed over cp, on this rank's ZeRO shards", GRAD_BYTES * cp_hook, 1, false)
+                }
+            },
+        ),
+        (
+            Token::PP,
+            call(
+                SendRecv,
+                Forward,
+                "activations to the next stage (fp32 residual stream, one micro-batch)",
+                FP32_BYTES * tokens_local,
+                transfers,
+                false,
+            ),
+        ),
+        (
+            Token::PP,
+            call(SendRecv, Backward, "their gradients back to the stage before (fp32)", FP32_BYTES * tokens_local, transfers, false),
+        ),
+    ];
+    calls.into_iter().filter_map(|(token, c)| net.collective(token, c)).collect()
+}
+
+/// The dp group's collectives under ZeRO stage `zero` (0 is DDP), and the loss's all-reduce.
+pub(super) fn dp_collectives(shape: &Shape, params: &ParamSplit, net: &Network<'_>, zero: u8) -> Vec<Collective> {
+    use Operation::*;
+    use Phase::*;
+    let m = shape.micro_batches;
+    let grads = GRAD_BYTES * params.per_rank;
+    let weights = FP32_BYTES * params.per_rank;
+    let block_unit = FP32_BYTES * (params.cp_reduced / shape.depth.max(1));
+    let gather_after_step = call(AllGather, Step, "updated parameter shards gathered after the optimizer step (fp32)", weights, 1, false);
+    let calls = match zero {
+        0 => vec![call(AllReduce, Backward, "gradients averaged over dp (DDP)", grads, 1, true)],
+        1 => vec![
+            call(AllReduce, Backward, "gradients averaged over dp (as DDP; ZeRO 1 keeps whole gradients)", grads, 1, true),
+            gather_after_step,
+        ],
+        2 => {
+            vec![call(ReduceScatter, Backward, "each micro-batch's gradients, to their shards (ZeRO 2)", grads, m, true), gather_after_step]
+        }
+        _ => vec![
+            call(AllGather, Forward, "each block's parameters before its forward (ZeRO 3)", block_unit, shape.depth * m, false),
+            call(
+                AllGather,
+                Forward,
+                "parameters outside the blocks, kept to the end of backward",
+                FP32_BYTES * params.outside_blocks,
+                m,
+                false,
+            ),
+            call(AllGather, Backward, "each block's parameters again before its backward", block_unit, shape.depth * m, false),
+            call(ReduceScatter, Backward, "each micro-batch's gradients, to their shards (ZeRO 3)", grads, m, true),
+        ],
+    };
+    let loss = call(AllReduce, Step, "training loss averaged for the log", 4, 1, false);
+    calls.into_iter().chain([loss]).filter_map(|c| net.collective(Token::DP, c)).collect()
 }
 
 /// One rank group's share of a step's communication, for the rank grid.
@@ -252,13 +423,24 @@ fn operation_seconds(operation: Operation, size: u32, bytes: u64, bus_gb_per_s: 
 
 /// How much of the overlapped collectives' time the backward pass cannot hide: whatever
 /// exceeds the backward compute, and at least the last bucket's share (DDP's buckets of up to
-/// `bucket_bytes`, 25 MB by default, are all-reduced as backward fills them, so only the last
+/// `bucket_bytes`, 25 MB by default, are reduced as backward fills them, so only the last
 /// necessarily waits for the end of the backward pass).
-pub(super) fn exposed_overlapped(collectives: &[Collective], backward_s: f64, bucket_bytes: f64) -> f64 {
-    let overlapped = collectives.iter().filter(|c| c.overlapped);
-    let total = overlapped.clone().fold(0.0, |sum, c| sum + c.seconds);
-    let tail = overlapped.fold(0.0, |sum, c| sum + c.seconds * (bucket_bytes / c.bytes as f64).min(1.0));
-    (total - backward_s).max(tail)
+///
+/// With micro-batches each one's backward hides the calls made under it: a collective called
+/// once a step (DDP's all-reduce, skipped by `no_sync` until the last micro-batch) under the
+/// last, one called every micro-batch (ZeRO 2 and 3's reduce-scatter) under each.
+pub(super) fn exposed_overlapped(collectives: &[Collective], backward_s: f64, micro_batches: u64, bucket_bytes: f64) -> f64 {
+    let m = micro_batches.max(1);
+    let window = backward_s / m as f64;
+    let exposed = |every_micro_batch: bool| {
+        let calls = collectives.iter().filter(|c| c.overlapped && (!every_micro_batch || c.count >= m));
+        let (total, tail) = calls.fold((0.0, 0.0), |(total, tail), c| {
+            let one = c.seconds / c.count as f64;
+            (total + one, tail + one * (bucket_bytes / c.bytes as f64).min(1.0))
+        });
+        (total - window).max(tail)
+    };
+    (m - 1) as f64 * exposed(true) + exposed(false)
 }
 
 #[cfg(test)]
@@ -280,7 +462,7 @@ mod tests {
             group_size: 2,
             operation,
             phase: Phase::Backward,
-            what: String::new(),
+            what: Cow::Borrowed(""),
             bytes: 4,
             count,
             link: Link::Nvlink,

@@ -11,7 +11,8 @@
 //! Backward is twice the forward (input and weight gradients), except for the patch embedding,
 //! whose input (the data) needs no gradient. On one rank of a tp × cp layout the blocks' work
 //! divides by tp (heads and MLP columns) and by cp (its own tokens' queries, against all keys);
-//! the embedding and the head run whole on every rank.
+//! the embedding and the head run whole on every rank of the pipeline stage that holds them
+//! (the embedding on the first, the head on the last), and each stage runs its own blocks.
 
 use serde::{Deserialize, Serialize};
 
@@ -51,25 +52,28 @@ struct Forward {
     attention: f64,
 }
 
-fn forward(shape: &Shape, tp: u64, tokens_local: u64) -> Forward {
+/// `whole`: the whole model on one rank; otherwise this rank's share of its stage.
+fn forward(shape: &Shape, whole: bool) -> Forward {
     let f = |x: u64| x as f64;
+    let (tp, tokens_local, depth) = if whole { (1, shape.tokens, shape.model_depth) } else { (shape.tp, shape.tokens_local, shape.depth) };
+    let holds = |part: bool| if whole || part { 1.0 } else { 0.0 };
     let (d, n, nl) = (f(shape.embed_dim), f(shape.tokens), f(tokens_local));
     // q, k, v, proj: D × D each; fc1 and fc2: D × 4D each.
     let weights_per_token = f(4 * shape.embed_dim * shape.embed_dim + 2 * shape.embed_dim * shape.mlp_width());
-    let embedding = 2.0 * n * f(shape.patch_fan_in) * d;
-    let head = 2.0 * n * d * f(shape.head_fan_out);
+    let embedding = holds(shape.embedding) * 2.0 * n * f(shape.patch_fan_in) * d;
+    let head = holds(shape.head) * 2.0 * n * d * f(shape.head_fan_out);
     let per_block_matmul = 2.0 * nl * weights_per_token / f(tp);
     let per_block_attention = 4.0 * nl * n * d / f(tp);
-    let depth = f(shape.depth);
+    let depth = f(depth);
     Forward { embedding, matmul: head + depth * per_block_matmul, attention: depth * per_block_attention }
 }
 
 impl Flops {
     pub(super) fn of(shape: &Shape) -> Flops {
-        let whole = forward(shape, 1, shape.tokens);
+        let whole = forward(shape, true);
         let per_sample_forward = whole.embedding + whole.matmul + whole.attention;
         let per_sample_training = whole.embedding * 2.0 + (whole.matmul + whole.attention) * 3.0;
-        let rank = forward(shape, shape.tp, shape.tokens_local);
+        let rank = forward(shape, false);
         let batch = shape.local_batch as f64;
         Flops {
             per_sample_forward,

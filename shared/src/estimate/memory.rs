@@ -9,22 +9,33 @@
 //! - optimizer state `8·P` (Adam's two fp32 moments);
 //! - weight copies: under autocast, a half-precision copy of every matmul weight, kept for the
 //!   backward pass;
-//! - activations kept for the backward pass (see [`saved_tensors`]), times the local batch;
+//! - activations kept for the backward pass (see [`saved_tensors`]), times the micro-batch
+//!   (the local batch without accumulation or a pipeline), times the micro-batches a pipeline
+//!   stage holds at once (see [`super::pipeline`]);
 //! - allocator cache: the caching allocator's rounding, fragmentation and blocks left over
 //!   from the first step's backward, `(allocator_factor − 1) ×` activations;
 //! - runtime: CUDA context, cuBLAS and NCCL workspaces (`runtime_overhead_gb`);
 //! - data loader: DALI's device buffers, for `data_loader_config: dali`; on a CPU rank, the
 //!   batches its loader workers hold (`batches_per_worker`).
+//!
+//! With a pipeline every part is the stage's: its blocks' parameters, and the embedding's on
+//! the first stage, the head's on the last. ZeRO (`zero_stage`) then shards over dp, as the
+//! trainer does: stage 1 Adam's moments, 2 also the gradients, 3 also the weights (and their
+//! half-precision copies), keeping gathered one block's unit and the unit outside the blocks,
+//! which stays gathered from the forward pass to the end of backward.
+
+use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
 use super::params::ParamSplit;
+use super::pipeline::Held;
 use super::{FP32, GIB, Shape};
 use crate::cluster::EstimateFactors;
 use crate::config::DataLoaderKind;
 
 /// Memory of one rank in GiB (2³⁰ bytes), by part; `total` is their sum.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct MemoryBreakdown {
     pub total: f64,
     pub weights: f64,
@@ -40,11 +51,29 @@ pub struct MemoryBreakdown {
 /// One tensor the forward pass keeps for the backward pass.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SavedTensor {
-    pub name: String,
+    /// Static: an estimate is made thousands of times a search.
+    pub name: Cow<'static, str>,
     /// Bytes for one sample on one rank.
     pub bytes_per_sample: f64,
     /// How many of it a step keeps: `depth` for block tensors, 1 otherwise.
     pub count: u64,
+    /// How long it lives, which decides how many of it a pipeline stage holds at once.
+    #[serde(default)]
+    pub lifetime: Lifetime,
+}
+
+/// How long a saved tensor lives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Lifetime {
+    /// A block's, from its forward to its backward: one per block of every micro-batch (or
+    /// model chunk of one) the stage has run forward and not yet backward.
+    #[default]
+    Block,
+    /// The embedding's or the head's, once per micro-batch in flight on their stage.
+    Stage,
+    /// Recomputed in backward: one block of one micro-batch at a time.
+    Recomputed,
 }
 
 /// The run with activation recomputation switched the other way: memory against time.
@@ -69,10 +98,25 @@ pub struct ZeroWhatIf {
     pub stage: u8,
     pub total_gb: f64,
     pub fits: bool,
-    /// Gradient-synchronisation bytes relative to DDP's all-reduce: stages 1 and 2 replace it
-    /// by a reduce-scatter and an all-gather (the same bytes); stage 3 gathers the weights
-    /// again for the backward pass.
+    /// The dp group's bytes relative to DDP's all-reduce, as the trainer runs the stage: 1.5
+    /// at stage 1 (the all-reduce, then the updated shards gathered), 1 at stage 2 (a
+    /// reduce-scatter and that gather), about 1.5 at stage 3 (the weights gathered for the
+    /// forward and again for the backward pass, the gradients reduce-scattered).
     pub dp_bytes_factor: f64,
+    /// The step under this stage (0 in predictions recorded before ZeRO's collectives were
+    /// modelled), and the parts of it ZeRO changes: the collectives waited for, the part of
+    /// the overlapped ones backward does not hide, the optimizer (which updates only a shard)
+    /// and a pipeline's bubble (stage 3's gathers lengthen every pass).
+    #[serde(default)]
+    pub step_time_s: f64,
+    #[serde(default)]
+    pub blocking_comm_s: f64,
+    #[serde(default)]
+    pub exposed_overlapped_comm_s: f64,
+    #[serde(default)]
+    pub optimizer_s: f64,
+    #[serde(default)]
+    pub bubble_s: f64,
 }
 
 /// What the forward pass keeps, by the rules autograd follows for the tutorial's block (see
@@ -99,28 +143,39 @@ pub(super) fn saved_tensors(shape: &Shape) -> Vec<SavedTensor> {
     let input_copies = if shape.compiled_whole_block || !shape.precision.is_half() { 1.0 } else { 3.0 };
     let gelu_input = if shape.distributed_block { FP32 } else { a };
     let depth = shape.depth;
-    let inside = if shape.recompute { 1 } else { depth };
-    let mut saved = vec![
-        ("block input (fp32 residual stream, for LayerNorm 1)", FP32 * local, depth),
-        ("attention input in matmul precision (one copy per q, k, v when not compiled)", input_copies * a * local, inside),
-        ("q of this rank's heads", a * local / tp, inside),
-        ("k and v of this rank's heads for all tokens (gathered over cp)", 2.0 * a * n * d / tp, inside),
-        ("attention output (also proj's input)", a * local / tp, inside),
-        ("mid-block residual (fp32, for LayerNorm 2)", FP32 * local, inside),
-        ("MLP input in matmul precision", a * local, inside),
-        ("fc1 output (GELU input; fp32 after the distributed bias add)", gelu_input * nl * mlp / tp, inside),
-        ("GELU output in matmul precision (fc2 input)", a * nl * mlp / tp, inside),
+    let (inside, kept) = if shape.recompute { (1, Lifetime::Recomputed) } else { (depth, Lifetime::Block) };
+    let block = [
+        ("block input (fp32 residual stream, for LayerNorm 1)", FP32 * local, depth, Lifetime::Block),
+        ("attention input in matmul precision (one copy per q, k, v when not compiled)", input_copies * a * local, inside, kept),
+        ("q of this rank's heads", a * local / tp, inside, kept),
+        ("k and v of this rank's heads for all tokens (gathered over cp)", 2.0 * a * n * d / tp, inside, kept),
+        ("attention output (also proj's input)", a * local / tp, inside, kept),
+        ("mid-block residual (fp32, for LayerNorm 2)", FP32 * local, inside, kept),
+        ("MLP input in matmul precision", a * local, inside, kept),
+        ("fc1 output (GELU input; fp32 after the distributed bias add)", gelu_input * nl * mlp / tp, inside, kept),
+        ("GELU output in matmul precision (fc2 input)", a * nl * mlp / tp, inside, kept),
     ];
-    saved.push(("input and target sample (fp32)", FP32 * f(shape.in_pixels + shape.out_pixels), 1));
-    if shape.precision.is_half() {
-        saved.push(("patch-embedding input in matmul precision", a * f(shape.in_pixels), 1));
-    }
-    saved.extend([
-        ("final LayerNorm input (fp32)", FP32 * local, 1),
-        ("head input for all tokens, in matmul precision", a * n * d, 1),
-        ("loss: prediction − target (fp32)", FP32 * f(shape.out_pixels), 1),
-    ]);
-    saved.into_iter().map(|(name, bytes_per_sample, count)| SavedTensor { name: name.to_owned(), bytes_per_sample, count }).collect()
+    let (input, target) = (FP32 * f(shape.in_pixels), FP32 * f(shape.out_pixels));
+    let samples = match (shape.embedding, shape.head) {
+        (true, true) => Some(("input and target sample (fp32)", input + target)),
+        (true, false) => Some(("input sample (fp32)", input)),
+        (false, true) => Some(("target sample (fp32)", target)),
+        (false, false) => None,
+    };
+    let embedding = [("patch-embedding input in matmul precision", a * f(shape.in_pixels))];
+    let head = [
+        ("final LayerNorm input (fp32)", FP32 * local),
+        ("head input for all tokens, in matmul precision", a * n * d),
+        ("loss: prediction − target (fp32)", target),
+    ];
+    let embedding = embedding.into_iter().filter(|_| shape.embedding && shape.precision.is_half());
+    let head = head.into_iter().filter(|_| shape.head);
+    let outside = samples.into_iter().chain(embedding).chain(head).map(|(name, bytes)| (name, bytes, 1, Lifetime::Stage));
+    block
+        .into_iter()
+        .chain(outside)
+        .map(|(name, bytes_per_sample, count, lifetime)| SavedTensor { name: Cow::Borrowed(name), bytes_per_sample, count, lifetime })
+        .collect()
 }
 
 /// Bytes of the batches a rank's loader holds where they count (a CPU rank): each worker's
@@ -133,25 +188,20 @@ fn loader_batches(shape: &Shape, factors: &EstimateFactors) -> f64 {
     batches * shape.local_batch as f64 * FP32 * (shape.in_pixels + shape.out_pixels) as f64
 }
 
-pub(super) struct Memory {
-    pub breakdown: MemoryBreakdown,
-    pub saved: Vec<SavedTensor>,
-    pub zero: Vec<ZeroWhatIf>,
+/// Bytes one rank's `saved` tensors hold at once: each a micro-batch's, times how many of it
+/// the stage holds (`held`).
+pub(super) fn activation_bytes(shape: &Shape, saved: &[SavedTensor], held: Held) -> f64 {
+    let batch = shape.micro_batch as f64;
+    saved.iter().map(|t| t.bytes_per_sample * t.count as f64 * batch * held.of(t.lifetime)).sum()
 }
 
-/// Bytes one rank's `saved` tensors hold at the end of its forward pass, over its local batch.
-pub(super) fn activation_bytes(shape: &Shape, saved: &[SavedTensor]) -> f64 {
-    let batch = shape.local_batch as f64;
-    saved.iter().map(|t| t.bytes_per_sample * t.count as f64 * batch).sum()
-}
-
-pub(super) fn memory(shape: &Shape, params: &ParamSplit, factors: &EstimateFactors, limit_gb: f64) -> Memory {
+/// One rank's memory with its `saved` tensors held `held` times, before ZeRO shards any of it.
+pub(super) fn memory(shape: &Shape, params: &ParamSplit, factors: &EstimateFactors, saved: &[SavedTensor], held: Held) -> MemoryBreakdown {
     let gib = |bytes: f64| bytes / GIB;
     let p = params.per_rank as f64;
-    let saved = saved_tensors(shape);
-    let activations = gib(activation_bytes(shape, &saved));
+    let activations = gib(activation_bytes(shape, saved, held));
     let weight_copies = if shape.precision.is_half() { gib(shape.element_bytes() * params.matmul_weights as f64) } else { 0.0 };
-    let mut breakdown = MemoryBreakdown {
+    let mut unsharded = MemoryBreakdown {
         total: 0.0,
         weights: gib(FP32 * p),
         gradients: gib(FP32 * p),
@@ -163,9 +213,8 @@ pub(super) fn memory(shape: &Shape, params: &ParamSplit, factors: &EstimateFacto
         data_loader: if shape.data_loader == DataLoaderKind::Dali { factors.dali_overhead_gb } else { 0.0 }
             + gib(loader_batches(shape, factors)),
     };
-    breakdown.total = breakdown.parts().iter().map(|(_, gb)| gb).sum();
-    let zero = (0..=3u8).map(|stage| zero_what_if(&breakdown, stage, shape.dp, limit_gb)).collect();
-    Memory { breakdown, saved, zero }
+    unsharded.total = unsharded.parts().iter().map(|(_, gb)| gb).sum();
+    unsharded
 }
 
 impl MemoryBreakdown {
@@ -184,12 +233,23 @@ impl MemoryBreakdown {
     }
 }
 
-fn zero_what_if(memory: &MemoryBreakdown, stage: u8, dp: u64, limit_gb: f64) -> ZeroWhatIf {
-    let shard = |gb: f64, from_stage: u8| if stage >= from_stage { gb / dp as f64 } else { gb };
-    let sharded = shard(memory.optimizer_state, 1) + shard(memory.gradients, 2) + shard(memory.weights, 3) + shard(memory.weight_copies, 3);
-    let unchanged = memory.activations + memory.allocator_cache + memory.runtime + memory.data_loader;
-    let total_gb = sharded + unchanged;
-    ZeroWhatIf { stage, total_gb, fits: total_gb <= limit_gb, dp_bytes_factor: if stage == 3 { 1.5 } else { 1.0 } }
+/// `memory` with ZeRO stage `stage` over `shape`'s dp ranks. At stage 3 the weights are a
+/// shard plus what is gathered at once: one block's unit, and the unit outside the blocks
+/// (the trainer gathers it at the start of the forward pass and frees it after backward).
+pub(super) fn sharded(memory: &MemoryBreakdown, shape: &Shape, params: &ParamSplit, stage: u8) -> MemoryBreakdown {
+    let dp = shape.dp as f64;
+    let shard = |gb: f64, from_stage: u8| if stage >= from_stage { gb / dp } else { gb };
+    let gathered =
+        if stage >= 3 && shape.dp > 1 { FP32 * (params.cp_reduced / shape.depth.max(1) + params.outside_blocks) as f64 / GIB } else { 0.0 };
+    let mut out = MemoryBreakdown {
+        weights: shard(memory.weights, 3) + gathered,
+        gradients: shard(memory.gradients, 2),
+        optimizer_state: shard(memory.optimizer_state, 1),
+        weight_copies: shard(memory.weight_copies, 3),
+        ..*memory
+    };
+    out.total = out.parts().iter().map(|(_, gb)| gb).sum();
+    out
 }
 
 #[cfg(test)]
@@ -223,18 +283,21 @@ mod tests {
     fn parts_add_up_and_zero_stages_shard_over_dp() {
         let shape = shape(1536, 1);
         let params = ParamSplit::of(&shape);
-        let memory = memory(&shape, &params, &factors(), 40.0);
-        let b = memory.breakdown;
+        let b = memory(&shape, &params, &factors(), &saved_tensors(&shape), Held::ONE);
         let sum: f64 = b.parts().iter().map(|(_, gb)| gb).sum();
         assert!((b.total - sum).abs() < 1e-9);
         assert!((b.optimizer_state - 2.0 * b.weights).abs() < 1e-12);
         assert!((b.weight_copies - 2.0 * params.matmul_weights as f64 / GIB).abs() < 1e-12);
         assert!((b.allocator_cache - 0.2 * b.activations).abs() < 1e-12);
-        let stage = |s: usize| memory.zero[s].total_gb;
+        let stage = |s: u8| sharded(&b, &shape, &params, s).total;
         assert!((stage(0) - b.total).abs() < 1e-9);
         // dp = 4 in the test shape: stage 1 saves three quarters of the optimizer state.
         assert!((stage(0) - stage(1) - 0.75 * b.optimizer_state).abs() < 1e-9);
         assert!((stage(1) - stage(2) - 0.75 * b.gradients).abs() < 1e-9);
+        // Stage 3 keeps one block's unit and the unit outside the blocks gathered.
+        let gathered = FP32 * (params.cp_reduced / 12 + params.outside_blocks) as f64 / GIB;
+        let weights = 0.75 * (b.weights + b.weight_copies);
+        assert!((stage(2) - stage(3) - weights + gathered).abs() < 1e-9);
         assert!(stage(3) < stage(2));
     }
 }

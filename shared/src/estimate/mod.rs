@@ -18,14 +18,18 @@ mod flops;
 mod loader;
 mod memory;
 mod params;
+mod pipeline;
+mod stage;
 mod step;
 mod terms;
 
 pub use comms::{Collective, GroupTraffic, Link, Operation, Phase};
+pub(crate) use comms::{FoundLinks, Network};
 pub use compare::{Comparison, Measured, STATED_ERROR};
 pub use flops::{Flops, RankFlops};
-pub use memory::{MemoryBreakdown, RecomputeWhatIf, SavedTensor, ZeroWhatIf};
+pub use memory::{Lifetime, MemoryBreakdown, RecomputeWhatIf, SavedTensor, ZeroWhatIf};
 pub use params::ParamSplit;
+pub use pipeline::{PipelineEstimate, StageEstimate};
 pub use step::StepTime;
 pub use terms::{Term, TermKind};
 
@@ -34,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::{Cluster, EstimateFactors, GpuKind, Interconnect, Precision};
 use crate::config::{AmpMode, DataLoaderKind, Derived, MLP_RATIO, ParamCount, TrainConfig};
 use crate::layout::{Layout, Placement, Sizes};
+use crate::pipeline::Schedule;
 use crate::{Error, Problems};
 
 /// Bytes per GiB.
@@ -63,6 +68,10 @@ impl Default for EstimateOptions {
 }
 
 /// One step of one run, estimated. Its JSON form is what `scalebook estimate --json` prints.
+///
+/// With a pipeline (pp > 1) one rank holds one stage: `params`, `memory_gb` and
+/// `saved_activations` are the heaviest stage's (the run fits when it does), `flops`,
+/// `collectives` and `time` the slowest stage's (it sets the pace), and `pipeline` has them all.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
     pub layout: Layout,
@@ -71,6 +80,16 @@ pub struct Estimate {
     pub world: u32,
     pub local_batch_size: u64,
     pub global_batch_size: u64,
+    /// Slices the local batch runs through forward and backward in: `num_micro_batches` with a
+    /// pipeline, `gradient_accumulation_steps` without.
+    #[serde(default = "one")]
+    pub micro_batches: u64,
+    /// `zero_stage`: what dp shards; `memory_gb` and `collectives` follow it.
+    #[serde(default)]
+    pub zero_stage: u8,
+    /// The schedule, its bubble and every stage, when the run pipelines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<PipelineEstimate>,
     /// Tokens of the largest cp chunk: the rank that sets the pace.
     pub tokens_per_rank: u64,
     pub params: ParamSplit,
@@ -80,7 +99,7 @@ pub struct Estimate {
     pub memory_limit_gb: f64,
     pub fits: bool,
     pub saved_activations: Vec<SavedTensor>,
-    /// The same run under ZeRO stages 0–3 (memory only; the tutorial runs stage 0).
+    /// The same run under each ZeRO stage 0–3, for comparison (the tutorial runs stage 0).
     pub zero_what_if: Vec<ZeroWhatIf>,
     /// The same run with `activation_checkpointing` switched the other way.
     pub recompute_what_if: RecomputeWhatIf,
@@ -91,6 +110,10 @@ pub struct Estimate {
     /// FLOPs one GPU computes per second of step time (model FLOPs, not hardware counters).
     pub tflops_per_gpu: f64,
     terms: Vec<Term>,
+}
+
+fn one() -> u64 {
+    1
 }
 
 impl Estimate {
@@ -130,9 +153,9 @@ pub struct Load {
 
 /// Estimates one step of `config` laid out as `layout` on `gpu` of `cluster`.
 ///
-/// The layout must agree with the config's `tensor_parallel`, `context_parallel` and
-/// `parallel_order`, and pp must be 1 (the tutorial never pipelines). Every problem with the
-/// config, the layout and the cluster is reported at once.
+/// The layout must agree with the config's `tensor_parallel`, `context_parallel`,
+/// `pipeline_parallel` and `parallel_order`. Every problem with the config, the layout and the
+/// cluster is reported at once.
 pub fn estimate(
     config: &TrainConfig,
     layout: &Layout,
@@ -141,18 +164,6 @@ pub fn estimate(
     options: &EstimateOptions,
 ) -> Result<Estimate, Error> {
     estimate_with(config, layout, cluster, gpu, options, true)
-}
-
-/// [`estimate`] without its terms ([`Estimate::terms`] is empty): wording every term costs
-/// more than the rest of the estimate, and the layout search makes thousands and reads none.
-pub(crate) fn estimate_without_terms(
-    config: &TrainConfig,
-    layout: &Layout,
-    cluster: &Cluster,
-    gpu: &GpuKind,
-    options: &EstimateOptions,
-) -> Result<Estimate, Error> {
-    estimate_with(config, layout, cluster, gpu, options, false)
 }
 
 fn estimate_with(
@@ -164,6 +175,49 @@ fn estimate_with(
     with_terms: bool,
 ) -> Result<Estimate, Error> {
     let mut problems = Problems::default();
+    let derived = derived(config, layout, &mut problems)?;
+    let inputs = cluster_inputs(cluster, &mut problems);
+    let (Some(derived), Some((links, factors, placement))) = (derived, inputs) else {
+        return Err(Error::Invalid(problems));
+    };
+    if !problems.is_empty() {
+        return Err(Error::Invalid(problems));
+    }
+    let network = Network::new(layout, placement, links, factors);
+    Ok(estimate_on(config, &derived, &network, cluster, gpu, options, with_terms))
+}
+
+/// The links of `layout`'s groups on `cluster` (from `found` where a layout before had them),
+/// for the estimates of one layout with other micro-batches ([`estimate_on_network`]): the
+/// layout search makes thousands.
+pub(crate) fn network<'a>(layout: &'a Layout, cluster: &'a Cluster, found: &mut FoundLinks) -> Result<Network<'a>, Error> {
+    let mut problems = Problems::default();
+    let Some((links, factors, placement)) = cluster_inputs(cluster, &mut problems) else {
+        return Err(Error::Invalid(problems));
+    };
+    Ok(Network::found(layout, placement, links, factors, found))
+}
+
+/// [`estimate`] of `config` on the layout and cluster `network` was found for, without its
+/// terms ([`Estimate::terms`] is empty): wording every term costs more than the rest of the
+/// estimate, and the layout search makes thousands and reads none.
+pub(crate) fn estimate_on_network(
+    config: &TrainConfig,
+    network: &Network<'_>,
+    cluster: &Cluster,
+    gpu: &GpuKind,
+    options: &EstimateOptions,
+) -> Result<Estimate, Error> {
+    let mut problems = Problems::default();
+    match derived(config, network.layout, &mut problems)? {
+        Some(derived) if problems.is_empty() => Ok(estimate_on(config, &derived, network, cluster, gpu, options, false)),
+        _ => Err(Error::Invalid(problems)),
+    }
+}
+
+/// The config's derived values for the layout's world, its problems and the layout's own
+/// gathered in `problems` (`None` when the config is invalid there).
+fn derived(config: &TrainConfig, layout: &Layout, problems: &mut Problems) -> Result<Option<Derived>, Error> {
     let derived = match config.derived(layout.world() as usize, None) {
         Ok(derived) => Some(derived),
         Err(Error::Invalid(found)) => {
@@ -172,40 +226,36 @@ fn estimate_with(
         }
         Err(other) => return Err(other),
     };
-    check_layout(config, layout, &mut problems);
-    let inputs = cluster_inputs(cluster, &mut problems);
-    let (Some(derived), Some((links, factors, placement))) = (derived, inputs) else {
-        return Err(Error::Invalid(problems));
-    };
-    if !problems.is_empty() {
-        return Err(Error::Invalid(problems));
-    }
+    check_layout(config, layout, problems);
+    Ok(derived)
+}
+
+/// One step of a valid `config` on `network`'s layout.
+fn estimate_on(
+    config: &TrainConfig,
+    derived: &Derived,
+    network: &Network<'_>,
+    cluster: &Cluster,
+    gpu: &GpuKind,
+    options: &EstimateOptions,
+    with_terms: bool,
+) -> Estimate {
+    let (layout, factors) = (network.layout, network.factors);
     let precision = precision(config, options);
-    let shape = Shape::new(config, &derived, precision);
-    let params = ParamSplit::of(&shape);
-    let flops = Flops::of(&shape);
-    let memory = memory::memory(&shape, &params, factors, gpu.memory_gb);
-    let network = comms::Network { layout, placement, links, factors };
-    let collectives = comms::collectives(&shape, &params, &network);
+    let shape = Shape::new(config, derived, precision);
     let rates = step::rates(&shape, gpu, factors);
     let threads = cluster.slurm.as_ref().map_or(1, |s| s.cpus_per_task) as u64;
     let loader = loader::loader(&shape, factors.loader.as_ref(), cluster.gpus_per_node as u64, threads);
-    let step_time = |shape: &Shape| {
-        let parts =
-            step::Parts { flops: &flops.rank_step, rates: &rates, params_per_rank: params.per_rank, factors, collectives: &collectives };
-        step::step_time(shape, &parts, loader.as_ref(), options.overlap_dp)
+    let context = stage::Context {
+        net: network,
+        rates: &rates,
+        factors,
+        loader: loader.as_ref(),
+        overlap_dp: options.overlap_dp,
+        memory_limit_gb: gpu.memory_gb,
     };
-    let time = step_time(&shape);
-    let other = Shape { recompute: !shape.recompute, ..shape };
-    let other_total_gb = memory::memory(&other, &params, factors, gpu.memory_gb).breakdown.total;
-    let other_time = step_time(&other);
-    let recompute_what_if = RecomputeWhatIf {
-        recompute: other.recompute,
-        total_gb: other_total_gb,
-        fits: other_total_gb <= gpu.memory_gb,
-        step_time_s: other_time.total_s,
-        exposed_data_s: other_time.exposed_data_s,
-    };
+    let staged = stage::staged(&shape, &context);
+    let time = staged.time;
     let mut estimate = Estimate {
         layout: layout.clone(),
         gpu: gpu.name.clone(),
@@ -213,28 +263,31 @@ fn estimate_with(
         world: layout.world(),
         local_batch_size: shape.local_batch,
         global_batch_size: shape.global_batch,
+        micro_batches: shape.micro_batches,
+        zero_stage: shape.zero_stage,
+        pipeline: staged.pipeline,
         tokens_per_rank: shape.tokens_local,
-        params,
-        flops,
-        fits: memory.breakdown.total <= gpu.memory_gb,
-        memory_gb: memory.breakdown,
+        params: staged.params,
+        flops: staged.flops,
+        fits: staged.memory.total <= gpu.memory_gb,
+        memory_gb: staged.memory,
         memory_limit_gb: gpu.memory_gb,
-        saved_activations: memory.saved,
-        zero_what_if: memory.zero,
-        recompute_what_if,
-        collectives,
+        saved_activations: staged.saved,
+        zero_what_if: staged.zero_what_if,
+        recompute_what_if: staged.recompute_what_if,
+        collectives: staged.collectives,
         step_time_s: time.total_s,
         samples_per_sec: shape.global_batch as f64 / time.total_s,
-        tflops_per_gpu: flops.rank_step.total() / time.total_s / 1e12,
+        tflops_per_gpu: staged.flops.rank_step.total() / time.total_s / 1e12,
         time,
         terms: Vec::new(),
     };
     if with_terms {
-        let mut terms = terms::inputs(gpu, &links, factors, &estimate);
+        let mut terms = terms::inputs(gpu, &network.links, factors, &estimate);
         terms.extend(terms::outputs(&estimate, &rates, loader.as_ref()));
         estimate.terms = terms;
     }
-    Ok(estimate)
+    estimate
 }
 
 /// The matmul precision `config` trains in, as the trainer picks it.
@@ -269,7 +322,7 @@ pub fn run_load(config: &TrainConfig, world: u32) -> Result<RunLoad, Error> {
     let shape = Shape::new(config, &derived, precision(config, &EstimateOptions::default()));
     let params = ParamSplit::of(&shape);
     let state = 4.0 * FP32 * params.per_rank as f64;
-    let activations = memory::activation_bytes(&shape, &memory::saved_tensors(&shape));
+    let activations = memory::activation_bytes(&shape, &memory::saved_tensors(&shape), pipeline::Held::ONE);
     let ops = step::ops(&shape);
     Ok(RunLoad {
         memory_bytes: state + activations,
@@ -281,18 +334,18 @@ pub fn run_load(config: &TrainConfig, world: u32) -> Result<RunLoad, Error> {
 /// The layout must be the one the config describes, so that the estimate and a launch agree.
 fn check_layout(config: &TrainConfig, layout: &Layout, problems: &mut Problems) {
     let Sizes { tp, cp, pp, dp } = layout.sizes();
-    let pairs = [("tensor_parallel", config.tensor_parallel, tp, "tp"), ("context_parallel", config.context_parallel, cp, "cp")];
+    let pairs = [
+        ("tensor_parallel", config.tensor_parallel, tp, "tp"),
+        ("context_parallel", config.context_parallel, cp, "cp"),
+        ("pipeline_parallel", config.pipeline_parallel, pp, "pp"),
+    ];
     for (field, in_config, in_layout, dim) in pairs {
         if in_config != in_layout as usize {
             problems.push(field, format!("is {in_config} in the config but the layout has {dim} {in_layout}"));
         }
     }
-    if pp != 1 {
-        problems.push("pp", format!("is {pp}; the tutorial's trainer (and this estimate) runs pp = 1 only"));
-    }
-    let config_order = Layout::new(Sizes { tp, cp, dp, pp: 1 }, &config.parallel_order);
+    let config_order = Layout::new(Sizes { tp, cp, dp, pp }, &config.parallel_order);
     if let Ok(config_order) = config_order
-        && pp == 1
         && config_order.effective_order() != layout.effective_order()
     {
         problems.push(
@@ -321,7 +374,14 @@ fn cluster_inputs<'c>(cluster: &'c Cluster, problems: &mut Problems) -> Option<(
 #[derive(Debug, Clone, Copy)]
 struct Shape {
     embed_dim: u64,
+    /// Blocks this rank runs: its pipeline stage's (all of them without a pipeline).
     depth: u64,
+    /// Blocks of the whole model, for the figures of the whole model.
+    model_depth: u64,
+    /// This rank's stage holds the patch and position embedding (the first stage)...
+    embedding: bool,
+    /// ...and the final LayerNorm, the head and the loss (the last).
+    head: bool,
     head_dim: u64,
     /// Tokens per sample.
     tokens: u64,
@@ -337,8 +397,20 @@ struct Shape {
     tp: u64,
     cp: u64,
     dp: u64,
+    /// Samples a dp rank takes per step.
     local_batch: u64,
     global_batch: u64,
+    /// Slices that batch runs through forward and backward in: `num_micro_batches` with a
+    /// pipeline, `gradient_accumulation_steps` without.
+    micro_batches: u64,
+    /// Samples of the largest slice: what activations and point-to-point transfers scale with.
+    micro_batch: u64,
+    /// Pipeline stages (pp), and the schedule they run (1F1B without a pipeline, where it is
+    /// one micro-batch at a time).
+    stages: u64,
+    schedule: Schedule,
+    /// `zero_stage`: what the dp group shards, and the collectives that costs.
+    zero_stage: u8,
     amp: AmpMode,
     precision: Precision,
     /// The blocks use the tutorial's distributed layers (tp·cp > 1).
@@ -369,9 +441,14 @@ impl Shape {
         let n = |x: usize| x as u64;
         let pixels = |channels: usize| n(channels * config.img_size[0] * config.img_size[1]);
         let patch_area = config.patch_size * config.patch_size;
+        let pipelined = derived.pp > 1;
+        let micro_batches = n(if pipelined { config.num_micro_batches } else { config.gradient_accumulation_steps }).max(1);
         Shape {
             embed_dim: n(config.embed_dim),
             depth: n(config.depth),
+            model_depth: n(config.depth),
+            embedding: true,
+            head: true,
             head_dim: n(derived.head_dim),
             tokens: n(derived.tokens_per_sample),
             tokens_local: n(derived.cp_split.iter().copied().max().unwrap_or(derived.tokens_per_sample)),
@@ -384,6 +461,11 @@ impl Shape {
             dp: n(derived.dp),
             local_batch: n(derived.local_batch_size),
             global_batch: n(derived.global_batch_size),
+            micro_batches,
+            micro_batch: n(derived.local_batch_size).div_ceil(micro_batches),
+            stages: n(derived.pp),
+            schedule: if pipelined { config.schedule() } else { Schedule::OneFOneB },
+            zero_stage: u8::try_from(config.zero_stage).unwrap_or(u8::MAX),
             amp: config.amp_mode,
             precision,
             distributed_block: derived.tp * derived.cp > 1,
@@ -398,6 +480,11 @@ impl Shape {
             data_loader: config.data_loader_config,
             model_params: derived.params,
         }
+    }
+
+    /// Model chunks per stage: 1, or the interleaved schedule's virtual stages.
+    fn chunks_per_stage(&self) -> u64 {
+        self.schedule.virtual_stages() as u64
     }
 
     fn mlp_width(&self) -> u64 {

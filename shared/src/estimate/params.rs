@@ -20,7 +20,8 @@ pub struct ParamSplit {
     /// Per-block parameters every tp rank holds whole: the row-parallel layers' biases and the
     /// two LayerNorms.
     pub block_replicated: u64,
-    /// Patch embedding, position embedding, final LayerNorm and head, whole on every rank.
+    /// Patch embedding, position embedding, final LayerNorm and head, whole on every rank of
+    /// the stage that holds them (the embeddings the first, the rest the last).
     pub outside_blocks: u64,
     /// Everything one rank stores.
     pub per_rank: u64,
@@ -46,10 +47,11 @@ impl ParamSplit {
         let column_parallel = depth * column_per_block;
         let row_parallel = depth * row_per_block;
         let block_replicated = depth * replicated_per_block;
-        let outside_blocks = model.patch_embed + model.pos_embed + model.final_norm + model.head;
+        let held = |holds: bool, params: u64| if holds { params } else { 0 };
+        let outside_blocks = held(shape.embedding, model.patch_embed + model.pos_embed) + held(shape.head, model.final_norm + model.head);
         let cp_reduced = column_parallel + row_parallel + block_replicated;
         let block_matmul_weights = depth * (4 * d * d + 2 * mlp * d) / tp;
-        let patch_embed_weight = shape.patch_fan_in * d;
+        let outside_matmul_weights = held(shape.embedding, shape.patch_fan_in * d) + held(shape.head, model.head);
         ParamSplit {
             model,
             column_parallel,
@@ -58,7 +60,7 @@ impl ParamSplit {
             outside_blocks,
             per_rank: cp_reduced + outside_blocks,
             cp_reduced,
-            matmul_weights: block_matmul_weights + patch_embed_weight + model.head,
+            matmul_weights: block_matmul_weights + outside_matmul_weights,
         }
     }
 }

@@ -19,13 +19,19 @@
 //!   kernels ahead of it and the cost hides (both 0).
 //! - Data loading: the batch's reading and preparing ([`super::loader`]), all of it when the
 //!   step reads inline (0 workers), only what the rest of the step does not hide with workers.
+//! - Micro-batches (accumulation, or a pipeline's): the batch runs through forward and backward
+//!   in slices, then the optimizer once; the computation and the collectives between layers
+//!   add up to the batch's.
+//! - The pipeline's bubble: a stage idles while the pipeline fills and drains, `(p − 1)/v`
+//!   times one micro-batch's passes ([`super::pipeline`]); the stage that sets the pace is the
+//!   slowest, so its time stands for every stage's.
 
 use serde::{Deserialize, Serialize};
 
-use super::comms::{self, Collective};
+use super::comms::{self, Collective, Phase};
 use super::flops::RankFlops;
 use super::loader::{self, Loader};
-use super::{FP32, Shape};
+use super::{FP32, Shape, pipeline};
 use crate::cluster::{EstimateFactors, GpuKind};
 use crate::config::{AmpMode, MLP_RATIO};
 
@@ -70,15 +76,19 @@ pub struct StepTime {
     /// What the step's ops cost beyond their arithmetic (0 on GPUs).
     #[serde(default)]
     pub overhead_s: f64,
-    /// tp and cp collectives between layers: always waited for.
+    /// tp and cp collectives between layers, the pipeline's transfers and ZeRO's gathers:
+    /// always waited for.
     pub blocking_comm_s: f64,
-    /// DDP's gradient all-reduce (and the cp hook): the full time...
+    /// DDP's gradient all-reduce or ZeRO's reduce-scatter (and the cp hook): the full time...
     pub overlapped_comm_s: f64,
     /// ...and the part of it the backward pass does not hide.
     pub exposed_overlapped_comm_s: f64,
     /// The forward pass run again in backward, with activation recomputation.
     #[serde(default)]
     pub recompute_s: f64,
+    /// A pipeline stage's idle time while the pipeline fills and drains (0 without one).
+    #[serde(default)]
+    pub bubble_s: f64,
     /// Reading and preparing the rank's batch, over the loader's readers: per step, what
     /// workers need to keep up, or what the step spends reading inline (0 workers). 0 where
     /// loading is not modelled (DALI, or a cluster without loader factors).
@@ -112,11 +122,12 @@ pub(super) fn rates(shape: &Shape, gpu: &GpuKind, factors: &EstimateFactors) -> 
     Rates { matmul, attention: matmul * attention_factor * factors.attention_efficiency, memory: gpu.hbm_tb_per_s * 1e12, attention_factor }
 }
 
-/// What a step's ops cost beyond their arithmetic: each forward op with its backward, and the
-/// optimizer's ops (tensor by tensor, or a few multi-tensor calls when fused).
-fn overhead_seconds(shape: &Shape, factors: &EstimateFactors) -> f64 {
+/// What a step's ops cost beyond their arithmetic: each forward op with its backward, once
+/// per micro-batch, and the optimizer's ops (tensor by tensor, or a few multi-tensor calls
+/// when fused). The first is part of a micro-batch's passes, the second of the step's end.
+fn overhead_seconds(shape: &Shape, factors: &EstimateFactors) -> (f64, f64) {
     let ops = ops(shape);
-    ops.forward * factors.seconds_per_op + ops.optimizer * factors.seconds_per_plain_op
+    (shape.micro_batches as f64 * ops.forward * factors.seconds_per_op, ops.optimizer * factors.seconds_per_plain_op)
 }
 
 /// The ops of one step, by who runs them.
@@ -131,9 +142,11 @@ pub(super) struct Ops {
 /// profiler records of it.
 pub(super) fn ops(shape: &Shape) -> Ops {
     let depth = shape.depth as f64;
-    let tensors = depth * PARAMS_PER_BLOCK + PARAMS_AROUND_BLOCKS;
+    // A pipeline stage runs the ops around the blocks when it holds the embedding or the head.
+    let around = if shape.embedding || shape.head { 1.0 } else { 0.0 };
+    let tensors = depth * PARAMS_PER_BLOCK + around * PARAMS_AROUND_BLOCKS;
     let optimizer = if shape.fused_optimizer { tensors + 4.0 } else { tensors * ADAM_OPS_PER_TENSOR };
-    Ops { forward: depth * OPS_PER_BLOCK + OPS_AROUND_BLOCKS, optimizer }
+    Ops { forward: depth * OPS_PER_BLOCK + around * OPS_AROUND_BLOCKS, optimizer }
 }
 
 /// Bytes the forward pass's element-wise ops read and write in one block, per unit of width,
@@ -216,18 +229,27 @@ pub(super) fn step_time(shape: &Shape, parts: &Parts<'_>, loader: Option<&Loader
     let forward_s = flops.matmul_forward / rates.matmul + flops.attention_forward / rates.attention + elementwise_forward_s;
     let backward_s = flops.matmul_backward / rates.matmul + flops.attention_backward / rates.attention + 2.0 * elementwise_forward_s;
     let scaler = if shape.amp == AmpMode::Fp16 { GRAD_SCALER_BYTES_PER_PARAM } else { 0.0 };
-    let optimizer_s = params_per_rank as f64 * (ADAM_BYTES_PER_PARAM + scaler) / hbm;
-    let seconds = |overlapped: bool| collectives.iter().filter(|c| c.overlapped == overlapped).fold(0.0, |sum, c| sum + c.seconds);
-    let (blocking_comm_s, overlapped_comm_s) = (seconds(false), seconds(true));
+    // Under ZeRO (any stage) a rank's optimizer updates only its shard of the parameters.
+    let updated = if shape.zero_stage >= 1 { params_per_rank as f64 / shape.dp as f64 } else { params_per_rank as f64 };
+    let optimizer_s = updated * (ADAM_BYTES_PER_PARAM + scaler) / hbm;
+    let seconds = |keep: &dyn Fn(&Collective) -> bool| collectives.iter().filter(|c| keep(c)).fold(0.0, |sum, c| sum + c.seconds);
+    // Between layers and stages, once per micro-batch; the rest once a step, after backward.
+    let between_passes_s = seconds(&|c| !c.overlapped && c.phase != Phase::Step);
+    let blocking_comm_s = between_passes_s + seconds(&|c| !c.overlapped && c.phase == Phase::Step);
+    let overlapped_comm_s = seconds(&|c| c.overlapped);
     let exposed_overlapped_comm_s = if overlap_dp && shape.overlap_grad_reduce {
-        comms::exposed_overlapped(collectives, backward_s, shape.bucket_bytes)
+        comms::exposed_overlapped(collectives, backward_s, shape.micro_batches, shape.bucket_bytes)
     } else {
         overlapped_comm_s
     };
-    let overhead_s = overhead_seconds(shape, factors);
+    let (passes_overhead_s, optimizer_overhead_s) = overhead_seconds(shape, factors);
     // Recomputation runs the forward pass (its blocks, nearly all of it) again in backward.
     let recompute_s = if shape.recompute { forward_s } else { 0.0 };
-    let compute_s = forward_s + backward_s + recompute_s + optimizer_s + overhead_s + blocking_comm_s + exposed_overlapped_comm_s;
+    let passes_s = forward_s + backward_s + recompute_s + passes_overhead_s + between_passes_s;
+    let bubble_s = passes_s * pipeline::bubble_periods(shape);
+    let overhead_s = passes_overhead_s + optimizer_overhead_s;
+    let compute_s =
+        forward_s + backward_s + recompute_s + optimizer_s + overhead_s + blocking_comm_s + exposed_overlapped_comm_s + bubble_s;
     let (data_s, data_overlapped, exposed_data_s) =
         loader.map_or((0.0, false, 0.0), |l| (l.seconds, l.readers.overlapped(), loader::exposed(l, compute_s)));
     StepTime {
@@ -240,6 +262,7 @@ pub(super) fn step_time(shape: &Shape, parts: &Parts<'_>, loader: Option<&Loader
         overlapped_comm_s,
         exposed_overlapped_comm_s,
         recompute_s,
+        bubble_s,
         data_s,
         data_overlapped,
         exposed_data_s,

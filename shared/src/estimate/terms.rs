@@ -7,6 +7,7 @@ use super::Estimate;
 use super::comms::Collective;
 use super::loader::Loader;
 use super::memory::{MemoryBreakdown, SavedTensor};
+use super::pipeline::PipelineEstimate;
 use super::step::{Rates, StepTime};
 use crate::cluster::{EstimateFactors, GpuKind, Interconnect};
 
@@ -130,6 +131,15 @@ pub(super) fn outputs(estimate: &Estimate, rates: &Rates, loader: Option<&Loader
             &format!("matmul rate × {:.3} for the head size", rates.attention_factor),
         ),
     ];
+    terms.extend(estimate.pipeline.as_ref().map(pipeline_terms).unwrap_or_default());
+    if estimate.zero_stage > 0 {
+        terms.push(derived(
+            "zero_stage",
+            f64::from(estimate.zero_stage),
+            "",
+            "what dp shards: 1 Adam's moments, 2 also the gradients, 3 also the weights",
+        ));
+    }
     terms.extend(estimate.saved_activations.iter().map(saved_term));
     terms.extend(memory_terms(&estimate.memory_gb));
     terms.extend(estimate.collectives.iter().map(collective_term));
@@ -141,6 +151,17 @@ pub(super) fn outputs(estimate: &Estimate, rates: &Rates, loader: Option<&Loader
         result("fits", if estimate.fits { 1.0 } else { 0.0 }, "bool", "memory total ≤ the GPU's memory"),
     ]);
     terms
+}
+
+fn pipeline_terms(p: &PipelineEstimate) -> Vec<Term> {
+    let heaviest = &p.per_stage[p.heaviest_stage as usize];
+    let held = format!("{} at its peak: stage {} of {}", p.schedule, p.heaviest_stage, p.stages);
+    vec![
+        derived("pipeline.micro_batches", p.micro_batches as f64, "", "num_micro_batches: slices of the local batch"),
+        derived("pipeline.virtual_stages", p.virtual_stages as f64, "", "model chunks per stage (interleaved schedule)"),
+        derived("pipeline.micro_batches_held", heaviest.micro_batches_held, "", &held),
+        result("pipeline.bubble_fraction", p.bubble_fraction, "", "(p − 1)/(v·m + p − 1): the share of the step every stage idles"),
+    ]
 }
 
 fn saved_term(t: &SavedTensor) -> Term {
@@ -183,7 +204,7 @@ fn loader_terms(l: &Loader, local_batch: u64) -> Vec<Term> {
     ]
 }
 
-fn time_terms(t: &StepTime) -> [Term; 12] {
+fn time_terms(t: &StepTime) -> [Term; 13] {
     [
         derived("time.forward", t.forward_s, "s", "forward FLOPs / rates + element-wise bytes / memory bandwidth"),
         derived("time.backward", t.backward_s, "s", "the same for the backward pass"),
@@ -191,8 +212,8 @@ fn time_terms(t: &StepTime) -> [Term; 12] {
         derived("time.recompute", t.recompute_s, "s", "the forward pass again in backward (activation_checkpointing)"),
         derived("time.optimizer", t.optimizer_s, "s", "Adam's bytes / memory bandwidth"),
         derived("time.overhead", t.overhead_s, "s", "ops × what each costs beyond its arithmetic (0 on a GPU)"),
-        derived("time.blocking_comm", t.blocking_comm_s, "s", "tp and cp collectives"),
-        derived("time.overlapped_comm", t.overlapped_comm_s, "s", "gradient all-reduce, full time"),
+        derived("time.blocking_comm", t.blocking_comm_s, "s", "tp and cp collectives, pipeline transfers, ZeRO's gathers"),
+        derived("time.overlapped_comm", t.overlapped_comm_s, "s", "gradient all-reduce (or ZeRO's reduce-scatter), full time"),
         derived("time.exposed_overlapped_comm", t.exposed_overlapped_comm_s, "s", "the part the backward pass does not hide"),
         derived(
             "time.data_loading",
@@ -210,11 +231,12 @@ fn time_terms(t: &StepTime) -> [Term; 12] {
             "s",
             if t.data_overlapped { "the part the rest of the step does not hide" } else { "all of it: 0 workers read inside the step" },
         ),
+        derived("time.bubble", t.bubble_s, "s", "a pipeline stage idle while it fills and drains: (p − 1)/v micro-batch passes"),
         result(
             "step_time",
             t.total_s,
             "s",
-            "forward + backward + recompute + optimizer + overhead + blocking + exposed communication + exposed data loading",
+            "forward + backward + recompute + optimizer + overhead + blocking + exposed communication + bubble + exposed data loading",
         ),
     ]
 }

@@ -121,7 +121,9 @@ impl Layout {
         Dim::ALL.iter().try_fold(0, |rank, &d| (coords.get(d) < self.sizes.get(d)).then(|| rank + coords.get(d) * self.stride(d)))
     }
 
-    fn stride(&self, dim: Dim) -> u32 {
+    /// How far apart in rank two ranks one step apart along `dim` are: with its size and the
+    /// world, it decides where `dim`'s groups lie.
+    pub fn stride(&self, dim: Dim) -> u32 {
         self.strides[dim.index()]
     }
 }

@@ -63,6 +63,11 @@ pub mod tags {
         /// peak resident set on the CPU, the caching allocator's peak on a GPU. What an
         /// estimate's memory per rank is checked against.
         pub const PEAK_MEMORY: &str = "Run/Peak memory (GiB)";
+        /// The training state the fullest rank holds between steps, in MiB, at the end of each
+        /// epoch: its parameters, their gradients and its optimizer's state, as ZeRO shards
+        /// them (and as a tp, cp or pipeline rank holds its own part). What ZeRO's stages and
+        /// the estimate's weights, gradients and optimizer state are checked against.
+        pub const STATE_HELD: [&str; 3] = ["Run/Parameters held (MiB)", "Run/Gradients held (MiB)", "Run/Optimizer state held (MiB)"];
     }
 
     /// Where an epoch's training steps spent their time, on average, once an epoch: what the
@@ -84,7 +89,7 @@ pub mod tags {
 
     /// Every tag the trainer writes in every run, tutorial tags first (the split's
     /// communication tags only where a group has more than one rank).
-    pub const ALL: [&str; 17] = [
+    pub const ALL: [&str; 20] = [
         LOSS_TRAIN,
         LOSS_VALID,
         RMSE_U10M_VALID,
@@ -100,6 +105,9 @@ pub mod tags {
         step::OPTIMIZER,
         run::STEPS,
         run::PEAK_MEMORY,
+        run::STATE_HELD[0],
+        run::STATE_HELD[1],
+        run::STATE_HELD[2],
         split::DATA_WAIT,
         split::COMPUTE,
     ];

@@ -32,6 +32,24 @@ pub mod ranges {
     pub const COLLECTIVE_PREFIX: &str = "c10d::";
     /// The range around one whole profiled step, named `step N`.
     pub const STEP_PREFIX: &str = "step ";
+
+    /// A pipeline pass's range, inside the step's `forward` or `backward` range: `forward mb 3
+    /// chunk 1` is micro-batch 3's forward pass through model chunk 1 (chunk c runs on
+    /// pipeline rank c mod pp), so a rank's lane shows its passes and the bubble between them.
+    pub fn pipeline_pass(backward: bool, micro_batch: usize, chunk: usize) -> String {
+        format!("{} mb {micro_batch} chunk {chunk}", if backward { BACKWARD } else { FORWARD })
+    }
+
+    /// A pipeline pass's range read back: (backward, micro-batch, chunk), or `None` when
+    /// `name` is not one ([`pipeline_pass`]).
+    pub fn read_pipeline_pass(name: &str) -> Option<(bool, usize, usize)> {
+        let (backward, rest) = match name.strip_prefix(FORWARD) {
+            Some(rest) => (false, rest),
+            None => (true, name.strip_prefix(BACKWARD)?),
+        };
+        let (micro_batch, chunk) = rest.strip_prefix(" mb ")?.split_once(" chunk ")?;
+        Some((backward, micro_batch.parse().ok()?, chunk.parse().ok()?))
+    }
 }
 
 /// The file of `rank`'s trace inside the run's profile directory.

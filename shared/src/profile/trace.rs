@@ -23,6 +23,7 @@
 //! Times are microseconds, as in the files, counted from the first event of any rank.
 
 mod bars;
+mod bubble;
 mod compact;
 mod excerpt;
 mod lenient;
@@ -36,6 +37,7 @@ mod value_end;
 mod window;
 
 pub use bars::{Bar, BarKind, bar_at, bars};
+pub use bubble::{Bubble, Passes, bubbles};
 pub use compact::{Compact, CompactWriter};
 pub use excerpt::{EXCERPT_PIXELS, ExcerptOf, MAX_PIXELS};
 pub use ops::{OpOrder, OpStat, OpsTable};

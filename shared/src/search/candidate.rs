@@ -76,17 +76,12 @@ pub struct Candidate {
     pub zero: u8,
     /// Each block's activations recomputed in backward (`activation_checkpointing`).
     pub recompute: bool,
-    /// Slices of a dp rank's batch per step (`gradient_accumulation_steps`).
+    /// Slices of a dp rank's batch per step: `num_micro_batches` with a pipeline (pp > 1),
+    /// `gradient_accumulation_steps` without.
     pub micro_batches: u32,
 }
 
 impl Candidate {
-    /// Whether the trainer runs it as it is: any ZeRO stage (`zero_stage`), without a
-    /// pipeline. A pipeline is the estimate's what-if.
-    pub fn trainer_runs(&self) -> bool {
-        self.sizes.pp == 1
-    }
-
     /// The rank layout, for the rank grid and the estimate.
     pub fn layout(&self) -> Result<Layout, Error> {
         Layout::new(self.sizes, &self.order.to_string())

@@ -3,8 +3,9 @@
 //!
 //! The space is the product of: every factorisation of the GPU count into tp × cp × pp × dp;
 //! every order of the dimensions larger than 1 (the others change no rank group); ZeRO stages
-//! 0-3; activation recomputation off and on; and micro-batches (gradient accumulation) in
-//! powers of two up to the batch. The global batch is the config's, so every layout trains
+//! 0-3; activation recomputation off and on; and micro-batches in powers of two up to the
+//! batch (gradient accumulation without a pipeline, the pipeline's with one, run 1F1B: as fast
+//! as GPipe, holding fewer). The global batch is the config's, so every layout trains
 //! the same model on the same samples per step and samples/s compares them fairly.
 //!
 //! Each layout is checked against the [`Rule`]s, cheapest first, and one that keeps them is

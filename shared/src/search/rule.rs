@@ -19,18 +19,19 @@ pub enum Rule {
     HeadsNotDivisibleByTp,
     /// cp at most the tokens (the trainer splits tokens unevenly, so only "too many" breaks).
     MoreCpThanTokens,
-    /// pp at most the blocks.
+    /// pp at most the blocks (uneven stages run: the later stages take a block more).
     MoreStagesThanBlocks,
-    /// pp must divide the blocks.
-    StagesSplitBlocksUnevenly,
-    /// pp above 1: neither the trainer nor the estimate pipelines.
-    PipelineNotModelled,
     /// dp must divide the global batch.
     BatchNotDivisibleByDp,
     /// The micro-batches must divide a dp rank's batch.
     BatchNotDivisibleByMicroBatches,
     /// ZeRO stages 1–3 over dp 1 are stage 0.
     ZeroWithoutDp,
+    /// The trainer's ZeRO shards a whole model's units: it refuses pipeline stages.
+    ZeroWithPipeline,
+    /// Fewer micro-batches than stages: the same layout with as many micro-batches as stages
+    /// is faster and holds no more, so these are not priced.
+    FewerMicroBatchesThanStages,
     /// Any other rule of the config for this world, as the config's validation words it.
     ConfigRule,
     /// More memory per GPU than the GPU has.
@@ -42,11 +43,11 @@ impl Rule {
         Rule::HeadsNotDivisibleByTp,
         Rule::MoreCpThanTokens,
         Rule::MoreStagesThanBlocks,
-        Rule::StagesSplitBlocksUnevenly,
-        Rule::PipelineNotModelled,
         Rule::BatchNotDivisibleByDp,
         Rule::BatchNotDivisibleByMicroBatches,
         Rule::ZeroWithoutDp,
+        Rule::ZeroWithPipeline,
+        Rule::FewerMicroBatchesThanStages,
         Rule::ConfigRule,
         Rule::OutOfMemory,
     ];
@@ -56,10 +57,11 @@ impl Rule {
         match self {
             Rule::HeadsNotDivisibleByTp => "tensor_parallel",
             Rule::MoreCpThanTokens => "context_parallel",
-            Rule::MoreStagesThanBlocks | Rule::StagesSplitBlocksUnevenly | Rule::PipelineNotModelled => "pp",
+            Rule::MoreStagesThanBlocks => "pp",
             Rule::BatchNotDivisibleByDp => "global_batch_size",
             Rule::BatchNotDivisibleByMicroBatches => "gradient_accumulation_steps",
-            Rule::ZeroWithoutDp => "zero",
+            Rule::ZeroWithoutDp | Rule::ZeroWithPipeline => "zero",
+            Rule::FewerMicroBatchesThanStages => "num_micro_batches",
             Rule::ConfigRule => "config",
             Rule::OutOfMemory => "memory",
         }
@@ -71,11 +73,13 @@ impl Rule {
             Rule::HeadsNotDivisibleByTp => "tp must divide num_heads: every tp rank owns whole heads",
             Rule::MoreCpThanTokens => "cp must be at most the tokens per sample: every cp rank needs a token",
             Rule::MoreStagesThanBlocks => "pp must be at most depth: every pipeline stage needs a block",
-            Rule::StagesSplitBlocksUnevenly => "pp must divide depth: every stage runs as many blocks",
-            Rule::PipelineNotModelled => "pp must be 1: neither the tutorial's trainer nor the estimate runs a pipeline",
             Rule::BatchNotDivisibleByDp => "dp must divide global_batch_size: every dp rank takes as many samples",
             Rule::BatchNotDivisibleByMicroBatches => "the micro-batches must divide the samples a dp rank takes per step",
             Rule::ZeroWithoutDp => "ZeRO shards over dp: with dp 1, stages 1-3 are stage 0",
+            Rule::ZeroWithPipeline => "the trainer's ZeRO shards a whole model: with pipeline stages, only stage 0 runs",
+            Rule::FewerMicroBatchesThanStages => {
+                "a pipeline needs at least as many micro-batches as stages: with fewer, the same layout at m = pp is faster and holds no more"
+            }
             Rule::ConfigRule => "the config must keep its own rules for this world",
             Rule::OutOfMemory => "the memory per GPU must fit the GPU's",
         }
@@ -161,11 +165,11 @@ pub(super) enum Breach {
     Heads { tp: u32, heads: usize },
     Tokens { cp: u32, tokens: usize },
     Stages { pp: u32, depth: usize },
-    Uneven { pp: u32, depth: usize },
-    Pipeline { pp: u32 },
     Batch { dp: u32, batch: usize },
     Micro { micro_batches: u32, local: usize },
     Zero { stage: u8 },
+    ZeroStages { stage: u8, pp: u32 },
+    FewMicro { micro_batches: u32, pp: u32 },
 }
 
 impl Breach {
@@ -174,11 +178,11 @@ impl Breach {
             Breach::Heads { .. } => Rule::HeadsNotDivisibleByTp,
             Breach::Tokens { .. } => Rule::MoreCpThanTokens,
             Breach::Stages { .. } => Rule::MoreStagesThanBlocks,
-            Breach::Uneven { .. } => Rule::StagesSplitBlocksUnevenly,
-            Breach::Pipeline { .. } => Rule::PipelineNotModelled,
             Breach::Batch { .. } => Rule::BatchNotDivisibleByDp,
             Breach::Micro { .. } => Rule::BatchNotDivisibleByMicroBatches,
             Breach::Zero { .. } => Rule::ZeroWithoutDp,
+            Breach::ZeroStages { .. } => Rule::ZeroWithPipeline,
+            Breach::FewMicro { .. } => Rule::FewerMicroBatchesThanStages,
         }
     }
 }
@@ -191,11 +195,6 @@ impl fmt::Display for Breach {
                 write!(f, "cp {cp} is more than the {tokens} tokens per sample (every cp rank needs at least one token)")
             }
             Breach::Stages { pp, depth } => write!(f, "pp {pp} is more than the {depth} blocks (every stage needs at least one block)"),
-            Breach::Uneven { pp, depth } => write!(f, "pp {pp} does not divide depth {depth} (every stage runs as many blocks)"),
-            Breach::Pipeline { pp } => write!(
-                f,
-                "pp {pp}: the tutorial's trainer and the estimate run pp 1 only, so a pipeline's bubble and its stages' traffic have no prediction"
-            ),
             Breach::Batch { dp, batch } => {
                 write!(f, "dp {dp} does not divide global_batch_size {batch} (every dp rank takes global_batch_size / dp samples)")
             }
@@ -203,6 +202,13 @@ impl fmt::Display for Breach {
                 write!(f, "{micro_batches} micro-batches do not divide the {local} samples a dp rank takes per step")
             }
             Breach::Zero { stage } => write!(f, "ZeRO stage {stage} shards over dp, which is 1: it is stage 0"),
+            Breach::ZeroStages { stage, pp } => {
+                write!(f, "ZeRO stage {stage} with pp {pp}: the trainer shards a whole model's units, not a pipeline stage's")
+            }
+            Breach::FewMicro { micro_batches, pp } => {
+                let noun = if micro_batches == 1 { "micro-batch" } else { "micro-batches" };
+                write!(f, "{micro_batches} {noun} on {pp} stages: a stage idles for every micro-batch it lacks, and m = {pp} is faster")
+            }
         }
     }
 }

@@ -1,23 +1,19 @@
 //! Where a layout's step goes, from the estimate's own parts, and which part limits it: the
 //! "why" beside every prediction.
 //!
-//! The estimate models one step of one batch with DDP and no recomputation. A candidate's step
-//! is composed from it, never from a second model:
-//! - micro-batches: the estimate of one micro-batch (its activations, its collectives) run
-//!   `m` times, then the optimizer once; the gradient all-reduce runs under the last
-//!   micro-batch's backward pass (DDP's `no_sync` on the others), so its exposed part is the
-//!   one-micro-batch estimate's;
+//! The estimate models one step with DDP and no recomputation, its micro-batches included
+//! (accumulation without a pipeline, the pipeline's with one, with its bubble and transfers).
+//! A candidate's step is composed from it, never from a second model:
 //! - recomputation: the estimate's own what-if (`recompute_what_if`), whose step differs by
-//!   the forward pass run again, once per micro-batch;
-//! - ZeRO: memory from the estimate's `zero_what_if`; its `dp_bytes_factor` scales the dp
-//!   gradient traffic (1 for stages 1 and 2, 1.5 for stage 3), and the extra is counted in
-//!   full, since the estimate has no model of how ZeRO-3's gathers overlap the computation;
-//! - data loading: the loader reads the rank's whole batch each step (`m` micro-batches' worth
-//!   of the estimate's); read inside the step (0 workers) all of it counts, read by workers
-//!   only what the rest of the step, recomputation and extra dp traffic included, does not hide.
+//!   the forward pass run again (and, in a pipeline, the longer bubble);
+//! - ZeRO: the estimate's `zero_what_if` for the stage: its memory, and what the stage
+//!   changes of the step (dp's collectives waited for and left exposed, the optimizer over a
+//!   shard, the bubble), counted as dp's;
+//! - data loading: the loader reads the rank's whole batch each step; read inside the step (0
+//!   workers) all of it counts, read by workers only what the rest of the step, recomputation
+//!   and ZeRO's traffic included, does not hide.
 //!
-//! Not modelled, so never part of a split: a pipeline's bubble (pp > 1 is excluded, see
-//! [`super::Rule::PipelineNotModelled`]), the efficiency small micro-batches lose, and a DDP
+//! Not modelled, so never part of a split: the efficiency small micro-batches lose, and a DDP
 //! bucket's call cost (the search keeps the config's `bucket_cap_mb`: the estimate counts only
 //! what smaller buckets gain, so a search over them would always pick the smallest).
 
@@ -25,11 +21,11 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::estimate::{Estimate, Link};
+use crate::estimate::{Estimate, Link, ZeroWhatIf};
 use crate::layout::Token;
 
 /// The groups whose collectives a step runs, in the estimate's terms.
-const GROUPS: [Token; 3] = [Token::TP, Token::CP, Token::DP];
+const GROUPS: [Token; 4] = [Token::TP, Token::CP, Token::PP, Token::DP];
 
 /// One part of a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -43,8 +39,10 @@ pub enum StepPart {
     Recompute,
     /// Adam, at the memory bandwidth.
     Optimizer,
-    /// A group's collectives between layers, which the computation waits for.
+    /// A group's collectives between layers (or stages), which the computation waits for.
     Collectives { group: Token, link: Link },
+    /// A pipeline's stages idle while it fills and drains.
+    Bubble,
     /// The part of a group's gradient all-reduce the backward pass does not hide.
     GradientSync { group: Token, link: Link },
     /// Reading and preparing the batch: all of it with 0 workers, what the rest of the step
@@ -59,7 +57,9 @@ impl fmt::Display for StepPart {
             StepPart::ElementWise => f.write_str("element-wise work (memory bandwidth)"),
             StepPart::Recompute => f.write_str("recomputed forward pass"),
             StepPart::Optimizer => f.write_str("optimizer step"),
+            StepPart::Collectives { group, link } if *group == Token::PP => write!(f, "pp transfers between stages ({})", link.name()),
             StepPart::Collectives { group, link } => write!(f, "{group} collectives between layers ({})", link.name()),
+            StepPart::Bubble => f.write_str("pipeline bubble (stages idle)"),
             StepPart::GradientSync { group, link } => write!(f, "{group} gradient all-reduce not hidden by backward ({})", link.name()),
             StepPart::DataLoading => f.write_str("data loading the step waits for"),
         }
@@ -84,7 +84,9 @@ pub struct Split {
     pub element_wise_s: f64,
     pub recompute_s: f64,
     pub optimizer_s: f64,
-    pub groups: [GroupTime; 3],
+    /// A pipeline's idle time (0 without one).
+    pub bubble_s: f64,
+    pub groups: [GroupTime; 4],
     /// What the loader needs per step: the rank's batch over its readers.
     pub data_s: f64,
     /// Whether the loader reads beside the step (workers), so that the rest of it hides the
@@ -93,10 +95,8 @@ pub struct Split {
 }
 
 impl Split {
-    /// The step of `micro_batches` runs of `e`, an estimate of one micro-batch without
-    /// recomputation and with DDP.
-    pub(super) fn of(e: &Estimate, micro_batches: u32) -> Split {
-        let m = f64::from(micro_batches);
+    /// The step of `e`, an estimate without recomputation and with DDP.
+    pub(super) fn of(e: &Estimate) -> Split {
         let t = &e.time;
         let mut groups = GROUPS.map(|group| GroupTime { group, link: Link::Nvlink, blocking_s: 0.0, exposed_s: 0.0 });
         // The estimate gives the exposed time of all overlapped collectives at once; each
@@ -107,24 +107,31 @@ impl Split {
             g.link = c.link;
             match c.overlapped {
                 true => g.exposed_s += c.seconds * exposed_share,
-                false => g.blocking_s += m * c.seconds,
+                false => g.blocking_s += c.seconds,
             }
         }
         Split {
-            arithmetic_s: m * (t.forward_s + t.backward_s - t.elementwise_s + t.overhead_s),
-            element_wise_s: m * t.elementwise_s,
+            arithmetic_s: t.forward_s + t.backward_s - t.elementwise_s + t.overhead_s,
+            element_wise_s: t.elementwise_s,
             recompute_s: 0.0,
             optimizer_s: t.optimizer_s,
+            bubble_s: t.bubble_s,
             groups,
-            data_s: m * t.data_s,
+            data_s: t.data_s,
             data_overlapped: t.data_overlapped,
         }
     }
 
-    /// This split with `recompute_s` of recomputation and `extra_dp_s` more dp traffic.
-    pub(super) fn with(mut self, recompute_s: f64, extra_dp_s: f64) -> Split {
+    /// This split with `recompute_s` of recomputation, and ZeRO's stage `zero` in place of
+    /// `ddp` (the estimate's stage): what it changes is dp's traffic, the optimizer and the
+    /// bubble.
+    pub(super) fn with(mut self, recompute_s: f64, ddp: &ZeroWhatIf, zero: &ZeroWhatIf) -> Split {
         self.recompute_s = recompute_s;
-        self.groups[2].exposed_s += extra_dp_s;
+        let dp = &mut self.groups[3];
+        dp.blocking_s += zero.blocking_comm_s - ddp.blocking_comm_s;
+        dp.exposed_s += zero.exposed_overlapped_comm_s - ddp.exposed_overlapped_comm_s;
+        self.optimizer_s += zero.optimizer_s - ddp.optimizer_s;
+        self.bubble_s += zero.bubble_s - ddp.bubble_s;
         self
     }
 
@@ -134,15 +141,14 @@ impl Split {
 
     /// The part of the loader's time the step waits for.
     pub fn exposed_data_s(&self) -> f64 {
-        let [tp, cp, dp] = self.groups;
-        let rest = self.arithmetic_s + self.element_wise_s + self.recompute_s + self.optimizer_s;
-        let rest = [tp, cp, dp].iter().fold(rest, |sum, g| sum + g.blocking_s + g.exposed_s);
+        let rest = self.arithmetic_s + self.element_wise_s + self.recompute_s + self.optimizer_s + self.bubble_s;
+        let rest = self.groups.iter().fold(rest, |sum, g| sum + g.blocking_s + g.exposed_s);
         if self.data_overlapped { (self.data_s - rest).max(0.0) } else { self.data_s }
     }
 
     /// Every part, including those that take no time.
-    pub fn parts(&self) -> [(StepPart, f64); 11] {
-        let [tp, cp, dp] = self.groups;
+    pub fn parts(&self) -> [(StepPart, f64); 14] {
+        let [tp, cp, pp, dp] = self.groups;
         let blocking = |g: GroupTime| (StepPart::Collectives { group: g.group, link: g.link }, g.blocking_s);
         let exposed = |g: GroupTime| (StepPart::GradientSync { group: g.group, link: g.link }, g.exposed_s);
         [
@@ -152,9 +158,12 @@ impl Split {
             (StepPart::Optimizer, self.optimizer_s),
             blocking(tp),
             blocking(cp),
+            blocking(pp),
             blocking(dp),
+            (StepPart::Bubble, self.bubble_s),
             exposed(tp),
             exposed(cp),
+            exposed(pp),
             exposed(dp),
             (StepPart::DataLoading, self.exposed_data_s()),
         ]

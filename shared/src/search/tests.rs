@@ -94,15 +94,17 @@ fn search_excludes_every_rule_with_a_case() {
     odd.embed_dim = 1540;
     let zero_on_one_replica = Candidate { zero: 2, ..candidate(4, 4, 1, 1, "tp-cp") };
     let eight_micro_batches = Candidate { micro_batches: 8, ..candidate(1, 1, 1, 16, "dp") };
+    let zero_on_stages = Candidate { zero: 1, micro_batches: 2, ..candidate(1, 1, 2, 8, "dp-pp") };
+    let one_micro_batch_on_stages = candidate(1, 1, 2, 8, "dp-pp");
     let cases: [(Space<'_>, Candidate, Rule); 10] = [
         (space("mp", &mp, perlmutter, None, 16), candidate(16, 1, 1, 1, "tp"), Rule::HeadsNotDivisibleByTp),
         (space("cpu_tiny", &tiny, perlmutter, None, 128), candidate(1, 128, 1, 1, "cp"), Rule::MoreCpThanTokens),
         (space("mp", &mp, perlmutter, None, 16), candidate(1, 1, 16, 1, "pp"), Rule::MoreStagesThanBlocks),
-        (space("mp", &mp, perlmutter, None, 8), candidate(1, 1, 8, 1, "pp"), Rule::StagesSplitBlocksUnevenly),
-        (space("mp", &mp, perlmutter, None, 8), candidate(1, 1, 2, 4, "pp-dp"), Rule::PipelineNotModelled),
         (space("mp", &mp, perlmutter, None, 3), candidate(1, 1, 1, 3, "dp"), Rule::BatchNotDivisibleByDp),
         (space("mp", &mp, perlmutter, None, 16), eight_micro_batches, Rule::BatchNotDivisibleByMicroBatches),
         (space("mp", &mp, perlmutter, None, 16), zero_on_one_replica, Rule::ZeroWithoutDp),
+        (space("mp", &mp, perlmutter, None, 16), zero_on_stages, Rule::ZeroWithPipeline),
+        (space("mp", &mp, perlmutter, None, 16), one_micro_batch_on_stages, Rule::FewerMicroBatchesThanStages),
         (space("mp", &odd, perlmutter, None, 4), candidate(4, 1, 1, 1, "tp"), Rule::ConfigRule),
         (space("mp", &mp, perlmutter, None, 4), candidate(1, 1, 1, 4, "dp"), Rule::OutOfMemory),
     ];
@@ -122,7 +124,9 @@ fn search_excludes_every_rule_with_a_case() {
     let reasons: Vec<String> = cases.iter().map(|(s, c, _)| format!("{:?}", judge(s, *c).unwrap())).collect();
     assert!(reasons[0].contains("tp 16 does not divide num_heads 8"), "{}", reasons[0]);
     assert!(reasons[1].contains("cp 128 is more than the 72 tokens"), "{}", reasons[1]);
-    assert!(reasons[6].contains("8 micro-batches do not divide the 4 samples"), "{}", reasons[6]);
+    assert!(reasons[4].contains("8 micro-batches do not divide the 4 samples"), "{}", reasons[4]);
+    assert!(reasons[6].contains("the trainer shards a whole model's units"), "{}", reasons[6]);
+    assert!(reasons[7].contains("1 micro-batch on 2 stages"), "{}", reasons[7]);
     assert!(reasons[8].contains("1540 is not divisible by num_heads 8"), "{}", reasons[8]);
     assert!(reasons[9].contains("GiB per GPU; the a100-40gb has 40"), "{}", reasons[9]);
 }
@@ -162,12 +166,25 @@ fn search_predicts_with_the_estimate_every_run_records() {
     assert!(halves.memory_gb < ranked.memory_gb);
     assert!((halves.split.arithmetic_s - ranked.split.arithmetic_s).abs() < 1e-9);
     assert_eq!(halves.split.optimizer_s, ranked.split.optimizer_s);
-    // Recomputation costs time and saves memory; ZeRO 1 saves memory at the same speed.
+    // Recomputation costs time and saves memory; so does ZeRO, by as much as the estimate of
+    // the same run with its `zero_stage` says.
     let recompute = Candidate { recompute: true, ..ranked.candidate };
     let Judgement::Valid(again) = judge(&space, recompute).unwrap() else { panic!() };
     assert!(again.memory_gb < ranked.memory_gb && again.step_time_s > ranked.step_time_s);
-    let Judgement::Valid(zero1) = judge(&space, Candidate { zero: 1, ..ranked.candidate }).unwrap() else { panic!() };
-    assert!(zero1.memory_gb < ranked.memory_gb && zero1.step_time_s == ranked.step_time_s);
+    for zero in 1..=3 {
+        let Judgement::Valid(sharded) = judge(&space, Candidate { zero, ..ranked.candidate }).unwrap() else { panic!() };
+        let config = TrainConfig { zero_stage: zero.into(), ..tp4.clone() };
+        let recorded =
+            estimate(&config, &config.layout(16).unwrap(), perlmutter, &perlmutter.gpus[0], &EstimateOptions::default()).unwrap();
+        assert!(sharded.memory_gb < ranked.memory_gb && sharded.step_time_s > ranked.step_time_s, "ZeRO {zero}");
+        assert!(
+            (sharded.step_time_s - recorded.step_time_s).abs() < 1e-9,
+            "ZeRO {zero}: {} vs {}",
+            sharded.step_time_s,
+            recorded.step_time_s
+        );
+        assert!((sharded.memory_gb - recorded.memory_gb.total).abs() < 1e-9, "ZeRO {zero}");
+    }
 }
 
 #[test]
@@ -189,11 +206,13 @@ fn search_says_why_when_the_input_has_no_answer() {
     let huge = problems(space("mp", &wide, perlmutter, None, 1));
     assert!(huge.contains("gpus: no layout of 1 GPU runs `mp` on the a100-40gb"), "{huge}");
     assert!(huge.contains("memory: ") && huge.contains("the layout that needs least, tp 1 × cp 1 × pp 1 × dp 1"), "{huge}");
-    // A GPU count no layout can use: with one token per sample, tp 7 does not divide 8 heads,
-    // cp 7 is more than the token, pp 7 does not divide 12 blocks, dp 7 does not divide 64.
+    // A GPU count no layout can use: with one token per sample and six blocks, tp 7 does not
+    // divide 8 heads, cp 7 is more than the token, pp 7 more than the blocks, dp 7 does not
+    // divide 64.
     let mut short = config("mp");
     short.img_size = [8, 8];
     short.patch_size = 8;
+    short.depth = 6;
     let prime = problems(space("mp", &short, perlmutter, None, 7));
     assert!(prime.contains("no layout of 7 GPUs") && prime.contains("context_parallel: "), "{prime}");
 }

@@ -4,19 +4,22 @@
 //! what-ifs). The estimate is nearly all of the cost; the loop itself allocates only each
 //! order's layout and the answer's rows.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
 use serde::Serialize;
 
 use super::candidate::{Candidate, Order, factorisations, micro_batch_counts, order_count, orders};
 use super::rule::{Breach, Rule, Tally, out_of_memory};
 use super::split::{Split, StepPart};
 use crate::cluster::{Cluster, GpuKind};
-use crate::config::{TrainConfig, tokens_per_sample};
-use crate::estimate::{Estimate, EstimateOptions, estimate_without_terms};
+use crate::config::{PipelineSchedule, TrainConfig, tokens_per_sample};
+use crate::estimate::{self, Estimate, EstimateOptions, FoundLinks, Link, Network};
 use crate::layout::{Layout, Sizes, Token};
 use crate::numbers::round_significant;
 
-/// Significant digits a layout's samples/s is kept to. Micro-batches and ZeRO stages 1 and 2
-/// change a step's time by nothing but rounding, and a ranking by rounding noise would put the
+/// Significant digits a layout's samples/s is kept to. Micro-batches without a pipeline change
+/// a step's time by nothing but rounding, and a ranking by rounding noise would put the
 /// layout that needs more memory first.
 const SPEED_DIGITS: i32 = 9;
 
@@ -42,9 +45,13 @@ pub struct Ranked {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "verdict", rename_all = "kebab-case")]
 pub enum Judgement {
-    Valid(Ranked),
+    Valid(Box<Ranked>),
     Excluded { rule: Rule, reason: String },
 }
+
+/// A factorisation's estimates by the links of their order and their micro-batches: orders whose
+/// groups have the same links have the same estimate (`Network::links`).
+type Alike = HashMap<(Vec<(Token, Link, u64)>, u32), Result<Estimate, String>>;
 
 pub(super) struct Walk<'a> {
     /// The space's config; its layout keys are rewritten for each estimate.
@@ -52,24 +59,35 @@ pub(super) struct Walk<'a> {
     cluster: &'a Cluster,
     gpu: &'a GpuKind,
     tokens: usize,
-    /// The config's own `local_batch_size` (the field is rewritten for each estimate).
-    fixed_local: Option<usize>,
     /// Most samples a dp rank can take: what the micro-batch axis runs up to.
     batch: usize,
     pub tally: Tally,
     pub ranked: Vec<Ranked>,
     pub estimates: u64,
+    /// The links of the layouts estimated so far, for the next ones laid out alike.
+    found: FoundLinks,
 }
 
 impl<'a> Walk<'a> {
     pub fn new(config: &TrainConfig, cluster: &'a Cluster, gpu: &'a GpuKind) -> Walk<'a> {
         let mut config = config.clone();
-        config.gradient_accumulation_steps = 1;
         config.activation_checkpointing = false;
+        config.zero_stage = 0;
+        // 1F1B: as fast as GPipe, holding fewer micro-batches.
+        config.pipeline_schedule = PipelineSchedule::OneFOneB;
         let tokens = tokens_per_sample(config.img_size, config.patch_size);
         let batch = config.local_batch_size.unwrap_or(config.global_batch_size);
-        let fixed_local = config.local_batch_size;
-        Walk { config, cluster, gpu, tokens, fixed_local, batch, tally: Tally::default(), ranked: Vec::new(), estimates: 0 }
+        Walk {
+            config,
+            cluster,
+            gpu,
+            tokens,
+            batch,
+            tally: Tally::default(),
+            ranked: Vec::new(),
+            estimates: 0,
+            found: FoundLinks::default(),
+        }
     }
 
     /// Every layout of `gpus` GPUs, ranked or counted under its rule.
@@ -83,29 +101,43 @@ impl<'a> Walk<'a> {
             self.tally.add(breach.rule(), layouts, || breach.to_string());
             return;
         }
-        orders(sizes, |order| self.order(sizes, order));
+        let mut alike = Alike::new();
+        orders(sizes, |order| self.order(sizes, order, &mut alike));
     }
 
-    fn order(&mut self, sizes: Sizes, order: Order) {
+    fn order(&mut self, sizes: Sizes, order: Order, alike: &mut Alike) {
         let first = Candidate { sizes, order, zero: 0, recompute: false, micro_batches: 1 };
         let Some(layout) = self.prepare(&first) else {
             let layouts = micro_batch_counts(self.batch).count() as u64 * VARIANTS;
             return self.tally.add(Rule::ConfigRule, layouts, || format!("{first} is not a layout"));
         };
         let local = self.local_batch(sizes.dp);
+        // The layout's links serve every micro-batch count's estimate.
+        let cluster = self.cluster;
+        let network = match estimate::network(&layout, cluster, &mut self.found) {
+            Ok(network) => network,
+            Err(e) => {
+                let layouts = micro_batch_counts(self.batch).count() as u64 * VARIANTS;
+                return self.tally.add(Rule::ConfigRule, layouts, || first_problem(&e));
+            }
+        };
         for micro_batches in micro_batch_counts(self.batch) {
             let base = Candidate { micro_batches, ..first };
-            if let Some(breach) = micro_breach(local, micro_batches) {
+            if let Some(breach) = micro_breach(local, micro_batches).or_else(|| few_micro(sizes.pp, micro_batches)) {
                 self.tally.add(breach.rule(), VARIANTS, || breach.to_string());
                 continue;
             }
-            let stages = if sizes.dp > 1 { 4 } else { 1 };
-            if stages == 1 {
-                self.tally.add(Rule::ZeroWithoutDp, VARIANTS - 2, || Breach::Zero { stage: 1 }.to_string());
+            let stages = if sizes.dp > 1 && sizes.pp == 1 { 4 } else { 1 };
+            if let Some(breach) = zero_breach(sizes, 1) {
+                self.tally.add(breach.rule(), VARIANTS - 2, || breach.to_string());
             }
-            match self.predict(&layout, local, micro_batches) {
-                Ok(estimate) => self.variants(base, &estimate, stages),
-                Err(reason) => self.tally.add(Rule::ConfigRule, 2 * u64::from(stages), || reason),
+            let predicted = match alike.entry((network.links(), micro_batches)) {
+                Entry::Occupied(known) => known.into_mut(),
+                Entry::Vacant(slot) => slot.insert(self.predict(&network, micro_batches)),
+            };
+            match predicted {
+                Ok(estimate) => self.variants(base, estimate, stages),
+                Err(reason) => self.tally.add(Rule::ConfigRule, 2 * u64::from(stages), || reason.clone()),
             }
         }
     }
@@ -122,11 +154,7 @@ impl<'a> Walk<'a> {
             Breach::Tokens { cp, tokens: self.tokens }
         } else if pp as usize > depth {
             Breach::Stages { pp, depth }
-        } else if !depth.is_multiple_of(pp as usize) {
-            Breach::Uneven { pp, depth }
-        } else if pp > 1 {
-            Breach::Pipeline { pp }
-        } else if self.fixed_local.is_none() && !batch.is_multiple_of(dp as usize) {
+        } else if c.local_batch_size.is_none() && !batch.is_multiple_of(dp as usize) {
             Breach::Batch { dp, batch }
         } else {
             return None;
@@ -135,7 +163,7 @@ impl<'a> Walk<'a> {
     }
 
     fn local_batch(&self, dp: u32) -> usize {
-        self.fixed_local.unwrap_or(self.config.global_batch_size / dp as usize)
+        self.config.local_batch_size.unwrap_or(self.config.global_batch_size / dp as usize)
     }
 
     /// The rank layout of `candidate`, with the config's layout keys set to match it.
@@ -143,16 +171,20 @@ impl<'a> Walk<'a> {
         let layout = candidate.layout().ok()?;
         self.config.tensor_parallel = candidate.sizes.tp as usize;
         self.config.context_parallel = candidate.sizes.cp as usize;
+        self.config.pipeline_parallel = candidate.sizes.pp as usize;
         self.config.parallel_order = layout.effective_order();
         Some(layout)
     }
 
-    /// The estimate of one micro-batch of `layout`, or the config's first rule it breaks.
-    fn predict(&mut self, layout: &Layout, local: usize, micro_batches: u32) -> Result<Estimate, String> {
+    /// The estimate of `network`'s layout with its batch in `micro_batches` slices (the
+    /// pipeline's, or accumulation without one), or the config's first rule it breaks.
+    fn predict(&mut self, network: &Network<'_>, micro_batches: u32) -> Result<Estimate, String> {
         self.estimates += 1;
-        self.config.local_batch_size = Some(local / micro_batches as usize);
-        let result = estimate_without_terms(&self.config, layout, self.cluster, self.gpu, &EstimateOptions::default());
-        result.map_err(|e| e.problems().0.first().map_or_else(|| e.to_string(), ToString::to_string))
+        let (m, pipelined) = (micro_batches as usize, network.layout.sizes().pp > 1);
+        self.config.num_micro_batches = if pipelined { m } else { 1 };
+        self.config.gradient_accumulation_steps = if pipelined { 1 } else { m };
+        estimate::estimate_on_network(&self.config, network, self.cluster, self.gpu, &EstimateOptions::default())
+            .map_err(|e| first_problem(&e))
     }
 
     /// The ZeRO stages below `stages` with and without recomputation, from one estimate.
@@ -178,20 +210,40 @@ impl<'a> Walk<'a> {
             return Judgement::Excluded { rule: Rule::ConfigRule, reason: format!("{candidate} is not a layout") };
         };
         let local = self.local_batch(sizes.dp);
-        if let Some(breach) = micro_breach(local, micro_batches) {
+        if let Some(breach) = micro_breach(local, micro_batches).or_else(|| few_micro(sizes.pp, micro_batches)) {
             return excluded(breach);
         }
-        if zero > 0 && sizes.dp == 1 {
-            return excluded(Breach::Zero { stage: zero });
+        if let Some(breach) = zero_breach(sizes, zero) {
+            return excluded(breach);
         }
-        match self.predict(&layout, local, micro_batches) {
+        let predicted = estimate::network(&layout, self.cluster, &mut self.found).map_err(|e| first_problem(&e));
+        match predicted.and_then(|network| self.predict(&network, micro_batches)) {
             Err(reason) => Judgement::Excluded { rule: Rule::ConfigRule, reason },
             Ok(estimate) => match variant(candidate, &estimate, self.gpu) {
-                Ok(ranked) => Judgement::Valid(ranked),
+                Ok(ranked) => Judgement::Valid(Box::new(ranked)),
                 Err(memory_gb) => Judgement::Excluded { rule: Rule::OutOfMemory, reason: out_of_memory(candidate, memory_gb, self.gpu) },
             },
         }
     }
+}
+
+/// The first problem of an estimate's refusal, in words.
+fn first_problem(e: &crate::Error) -> String {
+    e.problems().0.first().map_or_else(|| e.to_string(), ToString::to_string)
+}
+
+/// ZeRO stage `zero` (when above 0) where it cannot run: over one replica, or with stages.
+fn zero_breach(sizes: Sizes, zero: u8) -> Option<Breach> {
+    match zero {
+        0 => None,
+        stage if sizes.dp == 1 => Some(Breach::Zero { stage }),
+        stage => (sizes.pp > 1).then_some(Breach::ZeroStages { stage, pp: sizes.pp }),
+    }
+}
+
+/// A pipeline with fewer micro-batches than stages.
+fn few_micro(pp: u32, micro_batches: u32) -> Option<Breach> {
+    (pp > 1 && micro_batches < pp).then_some(Breach::FewMicro { micro_batches, pp })
 }
 
 fn micro_breach(local: usize, micro_batches: u32) -> Option<Breach> {
@@ -199,18 +251,18 @@ fn micro_breach(local: usize, micro_batches: u32) -> Option<Breach> {
     (m > local || !local.is_multiple_of(m)).then_some(Breach::Micro { micro_batches, local })
 }
 
-/// `candidate` predicted from the estimate of one of its micro-batches (DDP, no
+/// `candidate` predicted from the estimate of its layout and micro-batches (DDP, no
 /// recomputation), or the memory it needs when that is more than the GPU has.
 fn variant(candidate: Candidate, e: &Estimate, gpu: &GpuKind) -> Result<Ranked, f64> {
-    let m = f64::from(candidate.micro_batches);
-    let zero = e.zero_what_if.iter().find(|z| z.stage == candidate.zero).copied().ok_or(f64::INFINITY)?;
+    let stage = |s: u8| e.zero_what_if.iter().find(|z| z.stage == s).copied().ok_or(f64::INFINITY);
+    let (zero, ddp) = (stage(candidate.zero)?, stage(e.zero_stage)?);
     let what_if = e.recompute_what_if;
     let (extra_gb, recompute_s) = match candidate.recompute {
-        // The forward pass again, once per micro-batch; the split works out anew how much of
-        // the loader's reading the longer step hides.
+        // The forward pass again; the split works out anew how much of the loader's reading
+        // the longer step hides.
         true => {
             let extra = (what_if.step_time_s - what_if.exposed_data_s) - (e.step_time_s - e.time.exposed_data_s);
-            (what_if.total_gb - e.memory_gb.total, m * extra)
+            (what_if.total_gb - e.memory_gb.total, extra)
         }
         false => (0.0, 0.0),
     };
@@ -218,10 +270,9 @@ fn variant(candidate: Candidate, e: &Estimate, gpu: &GpuKind) -> Result<Ranked, 
     if memory_gb > gpu.memory_gb {
         return Err(memory_gb);
     }
-    let dp_sync_s: f64 = e.collectives.iter().filter(|c| c.group == Token::DP && c.overlapped).map(|c| c.seconds).sum();
-    let split = Split::of(e, candidate.micro_batches).with(recompute_s, (zero.dp_bytes_factor - 1.0) * dp_sync_s);
+    let split = Split::of(e).with(recompute_s, &ddp, &zero);
     let step_time_s = split.total_s();
-    let global_batch = e.global_batch_size * u64::from(candidate.micro_batches);
+    let global_batch = e.global_batch_size;
     Ok(Ranked {
         candidate,
         samples_per_sec: round_significant(global_batch as f64 / step_time_s, SPEED_DIGITS),

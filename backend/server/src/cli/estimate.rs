@@ -30,6 +30,15 @@ pub struct EstimateArgs {
     /// Context-parallel size (default: the config's context_parallel).
     #[arg(long)]
     cp: Option<u32>,
+    /// Pipeline stages (default: the config's pipeline_parallel).
+    #[arg(long)]
+    pp: Option<u32>,
+    /// Micro-batches per step of a pipeline (default: the config's num_micro_batches).
+    #[arg(long)]
+    micro_batches: Option<u32>,
+    /// The pipeline's schedule: gpipe, 1f1b or interleaved (default: the config's).
+    #[arg(long)]
+    schedule: Option<String>,
     /// Data-parallel size.
     #[arg(long, default_value_t = 1)]
     dp: u32,
@@ -124,6 +133,9 @@ fn effective_config(args: &EstimateArgs) -> Result<TrainConfig, Invalid> {
     let flags = [
         args.tp.map(|tp| format!("tensor_parallel={tp}")),
         args.cp.map(|cp| format!("context_parallel={cp}")),
+        args.pp.map(|pp| format!("pipeline_parallel={pp}")),
+        args.micro_batches.map(|m| format!("num_micro_batches={m}")),
+        args.schedule.as_ref().map(|schedule| format!("pipeline_schedule={schedule}")),
         args.order.as_ref().map(|order| format!("parallel_order={order}")),
     ];
     config.apply_overrides(&flags.into_iter().flatten().collect::<Vec<_>>())?;
@@ -162,10 +174,10 @@ struct Report<'a> {
 impl Display for Report<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let e = self.estimate;
-        let Sizes { tp, cp, dp, .. } = e.layout.sizes();
+        let Sizes { tp, cp, dp, pp } = e.layout.sizes();
         writeln!(
             f,
-            "{} on {} {}: world {} = tp {tp} × cp {cp} × dp {dp} (order {}), {}, local batch {} of {}",
+            "{} on {} {}: world {} = tp {tp} × cp {cp} × pp {pp} × dp {dp} (order {}), {}, local batch {} of {}",
             self.args.config,
             self.args.cluster,
             e.gpu,
@@ -188,6 +200,22 @@ impl Display for Report<'_> {
             thousands(e.params.per_rank),
             e.flops.per_sample_training / 1e12
         )?;
+        if let Some(p) = &e.pipeline {
+            let heaviest = &p.per_stage[p.heaviest_stage as usize];
+            writeln!(
+                f,
+                "pipeline: {} over {} stages, {} micro-batches, bubble {:.1}% ({:.4} s); memory is stage {}'s ({} blocks, {:.1} micro-batches held), time stage {}'s\n",
+                p.schedule,
+                p.stages,
+                p.micro_batches,
+                100.0 * p.bubble_fraction,
+                e.time.bubble_s,
+                p.heaviest_stage,
+                heaviest.blocks,
+                heaviest.micro_batches_held,
+                p.slowest_stage
+            )?;
+        }
         f.write_str(&memory_table(e))?;
         f.write_str(&time_table(e))?;
         f.write_str(&collective_table(e))?;
@@ -220,7 +248,8 @@ fn time_table(e: &Estimate) -> String {
         ("recomputed forward", t.recompute_s),
         ("optimizer", t.optimizer_s),
         ("ops' overhead (CPU)", t.overhead_s),
-        ("tp/cp collectives", t.blocking_comm_s),
+        ("tp/cp/pp, ZeRO gathers", t.blocking_comm_s),
+        ("pipeline bubble", t.bubble_s),
         ("dp gradients, exposed", t.exposed_overlapped_comm_s),
         ("  full time", t.overlapped_comm_s),
         ("data loading, waited for", t.exposed_data_s),

@@ -3,7 +3,9 @@
 
 pub mod config;
 pub mod estimate;
+pub mod export;
 pub mod layout;
+pub mod profile;
 pub mod search;
 pub mod serve;
 pub mod supervise;
@@ -31,6 +33,10 @@ enum Command {
     Config(config::ConfigCommand),
     /// Estimate memory, step time and communication of a config on a layout and cluster.
     Estimate(estimate::EstimateArgs),
+    /// Write the static edition: the page and every file it reads, for any static web server.
+    Export(export::ExportArgs),
+    /// A run's profile in numbers: each rank's step by the trainer's ranges, a pipeline's bubble.
+    Profile(profile::ProfileArgs),
     /// Search every layout of a config on a number of GPUs: ranked, explained, and what was left out.
     Search(search::SearchArgs),
     /// Bring TensorBoard logdirs in as runs.
@@ -51,7 +57,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Layout(args) => layout::run(args),
         Command::Config(cmd) => config::run(cmd),
         Command::Estimate(args) => estimate::run(args),
+        Command::Profile(args) => profile::run(args),
         Command::Search(args) => search::run(args),
+        Command::Export(args) => export::run(args),
         Command::Tb(cmd) => tb::run(cmd),
         Command::Supervise(args) => supervise::run(args),
     }

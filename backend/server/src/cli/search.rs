@@ -160,8 +160,8 @@ impl Display for Report<'_> {
 
 fn row_header() -> String {
     format!(
-        "  {:>5} {:>3} {:>3} {:>3} {:>4} {:<9} {:>4} {:<9} {:>5} {:>9} {:>7}  {:<8} limited by\n",
-        "rank", "tp", "cp", "pp", "dp", "order", "zero", "recompute", "micro", "samples/s", "GiB/GPU", "trainer"
+        "  {:>5} {:>3} {:>3} {:>3} {:>4} {:<9} {:>4} {:<9} {:>5} {:>9} {:>7}  limited by\n",
+        "rank", "tp", "cp", "pp", "dp", "order", "zero", "recompute", "micro", "samples/s", "GiB/GPU"
     )
 }
 
@@ -169,7 +169,7 @@ fn row(rank: usize, r: &Ranked) -> String {
     let c = &r.candidate;
     let s = c.sizes;
     format!(
-        "  {rank:>5} {:>3} {:>3} {:>3} {:>4} {:<9} {:>4} {:<9} {:>5} {:>9.1} {:>7.1}  {:<8} {}\n",
+        "  {rank:>5} {:>3} {:>3} {:>3} {:>4} {:<9} {:>4} {:<9} {:>5} {:>9.1} {:>7.1}  {}\n",
         s.tp,
         s.cp,
         s.pp,
@@ -180,20 +180,15 @@ fn row(rank: usize, r: &Ranked) -> String {
         c.micro_batches,
         r.samples_per_sec,
         r.memory_gb,
-        if c.trainer_runs() { "runs" } else { "what-if" },
         r.limit,
     )
 }
 
 fn ranking_table(a: &Answer, top: usize) -> String {
-    let mut out = format!("fastest {top} (\"what-if\": a pipeline the trainer does not run, from the estimate; every ZeRO stage runs)\n");
+    let mut out = format!("fastest {top} (each runs in the trainer as it is ranked)\n");
     out.push_str(&row_header());
     for (i, r) in a.ranked.iter().take(top).enumerate() {
         out.push_str(&row(i + 1, r));
-    }
-    if let Some(i) = a.ranked.iter().position(|r| r.candidate.trainer_runs()).filter(|&i| i >= top) {
-        let _ = writeln!(out, "  fastest the trainer runs:");
-        out.push_str(&row(i + 1, &a.ranked[i]));
     }
     out.push('\n');
     out
@@ -224,7 +219,7 @@ fn why(a: &Answer) -> String {
             out.push_str(&split_lines(i + 1, r));
         }
     }
-    out.push_str("  (not modelled: a pipeline's bubble, as pp > 1 is left out; a DALI loader's time)\n\n");
+    out.push_str("  (not modelled: a DALI loader's time)\n\n");
     out
 }
 

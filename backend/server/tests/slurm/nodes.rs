@@ -1,7 +1,7 @@
 //! Runs across nodes (issue #29), on a real two-node Slurm cluster: runs of four ranks on two
-//! nodes (dp = 4, and tp = 2 x dp = 2) train to the end over Gloo, each rank where the layout
-//! places it (no tensor-parallel group crosses a node), and learn what the same layout learns
-//! on one machine; one that loses a node fails naming it and resumes from its checkpoint.
+//! nodes (dp = 4, tp = 2 x dp = 2, and pp = 2 x dp = 2) train to the end over Gloo, each rank
+//! where the layout places it (no tensor-parallel group crosses a node; pipeline stages do, one a
+//! node), and learn what the same layout learns on one machine; one that loses a node fails naming it and resumes from its checkpoint.
 
 use std::path::Path;
 use std::time::Duration;
@@ -92,6 +92,24 @@ async fn tensor_parallel_groups_stay_inside_a_node_and_data_parallel_ones_cross(
     }
     for group in &layout.groups(Token::DP) {
         assert!(group.iter().any(|r| node_of(r) != node_of(&group[0])), "dp group {group:?} stays on a node: {places:?}");
+    }
+}
+
+/// The rank grid's layout of pp 2 × dp 2 on two-GPU nodes: each stage's two replicas on one
+/// node, the activations crossing between the nodes, as a pipeline wants its light traffic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipeline_stages_run_a_node_each_as_the_rank_grid_places_them() {
+    let cluster = SlurmCluster::with_nodes("nodes-pp", 2);
+    let server = start_server("slurm-nodes-pp", &cluster, &["--max-local-ranks", "4"]);
+    let layout = Layout::new(Sizes { pp: 2, dp: 2, ..Sizes::default() }, "tp-cp-dp-pp").unwrap();
+    let stages = ["pipeline_parallel=2", "num_micro_batches=2", "parallel_order=tp-cp-dp-pp"];
+    let places = across_and_here(&server, &cluster, &stages, 2, &layout).await;
+    let node_of = |rank: &u32| places[*rank as usize].node.as_str();
+    for group in &layout.groups(Token::PP) {
+        assert_eq!(group.iter().map(node_of).collect::<Vec<_>>(), ["node1", "node2"], "pp group {group:?}: {places:?}");
+    }
+    for group in &layout.groups(Token::DP) {
+        assert!(group.iter().all(|r| node_of(r) == node_of(&group[0])), "dp group {group:?} crosses nodes: {places:?}");
     }
 }
 

@@ -94,20 +94,21 @@ impl Comm {
     /// started without `--seed`) can disagree, and a seed must not: tp and cp cut their
     /// shards from one model initialised from it, and the samplers shard one shuffled order.
     /// Rank 0 has coordinate 0 everywhere, so its dp group holds it after the first
-    /// broadcast, and every tp-cp group's rank 0 is in that dp group for the second.
+    /// broadcast, and every tp-cp group's rank 0 is in that dp group for the second; every
+    /// pipeline rank 0 then holds it, for the third.
     pub fn agree(&self, value: i64) -> Result<i64, Error> {
         let mut t = tch::Tensor::from(value);
-        for token in [Token::DP, Token::TP_CP] {
+        for token in [Token::DP, Token::TP_CP, Token::PP] {
             self.group(token).broadcast(&mut t, 0)?;
         }
         Ok(i64::try_from(&t)?)
     }
 
     /// The largest of every rank's `value`, on every rank: the maximum over the dp group, then
-    /// over the tp-cp group, which together reach every rank of the world.
+    /// over the tp-cp group, then over the pipeline, which together reach every rank of the world.
     pub fn max(&self, value: f64) -> Result<f64, Error> {
         let mut t = tch::Tensor::from(value);
-        for token in [Token::DP, Token::TP_CP] {
+        for token in [Token::DP, Token::TP_CP, Token::PP] {
             self.group(token).all_reduce(&mut t, ReduceOp::Max)?;
         }
         Ok(f64::try_from(&t)?)

@@ -228,6 +228,11 @@ impl ProcessGroup {
         &self.name
     }
 
+    /// Where its transfers run: the CPU (Gloo) or this rank's GPU (NCCL).
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
     /// What this group's collectives have cost so far (on a GPU the time is only the host's
     /// queueing: the collective itself runs on a stream).
     pub fn traffic(&self) -> Traffic {

@@ -6,6 +6,7 @@ mod clock;
 mod comm;
 mod copy;
 mod memory;
+mod p2p;
 mod profiler;
 mod recompute;
 mod reducer;
@@ -23,11 +24,13 @@ pub use clock::GpuMark;
 pub use comm::{ProcessGroup, ReduceOp, Region, Store, Traffic};
 pub use copy::InFlight;
 pub use memory::{SharedForward, float_bytes_mut, float_values_mut, keep_freed_memory};
+pub use p2p::Sent;
 pub use profiler::{ProfiledThread, Range, Recording};
 pub use recompute::{Recomputable, recompute, shared_part};
 pub use reducer::OverlappedReducer;
 pub use tensor_ops::{
-    AdamStep, AdamTensors, empty_pinned, fused_adam, gpu_memory_used, gpu_peak_allocated, set_autocast, set_tf32, unscale_grads,
+    AdamStep, AdamTensors, backward_with, empty_pinned, fused_adam, gpu_memory_used, gpu_peak_allocated, set_autocast, set_tf32,
+    unscale_grads,
 };
 pub use zero::{Unit, set_data, set_grad, storage_bytes};
 

@@ -11,6 +11,7 @@ use crate::Error;
 unsafe extern "C" {
     fn sb_set_autocast(device: c_int, enabled: c_int, dtype: c_int, err: *mut c_char, err_len: usize) -> c_int;
     fn sb_set_tf32(enabled: c_int, err: *mut c_char, err_len: usize) -> c_int;
+    fn sb_backward_with(y: *mut C_tensor, grad: *mut C_tensor, err: *mut c_char, err_len: usize) -> c_int;
     fn sb_gpu_memory_used(device: u32, used: *mut u64, err: *mut c_char, err_len: usize) -> c_int;
     fn sb_empty_pinned(shape: *const i64, ndim: usize, out: *mut *mut C_tensor, err: *mut c_char, err_len: usize) -> c_int;
     fn sb_fused_adam(
@@ -55,6 +56,15 @@ pub fn set_autocast(device: Device, enabled: bool, kind: Kind) -> Result<(), Err
 pub fn set_tf32(enabled: bool) -> Result<(), Error> {
     // SAFETY: plain value in, error buffer valid for its length.
     call("TF32 switch", |err, len| unsafe { sb_set_tf32(c_int::from(enabled), err, len) })
+}
+
+/// Back-propagates from `y` with `grad` as its gradient, into the leaves' gradients: a
+/// pipeline stage's backward pass, from the gradient the next stage sent back.
+pub fn backward_with(y: &Tensor, grad: &Tensor) -> Result<(), Error> {
+    let (mut y, mut grad) = (y.shallow_clone(), grad.shallow_clone());
+    let (y, grad) = (y.as_mut_ptr(), grad.as_mut_ptr());
+    // SAFETY: two live tensors and an error buffer valid for the call.
+    call("backward from a stage's output", |err, len| unsafe { sb_backward_with(y, grad, err, len) })
 }
 
 /// GPU `device`'s whole used memory in bytes, read through NVML like the tutorial's memory

@@ -6,12 +6,14 @@ mod attention;
 mod block;
 mod init;
 mod mlp;
+mod part;
 mod spec;
 mod vit;
 
 pub use attention::{Attention, kernel as attention_kernel};
 pub use block::Block;
 pub use mlp::Mlp;
+pub use part::Part;
 pub use spec::VitSpec;
 pub use vit::{VisionTransformer, patch_embed, unpatchify};
 

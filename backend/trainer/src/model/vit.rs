@@ -7,53 +7,76 @@ use std::sync::Arc;
 use tch::nn::ModuleT;
 use tch::{Tensor, nn};
 
-use super::{Block, PartHooks, VitSpec, init};
+use super::{Block, Part, PartHooks, VitSpec, init};
 use crate::Error;
 use crate::ffi::{recompute, shared_part};
 
+/// The patch embedding's convolution weight (D, C, p, p) and bias (D), and the position
+/// embedding: the first chunk's.
 #[derive(Debug)]
-pub struct VisionTransformer {
-    spec: VitSpec,
-    /// The patch embedding's convolution weight (D, C, p, p) and bias (D).
+struct Embedding {
     patch_weight: Tensor,
     patch_bias: Tensor,
     pos_embed: Tensor,
-    /// Shared with the autograd graph when their activations are recomputed.
-    blocks: Vec<Arc<Block>>,
+}
+
+/// The final norm and the head: the last chunk's.
+#[derive(Debug)]
+struct Head {
     norm: nn::LayerNorm,
     head: nn::Linear,
+}
+
+/// The whole model, or one chunk of it ([`Part`]).
+#[derive(Debug)]
+pub struct VisionTransformer {
+    spec: VitSpec,
+    embedding: Option<Embedding>,
+    /// The part's blocks, the first of them block `first_block` of the whole model. Shared with
+    /// the autograd graph when their activations are recomputed.
+    blocks: Vec<Arc<Block>>,
+    first_block: usize,
+    head: Option<Head>,
     /// Run around the blocks (ZeRO-3's gathers), once set.
     pub(super) hooks: Option<Rc<dyn PartHooks>>,
 }
 
 impl VisionTransformer {
     pub fn new(path: &nn::Path<'_>, spec: &VitSpec) -> Self {
+        VisionTransformer::part(path, spec, &Part::whole(spec.depth as usize))
+    }
+
+    /// The parameters of `part` of the model, initialised in the order the whole model
+    /// initialises them (so the whole model draws the same values from the same seed).
+    pub fn part(path: &nn::Path<'_>, spec: &VitSpec, part: &Part) -> Self {
         let d = spec.embed_dim;
         let p = spec.patch_size;
-        // PyTorch's default Conv2d init (kaiming-uniform, a=√5) is U(±1/√fan_in) for weight
-        // and bias; the tutorial keeps it for the patch embedding.
-        let bound = 1.0 / ((spec.in_chans * p * p) as f64).sqrt();
-        let uniform = nn::Init::Uniform { lo: -bound, up: bound };
-        let pe = path / "patch_embed" / "proj";
-        let patch_weight = pe.var("weight", &[d, spec.in_chans, p, p], uniform);
-        let patch_bias = pe.var("bias", &[d], uniform);
-        let pos_embed = path.var("pos_embed", &[1, spec.num_tokens(), d], init::TRUNC_NORMAL_002);
-        let blocks = (0..spec.depth)
+        let embedding = part.embed.then(|| {
+            // PyTorch's default Conv2d init (kaiming-uniform, a=√5) is U(±1/√fan_in) for
+            // weight and bias; the tutorial keeps it for the patch embedding.
+            let bound = 1.0 / ((spec.in_chans * p * p) as f64).sqrt();
+            let uniform = nn::Init::Uniform { lo: -bound, up: bound };
+            let pe = path / "patch_embed" / "proj";
+            Embedding {
+                patch_weight: pe.var("weight", &[d, spec.in_chans, p, p], uniform),
+                patch_bias: pe.var("bias", &[d], uniform),
+                pos_embed: path.var("pos_embed", &[1, spec.num_tokens(), d], init::TRUNC_NORMAL_002),
+            }
+        });
+        let blocks = part
+            .blocks
+            .clone()
             .map(|i| {
+                let i = i as i64;
                 let rate = drop_path_rate(spec.dropout, i, spec.depth);
                 shared_part(Block::new(&(path / "blocks" / i), spec, rate))
             })
             .collect();
-        VisionTransformer {
-            spec: spec.clone(),
-            patch_weight,
-            patch_bias,
-            pos_embed,
-            blocks,
+        let head = part.head.then(|| Head {
             norm: init::layer_norm(path / "norm", d, spec.norm_eps),
             head: init::linear(path / "head", d, spec.out_chans * p * p, false),
-            hooks: None,
-        }
+        });
+        VisionTransformer { spec: spec.clone(), embedding, blocks, first_block: part.blocks.start, head, hooks: None }
     }
 
     pub fn spec(&self) -> &VitSpec {
@@ -92,16 +115,21 @@ pub fn unpatchify(tokens: &Tensor, spec: &VitSpec) -> Tensor {
 }
 
 impl VisionTransformer {
-    /// The forward pass; in training with `spec.recompute`, each block's activations are
-    /// recomputed in backward instead of kept (which can only fail inside libtorch).
+    /// The forward pass of the part: from the fields (or, after the first chunk, the previous
+    /// chunk's tokens) to the prediction (or, before the last chunk, this chunk's tokens). In
+    /// training with `spec.recompute`, each block's activations are recomputed in backward
+    /// instead of kept (which can only fail inside libtorch).
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor, Error> {
         let hooks = self.hooks.as_deref();
         if let Some(hooks) = hooks {
             hooks.enter()?;
         }
-        let tokens = patch_embed(x, &self.patch_weight, &self.patch_bias, &self.spec);
-        let mut x = tokens.g_add(&self.pos_embed).dropout(self.spec.dropout, train);
+        let mut x = match &self.embedding {
+            Some(e) => patch_embed(x, &e.patch_weight, &e.patch_bias, &self.spec).g_add(&e.pos_embed).dropout(self.spec.dropout, train),
+            None => x.shallow_clone(),
+        };
         for (i, block) in self.blocks.iter().enumerate() {
+            let i = self.first_block + i;
             if let Some(hooks) = hooks {
                 hooks.before_block(i)?;
             }
@@ -110,7 +138,10 @@ impl VisionTransformer {
                 x = hooks.after_block(i, x, train)?;
             }
         }
-        let y = unpatchify(&x.apply(&self.norm).apply(&self.head), &self.spec);
+        let y = match &self.head {
+            Some(h) => unpatchify(&x.apply(&h.norm).apply(&h.head), &self.spec),
+            None => x,
+        };
         if let Some(hooks) = hooks {
             hooks.exit(train)?;
         }

@@ -19,7 +19,7 @@ use super::linear::serial;
 use super::{Parallel, ParallelAttention, ParallelMlp};
 use crate::Error;
 use crate::ffi::{Recomputable, Region, recompute, shared_part};
-use crate::model::{Forward, PartHooks, VitSpec, patch_embed, unpatchify};
+use crate::model::{Forward, Part, PartHooks, VitSpec, patch_embed, unpatchify};
 
 struct Norm {
     weight: Tensor,
@@ -61,28 +61,56 @@ impl Recomputable for Block {
     }
 }
 
-pub struct ParallelVit {
-    spec: VitSpec,
+/// The first chunk's patch and position embedding.
+struct Embedding {
     patch_weight: Tensor,
     patch_bias: Tensor,
     pos_embed: Tensor,
-    blocks: Vec<Arc<Block>>,
+}
+
+/// The last chunk's final norm and head.
+struct Head {
     norm: Norm,
     head: Tensor,
+}
+
+/// This rank's shard of the whole model, or of one chunk of it ([`Part`]).
+pub struct ParallelVit {
+    spec: VitSpec,
+    embedding: Option<Embedding>,
+    blocks: Vec<Arc<Block>>,
+    /// Block `first_block` of the whole model is `blocks[0]`.
+    first_block: usize,
+    head: Option<Head>,
     par: Parallel,
     /// Run around the blocks (ZeRO-3's gathers), once set.
     hooks: Option<Rc<dyn PartHooks>>,
 }
 
 impl ParallelVit {
-    /// This rank's part of the serial model whose parameters are `vars` (named as
+    /// This rank's shard of `part` of the serial model whose parameters are `vars` (named as
     /// `VisionTransformer` names them); the new parameters get the same names under `path`.
-    pub fn cut(path: &nn::Path<'_>, spec: &VitSpec, vars: &HashMap<String, Tensor>, par: Parallel) -> Result<ParallelVit, Error> {
-        let var = |name: &str| -> Result<Tensor, Error> { Ok(path.var_copy(name, serial(vars, name)?)) };
-        let pe = path / "patch_embed" / "proj";
-        let mut blocks = Vec::with_capacity(spec.depth as usize);
-        for i in 0..spec.depth {
-            let p = path / "blocks" / i;
+    pub fn cut(
+        path: &nn::Path<'_>,
+        spec: &VitSpec,
+        vars: &HashMap<String, Tensor>,
+        par: Parallel,
+        part: &Part,
+    ) -> Result<ParallelVit, Error> {
+        let embedding = match part.embed {
+            true => {
+                let pe = path / "patch_embed" / "proj";
+                Some(Embedding {
+                    patch_weight: pe.var_copy("weight", serial(vars, "patch_embed.proj.weight")?),
+                    patch_bias: pe.var_copy("bias", serial(vars, "patch_embed.proj.bias")?),
+                    pos_embed: path.var_copy("pos_embed", serial(vars, "pos_embed")?),
+                })
+            }
+            false => None,
+        };
+        let mut blocks = Vec::with_capacity(part.blocks.len());
+        for i in part.blocks.clone() {
+            let p = path / "blocks" / i as i64;
             let prefix = format!("blocks.{i}");
             blocks.push(shared_part(Block {
                 norm1: Norm::cut(&(&p / "norm1"), vars, &format!("{prefix}.norm1"))?,
@@ -92,17 +120,14 @@ impl ParallelVit {
                 eps: spec.norm_eps,
             }));
         }
-        Ok(ParallelVit {
-            spec: spec.clone(),
-            patch_weight: pe.var_copy("weight", serial(vars, "patch_embed.proj.weight")?),
-            patch_bias: pe.var_copy("bias", serial(vars, "patch_embed.proj.bias")?),
-            pos_embed: var("pos_embed")?,
-            blocks,
-            norm: Norm::cut(&(path / "norm"), vars, "norm")?,
-            head: (path / "head").var_copy("weight", serial(vars, "head.weight")?),
-            par,
-            hooks: None,
-        })
+        let head = match part.head {
+            true => Some(Head {
+                norm: Norm::cut(&(path / "norm"), vars, "norm")?,
+                head: (path / "head").var_copy("weight", serial(vars, "head.weight")?),
+            }),
+            false => None,
+        };
+        Ok(ParallelVit { spec: spec.clone(), embedding, blocks, first_block: part.blocks.start, head, par, hooks: None })
     }
 
     /// Parameters used on this rank's tokens only, whose gradients are summed over cp: the
@@ -113,19 +138,28 @@ impl ParallelVit {
 }
 
 impl Forward for ParallelVit {
+    /// From the fields (or, after the first chunk, this rank's tokens of the previous chunk's
+    /// output) to the prediction (or, before the last chunk, this rank's tokens).
     fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor, Error> {
         let eps = self.spec.norm_eps;
         let hooks = self.hooks.as_deref();
         if let Some(hooks) = hooks {
             hooks.enter()?;
         }
-        let tokens = patch_embed(x, &self.patch_weight, &self.patch_bias, &self.spec);
-        let mut x = (tokens + &self.pos_embed).dropout(self.spec.dropout, train);
         let cp = (self.par.cp_sizes.len() > 1).then(|| self.par.comm.group(Token::CP));
-        if let Some(cp) = cp {
-            x = cp.region(Region::ScatterTo, &x, 1, &self.par.cp_sizes)?;
-        }
+        let mut x = match &self.embedding {
+            Some(e) => {
+                let tokens = patch_embed(x, &e.patch_weight, &e.patch_bias, &self.spec);
+                let x = (tokens + &e.pos_embed).dropout(self.spec.dropout, train);
+                match cp {
+                    Some(cp) => cp.region(Region::ScatterTo, &x, 1, &self.par.cp_sizes)?,
+                    None => x,
+                }
+            }
+            None => x.shallow_clone(),
+        };
         for (i, block) in self.blocks.iter().enumerate() {
+            let i = self.first_block + i;
             if let Some(hooks) = hooks {
                 hooks.before_block(i)?;
             }
@@ -134,11 +168,16 @@ impl Forward for ParallelVit {
                 x = hooks.after_block(i, x, train)?;
             }
         }
-        let mut x = self.norm.forward(&x, eps);
-        if let Some(cp) = cp {
-            x = cp.region(Region::GatherFrom, &x, 1, &self.par.cp_sizes)?;
-        }
-        let y = unpatchify(&x.linear::<Tensor>(&self.head, None), &self.spec);
+        let y = match &self.head {
+            Some(h) => {
+                let mut x = h.norm.forward(&x, eps);
+                if let Some(cp) = cp {
+                    x = cp.region(Region::GatherFrom, &x, 1, &self.par.cp_sizes)?;
+                }
+                unpatchify(&x.linear::<Tensor>(&h.head, None), &self.spec)
+            }
+            None => x,
+        };
         if let Some(hooks) = hooks {
             hooks.exit(train)?;
         }

@@ -4,8 +4,8 @@
 
 pub mod amp;
 pub mod bench;
-mod checkpoint;
-mod clock;
+pub mod checkpoint;
+pub(crate) mod clock;
 mod feed;
 mod lanes;
 pub mod loss;
@@ -13,6 +13,7 @@ mod maps;
 pub mod optim;
 mod profile;
 mod report;
+pub mod reshard;
 mod rollout;
 mod run;
 mod split;
@@ -28,7 +29,7 @@ use scalebook_shared::config::{BenchyTrial, Derived, TrainConfig};
 use scalebook_shared::layout::Token;
 use scalebook_shared::metrics::tags;
 use scalebook_shared::rundir;
-use tch::{Device, nn};
+use tch::Device;
 
 use crate::Error;
 use crate::data::{Batch, DataLoader, Era5Dataset, ShardedSampler, Stats};
@@ -36,18 +37,21 @@ use crate::dist::{Comm, RankEnv};
 use crate::model::VitSpec;
 use crate::output::{Logger, py_float};
 use crate::parallel::Parallel;
-use checkpoint::{Checkpoints, Position};
+use checkpoint::Checkpoints;
 use maps::WeatherMaps;
 use profile::StepProfile;
 use report::{Reporter, ValidReport};
 use run::Run;
 
 pub use lanes::Lanes;
+pub(crate) use lanes::slices;
 pub use step::{Learner, StepTimes};
 pub use sync::{DdpKnobs, GradSync};
 
 /// The tutorial's "GB" in its memory lines is 1024³ bytes.
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+/// Bytes per MiB, as the training state held is reported.
+const MIB: f64 = 1024.0 * 1024.0;
 
 /// Everything a run needs besides its config.
 #[derive(Debug, Clone)]
@@ -242,7 +246,8 @@ fn start<'a>(opts: &'a RunOptions, log: &'a Logger, comm: Rc<Comm>) -> Result<(R
     tch::manual_seed(seed as i64);
     let (loaders, derived) = open_loaders(c, seed, opts.device, log, &comm)?;
     let parallel = model_parallel.then(|| Parallel::new(comm.clone(), VitSpec::from(c).num_tokens() as usize));
-    let (vs, mut learner) = Learner::build(c, opts.device, parallel)?;
+    let stages = (comm.size(Token::PP) > 1).then(|| comm.shared_group(Token::PP));
+    let (vs, mut learner) = Learner::build_stage(c, opts.device, parallel, stages)?;
     if comm.env().world > 1 {
         let sync = GradSync::new(comm.clone(), &vs, DdpKnobs::new(c))?;
         if comm.size(Token::DP) > 1 {
@@ -256,8 +261,8 @@ fn start<'a>(opts: &'a RunOptions, log: &'a Logger, comm: Rc<Comm>) -> Result<(R
     }
     let config_json = resumable_config(c);
     let (mut epoch0, mut steps) = (0u64, 0u64);
-    if let Some((position, saved)) = &resumed {
-        restore(&vs, &mut learner, position, saved, &config_json, &opts.run_dir)?;
+    if let Some((position, saved)) = resumed {
+        checkpoint::restore(&vs, &mut learner, &position, saved, &config_json, &opts.run_dir)?;
         (epoch0, steps) = (position.epochs_done, position.steps);
         log.info(&format!("Resuming after epoch {epoch0} (step {steps})"));
     }
@@ -336,50 +341,22 @@ fn validate(learner: &Learner, valid: &DataLoader, epoch: u64) -> Result<(f64, f
 
 /// The config as a checkpoint records it: everything that changes the result. The number of
 /// data workers does not (batches arrive in the same order), so a run may resume with more;
-/// nor does ZeRO's stage (the same sums, and the checkpoint holds the optimizer state
-/// unsharded), so a run may resume at another.
+/// nor does ZeRO's stage or dp (the same sums, and a checkpoint of any layout is resharded at
+/// load), so a run may resume at another; nor do the pipeline's stages, micro-batches and
+/// schedule, or the order of the groups (a pipeline's checkpoint is one file with one run's
+/// keys), so a pipelined run resumes on one rank and the other way round.
 fn resumable_config(c: &TrainConfig) -> serde_json::Value {
     let mut json = c.to_json();
-    json.remove("num_data_workers");
-    json.remove("zero_stage");
+    for key in [
+        "num_data_workers",
+        "zero_stage",
+        "pipeline_parallel",
+        "num_micro_batches",
+        "pipeline_schedule",
+        "virtual_pipeline_stages",
+        "parallel_order",
+    ] {
+        json.remove(key);
+    }
     serde_json::Value::Object(json)
-}
-
-fn restore(
-    vs: &nn::VarStore,
-    learner: &mut Learner,
-    position: &Position,
-    saved: &std::collections::HashMap<String, tch::Tensor>,
-    config: &serde_json::Value,
-    run_dir: &Path,
-) -> Result<(), Error> {
-    let fail = |message: String| Error::Resume { path: run_dir.to_owned(), message };
-    if &position.config != config {
-        let differs = match (&position.config, config) {
-            (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
-                a.iter().filter(|(k, v)| b.get(*k) != Some(v)).map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")
-            }
-            _ => String::from("everything"),
-        };
-        return Err(fail(format!("the checkpoint was made with a different config ({differs} differ)")));
-    }
-    let lookup = |name: &str| saved.get(name).map(tch::Tensor::shallow_clone);
-    learner.with_full_parameters(|| {
-        for (name, mut var) in vs.variables() {
-            let value = lookup(&name).ok_or_else(|| fail(format!("the checkpoint has no {name}")))?;
-            tch::no_grad(|| var.copy_(&value));
-        }
-        Ok(())
-    })?;
-    // A checkpoint holds the optimizer state unsharded, whatever the stage it was saved at:
-    // with ZeRO, each rank reads its shards' part of it.
-    match learner.sync.as_ref().and_then(GradSync::shards) {
-        Some(shards) => learner.optimizer.load_state(|key| shards.shard_state(key, &lookup)),
-        None => learner.optimizer.load_state(lookup),
-    }
-    .map_err(fail)?;
-    if let Some(scaler) = &mut learner.scaler {
-        scaler.load_state(lookup).map_err(fail)?;
-    }
-    Ok(())
 }

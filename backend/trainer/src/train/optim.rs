@@ -68,6 +68,22 @@ impl Optimizer {
         }
     }
 
+    /// The bytes of the parameters it updates and of the gradients backward made for them
+    /// (0 before the first backward pass): what a rank holds of both without ZeRO.
+    pub fn param_and_grad_bytes(&self) -> (u64, u64) {
+        let params = match self {
+            Optimizer::Adam(adam) => &adam.params,
+            Optimizer::Sgd(sgd) => &sgd.params,
+        };
+        let bytes = |t: &Tensor| if t.defined() { (t.numel() * t.kind().elt_size_in_bytes()) as u64 } else { 0 };
+        let held: u64 = params.named.iter().map(|(_, p)| bytes(p)).sum();
+        let grads = match &params.grads {
+            Some(grads) => grads.iter().map(bytes).sum(),
+            None => params.named.iter().map(|(_, p)| bytes(&p.grad())).sum(),
+        };
+        (held, grads)
+    }
+
     /// The bytes of its state (moments, step counters, momentum).
     pub fn state_bytes(&self) -> u64 {
         self.state().iter().map(|(_, t)| (t.numel() * t.kind().elt_size_in_bytes()) as u64).sum()

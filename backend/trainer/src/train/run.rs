@@ -16,7 +16,7 @@ use super::maps::WeatherMaps;
 use super::profile::StepProfile;
 use super::report::{EpochReport, Reporter, StepReport, StepTrained, ValidReport};
 use super::split::Split;
-use super::{GIB, Learner, Loaders, Summary, amp, validate};
+use super::{GIB, Learner, Loaders, MIB, Summary, amp, validate};
 use crate::Error;
 use crate::data::{Batch, Epoch};
 use crate::dist::Comm;
@@ -181,7 +181,20 @@ impl Run<'_> {
         let peak = self.comm.max(own)? / GIB;
         let ranks = self.comm.layout().world();
         self.log.info(&format!("  Peak memory: {} GB ({what}, the largest of {ranks} rank(s))", py_float(peak)));
-        self.report.scalar(self.steps, e, tags::run::PEAK_MEMORY, peak)
+        self.report.scalar(self.steps, e, tags::run::PEAK_MEMORY, peak)?;
+        self.state_held(e)
+    }
+
+    /// The training state the fullest rank holds, part by part (parameters, gradients,
+    /// optimizer state): what ZeRO shards, reported so a sweep sets each stage beside the
+    /// estimate's.
+    fn state_held(&mut self, e: u64) -> Result<(), Error> {
+        let held = self.learner.holdings();
+        for (tag, bytes) in tags::run::STATE_HELD.into_iter().zip([held.params, held.grads, held.optimizer]) {
+            let most = self.comm.max(bytes as f64)? / MIB;
+            self.report.scalar(self.steps, e, tag, most)?;
+        }
+        Ok(())
     }
 
     /// A training epoch's end, as the tutorial logs it: its speed and loss, a validation pass,
@@ -220,28 +233,50 @@ impl Run<'_> {
         Ok(Summary { steps, epochs, final_train_loss: train_loss, final_valid_loss: loss, final_rmse_u10: rmse_u10 })
     }
 
-    /// The checkpoint after epoch `e`: one copy of each model-parallel shard (the dp replicas
-    /// are identical), where the run stands written by rank 0. With ZeRO every dp rank takes
-    /// part (the optimizer state's shards are gathered, and at stage 3 the parameters), and dp
-    /// rank 0 writes what an unsharded run would.
+    /// The checkpoint after epoch `e`: each rank writes its part ([`Run::write_checkpoint`]),
+    /// then, once every rank says its files are complete, rank 0 writes where the run stands,
+    /// which names them. A rank that failed to write leaves the previous checkpoint standing.
     fn checkpoint(&self, e: u64) -> Result<(), Error> {
-        let shards = self.learner.sync.as_ref().and_then(super::GradSync::shards);
-        if shards.is_none() && self.comm.rank(Token::DP) != 0 {
+        let written = self.write_checkpoint();
+        let failed = self.comm.max(if written.is_err() { 1.0 } else { 0.0 })?;
+        written?;
+        if failed > 0.0 {
+            return Err(self.checkpoints.not_written(e));
+        }
+        if !self.comm.is_root() {
             return Ok(());
         }
-        let optimizer = match shards {
-            Some(shards) => shards.full_state(self.learner.optimizer.state())?,
-            None => self.learner.optimizer.state(),
+        let dp_shards = self.learner.sync.as_ref().and_then(super::GradSync::shards).map(|_| self.comm.size(Token::DP));
+        let position = Position { epochs_done: e, steps: self.steps, seed: self.seed, config: self.config_json.clone(), dp_shards };
+        self.checkpoints.commit(&position)
+    }
+
+    /// This rank's part of the checkpoint. With ZeRO, every dp rank writes its own shards, all
+    /// at once and nothing gathered. Without, one copy of each model-parallel shard (the dp
+    /// replicas are identical; a pipeline's stages gathered on its first).
+    fn write_checkpoint(&self) -> Result<(), Error> {
+        let scaler = self.learner.scaler.iter().flat_map(amp::GradScaler::state);
+        if let Some(shards) = self.learner.sync.as_ref().and_then(super::GradSync::shards) {
+            let state = self.learner.optimizer.state();
+            let layout = shards.layout(&state)?;
+            // ZeRO shards only what is trained: the rest every rank holds whole.
+            let untrained = self.vs.variables().into_iter().filter(|(_, v)| !v.requires_grad());
+            let tensors: Vec<_> = shards.shard_tensors(state).into_iter().chain(untrained).chain(scaler).collect();
+            return self.checkpoints.save_dp_shard(&tensors, &layout, self.comm.rank(Token::DP));
+        }
+        if self.comm.rank(Token::DP) != 0 {
+            return Ok(());
+        }
+        let mut tensors: Vec<_> = self.vs.variables().into_iter().collect();
+        tensors.extend(self.learner.optimizer.state());
+        tensors.extend(scaler);
+        let tensors = match &self.learner.pipeline {
+            Some(pipeline) => match pipeline.gather_to_first(tensors)? {
+                Some(all) => all,
+                None => return Ok(()),
+            },
+            None => tensors,
         };
-        self.learner.with_full_parameters(|| {
-            if self.comm.rank(Token::DP) != 0 {
-                return Ok(());
-            }
-            let mut tensors: Vec<_> = self.vs.variables().into_iter().collect();
-            tensors.extend(optimizer);
-            tensors.extend(self.learner.scaler.iter().flat_map(amp::GradScaler::state));
-            let position = Position { epochs_done: e, steps: self.steps, seed: self.seed, config: self.config_json.clone() };
-            self.checkpoints.save(&tensors, self.comm.is_root().then_some(&position))
-        })
+        self.checkpoints.save(&tensors)
     }
 }

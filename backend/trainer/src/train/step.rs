@@ -3,19 +3,23 @@
 use scalebook_shared::config::{AmpMode, TrainConfig};
 use scalebook_shared::layout::Token;
 use scalebook_shared::profile::ranges;
+use std::rc::Rc;
+
 use tch::{Device, Tensor, nn};
 
 use crate::Error;
 use crate::data::Batch;
-use crate::ffi::{Range, ReduceOp};
-use crate::model::{Forward, VisionTransformer, VitSpec};
+use crate::ffi::{ProcessGroup, Range, ReduceOp};
+use crate::model::{Forward, Part, VisionTransformer, VitSpec};
 use crate::parallel::{Parallel, ParallelVit};
+use crate::pipeline::Pipeline;
 use crate::train::amp::{Autocast, GradScaler};
 use crate::train::clock::{Mark, Phase};
 use crate::train::lanes::{Lanes, slices};
 use crate::train::loss::{l2_loss, training_loss, weighted_rmse};
 use crate::train::optim::Optimizer;
 use crate::train::sync::GradSync;
+use crate::train::zero::Holdings;
 
 /// Where one step's time went, in seconds (data wait is measured by the caller).
 #[derive(Debug, Clone, Copy, Default)]
@@ -51,6 +55,9 @@ pub struct Learner {
     pub lanes: Option<Lanes>,
     /// Micro-batches per step (`gradient_accumulation_steps`).
     pub micro_batches: usize,
+    /// This rank's stage of the pipeline (pp > 1), which runs the step's passes in its
+    /// schedule's order; `model` is the same pipeline, predicting.
+    pub pipeline: Option<Pipeline>,
 }
 
 impl Learner {
@@ -59,26 +66,49 @@ impl Learner {
     /// With `parallel` (tp·cp > 1), this rank's part of the model, cut from a serial model
     /// initialised from the current seed, which must be the same on every rank.
     pub fn build(config: &TrainConfig, device: Device, parallel: Option<Parallel>) -> Result<(nn::VarStore, Learner), Error> {
-        let lanes = Lanes::for_run(device, parallel.is_none(), config.dropout, tch::get_num_threads(), config.global_batch_size);
+        Learner::build_stage(config, device, parallel, None)
+    }
+
+    /// As [`Learner::build`]; with `stages` (the pipeline's group, pp > 1), this rank's stage
+    /// of the pipeline: its chunks of the model only.
+    pub fn build_stage(
+        config: &TrainConfig,
+        device: Device,
+        parallel: Option<Parallel>,
+        stages: Option<Rc<ProcessGroup>>,
+    ) -> Result<(nn::VarStore, Learner), Error> {
+        let serial_model = parallel.is_none() && stages.is_none();
+        let lanes = Lanes::for_run(device, serial_model, config.dropout, tch::get_num_threads(), config.global_batch_size);
         // Ranks that hold different shards of the model see different gradients, so one may
-        // overflow alone: the scaler's overflow flag is shared over their tp-cp group.
-        let shards = parallel.as_ref().map(|p| p.comm.shared_group(Token::TP_CP));
+        // overflow alone: the scaler's overflow flag is shared over their tp-cp group, and
+        // over the pipeline's stages.
+        let shards = parallel.as_ref().map(|p| p.comm.shared_group(Token::TP_CP)).into_iter().chain(stages.clone());
         let spec = VitSpec::from(config);
         let serial_vs = nn::VarStore::new(device);
         let serial = VisionTransformer::new(&serial_vs.root(), &spec);
-        let (vs, model): (nn::VarStore, Box<dyn Forward>) = match parallel {
-            None => (serial_vs, Box::new(serial)),
-            Some(par) => {
+        let (vs, model, pipeline): (nn::VarStore, Box<dyn Forward>, _) = match (stages, parallel) {
+            (None, None) => (serial_vs, Box::new(serial), None),
+            (None, Some(par)) => {
                 let vs = nn::VarStore::new(device);
-                let model = ParallelVit::cut(&vs.root(), &spec, &serial_vs.variables(), par)?;
-                (vs, Box::new(model))
+                let model = ParallelVit::cut(&vs.root(), &spec, &serial_vs.variables(), par, &Part::whole(config.depth))?;
+                (vs, Box::new(model), None)
+            }
+            (Some(group), par) => {
+                let vs = nn::VarStore::new(device);
+                let pipeline = Pipeline::new(&vs, config, &serial_vs.variables(), par, group, device)?;
+                (vs, Box::new(pipeline.clone()), Some(pipeline))
             }
         };
         let fused = config.enable_jit || config.enable_fused;
         let optimizer = Optimizer::new(config.optimizer, vs.variables().into_iter().collect(), fused);
-        let scaler = (config.amp_mode == AmpMode::Fp16).then(|| GradScaler::new(device, shards));
+        let scaler = (config.amp_mode == AmpMode::Fp16).then(|| {
+            let mut scaler = GradScaler::new(device, None);
+            shards.for_each(|group| scaler.share_with(group));
+            scaler
+        });
         let micro_batches = config.gradient_accumulation_steps.max(1);
-        Ok((vs, Learner { model, optimizer, scaler, amp: config.amp_mode, device, sync: None, probe_memory: false, lanes, micro_batches }))
+        let amp = config.amp_mode;
+        Ok((vs, Learner { model, optimizer, scaler, amp, device, sync: None, probe_memory: false, lanes, micro_batches, pipeline }))
     }
 
     /// Takes over `sync` as this learner's gradient sync. With ZeRO, the optimizer becomes the
@@ -115,6 +145,17 @@ impl Learner {
         self.sync.as_ref().and_then(|sync| sync.describe_zero(&self.optimizer))
     }
 
+    /// The training state this rank holds between steps: its ZeRO shards' (and what it
+    /// gathers), or, without ZeRO, every parameter it trains with its gradient and optimizer
+    /// state (a tp, cp or pipeline rank's own part).
+    pub fn holdings(&self) -> Holdings {
+        if let Some((held, _)) = self.sync.as_ref().and_then(|sync| sync.holdings(&self.optimizer)) {
+            return held;
+        }
+        let (params, grads) = self.optimizer.param_and_grad_bytes();
+        Holdings { params, grads, optimizer: self.optimizer.state_bytes() }
+    }
+
     /// zero_grad, forward and loss under autocast, backward (scaled for fp16) with gradients
     /// averaged over dp, optimizer step at `lr`. Returns the loss averaged over dp (as the tutorial
     /// logs it) and the phase times (the all-reduce counts as backward, where DDP overlaps it).
@@ -122,7 +163,8 @@ impl Learner {
     /// With micro-batches, each slice of the batch runs forward and backward in turn, its loss
     /// weighted by its share of the batch so the accumulated gradients are the whole batch's;
     /// only the last backward pass issues all-reduces (DDP's `no_sync` on the others), where
-    /// ZeRO's stages 2 and 3 reduce-scatter each micro-batch's gradients.
+    /// ZeRO's stages 2 and 3 reduce-scatter each micro-batch's gradients. A pipeline's stage
+    /// runs its passes of the micro-batches instead, in its schedule's order.
     pub fn train_step(&mut self, batch: &Batch, lr: f64) -> Result<(f64, StepTimes), Error> {
         let (input, target) = (batch.input.to_device(self.device), batch.target.to_device(self.device));
         self.optimizer.zero_grad();
@@ -130,37 +172,14 @@ impl Learner {
             sync.zero_grad();
             sync.broadcast_buffers()?;
         }
-        let size = input.size()[0];
-        let micro = self.micro_batches.min(size.max(1) as usize);
         let mut phases = Phases::default();
-        let (mut loss, mut memory_after_forward) = (Tensor::zeros([], (tch::Kind::Float, self.device)), None);
-        for (k, (start, len)) in slices(size, micro).enumerate() {
-            let (x, y) = (input.narrow(0, start, len), target.narrow(0, start, len));
-            let weight = len as f64 / size as f64;
-            if let Some(sync) = &self.sync {
-                sync.before_backward(k + 1 == micro, self.lanes.map_or(1, |lanes| lanes.count_for(len)));
+        let (loss, memory_after_forward) = match &self.pipeline {
+            Some(pipeline) => {
+                let spent = (&mut phases.forward, &mut phases.backward);
+                (pipeline.train(&input, &target, self.scaler.as_ref(), self.sync.as_ref(), spent)?, None)
             }
-            let part = match self.lanes {
-                Some(lanes) => {
-                    let outcome = lanes.forward_backward(self.model.as_ref(), &x, &y, self.amp, weight)?;
-                    phases.forward.add_seconds(outcome.forward.as_secs_f64());
-                    phases.backward.add_seconds(outcome.backward.as_secs_f64());
-                    outcome.loss
-                }
-                None => {
-                    let (part, memory) = self.forward_backward(&x, &y, weight, &mut phases, k == 0)?;
-                    memory_after_forward = memory_after_forward.or(memory);
-                    part
-                }
-            };
-            loss += part;
-            if let Some(sync) = self.sync.as_ref().filter(|sync| sync.zero_stage() >= 2) {
-                let reduce_start = Mark::now(self.device)?;
-                let _range = Range::enter(ranges::GRAD_ALLREDUCE);
-                sync.after_backward()?;
-                phases.backward.add(reduce_start, Mark::now(self.device)?);
-            }
-        }
+            None => self.accumulate(&input, &target, &mut phases)?,
+        };
         let reduce_start = Mark::now(self.device)?;
         if let Some(sync) = &self.sync {
             let _range = Range::enter(ranges::GRAD_ALLREDUCE);
@@ -182,6 +201,43 @@ impl Learner {
         let loss = self.dp_mean(loss.detach())?;
         let (forward, backward, optimizer) = (phases.forward.seconds()?, phases.backward.seconds()?, phases.optimizer.seconds()?);
         Ok((loss, StepTimes { forward, backward, optimizer, memory_after_forward }))
+    }
+
+    /// The micro-batches of one step (`gradient_accumulation_steps`), forward and backward
+    /// each in turn, on the CPU's lanes where there are: their gradients accumulated, and
+    /// the batch's loss (with the GPU memory after the first forward pass when probed).
+    fn accumulate(&self, input: &Tensor, target: &Tensor, phases: &mut Phases) -> Result<(Tensor, Option<u64>), Error> {
+        let size = input.size()[0];
+        let micro = self.micro_batches.min(size.max(1) as usize);
+        let (mut loss, mut memory_after_forward) = (Tensor::zeros([], (tch::Kind::Float, self.device)), None);
+        for (k, (start, len)) in slices(size, micro).enumerate() {
+            let (x, y) = (input.narrow(0, start, len), target.narrow(0, start, len));
+            let weight = len as f64 / size as f64;
+            if let Some(sync) = &self.sync {
+                sync.before_backward(k + 1 == micro, self.lanes.map_or(1, |lanes| lanes.count_for(len)));
+            }
+            let part = match self.lanes {
+                Some(lanes) => {
+                    let outcome = lanes.forward_backward(self.model.as_ref(), &x, &y, self.amp, weight)?;
+                    phases.forward.add_seconds(outcome.forward.as_secs_f64());
+                    phases.backward.add_seconds(outcome.backward.as_secs_f64());
+                    outcome.loss
+                }
+                None => {
+                    let (part, memory) = self.forward_backward(&x, &y, weight, phases, k == 0)?;
+                    memory_after_forward = memory_after_forward.or(memory);
+                    part
+                }
+            };
+            loss += part;
+            if let Some(sync) = self.sync.as_ref().filter(|sync| sync.zero_stage() >= 2) {
+                let reduce_start = Mark::now(self.device)?;
+                let _range = Range::enter(ranges::GRAD_ALLREDUCE);
+                sync.after_backward()?;
+                phases.backward.add(reduce_start, Mark::now(self.device)?);
+            }
+        }
+        Ok((loss, memory_after_forward))
     }
 
     /// Forward, loss (weighted by `weight`) and backward on one lane, their times added to
@@ -226,6 +282,9 @@ impl Learner {
         let (input, target) = (batch.input.to_device(self.device), batch.target.to_device(self.device));
         let _autocast = Autocast::enter(self.device, self.amp)?;
         tch::no_grad(|| {
+            if let Some(pipeline) = &self.pipeline {
+                return pipeline.evaluate(&input, &target);
+            }
             let pred = self.model.forward(&input, false)?;
             Ok((l2_loss(&pred, &target), weighted_rmse(&pred, &target)))
         })

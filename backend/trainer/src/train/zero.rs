@@ -30,6 +30,7 @@
 //! stages 2 and 3 on the shards, through a mask of their elements.
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use scalebook_shared::config::Optimizer as Choice;
@@ -39,6 +40,7 @@ use crate::Error;
 use crate::ffi::{self, ProcessGroup, ReduceOp, Unit};
 use crate::model::PartHooks;
 use crate::train::optim::Optimizer;
+use crate::train::reshard::{MemberLayout, Saved, ShardLayout, Slot, UnitLayout};
 
 /// Bytes one rank holds of the training state, between steps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -77,8 +79,9 @@ pub struct Shards {
     pinned: Cell<bool>,
 }
 
-/// The name of unit `u`'s shard, as the optimizer's state names it.
-fn shard_name(u: usize) -> String {
+/// The name of unit `u`'s shard, as the optimizer's state names it (and a checkpoint's file the
+/// parameters' shard).
+pub(super) fn shard_name(u: usize) -> String {
     format!("zero.{u:04}")
 }
 
@@ -329,48 +332,76 @@ impl Shards {
         (held, Holdings { params, grads: params, optimizer: optimizer_unsharded })
     }
 
-    /// The optimizer state of this rank's shards as one unsharded optimizer names and shapes
-    /// it (`adam.exp_avg.blocks.0.attn.q.weight`, ...): every rank's shards gathered, so a
-    /// checkpoint reads the same whatever the stage and dp. Every dp rank must call it.
-    pub fn full_state(&self, state: Vec<(String, Tensor)>) -> Result<Vec<(String, Tensor)>, Error> {
-        let mut out = Vec::new();
+    /// How the units are cut, for a checkpoint, given the optimizer's `state` of this rank's
+    /// shards: any later layout reads the shards back by the parameters' names.
+    pub fn layout(&self, state: &[(String, Tensor)]) -> Result<ShardLayout, Error> {
+        let mut slots: Vec<Slot> = Vec::new();
         for (key, t) in state {
-            let (slot, u) = split_state_name(&key, self.units.len())?;
-            let unit = &self.units[u];
-            if t.numel() == unit.shard.numel() {
-                let mut whole = Tensor::zeros([unit.full.numel() as i64], (t.kind(), t.device()));
-                self.dp.all_gather_into(&mut whole, &t)?;
-                for m in &self.members[u] {
-                    let value = whole.narrow(0, m.offset, m.param.numel() as i64).view_as(&m.param).copy();
-                    out.push((format!("{slot}{}", m.name), value));
-                }
-            } else {
-                out.extend(self.members[u].iter().map(|m| (format!("{slot}{}", m.name), t.copy())));
+            let (prefix, u) = split_state_name(key, self.units.len())?;
+            if !slots.iter().any(|s| s.prefix == prefix) {
+                slots.push(Slot { prefix: prefix.to_owned(), per_element: t.numel() == self.units[u].shard.numel() });
             }
+        }
+        let dp = self.dp.size();
+        let units = self.units.iter().zip(&self.members).map(|(unit, members)| {
+            let chunk = unit.shard.numel() as i64;
+            let used: i64 = members.iter().map(|m| m.param.numel() as i64).sum();
+            let members = members.iter().map(|m| MemberLayout { name: m.name.clone(), shape: m.param.size(), offset: m.offset });
+            UnitLayout { chunk, padding: chunk * dp as i64 - used, members: members.collect() }
+        });
+        Ok(ShardLayout { dp, stage: self.stage, slots, units: units.collect() })
+    }
+
+    /// This rank's part of a checkpoint: its shard of every unit's parameters (`zero.0003`),
+    /// each a tensor of its own (a view would save its unit's whole buffer), then the
+    /// optimizer's `state` of them.
+    pub fn shard_tensors(&self, state: Vec<(String, Tensor)>) -> Vec<(String, Tensor)> {
+        self.units.iter().enumerate().map(|(u, unit)| (shard_name(u), unit.shard.copy())).chain(state).collect()
+    }
+
+    /// This rank's parameters and optimizer state from a checkpoint of any layout, resharded
+    /// as DCP does at load: each unit's shard filled in place from the saved parameters, then
+    /// gathered into its buffer at stages 1 and 2 (stage 3 gathers at its next use). Returns
+    /// the optimizer's state of the shards, by the names `state` (the optimizer's own) gives.
+    /// Every dp rank must call it.
+    pub fn restore(&self, saved: &Saved, state: &[(String, Tensor)]) -> Result<HashMap<String, Tensor>, Error> {
+        for (u, unit) in self.units.iter().enumerate() {
+            let values = self.read_shard(saved, "", u)?;
+            tch::no_grad(|| unit.shard.shallow_clone().f_copy_(&values))?;
+        }
+        tch::no_grad(|| self.gather_updated())?;
+        let mut out = HashMap::new();
+        for (key, t) in state {
+            let (prefix, u) = split_state_name(key, self.units.len())?;
+            let value = if t.numel() == self.units[u].shard.numel() {
+                self.read_shard(saved, prefix, u)?
+            } else {
+                // One value per unit (Adam's step): every parameter of the unit has the same.
+                saved.required(&format!("{prefix}{}", self.members[u][0].name))?
+            };
+            out.insert(key.clone(), value);
         }
         Ok(out)
     }
 
-    /// The saved state of this rank's shard of each unit, from the unsharded names
-    /// [`Shards::full_state`] saves: what `Optimizer::load_state` asks for by the shards'
-    /// names, from `lookup` by the parameters'.
-    pub fn shard_state(&self, key: &str, lookup: &dyn Fn(&str) -> Option<Tensor>) -> Option<Tensor> {
-        let (slot, u) = split_state_name(key, self.units.len()).ok()?;
-        let unit = &self.units[u];
-        let parts: Vec<Tensor> = self.members[u].iter().map(|m| lookup(&format!("{slot}{}", m.name))).collect::<Option<_>>()?;
-        let first = parts.first()?;
-        if first.numel() != self.members[u][0].param.numel() {
-            // A per-parameter scalar (Adam's step): every parameter of the unit has the same.
-            return Some(first.shallow_clone());
+    /// This rank's shard of unit `u` of the saved tensors `prefix` + a parameter's name (the
+    /// parameters themselves with no prefix): the elements of its members that fall in this
+    /// rank's chunk, read from whatever layout saved them, then the padding's zeros.
+    fn read_shard(&self, saved: &Saved, prefix: &str, u: usize) -> Result<Tensor, Error> {
+        let shard = &self.units[u].shard;
+        let chunk = shard.numel() as i64;
+        let (lo, hi) = (self.dp.rank() as i64 * chunk, (self.dp.rank() as i64 + 1) * chunk);
+        let mut pieces = Vec::new();
+        for m in &self.members[u] {
+            let (start, end) = (m.offset.max(lo), (m.offset + m.param.numel() as i64).min(hi));
+            if start < end {
+                let piece = saved.elements(&format!("{prefix}{}", m.name), start - m.offset, end - start)?;
+                pieces.push(piece.f_to_kind(shard.kind())?.to_device(shard.device()));
+            }
         }
-        let chunk = unit.shard.numel() as i64;
-        let mut flat: Vec<Tensor> = parts.iter().map(|p| p.reshape([-1])).collect();
-        let n: i64 = flat.iter().map(|p| p.numel() as i64).sum();
-        let padded = chunk * self.dp.size() as i64;
-        if n < padded {
-            flat.push(Tensor::zeros([padded - n], (first.kind(), first.device())));
-        }
-        Some(Tensor::cat(&flat, 0).narrow(0, self.dp.rank() as i64 * chunk, chunk).copy())
+        let filled: i64 = pieces.iter().map(|p| p.numel() as i64).sum();
+        pieces.push(Tensor::zeros([chunk - filled], (shard.kind(), shard.device())));
+        Ok(Tensor::f_cat(&pieces, 0)?)
     }
 }
 

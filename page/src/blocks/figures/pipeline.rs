@@ -6,7 +6,7 @@
 //! pipeline block.
 
 use crate::blocks::picture::{Anchor, Picture};
-use crate::blocks::pipeline_model::{Pass, Schedule, bubble_fraction, bubble_text, duration, idle, peak_held, simulate};
+use scalebook_shared::pipeline::{Pass, Schedule, bubble_fraction, bubble_text, duration, idle, peak_held, simulate};
 
 const STAGES: usize = 4;
 const MICRO_BATCHES: usize = 4;

@@ -13,6 +13,7 @@ use std::io;
 
 use serde::{Deserialize, Serialize};
 
+use super::bubble::{Bubble, Passes, bubbles};
 use super::compact::CompactWriter;
 use super::read::{Event, stream_events};
 use super::{RANGE_CATEGORY, Trace, marks_a_range};
@@ -32,6 +33,9 @@ pub struct ProfileSummary {
     pub stragglers: Vec<Straggler>,
     /// Ranks whose trace could not be read, with the reason.
     pub unread: Vec<String>,
+    /// A pipelined run's bubble in each profiled step, measured from its passes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bubbles: Vec<Bubble>,
 }
 
 /// One rank's profile in numbers.
@@ -53,6 +57,9 @@ pub struct RankSummary {
     /// The part of it during which the rank computed too: a GPU kernel that is not a
     /// collective's, or an op on another thread than the collective's.
     pub overlapped_us: f64,
+    /// A pipelined run's passes in each profiled step (none without a pipeline).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub passes: Vec<Passes>,
     /// Where each of its collective calls began (µs on the shared clock), for the straggler
     /// table; not sent.
     #[serde(skip)]
@@ -126,7 +133,8 @@ impl ProfileSummary {
     pub fn new(mut ranks: Vec<RankSummary>, unread: Vec<String>) -> ProfileSummary {
         ranks.sort_by_key(|r| r.rank);
         let stragglers = stragglers(&ranks);
-        ProfileSummary { ranks, stragglers, unread }
+        let bubbles = bubbles(&ranks);
+        ProfileSummary { ranks, stragglers, unread, bubbles }
     }
 }
 
@@ -283,6 +291,7 @@ impl Pass {
             top_ops,
             communication_us: communication.iter().map(|talk| talk.to - talk.from).sum(),
             overlapped_us,
+            passes: steps.iter().filter_map(|&(step, start, end)| passes(&self.marks, step, start, end, shift)).collect(),
             calls,
         }
     }
@@ -294,12 +303,33 @@ fn steps(marks: &[Mark]) -> Vec<(u64, f64, f64)> {
     marks.iter().filter_map(|m| Some((number(m)?, m.start, m.end))).collect()
 }
 
+/// The pipeline passes that start inside step `step`, on the shared clock (`shift` added), if
+/// it has any.
+fn passes(marks: &[Mark], step: u64, start: f64, end: f64, shift: f64) -> Option<Passes> {
+    let (mut inside, mut micro_batches, mut chunks) = (Vec::new(), 0, Vec::new());
+    for mark in marks.iter().filter(|m| (start..end).contains(&m.start)) {
+        let Some((_, micro_batch, chunk)) = ranges::read_pipeline_pass(&mark.name) else { continue };
+        inside.push((mark.start, mark.end.min(end)));
+        micro_batches = micro_batches.max(micro_batch + 1);
+        if !chunks.contains(&chunk) {
+            chunks.push(chunk);
+        }
+    }
+    chunks.sort_unstable();
+    let first = inside.iter().map(|i| i.0).reduce(f64::min)?;
+    let last = inside.iter().map(|i| i.1).fold(first, f64::max);
+    Some(Passes { step, first_us: first + shift, last_us: last + shift, busy_us: measure(&union(inside)), micro_batches, chunks })
+}
+
 /// The time in each range that starts inside step `step`, within the step: each instant of a
 /// range counted once, however many threads marked it (a rank's intra-op threads may each
 /// carry the range they work for), so no range is longer than its step.
 fn split(marks: &[Mark], step: u64, start: f64, end: f64) -> StepSplit {
     let mut intervals: Vec<(&str, Vec<(f64, f64)>)> = Vec::new();
-    let inside = marks.iter().filter(|m| (start..end).contains(&m.start) && !m.name.starts_with(ranges::STEP_PREFIX));
+    // A pipeline's passes are inside its forward and backward ranges, and measured apart.
+    let inside = marks.iter().filter(|m| {
+        (start..end).contains(&m.start) && !m.name.starts_with(ranges::STEP_PREFIX) && ranges::read_pipeline_pass(&m.name).is_none()
+    });
     for mark in inside {
         let interval = (mark.start, mark.end.min(end));
         match intervals.iter_mut().find(|(name, _)| *name == mark.name) {
@@ -468,6 +498,29 @@ mod tests {
         assert!(!json.contains("calls"), "{json}");
         let back: ProfileSummary = serde_json::from_str(&json).unwrap();
         assert_eq!(back.stragglers, summary.stragglers);
+    }
+
+    #[test]
+    fn a_pipeline_s_passes_are_measured_apart_and_make_its_bubble() {
+        // Two stages, one micro-batch each way: stage 0 runs forward 10..20 and backward
+        // 50..70; stage 1 (its clock 5 µs behind, its base time 5 µs later) forward 20..30
+        // and backward 30..50. The pipeline runs 10..70 on the shared clock.
+        let stage = |base_ns: u64, passes: [(&str, f64, f64); 2]| {
+            let mut events = vec![r#"{"ph":"X","cat":"user_annotation","name":"step 5","pid":1,"tid":1,"ts":0,"dur":100}"#.to_owned()];
+            for (name, ts, dur) in passes {
+                events.push(format!(r#"{{"ph":"X","cat":"user_annotation","name":"{name}","pid":1,"tid":1,"ts":{ts},"dur":{dur}}}"#));
+            }
+            format!(r#"{{"traceEvents":[{}],"baseTimeNanoseconds":{base_ns}}}"#, events.join(","))
+        };
+        let first = read(0, &stage(0, [("forward mb 0 chunk 0", 10.0, 10.0), ("backward mb 0 chunk 0", 50.0, 20.0)]));
+        let second = read(1, &stage(5_000, [("forward mb 0 chunk 1", 15.0, 10.0), ("backward mb 0 chunk 1", 25.0, 20.0)]));
+        assert!(first.steps[0].ranges.is_empty(), "passes are not step ranges: {:?}", first.steps[0].ranges);
+        assert_eq!((first.passes[0].first_us, first.passes[0].last_us, first.passes[0].busy_us), (10.0, 70.0, 30.0));
+        let summary = ProfileSummary::new(vec![first, second], vec![]);
+        let bubble = &summary.bubbles[0];
+        // 60 µs on 2 ranks, 30 µs busy on each: half idle; (p−1)/(m+p−1) = 1/2.
+        assert_eq!((bubble.pipeline_us, bubble.fraction, bubble.stages, bubble.micro_batches), (60.0, 0.5, 2, 1));
+        assert_eq!(bubble.formula, 0.5);
     }
 
     #[test]

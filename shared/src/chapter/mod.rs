@@ -1,7 +1,11 @@
 //! A chapter's text as the notebook reads it: Markdown prose, code a chapter shows, and the
-//! interactive blocks (fences whose info string is `scalebook KIND ...`). One grammar for the
-//! page, which renders the parts, and for the tests that check what the chapters teach, so the
-//! two can never read a chapter differently.
+//! interactive blocks (fences whose info string is `scalebook KIND ...`, each KIND a
+//! [`BlockKind`]). One grammar for the page, which renders the parts, and for the tests that
+//! check what the chapters teach, so the two can never read a chapter differently.
+
+mod kind;
+
+pub use kind::{BlockKind, PagePart};
 
 /// What a block's fence info string starts with.
 pub const BLOCK_PREFIX: &str = "scalebook";
@@ -79,11 +83,6 @@ impl Part {
     }
 }
 
-/// The blocks a learner acts on (runs, edits, explores); code, quizzes, figures and published
-/// tables are read.
-pub const ACTION_BLOCKS: [&str; 11] =
-    ["run", "sweep", "config", "estimate", "rank-grid", "layout-search", "data", "maps", "timeline", "chart", "pipeline"];
-
 /// The most words a learner reads between two blocks they act on (issue #28's rule).
 pub const MAX_READING_WORDS: usize = 900;
 
@@ -96,8 +95,9 @@ pub struct Stretch {
 }
 
 /// Every stretch of reading in `text`: prose, shown code and read-only blocks (a quiz's
-/// question, not its answer) between the blocks a learner acts on. `code_words` counts the words of a block that shows something
-/// not in the chapter (the project's code a `code` block shows), given its info string.
+/// question, not its answer) between the blocks a learner acts on ([`BlockKind::acts`]).
+/// `code_words` counts the words of a block that shows something not in the chapter (the
+/// project's code a `code` block shows), given its info string.
 pub fn reading_stretches(text: &str, code_words: impl Fn(&str) -> usize) -> Vec<Stretch> {
     let mut stretches = Vec::new();
     let mut current = Stretch { words: 0, starts: String::new() };
@@ -112,12 +112,12 @@ pub fn reading_stretches(text: &str, code_words: impl Fn(&str) -> usize) -> Vec<
             Part::Prose(prose) => note(&mut current, &prose),
             Part::Code { body, .. } => note(&mut current, &body),
             Part::Block { info, body } => {
-                let kind = info.split_whitespace().next().unwrap_or_default();
-                if ACTION_BLOCKS.contains(&kind) {
+                let kind = info.split_whitespace().next().and_then(BlockKind::from_name);
+                if kind.is_some_and(BlockKind::acts) {
                     stretches.push(std::mem::replace(&mut current, Stretch { words: 0, starts: String::new() }));
                 } else {
                     // A quiz's answer waits behind a click: its question is what is read.
-                    let read = if kind == "quiz" { body.split("\n---").next().unwrap_or_default() } else { &body };
+                    let read = if kind == Some(BlockKind::Quiz) { body.split("\n---").next().unwrap_or_default() } else { &body };
                     note(&mut current, read);
                     current.words += code_words(&info);
                 }

@@ -45,8 +45,9 @@ pub enum Schedule {
     Interleaved(usize),
 }
 
-/// A pass in a stage's order: (its chunk among the stage's own, micro-batch, backward).
-type Step = (usize, usize, bool);
+/// A pass in a stage's order: (its chunk among the stage's own, micro-batch, backward). The
+/// trainer runs a stage's passes in this order, so the picture and the run are one schedule.
+pub type Step = (usize, usize, bool);
 
 impl Schedule {
     pub fn name(self) -> &'static str {
@@ -72,7 +73,7 @@ impl Schedule {
     }
 
     /// Stage `stage`'s passes in the order it runs them.
-    fn order(self, stages: usize, micro_batches: usize, stage: usize) -> Vec<Step> {
+    pub fn order(self, stages: usize, micro_batches: usize, stage: usize) -> Vec<Step> {
         let v = self.virtual_stages();
         let total = micro_batches * v;
         let warm_up = match self {
@@ -98,6 +99,25 @@ impl Schedule {
         order.extend((total - warm_up..total).map(|k| nth(k, true)));
         order
     }
+}
+
+/// The blocks of each model chunk when `depth` blocks are cut into `chunks` runs of
+/// consecutive blocks, chunk `c` on rank `c mod p`. Uneven depths give the later chunks one
+/// block more: the first stage holds the most micro-batches' activations under 1F1B, the last
+/// already holds the head. Empty when there are more chunks than blocks.
+pub fn chunk_blocks(depth: usize, chunks: usize) -> Vec<std::ops::Range<usize>> {
+    if chunks == 0 || chunks > depth {
+        return Vec::new();
+    }
+    let (base, extra) = (depth / chunks, depth % chunks);
+    let mut start = 0;
+    (0..chunks)
+        .map(|c| {
+            let len = base + usize::from(c >= chunks - extra);
+            start += len;
+            start - len..start
+        })
+        .collect()
 }
 
 /// Every pass of `schedule` with `stages` stages and `micro_batches` micro-batches, each pass
@@ -218,6 +238,15 @@ mod tests {
 
     fn find(passes: &[Pass], stage: usize, micro_batch: usize, backward: bool) -> Pass {
         *passes.iter().find(|p| (p.stage, p.micro_batch, p.backward) == (stage, micro_batch, backward)).unwrap()
+    }
+
+    #[test]
+    fn chunks_hold_consecutive_blocks_and_the_later_ones_take_the_remainder() {
+        assert_eq!(chunk_blocks(12, 4), [0..3, 3..6, 6..9, 9..12]);
+        assert_eq!(chunk_blocks(5, 2), [0..2, 2..5]);
+        assert_eq!(chunk_blocks(7, 3), [0..2, 2..4, 4..7]);
+        assert!(chunk_blocks(2, 3).is_empty());
+        assert!(chunk_blocks(2, 0).is_empty());
     }
 
     #[test]
