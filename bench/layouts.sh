@@ -4,7 +4,7 @@
 # samples/s (the median of epochs 2 on, as the sweep board reads it), the peak resident memory
 # of a rank, and for the pipelines the bubble measured from a profiled step beside
 # (p-1)/(m+p-1). Run after `./scalebook.sh test` (or `run`) has built the binaries, on an
-# otherwise idle machine: about fifteen minutes.
+# otherwise idle machine: about ten minutes.
 source "$(dirname "$0")/setup.sh"
 pp="pipeline_parallel=2 parallel_order=tp-cp-dp-pp"
 variants=(
@@ -29,7 +29,8 @@ for variant in "${variants[@]}"; do
     IFS='|' read -r nproc name sets <<< "$variant"
     dp=$nproc
     [[ $sets == *pipeline_parallel* ]] && dp=1
-    args=(--config cpu_short --seed 1 --run-dir "$work/$name" --set profile=5:6)
+    # Three epochs of 32 steps: the median of epochs 2 and 3, step 5 of the first profiled.
+    args=(--config cpu_short --seed 1 --run-dir "$work/$name" --set num_iters=96 --set profile=5:6)
     estimate=(--config cpu_short --cluster local --dp "$dp")
     for set in $sets; do args+=(--set "$set"); estimate+=(--set "$set"); done
     "$bin/scalebook-train" launch --nproc "$nproc" -- train "${args[@]}" > "$work/$name.log" 2>&1

@@ -1,5 +1,5 @@
 //! Every layout the rank grid draws runs (issue #51), as a learner does it through the viewer
-//! link: beyond's rank grid, set to two pipeline stages of cpu_mp with two micro-batches and
+//! link: beyond's rank grid, set to two pipeline stages of cpu_tiny with two micro-batches and
 //! 1F1B, launched with "Run this layout", trains to its end as that layout (its record says
 //! pp 2); and sharding-and-memory's ZeRO sweeps, on cpu_tiny, give the agreement verdict
 //! (every stage learns what DDP learns) and bars of the training state a rank holds that fall
@@ -34,15 +34,15 @@ async fn a_learner_runs_pipeline_stages_from_the_rank_grid_and_zero_from_its_cha
     learner.client.goto(&format!("http://{}/#/beyond&token={VIEWER_TOKEN}", server.addr)).await?;
     learner.wait_attr(".connection", "data-state", |s| s == "open").await?;
 
-    // Two stages of cpu_mp, no tp, one replica: 2 ranks on this machine.
+    // Two stages of cpu_tiny (a learner's config), no tp, one replica: 2 ranks on this machine.
     learner.wait_eval("document.querySelectorAll('.rank-grid-block select.grid-config').length === 2").await?;
     learner.eval("document.querySelectorAll('.rank-grid-block')[1].id = 'grid-under-test'; return true").await?;
     for (field, value) in [("tp", "1"), ("dp", "1"), ("pp", "2"), ("num_micro_batches", "2")] {
         learner.type_into(&format!("{GRID} input[data-field={field}]"), value).await?;
     }
     learner.select(&format!("{GRID} select[data-field=pipeline_schedule]"), "1f1b").await?;
-    learner.select(&format!("{GRID} select.grid-config"), "cpu_mp").await?;
-    learner.wait_text(&format!("{GRID} button.run-layout"), |t| t.contains("cpu_mp")).await?;
+    learner.select(&format!("{GRID} select.grid-config"), "cpu_tiny").await?;
+    learner.wait_text(&format!("{GRID} button.run-layout"), |t| t.contains("cpu_tiny")).await?;
     learner.click(&format!("{GRID} button.run-layout")).await?;
     learner.wait_attr_for(&format!("{GRID} .current-run .run-state"), "data-state", |s| s == "completed", Duration::from_secs(600)).await?;
     let piped = records(&server)?;
@@ -78,7 +78,10 @@ async fn a_learner_runs_pipeline_stages_from_the_rank_grid_and_zero_from_its_cha
     // Each stage holds less than the one before; stage 3 half of DDP over dp 2.
     assert!(held.windows(2).all(|w| w[1].0 < w[0].0), "{held:?}");
     assert!((held[3].0 / held[0].0 - 0.5).abs() < 0.01, "{held:?}");
-    assert!(held.iter().all(|(value, predicted)| (value / predicted - 1.0).abs() < 0.25), "measured beside predicted: {held:?}");
+    // Stages 0-2 as the estimate has them; at stage 3 the estimate also counts the block it
+    // gathers while it runs, which the trainer has freed when it reports between steps.
+    assert!(held[..3].iter().all(|(value, predicted)| (value / predicted - 1.0).abs() < 0.01), "measured beside predicted: {held:?}");
+    assert!(held[3].0 < held[3].1, "{held:?}");
     assert!(learner.console_errors().await?.is_empty());
     learner.close().await
 }

@@ -78,7 +78,7 @@ fn layout_flags_and_options_change_the_estimate() {
 fn tables_show_the_verdict_memory_time_collectives_and_terms() {
     let text = stdout(&estimate(&["--config", "mp", "--tp", "4", "--dp", "4"]));
     let first = text.lines().next().unwrap();
-    assert!(first.starts_with("mp on perlmutter a100-40gb: world 16 = tp 4 × cp 1 × dp 4"), "{first}");
+    assert!(first.starts_with("mp on perlmutter a100-40gb: world 16 = tp 4 × cp 1 × pp 1 × dp 4"), "{first}");
     for fragment in [
         "GiB per GPU: fits",
         "parameters 350,135,808 (95,235,072 per rank)",

@@ -8,7 +8,6 @@ pub mod ffi;
 pub mod model;
 pub mod output;
 pub mod parallel;
-pub mod pipeline;
 pub mod train;
 
 pub use error::Error;

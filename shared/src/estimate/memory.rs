@@ -29,7 +29,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use super::params::ParamSplit;
-use super::pipeline::Held;
+use super::pipeline::{Held, Lifetime};
 use super::{FP32, GIB, Shape};
 use crate::cluster::EstimateFactors;
 use crate::config::DataLoaderKind;
@@ -60,20 +60,6 @@ pub struct SavedTensor {
     /// How long it lives, which decides how many of it a pipeline stage holds at once.
     #[serde(default)]
     pub lifetime: Lifetime,
-}
-
-/// How long a saved tensor lives.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Lifetime {
-    /// A block's, from its forward to its backward: one per block of every micro-batch (or
-    /// model chunk of one) the stage has run forward and not yet backward.
-    #[default]
-    Block,
-    /// The embedding's or the head's, once per micro-batch in flight on their stage.
-    Stage,
-    /// Recomputed in backward: one block of one micro-batch at a time.
-    Recomputed,
 }
 
 /// The run with activation recomputation switched the other way: memory against time.

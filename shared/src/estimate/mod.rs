@@ -27,9 +27,9 @@ pub use comms::{Collective, GroupTraffic, Link, Operation, Phase};
 pub(crate) use comms::{FoundLinks, Network};
 pub use compare::{Comparison, Measured, STATED_ERROR};
 pub use flops::{Flops, RankFlops};
-pub use memory::{Lifetime, MemoryBreakdown, RecomputeWhatIf, SavedTensor, ZeroWhatIf};
+pub use memory::{MemoryBreakdown, RecomputeWhatIf, SavedTensor, ZeroWhatIf};
 pub use params::ParamSplit;
-pub use pipeline::{PipelineEstimate, StageEstimate};
+pub use pipeline::{Lifetime, PipelineEstimate, StageEstimate};
 pub use step::StepTime;
 pub use terms::{Term, TermKind};
 

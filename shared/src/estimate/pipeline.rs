@@ -21,8 +21,21 @@
 use serde::{Deserialize, Serialize};
 
 use super::Shape;
-use super::memory::Lifetime;
 use crate::pipeline::{Schedule, chunk_blocks};
+
+/// How long a saved tensor lives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Lifetime {
+    /// A block's, from its forward to its backward: one per block of every micro-batch (or
+    /// model chunk of one) the stage has run forward and not yet backward.
+    #[default]
+    Block,
+    /// The embedding's or the head's, once per micro-batch in flight on their stage.
+    Stage,
+    /// Recomputed in backward: one block of one micro-batch at a time.
+    Recomputed,
+}
 
 /// What one stage holds of the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,6 +10,7 @@ mod feed;
 mod lanes;
 pub mod loss;
 mod maps;
+pub mod pipeline;
 pub mod optim;
 mod profile;
 mod report;

@@ -13,8 +13,13 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
-use super::zero::shard_name;
 use crate::Error;
+
+/// The name of unit `u`'s shard, as the optimizer's state names it (and a checkpoint's file the
+/// parameters' shard).
+pub(super) fn shard_name(u: usize) -> String {
+    format!("zero.{u:04}")
+}
 
 /// How a ZeRO run's checkpoint was cut over dp: enough for any later layout to find every
 /// element of every tensor in the dp ranks' files.

@@ -12,7 +12,7 @@ use crate::data::Batch;
 use crate::ffi::{ProcessGroup, Range, ReduceOp};
 use crate::model::{Forward, Part, VisionTransformer, VitSpec};
 use crate::parallel::{Parallel, ParallelVit};
-use crate::pipeline::Pipeline;
+use crate::train::pipeline::Pipeline;
 use crate::train::amp::{Autocast, GradScaler};
 use crate::train::clock::{Mark, Phase};
 use crate::train::lanes::{Lanes, slices};

@@ -40,7 +40,7 @@ use crate::Error;
 use crate::ffi::{self, ProcessGroup, ReduceOp, Unit};
 use crate::model::PartHooks;
 use crate::train::optim::Optimizer;
-use crate::train::reshard::{MemberLayout, Saved, ShardLayout, Slot, UnitLayout};
+use crate::train::reshard::{MemberLayout, Saved, ShardLayout, Slot, UnitLayout, shard_name};
 
 /// Bytes one rank holds of the training state, between steps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -77,12 +77,6 @@ pub struct Shards {
     /// Every unit held gathered (by [`Shards::with_full_parameters`]): the model's hooks gather
     /// and release nothing, so a forward pass on one rank alone (the maps') needs no other.
     pinned: Cell<bool>,
-}
-
-/// The name of unit `u`'s shard, as the optimizer's state names it (and a checkpoint's file the
-/// parameters' shard).
-pub(super) fn shard_name(u: usize) -> String {
-    format!("zero.{u:04}")
 }
 
 /// FSDP's units of `names` (in backward order): one per block, in the order backward reaches

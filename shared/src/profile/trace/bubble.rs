@@ -11,7 +11,6 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::summary::RankSummary;
 use super::window::format_micros;
 
 /// One rank's passes in one step: when the first began and the last ended (µs on the shared
@@ -45,12 +44,13 @@ pub struct Bubble {
     pub formula: f64,
 }
 
-/// The bubble of every step the ranks' passes were profiled in, in step order.
-pub fn bubbles(ranks: &[RankSummary]) -> Vec<Bubble> {
-    let mut steps: Vec<u64> = ranks.iter().flat_map(|r| r.passes.iter().map(|p| p.step)).collect();
+/// The bubble of every step the ranks' passes (each rank's, step by step) were profiled in, in
+/// step order.
+pub fn bubbles(ranks: &[&[Passes]]) -> Vec<Bubble> {
+    let mut steps: Vec<u64> = ranks.iter().flat_map(|r| r.iter().map(|p| p.step)).collect();
     steps.sort_unstable();
     steps.dedup();
-    steps.into_iter().filter_map(|step| bubble(step, ranks.iter().filter_map(|r| r.passes.iter().find(|p| p.step == step)))).collect()
+    steps.into_iter().filter_map(|step| bubble(step, ranks.iter().filter_map(|r| r.iter().find(|p| p.step == step)))).collect()
 }
 
 /// "step 5: the pipeline ran 41.2 ms; its 2 ranks idled 35 % of it, (p−1)/(m+p−1) = 33 % (p 2,
@@ -106,8 +106,8 @@ mod tests {
     use super::*;
     use crate::pipeline::{Schedule, idle_share, simulate};
 
-    /// The simulated schedule's passes as two ranks' summaries would hold them.
-    fn summaries(schedule: Schedule, stages: usize, micro_batches: usize, skew: f64) -> Vec<RankSummary> {
+    /// The simulated schedule's passes as the ranks' summaries would hold them.
+    fn summaries(schedule: Schedule, stages: usize, micro_batches: usize, skew: f64) -> Vec<Vec<Passes>> {
         let passes = simulate(schedule, stages, micro_batches, 100.0);
         (0..stages)
             .map(|stage| {
@@ -119,11 +119,7 @@ mod tests {
                 let mut chunks: Vec<usize> = mine.iter().map(|p| p.chunk).collect();
                 chunks.sort_unstable();
                 chunks.dedup();
-                let passes = Passes { step: 5, first_us, last_us, busy_us, micro_batches, chunks };
-                let mut summary = RankSummary::default();
-                summary.rank = stage;
-                summary.passes.push(passes);
-                summary
+                vec![Passes { step: 5, first_us, last_us, busy_us, micro_batches, chunks }]
             })
             .collect()
     }
@@ -131,7 +127,8 @@ mod tests {
     #[test]
     fn the_measured_bubble_of_a_schedule_run_as_drawn_is_its_idle_share() {
         for (schedule, stages, m) in [(Schedule::GPipe, 4, 8), (Schedule::OneFOneB, 2, 4), (Schedule::Interleaved(2), 4, 8)] {
-            let measured = bubbles(&summaries(schedule, stages, m, 0.0));
+            let ranks = summaries(schedule, stages, m, 0.0);
+            let measured = bubbles(&ranks.iter().map(Vec::as_slice).collect::<Vec<_>>());
             let expected = idle_share(&simulate(schedule, stages, m, 100.0), stages);
             assert_eq!(measured.len(), 1);
             assert!((measured[0].fraction - expected).abs() < 1e-9, "{schedule:?}: {} vs {expected}", measured[0].fraction);
@@ -160,6 +157,6 @@ mod tests {
 
     #[test]
     fn a_step_without_passes_has_no_bubble() {
-        assert!(bubbles(&[RankSummary::default()]).is_empty());
+        assert!(bubbles(&[&[]]).is_empty());
     }
 }

@@ -133,7 +133,7 @@ impl ProfileSummary {
     pub fn new(mut ranks: Vec<RankSummary>, unread: Vec<String>) -> ProfileSummary {
         ranks.sort_by_key(|r| r.rank);
         let stragglers = stragglers(&ranks);
-        let bubbles = bubbles(&ranks);
+        let bubbles = bubbles(&ranks.iter().map(|r| r.passes.as_slice()).collect::<Vec<_>>());
         ProfileSummary { ranks, stragglers, unread, bubbles }
     }
 }
