@@ -12,12 +12,12 @@ use crate::data::Batch;
 use crate::ffi::{ProcessGroup, Range, ReduceOp};
 use crate::model::{Forward, Part, VisionTransformer, VitSpec};
 use crate::parallel::{Parallel, ParallelVit};
-use crate::train::pipeline::Pipeline;
 use crate::train::amp::{Autocast, GradScaler};
 use crate::train::clock::{Mark, Phase};
 use crate::train::lanes::{Lanes, slices};
 use crate::train::loss::{l2_loss, training_loss, weighted_rmse};
 use crate::train::optim::Optimizer;
+use crate::train::pipeline::Pipeline;
 use crate::train::sync::GradSync;
 use crate::train::zero::Holdings;
 
