@@ -263,10 +263,12 @@ mod tests {
         assert_eq!(block.root.query_selector_all(".cells path[d^='M']").unwrap().length(), 4);
         // The layout runs with cpu_mp unless another config is picked.
         assert!(block.text("button.run-layout").contains("cpu_mp"), "{}", block.text(".layout-launch"));
+        // Pipeline stages run: the schedule is offered beside them, and nothing refuses the layout.
         block.input("input[data-field=order]", "tp-cp-dp-pp");
         block.input("input[data-field=pp]", "2");
         crate::testing::settle().await;
-        assert!(block.text(".layout-launch").contains("set pp to 1"), "{}", block.text(".layout-launch"));
+        assert!(block.find("select[data-field=pipeline_schedule]").is_some(), "{}", block.text(".layout-controls"));
+        assert!(!block.text(".layout-launch").contains("cannot run"), "{}", block.text(".layout-launch"));
         block.input("input[data-field=pp]", "1");
         block.input("input[data-field=tp]", "0");
         crate::testing::settle().await;
